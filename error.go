@@ -1,0 +1,88 @@
+package touba
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Public error codes of the contract (SPEC §3.1, §4, §5, §6). The code is
+// what senders, handlers and operators see; the message is for humans.
+const (
+	ECONFIG   = "ConfigInvalid"
+	EINTERNAL = "Internal"
+
+	// Intake (§3.1).
+	ETriggerNotFound              = "TriggerNotFound"
+	ETriggerPayloadTooLarge       = "TriggerPayloadTooLarge"
+	ETriggerEventIDInvalid        = "TriggerEventIdInvalid"
+	ETriggerSignatureInvalid      = "TriggerSignatureInvalid"
+	ETriggerEventPayloadConflict  = "TriggerEventPayloadConflict"
+	ETriggerReplayRejected        = "TriggerReplayRejected"
+	ETriggerUnavailable           = "TriggerUnavailable"
+	EMethodNotAllowed             = "MethodNotAllowed"
+	ETriggerDuplicate             = "TriggerDuplicate" // delivery-log code of a 202 duplicate
+	EStepInputUnresolved          = "StepInputUnresolved"
+	EEffectJournalRequired        = "EffectJournalRequired"
+	EJournalLocked                = "JournalLocked"
+	EJournalLockStale             = "JournalLockStale"
+	EEffectInProgress             = "EffectInProgress"
+	EEffectResultUnavailable      = "EffectResultUnavailable"
+	EEffectReconciliationRequired = "EffectReconciliationRequired"
+	EEffectOutcomeUnknown         = "EffectOutcomeUnknown"
+	EEffectRequestConflict        = "EffectRequestConflict"
+	EEffectNotUnknown             = "EffectNotUnknown"
+	ESecretValueRefused           = "SecretValueRefused"
+
+	// Handler protocol (§4).
+	EHandlerTimeout         = "HandlerTimeout"
+	EHandlerFailed          = "HandlerFailed"
+	EHandlerProtocolError   = "HandlerProtocolError"
+	EHandlerPayloadTooLarge = "HandlerPayloadTooLarge"
+	EEffectReceiptMissing   = "EffectReceiptMissing"
+	EEffectReceiptMismatch  = "EffectReceiptMismatch"
+	EEffectReceiptInvalid   = "EffectReceiptInvalid"
+	EWebhookRejected        = "WebhookRejected"
+	EGrantMissing           = "GrantMissing"
+)
+
+// Error is an error with a public code. QueueID is set where the error
+// concerns an existing queue entry, so callers can point to it.
+type Error struct {
+	Code    string
+	Message string
+	QueueID string
+}
+
+// Error implements the error interface.
+func (e *Error) Error() string {
+	return fmt.Sprintf("touba error: code=%s message=%s", e.Code, e.Message)
+}
+
+// Errorf returns an *Error with the given code and formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the public code of err, or EINTERNAL for an error that
+// carries none, or "" for nil.
+func ErrorCode(err error) string {
+	var e *Error
+	if err == nil {
+		return ""
+	} else if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessage returns the public message of err; internal errors get a
+// generic text so that no detail leaks to a sender.
+func ErrorMessage(err error) string {
+	var e *Error
+	if err == nil {
+		return ""
+	} else if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}

@@ -1,0 +1,67 @@
+// Package touba holds the domain types that every part of touba-trigger
+// shares: error codes, queue states, effect states and the records that
+// cross package boundaries. Implementations live in the sub-packages; the
+// cmd/touba-trigger binary wires them together.
+package touba
+
+import "time"
+
+// Queue entry states (SPEC §3.2).
+const (
+	StatusPending = "pending"
+	StatusRunning = "running"
+	StatusDone    = "done"
+	StatusFailed  = "failed"
+	StatusParked  = "parked"
+)
+
+// Effect states of the journal (SPEC §5).
+const (
+	EffectPrepared   = "prepared"
+	EffectDispatched = "dispatched"
+	EffectApplied    = "applied"
+	EffectNotApplied = "not_applied"
+	EffectUnknown    = "unknown"
+)
+
+// Effect contract kinds and retry modes (SPEC §2.2).
+const (
+	ContractNone          = "none"
+	ContractExternalWrite = "external_write"
+
+	RetryIdempotencyKey = "idempotency_key"
+	RetryReconcile      = "reconcile"
+	RetryNone           = "none"
+)
+
+// Intake answers for accepted deliveries (SPEC §3.1).
+const (
+	IntakeEnqueued  = "enqueued"
+	IntakeDuplicate = "duplicate"
+)
+
+// Delivery is one accepted webhook as the queue stores it.
+type Delivery struct {
+	QueueID    string
+	TriggerRef string
+	EventID    string
+	Digest     string // lowercase hex SHA-256 of Body
+	Body       []byte
+	Headers    map[string]string
+	ReceivedAt time.Time
+	RemoteAddr string
+	Status     string
+	Attempts   int
+	ErrorCode  string
+	UpdatedAt  time.Time
+}
+
+// TimeFormat is how every timestamp is stored: UTC with milliseconds, so
+// text order is time order.
+const TimeFormat = "2006-01-02T15:04:05.000Z"
+
+// FormatTime renders t in TimeFormat, in UTC.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
+
+// ParseTime reads a timestamp written by FormatTime.
+func ParseTime(s string) (time.Time, error) { return time.Parse(TimeFormat, s) }
