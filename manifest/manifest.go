@@ -1,0 +1,164 @@
+// Package manifest loads touba.manifest.json (`touba-manifest-v1`, SPEC
+// §2.2): the tool bindings that program steps call. Loading is strict: an
+// unknown field, kind or mode, a missing or null contract, a bad value or
+// trailing data is refused with a *ConfigError naming the file, the JSON
+// path and the rule, before any handler runs. Resolve turns the bindings'
+// secret references into values for start-up. The package runs nothing.
+package manifest
+
+import (
+	"path/filepath"
+	"slices"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/secret"
+)
+
+// Version is the only manifest_version this package reads.
+const Version = "touba-manifest-v1"
+
+// Handler kinds.
+const (
+	KindProcess        = "process"
+	KindWebhook        = "webhook"
+	KindAccountingStub = "accounting_stub"
+)
+
+// Grants a binding may list. Only GrantNetwork is enforced by the host (a
+// process handler without it runs in its own network namespace where Linux
+// allows); every grant is passed to the handler in context.grants so that a
+// handler SDK can refuse a tool whose required grants are missing.
+const (
+	GrantNetwork    = "network"
+	GrantFilesystem = "filesystem"
+	GrantEnv        = "env"
+)
+
+// KnownGrants lists the accepted grants, sorted.
+var KnownGrants = []string{GrantEnv, GrantFilesystem, GrantNetwork}
+
+// Defaults applied when a field is absent.
+const (
+	DefaultTimeoutMS         = 30000
+	DefaultMaxPayloadBytes   = 1048576
+	DefaultWebhookTimeoutSec = 10
+	DefaultMaxInFlight       = 16
+	DefaultMaxCalls          = 100000
+	DefaultIdleTimeoutMS     = 60000
+	DefaultCwd               = "."
+)
+
+// Manifest is a loaded touba.manifest.json. Its JSON encoding is the
+// manifest with every default written out, and loads back to the same value.
+type Manifest struct {
+	Path     string              `json:"-"` // the file as named to Load or Parse
+	Dir      string              `json:"-"` // its folder, absolute; process cwd is relative to it
+	Version  string              `json:"manifest_version"`
+	Bindings map[string]*Binding `json:"bindings"` // key: tool ref "tool:..."
+}
+
+// Binding is what one tool ref runs and what it promises about effects.
+type Binding struct {
+	Ref             string                `json:"-"`
+	Handler         Handler               `json:"handler"`
+	Grants          []string              `json:"grants"` // never nil
+	TimeoutMS       int                   `json:"timeout_ms"`
+	MaxPayloadBytes int64                 `json:"max_payload_bytes"`
+	Secrets         map[string]secret.Ref `json:"secrets,omitempty"` // env var name -> reference; never nil
+	EffectContract  EffectContract        `json:"effect_contract"`
+	Compensation    *Compensation         `json:"compensation,omitempty"`
+}
+
+// Handler says how a binding is called. Which fields are set depends on Kind.
+type Handler struct {
+	Kind        string              `json:"kind"`
+	Command     string              `json:"command,omitempty"`    // process
+	Args        []string            `json:"args,omitempty"`       // process; never nil for a process handler
+	Cwd         string              `json:"cwd,omitempty"`        // process; relative to Manifest.Dir; default "."
+	Persistent  *Persistent         `json:"persistent,omitempty"` // process, optional (SPEC §4.1)
+	Options     *WebhookOptions     `json:"options,omitempty"`    // webhook, required
+	Credentials *WebhookCredentials `json:"credentials,omitempty"`
+}
+
+// Persistent asks for one long-lived process serving many calls (SPEC §4.1).
+type Persistent struct {
+	MaxInFlight   int `json:"max_in_flight"`
+	MaxCalls      int `json:"max_calls"`
+	IdleTimeoutMS int `json:"idle_timeout_ms"`
+}
+
+// WebhookOptions are where and how long an outbound webhook handler calls.
+type WebhookOptions struct {
+	URL        string `json:"url"` // absolute http or https
+	TimeoutSec int    `json:"timeout_sec"`
+}
+
+// WebhookCredentials hold the reference of the key that signs requests.
+type WebhookCredentials struct {
+	HMACSecret secret.Ref `json:"hmac_secret"`
+}
+
+// EffectContract declares a binding's side effect (SPEC §2.2, §5).
+type EffectContract struct {
+	Kind      string `json:"kind"`                 // touba.ContractNone or touba.ContractExternalWrite
+	RetryMode string `json:"retry_mode,omitempty"` // for external_write: idempotency_key, reconcile or none
+}
+
+// Compensation declares whether an operator may compensate an applied effect.
+type Compensation struct {
+	Supported bool `json:"supported"`
+}
+
+// Timeout is the binding's per-call limit.
+func (b *Binding) Timeout() time.Duration {
+	return time.Duration(b.TimeoutMS) * time.Millisecond
+}
+
+// ExternalWrite reports whether calls of b are journaled effects.
+func (b *Binding) ExternalWrite() bool {
+	return b.EffectContract.Kind == touba.ContractExternalWrite
+}
+
+// WorkDir is the directory a process handler of b runs in.
+func (m *Manifest) WorkDir(b *Binding) string {
+	if filepath.IsAbs(b.Handler.Cwd) {
+		return filepath.Clean(b.Handler.Cwd)
+	}
+	return filepath.Join(m.Dir, b.Handler.Cwd)
+}
+
+// Refs returns the bound tool refs, sorted.
+func (m *Manifest) Refs() []string {
+	refs := make([]string, 0, len(m.Bindings))
+	for ref := range m.Bindings {
+		refs = append(refs, ref)
+	}
+	slices.Sort(refs)
+	return refs
+}
+
+// ExternalWrites returns the refs of external_write bindings, sorted: if
+// there is any, start-up needs an effect journal.
+func (m *Manifest) ExternalWrites() []string {
+	var refs []string
+	for _, ref := range m.Refs() {
+		if m.Bindings[ref].ExternalWrite() {
+			refs = append(refs, ref)
+		}
+	}
+	return refs
+}
+
+// CheckUsage refuses a binding that no program step uses; used holds the
+// tool refs the program's steps name. A step naming an unbound tool is the
+// program loader's refusal, since the path to report is in the program.
+func (m *Manifest) CheckUsage(used []string) error {
+	p := &problems{file: m.Path}
+	for _, ref := range m.Refs() {
+		if !slices.Contains(used, ref) {
+			p.add(child("$.bindings", ref), "binding is not used by any program step")
+		}
+	}
+	return p.err()
+}

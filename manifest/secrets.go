@@ -1,0 +1,125 @@
+package manifest
+
+import (
+	"regexp"
+	"slices"
+
+	"github.com/touba/touba-trigger/internal/secret"
+)
+
+// envName is a portable environment variable name (POSIX: letters, digits
+// and underscore, not starting with a digit).
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// reservedEnv are the variables the host itself sets in a process handler's
+// environment (SPEC §2.2, §4.1); a secret must not replace them.
+var reservedEnv = []string{"LANG", "PATH", "TOUBA_HANDLER_MODE", "TZ"}
+
+// secrets checks a binding's secrets: environment variable names mapped to
+// secret references.
+func (p *problems) secrets(path string, n *node, out map[string]secret.Ref) {
+	if !p.is(path, n, kindObject) {
+		return
+	}
+	for i, name := range n.keys {
+		at := child(path, name)
+		switch {
+		case !envName.MatchString(name):
+			p.add(at, "must be a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+		case slices.Contains(reservedEnv, name):
+			p.add(at, "name is reserved by the host (reserved: LANG, PATH, TOUBA_HANDLER_MODE, TZ)")
+		}
+		if r, ok := p.secretRef(at, n.vals[i]); ok {
+			out[name] = r
+		}
+	}
+}
+
+// secretRef checks one reference: {"env"}, {"file"} or {"credential"},
+// exactly one, non-empty.
+func (p *problems) secretRef(path string, n *node) (secret.Ref, bool) {
+	f, ok := p.object(path, n, "env", "file", "credential")
+	if !ok {
+		return secret.Ref{}, false
+	}
+	var r secret.Ref
+	dst := map[string]*string{"env": &r.Env, "file": &r.File, "credential": &r.Credential}
+	good := true
+	for _, key := range []string{"env", "file", "credential"} {
+		v, has := f[key]
+		if !has {
+			continue
+		}
+		s, ok := p.nonEmpty(child(path, key), v)
+		if ok && key == "env" && !envName.MatchString(s) {
+			p.add(child(path, key), "must be a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+			ok = false
+		}
+		good = good && ok
+		*dst[key] = s
+	}
+	if !good {
+		return secret.Ref{}, false
+	}
+	if err := r.Validate(); err != nil {
+		p.add(path, "%s", err.Error())
+		return secret.Ref{}, false
+	}
+	return r, true
+}
+
+// Resolved holds the secret values of a manifest, for start-up. It must
+// never be logged or stored.
+type Resolved struct {
+	Env    map[string]map[string]string // binding ref -> env var name -> value (process handlers)
+	HMAC   map[string]string            // binding ref -> signing key (webhook handlers)
+	Values *secret.Set                  // every value, to refuse storing one
+}
+
+// Resolve reads every secret of the manifest: environment variables from
+// env (os.LookupEnv when nil), files relative to the manifest's folder, and
+// credentials from env's CREDENTIALS_DIRECTORY. Any secret that cannot be
+// resolved refuses start-up; the errors name the binding, the variable and
+// the reference, never a value.
+func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
+	res := &Resolved{
+		Env:    map[string]map[string]string{},
+		HMAC:   map[string]string{},
+		Values: &secret.Set{},
+	}
+	p := &problems{file: m.Path}
+	for _, ref := range m.Refs() {
+		b := m.Bindings[ref]
+		path := child("$.bindings", ref)
+		vars := map[string]string{}
+		names := make([]string, 0, len(b.Secrets))
+		for name := range b.Secrets {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			r := b.Secrets[name]
+			v, err := r.Resolve(env, m.Dir)
+			if err != nil {
+				p.add(child(child(path, "secrets"), name), "cannot resolve: %s", err.Error())
+				continue
+			}
+			vars[name] = v
+			res.Values.Add(v)
+		}
+		res.Env[ref] = vars
+		if c := b.Handler.Credentials; c != nil {
+			v, err := c.HMACSecret.Resolve(env, m.Dir)
+			if err != nil {
+				p.add(path+".handler.credentials.hmac_secret", "cannot resolve: %s", err.Error())
+				continue
+			}
+			res.HMAC[ref] = v
+			res.Values.Add(v)
+		}
+	}
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
