@@ -1,0 +1,106 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
+	status, attempts, COALESCE(error_code, ''), updated_at`
+
+type scanner interface{ Scan(...any) error }
+
+func scanEntry(s scanner) (*touba.Delivery, error) {
+	var d touba.Delivery
+	var hdr, recv, upd string
+	if err := s.Scan(&d.QueueID, &d.TriggerRef, &d.EventID, &d.Digest, &d.Body, &hdr, &d.RemoteAddr, &recv,
+		&d.Status, &d.Attempts, &d.ErrorCode, &upd); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(hdr), &d.Headers); err != nil {
+		return nil, fmt.Errorf("entry %s: headers: %w", d.QueueID, err)
+	}
+	var err error
+	if d.ReceivedAt, err = touba.ParseTime(recv); err != nil {
+		return nil, fmt.Errorf("entry %s: received_at: %w", d.QueueID, err)
+	}
+	if d.UpdatedAt, err = touba.ParseTime(upd); err != nil {
+		return nil, fmt.Errorf("entry %s: updated_at: %w", d.QueueID, err)
+	}
+	return &d, nil
+}
+
+// Get returns one entry, or nil and no error when there is none.
+func (q *Queue) Get(ctx context.Context, queueID string) (*touba.Delivery, error) {
+	d, err := scanEntry(q.db.Read.QueryRowContext(ctx, `SELECT `+entryColumns+` FROM entries WHERE queue_id = ?`, queueID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return d, err
+}
+
+// Filter selects entries for List. Empty fields match everything.
+type Filter struct {
+	Status     string
+	TriggerRef string
+	Limit      int // default 100
+}
+
+// List returns entries in queue order (oldest first).
+func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
+	var where []string
+	var args []any
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, f.Status)
+	}
+	if f.TriggerRef != "" {
+		where, args = append(where, "trigger_ref = ?"), append(args, f.TriggerRef)
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	query := `SELECT ` + entryColumns + ` FROM entries`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY queue_id LIMIT ?`
+	rows, err := q.db.Read.QueryContext(ctx, query, append(args, f.Limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list entries: %w", err)
+	}
+	defer rows.Close()
+	var out []*touba.Delivery
+	for rows.Next() {
+		d, err := scanEntry(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// CountByStatus returns how many entries are in each state.
+func (q *Queue) CountByStatus(ctx context.Context) (map[string]int64, error) {
+	rows, err := q.db.Read.QueryContext(ctx, `SELECT status, COUNT(*) FROM entries GROUP BY status`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var s string
+		var n int64
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}

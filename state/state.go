@@ -1,0 +1,103 @@
+// Package state is the state file: run checkpoints (step outputs and run
+// status) and the delivery log of every request that did not create a queue
+// entry. Log rows are written in batches by one goroutine and bounded in
+// count, age and stored body bytes, so a flood of bad requests neither
+// slows acceptance nor fills the disk.
+package state
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/touba/touba-trigger/internal/sqlitex"
+)
+
+//go:embed schema/*.sql
+var schema embed.FS
+
+// Options tune the state file. Zero values take the defaults.
+type Options struct {
+	LogMaxRows      int64         // default 1,000,000
+	LogMaxAge       time.Duration // default 168h
+	LogMaxBodyBytes int64         // default 256 MiB
+	LogBuffer       int           // rows waiting to be written; default 65536
+	PruneEvery      time.Duration // default 30s
+	Now             func() time.Time
+	Log             zerolog.Logger
+}
+
+// State is an open state file.
+type State struct {
+	db   *sqlitex.DB
+	opts Options
+
+	rows    chan *Delivery
+	mu      sync.RWMutex
+	closed  bool
+	done    chan struct{}
+	flushes chan chan struct{}
+
+	written atomic.Int64
+	dropped atomic.Int64
+}
+
+// Open opens or creates the state file and starts the log writer.
+func Open(ctx context.Context, path string, opts Options) (*State, error) {
+	if opts.LogMaxRows <= 0 {
+		opts.LogMaxRows = 1_000_000
+	}
+	if opts.LogMaxAge <= 0 {
+		opts.LogMaxAge = 168 * time.Hour
+	}
+	if opts.LogMaxBodyBytes <= 0 {
+		opts.LogMaxBodyBytes = 256 << 20
+	}
+	if opts.LogBuffer <= 0 {
+		opts.LogBuffer = 65536
+	}
+	if opts.PruneEvery <= 0 {
+		opts.PruneEvery = 30 * time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	db, err := sqlitex.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	if err := sqlitex.Migrate(ctx, db, schema, "schema"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	s := &State{db: db, opts: opts, rows: make(chan *Delivery, opts.LogBuffer),
+		done: make(chan struct{}), flushes: make(chan chan struct{})}
+	go s.logWriter()
+	return s, nil
+}
+
+// Close writes the rows already logged and closes the file. Idempotent.
+func (s *State) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.rows)
+	s.mu.Unlock()
+	<-s.done
+	return s.db.Close()
+}
+
+// DB exposes the file to the packages that keep run checkpoints in it.
+func (s *State) DB() *sqlitex.DB { return s.db }
+
+// LogStats returns how many log rows were written and how many were
+// dropped because the buffer was full.
+func (s *State) LogStats() (written, dropped int64) { return s.written.Load(), s.dropped.Load() }

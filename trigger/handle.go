@@ -1,0 +1,222 @@
+package trigger
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/dedupe"
+	"github.com/touba/touba-trigger/internal/jsonptr"
+	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/state"
+)
+
+// request is what intake learned of one request so far; it becomes the
+// queue entry or the delivery-log row.
+type request struct {
+	at         time.Time
+	triggerRef string
+	eventID    string
+	digest     string
+	body       []byte
+	verified   bool // signature passed (or none configured): body may be kept
+	headers    map[string]string
+}
+
+// Serve handles POST /triggers/<name>. Checks run in the order of SPEC
+// §3.1: method (by the router), trigger, size, event id, signature, then
+// identity.
+func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
+	req := &request{at: in.now(), triggerRef: "trigger:" + name}
+	if in.draining.Load() {
+		in.reject(w, r, req, touba.ETriggerUnavailable, "shutting down", "")
+		return
+	}
+	cfg := in.config.Load()
+	t, ok := cfg.Program.Lookup(name)
+	if !ok {
+		in.reject(w, r, req, touba.ETriggerNotFound, fmt.Sprintf("no trigger %q", req.triggerRef), "")
+		return
+	}
+	max := t.Source.MaxBodyBytes
+	if r.ContentLength > max {
+		in.reject(w, r, req, touba.ETriggerPayloadTooLarge, fmt.Sprintf("body of %d bytes is over %d", r.ContentLength, max), "")
+		return
+	}
+	body, err := readBody(r, max)
+	if errors.Is(err, errTooLarge) {
+		in.reject(w, r, req, touba.ETriggerPayloadTooLarge, fmt.Sprintf("body is over %d bytes", max), "")
+		return
+	} else if err != nil {
+		// The client went away or sent a broken body: nothing to enqueue.
+		in.reject(w, r, req, touba.ETriggerUnavailable, "could not read the body", "")
+		return
+	}
+	req.body, req.digest = body, dedupe.Digest(body)
+	req.headers = keptHeaders(r.Header)
+
+	id, err := eventID(t.Source.EventID, r.Header, body)
+	if err != nil {
+		req.eventID = printable(id)
+		in.reject(w, r, req, touba.ETriggerEventIDInvalid, touba.ErrorMessage(err), "")
+		return
+	}
+	req.eventID = id
+
+	if v := cfg.Verifiers[name]; v != nil {
+		if err := v.Verify(r.Header, body, req.at); err != nil {
+			in.reject(w, r, req, touba.ETriggerSignatureInvalid, err.Error(), "")
+			return
+		}
+	}
+	req.verified = true
+
+	d := &touba.Delivery{TriggerRef: t.Ref, EventID: id, Digest: req.digest, Body: body,
+		Headers: req.headers, ReceivedAt: req.at, RemoteAddr: r.RemoteAddr}
+	res, err := in.Queue.Enqueue(r.Context(), d)
+	if err != nil {
+		msg := "queue unavailable, retry later"
+		if errors.Is(err, queue.ErrFull) {
+			msg = "queue is full, retry later"
+		} else if !errors.Is(err, queue.ErrClosed) {
+			in.Logger.Error().Err(err).Str("trigger_ref", t.Ref).Str("event_id", id).Msg("enqueue failed")
+		}
+		in.reject(w, r, req, touba.ETriggerUnavailable, msg, "")
+		return
+	}
+	if res.Created {
+		writeJSON(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeEnqueued})
+		in.observe(t.Ref, touba.IntakeEnqueued, http.StatusAccepted)
+		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", id).Str("queue_id", res.QueueID).Msg("delivery enqueued")
+		return
+	}
+	switch dedupe.Decide(res.Digest, res.Status, req.digest) {
+	case dedupe.Duplicate:
+		writeJSON(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeDuplicate})
+		in.record(r, req, http.StatusAccepted, "", res.QueueID)
+		in.observe(t.Ref, touba.IntakeDuplicate, http.StatusAccepted)
+	case dedupe.Conflict:
+		in.reject(w, r, req, touba.ETriggerEventPayloadConflict,
+			"event id already bound to a different body", res.QueueID)
+	default:
+		in.reject(w, r, req, touba.ETriggerReplayRejected,
+			fmt.Sprintf("entry already consumed (status %s)", res.Status), res.QueueID)
+	}
+}
+
+// reject answers an error and records it in the delivery log.
+func (in *Intake) reject(w http.ResponseWriter, r *http.Request, req *request, code, msg, queueID string) {
+	status := writeError(w, code, msg, queueID)
+	in.record(r, req, status, code, queueID)
+	in.observe(req.triggerRef, code, status)
+	in.Logger.Debug().Str("trigger_ref", req.triggerRef).Str("event_id", req.eventID).Str("queue_id", queueID).
+		Str("code", code).Int("status", status).Msg("delivery rejected")
+}
+
+func (in *Intake) record(r *http.Request, req *request, status int, code, queueID string) {
+	if in.Log == nil {
+		return
+	}
+	row := &state.Delivery{At: req.at, TriggerRef: req.triggerRef, EventID: req.eventID, Digest: req.digest,
+		StatusCode: status, ErrorCode: code, QueueID: queueID, RemoteAddr: r.RemoteAddr, Headers: req.headers}
+	if req.verified {
+		row.Body, row.BodyStored = req.body, true
+	}
+	in.Log.Log(row)
+}
+
+func (in *Intake) observe(ref, code string, status int) {
+	if in.Observe != nil {
+		in.Observe(ref, code, status)
+	}
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBody reads at most max+1 bytes: one more than allowed tells a body
+// that is too large without holding more of it.
+func readBody(r *http.Request, max int64) ([]byte, error) {
+	n := r.ContentLength
+	if n < 0 || n > max {
+		n = 512
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, max+1)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) > max {
+		return nil, errTooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+// eventID reads the delivery's identity. "" with no error means the request
+// carried none: it gets a fresh identity and cannot be deduplicated.
+func eventID(src EventIDSource, h http.Header, body []byte) (string, error) {
+	if src.Header != "" {
+		vals, ok := h[src.Header]
+		if !ok {
+			return "", nil
+		}
+		id := ""
+		if len(vals) > 0 {
+			id = vals[0]
+		}
+		return id, dedupe.ValidateEventID(id)
+	}
+	return eventIDFromBody(src.JSONPointer, body)
+}
+
+func eventIDFromBody(ptr string, body []byte) (string, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return "", nil // not JSON: no identity in it
+	}
+	v, err := jsonptr.Get(doc, ptr)
+	if err != nil || v == nil {
+		return "", nil
+	}
+	var id string
+	switch x := v.(type) {
+	case string:
+		id = x
+	case json.Number:
+		id = x.String()
+	default:
+		return "", touba.Errorf(touba.ETriggerEventIDInvalid, "event id at %s must be a string", ptr)
+	}
+	return id, dedupe.ValidateEventID(id)
+}
+
+// dropped headers may carry credentials of the sender's own; they are not
+// kept with the entry nor shown to handlers.
+var dropped = map[string]bool{"Authorization": true, "Proxy-Authorization": true, "Cookie": true}
+
+func keptHeaders(h http.Header) map[string]string {
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		if dropped[k] {
+			continue
+		}
+		out[strings.ToLower(k)] = strings.Join(v, ", ")
+	}
+	return out
+}
+
+// printable renders an invalid id for the log: quoted, and cut short.
+func printable(id string) string {
+	if len(id) > 256 {
+		id = id[:256]
+	}
+	q := strconv.Quote(id)
+	return q[1 : len(q)-1]
+}

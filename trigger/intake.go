@@ -1,0 +1,125 @@
+package trigger
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/state"
+)
+
+// Enqueuer stores accepted deliveries; *queue.Queue is one.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, d *touba.Delivery) (queue.Result, error)
+}
+
+// DeliveryLog records requests that did not create an entry; *state.State
+// is one. Log must not block.
+type DeliveryLog interface {
+	Log(d *state.Delivery)
+}
+
+// Verifier checks a request's signature; *verify.Verifier is one.
+type Verifier interface {
+	Verify(h http.Header, body []byte, at time.Time) error
+}
+
+// Config is what intake serves: a program and the verifiers of its
+// triggers (by trigger name). It is swapped whole on reload.
+type Config struct {
+	Program   *Program
+	Verifiers map[string]Verifier
+}
+
+// Intake is the HTTP ingestion handler of SPEC §3.1.
+type Intake struct {
+	Queue Enqueuer
+	Log   DeliveryLog
+	Now   func() time.Time
+	// Observe, when set, sees every answer (for metrics).
+	Observe func(triggerRef, code string, status int)
+	Logger  zerolog.Logger
+
+	config   atomic.Pointer[Config]
+	draining atomic.Bool
+}
+
+// SetConfig installs the program to serve; safe while serving.
+func (in *Intake) SetConfig(c *Config) { in.config.Store(c) }
+
+// Drain makes every new request answer 503 from now on.
+func (in *Intake) Drain() { in.draining.Store(true) }
+
+// Draining reports whether Drain was called.
+func (in *Intake) Draining() bool { return in.draining.Load() }
+
+func (in *Intake) now() time.Time {
+	if in.Now != nil {
+		return in.Now()
+	}
+	return time.Now()
+}
+
+// retryAfterSec is the Retry-After of every 503: long enough for a commit
+// backlog or a restart, short enough that senders come back promptly.
+const retryAfterSec = 5
+
+type answer struct {
+	QueueID string `json:"queue_id"`
+	Status  string `json:"status"`
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		QueueID string `json:"queue_id,omitempty"`
+	} `json:"error"`
+}
+
+// StatusOf maps a public error code to its HTTP status (SPEC §3.1).
+func StatusOf(code string) int {
+	switch code {
+	case touba.ETriggerNotFound, "NotFound":
+		return http.StatusNotFound
+	case touba.ETriggerPayloadTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case touba.ETriggerEventIDInvalid:
+		return http.StatusBadRequest
+	case touba.ETriggerSignatureInvalid:
+		return http.StatusUnauthorized
+	case touba.ETriggerEventPayloadConflict, touba.ETriggerReplayRejected:
+		return http.StatusConflict
+	case touba.EMethodNotAllowed:
+		return http.StatusMethodNotAllowed
+	case touba.ETriggerUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, code, message, queueID string) int {
+	status := StatusOf(code)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSec))
+	}
+	var b errorBody
+	b.Error.Code, b.Error.Message, b.Error.QueueID = code, message, queueID
+	writeJSON(w, status, b)
+	return status
+}

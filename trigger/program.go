@@ -1,0 +1,340 @@
+// Package trigger holds the program model (the touba-air-v1 subset of
+// SPEC §2.1) with its strict loader, and the HTTP intake handler that
+// verifies each webhook, decides its identity and enqueues it.
+package trigger
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/touba/touba-trigger/internal/jsonptr"
+	"github.com/touba/touba-trigger/internal/secret"
+)
+
+// AIRVersion is the only program format this build reads.
+const AIRVersion = "touba-air-v1"
+
+// Defaults of SPEC §2.1.
+const (
+	DefaultEventIDHeader   = "x-touba-event-id"
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultToleranceSec    = 300
+	DefaultMaxAttempts     = 8
+	DefaultInitialMS       = 500
+	DefaultMaxIntervalMS   = 60000
+	maxBodyBytesUpperBound = 64 << 20
+)
+
+var (
+	refPattern    = regexp.MustCompile(`^trigger:[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+	toolPattern   = regexp.MustCompile(`^tool:[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+	stepIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	headerPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	schemes       = []string{"hmac-sha256", "github", "stripe", "standard-webhooks", "slack"}
+)
+
+// Program is a loaded program file.
+type Program struct {
+	Path     string
+	Triggers []*Trigger
+	byName   map[string]*Trigger
+}
+
+// Trigger is one webhook trigger and its steps.
+type Trigger struct {
+	Ref    string // "trigger:<name>"
+	Name   string // the part after "trigger:", as in the URL
+	Source Source
+	Steps  []Step
+	Retry  Retry
+}
+
+// Source says how deliveries of a trigger are read and verified.
+type Source struct {
+	Kind         string
+	EventID      EventIDSource
+	MaxBodyBytes int64
+	Verify       *Verify
+}
+
+// EventIDSource names where the event id comes from: exactly one field set.
+type EventIDSource struct {
+	Header      string
+	JSONPointer string
+}
+
+// Verify is the signature scheme of a trigger. Several secrets may be
+// given (`secrets`) so that one can be rotated without refusing deliveries.
+type Verify struct {
+	Scheme       string
+	Header       string
+	Secrets      []secret.Ref
+	ToleranceSec int64
+}
+
+// Step is one tool call of a trigger.
+type Step struct {
+	ID    string
+	Tool  string
+	Input json.RawMessage
+}
+
+// Retry bounds the host's retries of a run.
+type Retry struct {
+	MaxAttempts       int
+	InitialIntervalMS int64
+	MaxIntervalMS     int64
+}
+
+// Lookup returns the trigger whose URL name is name.
+func (p *Program) Lookup(name string) (*Trigger, bool) {
+	t, ok := p.byName[name]
+	return t, ok
+}
+
+// ToolRefs returns the tools named by any step, sorted and unique.
+func (p *Program) ToolRefs() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range p.Triggers {
+		for _, s := range t.Steps {
+			if !seen[s.Tool] {
+				seen[s.Tool] = true
+				out = append(out, s.Tool)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// CheckTools refuses a step naming a tool that bound does not know.
+func (p *Program) CheckTools(bound func(ref string) bool) error {
+	w := walker{file: p.Path}
+	for i, t := range p.Triggers {
+		for j, s := range t.Steps {
+			if !bound(s.Tool) {
+				return w.fail(idx(idx("$.triggers", i)+".steps", j)+".tool", "tool %q is not bound in the manifest", s.Tool)
+			}
+		}
+	}
+	return nil
+}
+
+// LoadProgram reads and strictly checks a program file.
+func LoadProgram(path string) (*Program, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("load program: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("load program: %w", err)
+	}
+	return ParseProgram(path, data)
+}
+
+// ParseProgram checks a program document; path is used in messages.
+func ParseProgram(path string, data []byte) (*Program, error) {
+	w := walker{file: path}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return nil, w.fail("$", "not a JSON document: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, w.fail("$", "trailing data after the JSON document")
+	}
+	top, err := w.object("$", raw, []string{"air_version", "triggers"}, "air_version", "triggers")
+	if err != nil {
+		return nil, err
+	}
+	v, err := w.str("$.air_version", top["air_version"])
+	if err != nil {
+		return nil, err
+	}
+	if v != AIRVersion {
+		return nil, w.fail("$.air_version", "must be %q", AIRVersion)
+	}
+	list, err := w.array("$.triggers", top["triggers"])
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, w.fail("$.triggers", "must hold at least one trigger")
+	}
+	p := &Program{Path: path, byName: map[string]*Trigger{}}
+	for i, r := range list {
+		t, err := w.trigger(idx("$.triggers", i), r)
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := p.byName[t.Name]; dup {
+			return nil, w.fail(idx("$.triggers", i)+".ref", "duplicate trigger ref %q", t.Ref)
+		}
+		p.byName[t.Name] = t
+		p.Triggers = append(p.Triggers, t)
+	}
+	return p, nil
+}
+
+func (w walker) trigger(path string, raw json.RawMessage) (*Trigger, error) {
+	m, err := w.object(path, raw, []string{"ref", "source", "steps", "retry"}, "ref", "source", "steps")
+	if err != nil {
+		return nil, err
+	}
+	t := &Trigger{}
+	if t.Ref, err = w.str(path+".ref", m["ref"]); err != nil {
+		return nil, err
+	}
+	if !refPattern.MatchString(t.Ref) {
+		return nil, w.fail(path+".ref", `must be "trigger:" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*`)
+	}
+	t.Name = strings.TrimPrefix(t.Ref, "trigger:")
+	if t.Source, err = w.source(path+".source", m["source"]); err != nil {
+		return nil, err
+	}
+	if t.Steps, err = w.steps(path+".steps", m["steps"]); err != nil {
+		return nil, err
+	}
+	t.Retry = Retry{MaxAttempts: DefaultMaxAttempts, InitialIntervalMS: DefaultInitialMS, MaxIntervalMS: DefaultMaxIntervalMS}
+	if r, ok := m["retry"]; ok {
+		if t.Retry, err = w.retry(path+".retry", r); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+func (w walker) retry(path string, raw json.RawMessage) (Retry, error) {
+	r := Retry{MaxAttempts: DefaultMaxAttempts, InitialIntervalMS: DefaultInitialMS, MaxIntervalMS: DefaultMaxIntervalMS}
+	m, err := w.object(path, raw, []string{"max_attempts", "initial_interval_ms", "max_interval_ms"})
+	if err != nil {
+		return r, err
+	}
+	if v, ok := m["max_attempts"]; ok {
+		n, err := w.integer(path+".max_attempts", v, 1, 1000)
+		if err != nil {
+			return r, err
+		}
+		r.MaxAttempts = int(n)
+	}
+	if v, ok := m["initial_interval_ms"]; ok {
+		if r.InitialIntervalMS, err = w.integer(path+".initial_interval_ms", v, 1, 86_400_000); err != nil {
+			return r, err
+		}
+	}
+	if v, ok := m["max_interval_ms"]; ok {
+		if r.MaxIntervalMS, err = w.integer(path+".max_interval_ms", v, 1, 86_400_000); err != nil {
+			return r, err
+		}
+	}
+	if r.MaxIntervalMS < r.InitialIntervalMS {
+		return r, w.fail(path+".max_interval_ms", "must not be below initial_interval_ms")
+	}
+	return r, nil
+}
+
+func (w walker) steps(path string, raw json.RawMessage) ([]Step, error) {
+	list, err := w.array(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, w.fail(path, "must hold at least one step")
+	}
+	var steps []Step
+	seen := map[string]bool{}
+	for i, r := range list {
+		p := idx(path, i)
+		m, err := w.object(p, r, []string{"id", "tool", "input"}, "id", "tool")
+		if err != nil {
+			return nil, err
+		}
+		var s Step
+		if s.ID, err = w.str(p+".id", m["id"]); err != nil {
+			return nil, err
+		}
+		if !stepIDPattern.MatchString(s.ID) {
+			return nil, w.fail(p+".id", "must match [A-Za-z0-9_-]{1,64}")
+		}
+		if seen[s.ID] {
+			return nil, w.fail(p+".id", "duplicate step id %q", s.ID)
+		}
+		if s.Tool, err = w.str(p+".tool", m["tool"]); err != nil {
+			return nil, err
+		}
+		if !toolPattern.MatchString(s.Tool) {
+			return nil, w.fail(p+".tool", `must be "tool:" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*`)
+		}
+		s.Input = json.RawMessage("{}")
+		if in, ok := m["input"]; ok {
+			if err := w.refs(p+".input", in, seen); err != nil {
+				return nil, err
+			}
+			s.Input = in
+		}
+		seen[s.ID] = true
+		steps = append(steps, s)
+	}
+	return steps, nil
+}
+
+// refs checks every {"$ref": ...} in a step input: a valid pointer into
+// /event or into the output of an earlier step.
+func (w walker) refs(path string, raw json.RawMessage, earlier map[string]bool) error {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return w.fail(path, "must be JSON")
+	}
+	var walk func(string, any) error
+	walk = func(p string, v any) error {
+		switch x := v.(type) {
+		case map[string]any:
+			if ref, ok := x["$ref"]; ok && len(x) == 1 {
+				s, ok := ref.(string)
+				if !ok {
+					return w.fail(p+".$ref", "must be a string JSON pointer")
+				}
+				toks, err := jsonptr.Parse(s)
+				if err != nil || len(toks) == 0 {
+					return w.fail(p+".$ref", "must be a JSON pointer into /event or /steps")
+				}
+				switch {
+				case toks[0] == "event":
+				case toks[0] == "steps" && len(toks) >= 2 && earlier[toks[1]]:
+				case toks[0] == "steps":
+					return w.fail(p+".$ref", "must name an earlier step")
+				default:
+					return w.fail(p+".$ref", "must be a JSON pointer into /event or /steps")
+				}
+				return nil
+			}
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if err := walk(p+"."+k, x[k]); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for i, e := range x {
+				if err := walk(idx(p, i), e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(path, v)
+}

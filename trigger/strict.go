@@ -1,0 +1,108 @@
+package trigger
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// ConfigError is a refusal of the program file: the file, the JSON path of
+// the offending value and the rule it breaks.
+type ConfigError struct {
+	File string
+	Path string
+	Rule string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("%s: %s: %s", e.File, e.Path, e.Rule) }
+
+// Unwrap makes touba.ErrorCode report ConfigInvalid.
+func (e *ConfigError) Unwrap() error { return &touba.Error{Code: touba.ECONFIG, Message: e.Error()} }
+
+// walker decodes a JSON document piece by piece so that every refusal can
+// name the exact path.
+type walker struct{ file string }
+
+func (w walker) fail(path, format string, args ...any) error {
+	return &ConfigError{File: w.file, Path: path, Rule: fmt.Sprintf(format, args...)}
+}
+
+// object decodes raw as an object and refuses keys outside allowed and
+// missing required keys (those listed in required).
+func (w walker) object(path string, raw json.RawMessage, allowed []string, required ...string) (map[string]json.RawMessage, error) {
+	if isNull(raw) {
+		return nil, w.fail(path, "must be an object, not null")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, w.fail(path, "must be an object")
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !contains(allowed, k) {
+			return nil, w.fail(path+"."+k, "unknown field")
+		}
+	}
+	for _, k := range required {
+		if _, ok := m[k]; !ok {
+			return nil, w.fail(path+"."+k, "required field missing")
+		}
+	}
+	return m, nil
+}
+
+func (w walker) str(path string, raw json.RawMessage) (string, error) {
+	var s string
+	if isNull(raw) || json.Unmarshal(raw, &s) != nil {
+		return "", w.fail(path, "must be a string")
+	}
+	return s, nil
+}
+
+// integer decodes a JSON integer within [min, max] without going through
+// float64, so 1e3 or 1.5 are refused rather than silently truncated.
+func (w walker) integer(path string, raw json.RawMessage, min, max int64) (int64, error) {
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if isNull(raw) || dec.Decode(&n) != nil {
+		return 0, w.fail(path, "must be an integer")
+	}
+	v, err := strconv.ParseInt(n.String(), 10, 64)
+	if err != nil {
+		return 0, w.fail(path, "must be an integer")
+	}
+	if v < min || v > max {
+		return 0, w.fail(path, "must be between %d and %d", min, max)
+	}
+	return v, nil
+}
+
+func (w walker) array(path string, raw json.RawMessage) ([]json.RawMessage, error) {
+	var a []json.RawMessage
+	if isNull(raw) || json.Unmarshal(raw, &a) != nil {
+		return nil, w.fail(path, "must be an array")
+	}
+	return a, nil
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func idx(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
