@@ -50,7 +50,12 @@ func decodeTree(data []byte, p *problems) *node {
 	dec.UseNumber()
 	root, err := readNode(dec, "$", 0, p)
 	if err != nil {
-		p.add("$", "invalid JSON at byte %d: %s", dec.InputOffset(), describe(err))
+		at := "$"
+		var se *syntaxError
+		if errors.As(err, &se) {
+			at, err = se.path, se.err
+		}
+		p.add(at, "invalid JSON at byte %d: %s", dec.InputOffset(), describe(err))
 		return nil
 	}
 	if root == nil {
@@ -86,7 +91,7 @@ func readNode(dec *json.Decoder, path string, depth int, p *problems) (*node, er
 	}
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, err
+		return nil, &syntaxError{path, err}
 	}
 	switch t := tok.(type) {
 	case nil:
@@ -108,14 +113,14 @@ func readNode(dec *json.Decoder, path string, depth int, p *problems) (*node, er
 				}
 				n.items = append(n.items, item)
 			}
-			return n, closeDelim(dec)
+			return n, closeDelim(dec, path)
 		case '{':
 			n := &node{kind: kindObject}
 			seen := map[string]bool{}
 			for dec.More() {
 				kt, err := dec.Token()
 				if err != nil {
-					return nil, err
+					return nil, &syntaxError{path, err}
 				}
 				key, _ := kt.(string) // the decoder only yields strings as keys
 				at := child(path, key)
@@ -131,14 +136,25 @@ func readNode(dec *json.Decoder, path string, depth int, p *problems) (*node, er
 				n.keys = append(n.keys, key)
 				n.vals = append(n.vals, val)
 			}
-			return n, closeDelim(dec)
+			return n, closeDelim(dec, path)
 		}
 	}
 	return nil, fmt.Errorf("unexpected token %v", tok)
 }
 
 // closeDelim consumes the "]" or "}" that ends an array or object.
-func closeDelim(dec *json.Decoder) error {
-	_, err := dec.Token()
-	return err
+func closeDelim(dec *json.Decoder, path string) error {
+	if _, err := dec.Token(); err != nil {
+		return &syntaxError{path, err}
+	}
+	return nil
 }
+
+// syntaxError is bad JSON met while reading the value at path, so that the
+// refusal points near the mistake rather than at the whole document.
+type syntaxError struct {
+	path string
+	err  error
+}
+
+func (e *syntaxError) Error() string { return e.err.Error() }
