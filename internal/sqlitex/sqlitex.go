@@ -33,6 +33,13 @@ func Open(path string) (*DB, error) {
 			return nil, fmt.Errorf("open %s: %w", path, err)
 		}
 	}
+	// Bodies and results may be private: create the file 0600 before
+	// SQLite does (its -wal and -shm files take the same mode).
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	} else {
+		f.Close()
+	}
 	q := url.Values{}
 	q.Set("_busy_timeout", "10000")
 	q.Set("_journal_mode", "WAL")

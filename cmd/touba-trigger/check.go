@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// runCheck validates a program and its manifest and prints a summary.
+func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("check", stderr)
+	manifestPath := fs.String("manifest", "", "the touba-manifest-v1 file")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError{fmt.Errorf("check takes one PROGRAM file, got %d", len(pos))}
+	}
+	c, err := loadConfig(pos[0], *manifestPath)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "program %s: %d trigger(s)\n", c.program.Path, len(c.program.Triggers))
+	for _, t := range c.program.Triggers {
+		scheme := "none"
+		if t.Source.Verify != nil {
+			scheme = t.Source.Verify.Scheme
+		}
+		id := "header " + t.Source.EventID.Header
+		if t.Source.EventID.JSONPointer != "" {
+			id = "body " + t.Source.EventID.JSONPointer
+		}
+		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  event_id=%s  steps=%d\n",
+			t.Ref, t.Name, scheme, id, len(t.Steps))
+	}
+	refs := make([]string, 0, len(c.manifest.Bindings))
+	for ref := range c.manifest.Bindings {
+		refs = append(refs, ref)
+	}
+	sort.Strings(refs)
+	fmt.Fprintf(stdout, "manifest %s: %d binding(s)\n", c.manifest.Path, len(refs))
+	for _, ref := range refs {
+		b := c.manifest.Bindings[ref]
+		mode := b.EffectContract.Kind
+		if b.EffectContract.RetryMode != "" {
+			mode += "/" + b.EffectContract.RetryMode
+		}
+		fmt.Fprintf(stdout, "  %s  %s  effect=%s\n", ref, b.Handler.Kind, mode)
+	}
+	fmt.Fprintln(stdout, "ok")
+	return nil
+}

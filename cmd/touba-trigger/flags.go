@@ -1,0 +1,58 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// parseArgs parses flags that may come before or after positional
+// arguments, then fills every flag not given on the command line from
+// TOUBA_<FLAG> (upper case, dashes as underscores).
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{err}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || err != nil {
+			return
+		}
+		name := "TOUBA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = usageError{fmt.Errorf("%s: %w", name, e)}
+			}
+		}
+	})
+	return pos, err
+}
+
+// defaultDir is where files go when no flag names them: systemd's
+// StateDirectory / RuntimeDirectory when set, else ./.touba.
+func defaultDir(envName string) string {
+	if d := os.Getenv(envName); d != "" {
+		// systemd may pass several colon-separated directories.
+		return strings.Split(d, ":")[0]
+	}
+	return ".touba"
+}

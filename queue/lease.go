@@ -1,0 +1,153 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlitex"
+)
+
+// RequeueRunning puts entries left running by a crash back to pending
+// (SPEC §3.2). It must run before the first Lease.
+func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
+	res, err := q.db.Write.ExecContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, updated_at = ?
+		WHERE status = 'running'`, q.now())
+	if err != nil {
+		return 0, fmt.Errorf("requeue running: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	q.pending.Add(n)
+	return n, nil
+}
+
+// Lease moves up to n due pending entries to running, oldest first, and
+// returns them with their attempt count already incremented.
+func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
+	now := q.now()
+	rows, err := q.db.Write.QueryContext(ctx, `UPDATE entries SET status = 'running', attempts = attempts + 1, updated_at = ?
+		WHERE queue_id IN (SELECT queue_id FROM entries WHERE status = 'pending' AND (not_before IS NULL OR not_before <= ?)
+		                   ORDER BY queue_id LIMIT ?)
+		RETURNING `+entryColumns, now, now, n)
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	defer rows.Close()
+	var out []*touba.Delivery
+	for rows.Next() {
+		d, err := scanEntry(rows)
+		if err != nil {
+			return nil, fmt.Errorf("lease: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	q.pending.Add(-int64(len(out)))
+	return out, nil
+}
+
+// Finish ends a running entry as done, failed or parked.
+func (q *Queue) Finish(ctx context.Context, queueID, status, code, message string) error {
+	switch status {
+	case touba.StatusDone, touba.StatusFailed, touba.StatusParked:
+	default:
+		return fmt.Errorf("finish %s: bad status %q", queueID, status)
+	}
+	return q.transition(ctx, queueID, `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running'`, status, code, message, q.now(), queueID)
+}
+
+// Retry puts a running entry back to pending, due at notBefore.
+func (q *Queue) Retry(ctx context.Context, queueID string, notBefore time.Time, code, message string) error {
+	err := q.transition(ctx, queueID, `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running'`,
+		code, message, touba.FormatTime(notBefore), q.now(), queueID)
+	if err == nil {
+		q.pending.Add(1)
+	}
+	return err
+}
+
+func (q *Queue) transition(ctx context.Context, queueID, query string, args ...any) error {
+	res, err := q.db.Write.ExecContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("entry %s: %w", queueID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("entry %s: not running", queueID)
+	}
+	return nil
+}
+
+// ReplayResult says what Replay did with one queue id.
+type ReplayResult struct {
+	QueueID string `json:"queue_id"`
+	From    string `json:"from,omitempty"` // the state it left; "" when nothing was done
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Replay puts failed and parked entries back to pending with the same
+// queue id, so effects already applied are read back, not repeated. Ids in
+// other states are reported, not changed.
+func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error) {
+	var out []ReplayResult
+	err := sqlitex.InTx(ctx, q.db.Write, func(tx *sql.Tx) error {
+		out = out[:0]
+		for _, id := range ids {
+			var st string
+			err := tx.QueryRowContext(ctx, `SELECT status FROM entries WHERE queue_id = ?`, id).Scan(&st)
+			if err == sql.ErrNoRows {
+				out = append(out, ReplayResult{QueueID: id, Reason: "no such entry"})
+				continue
+			} else if err != nil {
+				return err
+			}
+			if st != touba.StatusFailed && st != touba.StatusParked {
+				out = append(out, ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed and parked entries are replayed"})
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0,
+				updated_at = ? WHERE queue_id = ?`, q.now(), id); err != nil {
+				return err
+			}
+			out = append(out, ReplayResult{QueueID: id, From: st})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	for _, r := range out {
+		if r.From != "" {
+			q.pending.Add(1)
+		}
+	}
+	return out, nil
+}
+
+// IDsByStatus lists queue ids in a state, optionally of one trigger.
+func (q *Queue) IDsByStatus(ctx context.Context, status, triggerRef string) ([]string, error) {
+	query, args := `SELECT queue_id FROM entries WHERE status = ?`, []any{status}
+	if triggerRef != "" {
+		query, args = query+` AND trigger_ref = ?`, append(args, triggerRef)
+	}
+	rows, err := q.db.Read.QueryContext(ctx, query+` ORDER BY queue_id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
