@@ -134,4 +134,3 @@ func TestSlackHeaders(t *testing.T) {
 		{"timestamp with sign", set(tsName, func(old string) string { return "+" + old }), verify.ErrMalformed},
 	})
 }
-
