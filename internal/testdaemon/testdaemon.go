@@ -1,0 +1,174 @@
+// Package testdaemon builds the real touba-trigger binary once per test
+// process and runs it as a child, so tests can send it traffic over
+// loopback and stop it with real signals (SIGTERM, SIGKILL).
+package testdaemon
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// moduleRoot finds the folder holding go.mod above this source file.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Binary builds cmd/touba-trigger (once) and returns its path.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "touba-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "touba-trigger")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/touba-trigger")
+		cmd.Dir = moduleRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Daemon is one running touba-trigger child.
+type Daemon struct {
+	tb   testing.TB
+	Cmd  *exec.Cmd
+	Addr string // the webhook listener, from the "listening" log line
+
+	mu     sync.Mutex
+	log    bytes.Buffer
+	exited chan struct{}
+	err    error
+}
+
+// Start runs the binary with args (the first being the subcommand) and
+// extra environment, and waits until it logs its listening address.
+func Start(tb testing.TB, env []string, args ...string) *Daemon {
+	tb.Helper()
+	cmd := exec.Command(Binary(tb), args...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	d := &Daemon{tb: tb, Cmd: cmd, exited: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			d.mu.Lock()
+			d.log.WriteString(line + "\n")
+			d.mu.Unlock()
+			var m struct {
+				Message string `json:"message"`
+				Addr    string `json:"addr"`
+			}
+			if json.Unmarshal([]byte(line), &m) == nil && m.Message == "listening" {
+				select {
+				case addr <- m.Addr:
+				default:
+				}
+			}
+		}
+		d.err = cmd.Wait()
+		close(d.exited)
+	}()
+	tb.Cleanup(func() {
+		cmd.Process.Kill()
+		<-d.exited
+	})
+	select {
+	case d.Addr = <-addr:
+	case <-d.exited:
+		tb.Fatalf("daemon exited before listening: %v\n%s", d.err, d.Log())
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("daemon did not listen within 30s\n%s", d.Log())
+	}
+	return d
+}
+
+// Log returns what the daemon wrote to stderr so far.
+func (d *Daemon) Log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.log.String()
+}
+
+// URL returns the daemon's base URL.
+func (d *Daemon) URL() string { return "http://" + d.Addr }
+
+// Signal sends sig to the daemon.
+func (d *Daemon) Signal(sig syscall.Signal) {
+	if err := d.Cmd.Process.Signal(sig); err != nil {
+		d.tb.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// Wait waits for the daemon to exit and returns its exit code (-1 when a
+// signal killed it).
+func (d *Daemon) Wait(timeout time.Duration) int {
+	d.tb.Helper()
+	select {
+	case <-d.exited:
+	case <-time.After(timeout):
+		d.tb.Fatalf("daemon still running after %v\n%s", timeout, d.Log())
+	}
+	if d.Cmd.ProcessState == nil {
+		d.tb.Fatalf("no process state: %v", d.err)
+	}
+	return d.Cmd.ProcessState.ExitCode()
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (d *Daemon) Kill() {
+	d.tb.Helper()
+	d.Signal(syscall.SIGKILL)
+	d.Wait(10 * time.Second)
+}
+
+// WaitLog waits until the log holds substr.
+func (d *Daemon) WaitLog(substr string, timeout time.Duration) {
+	d.tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(d.Log(), substr) {
+		if time.Now().After(deadline) {
+			d.tb.Fatalf("log never showed %q\n%s", substr, d.Log())
+		}
+		select {
+		case <-d.exited:
+			if !strings.Contains(d.Log(), substr) {
+				d.tb.Fatalf("daemon exited before logging %q\n%s", substr, d.Log())
+			}
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
