@@ -1,0 +1,205 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Effect is one row of the effects table: the journaled state of one
+// external write, identified by (Scope, EffectID).
+type Effect struct {
+	Scope            string
+	EffectID         string
+	ToolRef          string
+	Operation        string
+	Fingerprint      string
+	RetryMode        string
+	State            string
+	Attempts         int
+	CallID           string
+	ReceiptRef       string
+	ErrorCode        string
+	ReceiptErrorCode string
+	Result           json.RawMessage // nil when none is stored
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+}
+
+// Event is one row of the append-only effect_events audit trail.
+type Event struct {
+	Seq      int64
+	Scope    string
+	EffectID string
+	CallID   string
+	State    string
+	At       time.Time
+	Detail   string
+}
+
+// Filter selects effects for List; empty fields select all.
+type Filter struct {
+	State string
+	Scope string
+	Limit int // 0: no limit
+}
+
+// CompensationID is the effect id of the compensation of effectID (SPEC §5):
+// a distinct effect, so the original stays applied.
+func CompensationID(effectID string) string { return effectID + ":compensate" }
+
+// IsCompensation reports whether effectID names a compensation, and of
+// which effect.
+func IsCompensation(effectID string) (original string, ok bool) {
+	return strings.CutSuffix(effectID, ":compensate")
+}
+
+const effectCols = `scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state, attempts,
+	call_id, receipt_ref, result, error_code, receipt_error_code, created_at, updated_at, owner`
+
+// row is an Effect with the columns only the journal reads.
+type row struct {
+	Effect
+	owner string
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanEffect(s scanner) (*row, error) {
+	var r row
+	var callID, receipt, result, code, rcode, owner sql.NullString
+	var created, updated string
+	err := s.Scan(&r.Scope, &r.EffectID, &r.ToolRef, &r.Operation, &r.Fingerprint, &r.RetryMode,
+		&r.State, &r.Attempts, &callID, &receipt, &result, &code, &rcode, &created, &updated, &owner)
+	if err != nil {
+		return nil, err
+	}
+	r.CallID, r.ReceiptRef, r.ErrorCode = callID.String, receipt.String, code.String
+	r.ReceiptErrorCode, r.owner = rcode.String, owner.String
+	if result.Valid {
+		r.Result = json.RawMessage(result.String)
+	}
+	if r.CreatedAt, err = touba.ParseTime(created); err != nil {
+		return nil, fmt.Errorf("effect %s/%s: created_at: %w", r.Scope, r.EffectID, err)
+	}
+	if r.UpdatedAt, err = touba.ParseTime(updated); err != nil {
+		return nil, fmt.Errorf("effect %s/%s: updated_at: %w", r.Scope, r.EffectID, err)
+	}
+	return &r, nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// getRow reads one effect, nil when absent.
+func getRow(ctx context.Context, q querier, scope, effectID string) (*row, error) {
+	r, err := scanEffect(q.QueryRowContext(ctx,
+		`SELECT `+effectCols+` FROM effects WHERE scope = ? AND effect_id = ?`, scope, effectID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return r, err
+}
+
+// Get returns the effect (scope, effectID), or nil, nil when there is none.
+func (j *Journal) Get(ctx context.Context, scope, effectID string) (*Effect, error) {
+	r, err := getRow(ctx, j.db.Read, scope, effectID)
+	if err != nil {
+		return nil, fmt.Errorf("get effect: %w", err)
+	} else if r == nil {
+		return nil, nil
+	}
+	return &r.Effect, nil
+}
+
+// List returns the effects that match f, oldest first.
+func (j *Journal) List(ctx context.Context, f Filter) ([]Effect, error) {
+	var where []string
+	var args []any
+	if f.State != "" {
+		where, args = append(where, "state = ?"), append(args, f.State)
+	}
+	if f.Scope != "" {
+		where, args = append(where, "scope = ?"), append(args, f.Scope)
+	}
+	q := `SELECT ` + effectCols + ` FROM effects`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY created_at, scope, effect_id`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := j.db.Read.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	defer rows.Close()
+	var out []Effect
+	for rows.Next() {
+		r, err := scanEffect(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list effects: %w", err)
+		}
+		out = append(out, r.Effect)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	return out, nil
+}
+
+// Events returns the audit trail of one effect, in order.
+func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]Event, error) {
+	rows, err := j.db.Read.QueryContext(ctx, `SELECT seq, scope, effect_id, call_id, state, at, detail
+		FROM effect_events WHERE scope = ? AND effect_id = ? ORDER BY seq`, scope, effectID)
+	if err != nil {
+		return nil, fmt.Errorf("effect events: %w", err)
+	}
+	defer rows.Close()
+	var out []Event
+	for rows.Next() {
+		var e Event
+		var callID, detail sql.NullString
+		var at string
+		if err := rows.Scan(&e.Seq, &e.Scope, &e.EffectID, &callID, &e.State, &at, &detail); err != nil {
+			return nil, fmt.Errorf("effect events: %w", err)
+		}
+		e.CallID, e.Detail = callID.String, detail.String
+		if e.At, err = touba.ParseTime(at); err != nil {
+			return nil, fmt.Errorf("effect events: at: %w", err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("effect events: %w", err)
+	}
+	return out, nil
+}
+
+// appendEvent writes one audit row; every transition calls it in the same
+// transaction as its update.
+func appendEvent(ctx context.Context, tx *sql.Tx, scope, effectID, callID, state, at, detail string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO effect_events (scope, effect_id, call_id, state, at, detail)
+		VALUES (?, ?, ?, ?, ?, ?)`, scope, effectID, nullable(callID), state, at, nullable(detail))
+	if err != nil {
+		return fmt.Errorf("append effect event: %w", err)
+	}
+	return nil
+}
+
+// nullable stores "" as NULL, so an absent value reads as absent.
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,10 @@
+package journal
+
+// Exported for the external tests only.
+var (
+	ParseRecord = parseRecord
+	BootID      = bootID
+)
+
+// ResultHoldsSecret exposes the result check to the fuzz test.
+func (j *Journal) ResultHoldsSecret(raw []byte) bool { return j.resultHoldsSecret(raw) }

@@ -1,0 +1,141 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// ErrTransition is matched (errors.Is) by the error of a transition the
+// state machine does not allow, such as any change of an applied effect.
+var ErrTransition = errors.New("effect transition not allowed")
+
+// Outcome is the result of one call, as Finish records it.
+type Outcome struct {
+	Scope, EffectID, CallID string
+	State                   string // touba.EffectApplied, EffectNotApplied or EffectUnknown
+	ReceiptRef              string
+	Result                  json.RawMessage // the step's output; nil for none
+	ErrorCode               string          // the call's public error code, if any
+	ReceiptErrorCode        string          // EffectReceiptMissing, ...Mismatch, ...Invalid
+	Detail                  string          // optional words for the audit event
+}
+
+// Dispatch moves the effect held by callID from prepared to dispatched,
+// durably, just before the request leaves (SPEC §5).
+func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
+	return j.w.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		r, err := j.heldRow(ctx, tx, scope, effectID, callID, touba.EffectDispatched)
+		if err != nil {
+			return err
+		}
+		if r.State != touba.EffectPrepared {
+			return fmt.Errorf("dispatch effect %s/%s: %w: %s -> dispatched", scope, effectID, ErrTransition, r.State)
+		}
+		now := j.stamp()
+		if _, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'dispatched', updated_at = ?
+			WHERE scope = ? AND effect_id = ? AND state = 'prepared' AND call_id = ?`, now, scope, effectID, callID); err != nil {
+			return fmt.Errorf("dispatch effect: %w", err)
+		}
+		return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now,
+			fmt.Sprintf("dispatch attempt %d", r.Attempts))
+	})
+}
+
+// heldRow reads an effect that callID must hold: in this process (the
+// claim) and on disk (call_id and owner). An effect in no state that a call
+// can hold (applied, not_applied, unknown) is ErrTransition, whoever asks.
+func (j *Journal) heldRow(ctx context.Context, tx *sql.Tx, scope, effectID, callID, to string) (*row, error) {
+	r, err := getRow(ctx, tx, scope, effectID)
+	if err != nil {
+		return nil, fmt.Errorf("effect %s/%s: %w", scope, effectID, err)
+	} else if r == nil {
+		return nil, fmt.Errorf("effect %s/%s: no such effect", scope, effectID)
+	}
+	if r.State != touba.EffectPrepared && r.State != touba.EffectDispatched {
+		return nil, fmt.Errorf("effect %s/%s: %w: %s -> %s", scope, effectID, ErrTransition, r.State, to)
+	}
+	if !j.holds(scope, effectID, callID) || r.CallID != callID || r.owner != j.owner {
+		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s is held by call %s, not %s", scope, effectID, r.CallID, callID)
+	}
+	return r, nil
+}
+
+// Finish records the outcome of the call that holds the effect (from
+// dispatched, or from prepared when the request never left) and releases
+// the identity.
+//
+// When the receipt, result, error codes or detail hold a resolved secret,
+// the outcome state is still stored, because forgetting that a write was
+// applied would let it be repeated, but the receipt, result and error codes
+// are not: error_code becomes SecretValueRefused and Finish returns that
+// code. An applied effect without a result is then EffectResultUnavailable
+// for later steps, which parks the entry for an operator. An invalid JSON
+// result is dropped the same way.
+func (j *Journal) Finish(ctx context.Context, o Outcome) error {
+	switch o.State {
+	case touba.EffectApplied, touba.EffectNotApplied, touba.EffectUnknown:
+	default:
+		return fmt.Errorf("finish effect %s/%s: outcome %q is not applied, not_applied or unknown", o.Scope, o.EffectID, o.State)
+	}
+	var dropped error
+	detail := "outcome " + o.State
+	switch {
+	case j.holdsSecret(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail) || j.resultHoldsSecret(o.Result):
+		dropped = secretRefused("effect outcome")
+		o.ReceiptRef, o.Result, o.ErrorCode, o.ReceiptErrorCode = "", nil, touba.ESecretValueRefused, ""
+		detail += "; receipt and result refused: they held a secret value"
+	case o.Result != nil && !json.Valid(o.Result):
+		dropped = fmt.Errorf("finish effect %s/%s: result is not valid JSON; not stored", o.Scope, o.EffectID)
+		o.Result = nil
+		detail += "; result not stored: not valid JSON"
+	default:
+		detail += describe(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail)
+	}
+	err := j.w.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		if _, err := j.heldRow(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State); err != nil {
+			return err
+		}
+		now := j.stamp()
+		var result any
+		if o.Result != nil {
+			result = string(o.Result)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE effects SET state = ?, receipt_ref = ?, result = ?, error_code = ?,
+			receipt_error_code = ?, updated_at = ?, owner = NULL WHERE scope = ? AND effect_id = ?`,
+			o.State, nullable(o.ReceiptRef), result, nullable(o.ErrorCode), nullable(o.ReceiptErrorCode), now,
+			o.Scope, o.EffectID); err != nil {
+			return fmt.Errorf("finish effect: %w", err)
+		}
+		return appendEvent(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State, now, detail)
+	})
+	if err != nil {
+		return err
+	}
+	j.release(o.Scope, o.EffectID, o.CallID)
+	if dropped != nil {
+		j.log.Warn().Str("scope", o.Scope).Str("effect_id", o.EffectID).Str("call_id", o.CallID).
+			Str("state", o.State).Msg("effect outcome stored without its receipt and result")
+	}
+	return dropped
+}
+
+// describe renders the stored fields of an outcome for its audit event.
+func describe(receiptRef, errorCode, receiptErrorCode, detail string) string {
+	var b strings.Builder
+	for _, kv := range [][2]string{{"receipt_ref", receiptRef}, {"error_code", errorCode},
+		{"receipt_error_code", receiptErrorCode}} {
+		if kv[1] != "" {
+			fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])
+		}
+	}
+	if detail != "" {
+		b.WriteString("; " + detail)
+	}
+	return b.String()
+}

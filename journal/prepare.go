@@ -1,0 +1,200 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Prepare names the effect a call is about to attempt.
+type Prepare struct {
+	Scope       string // the queue_id of the entry
+	EffectID    string // "<queue_id>:<step id>", or CompensationID of one
+	ToolRef     string
+	Operation   string // OperationInvoke or OperationCompensate
+	Fingerprint string // "sha256:<hex>" of the request
+	RetryMode   string // touba.RetryIdempotencyKey, RetryReconcile or RetryNone
+	CallID      string // this attempt; it holds the effect until its outcome
+}
+
+// ErrApplied is matched (errors.Is) by the error of a Prepare that found the
+// effect applied: no new attempt; the stored result is what the run uses.
+var ErrApplied = errors.New("effect already applied")
+
+// RefusedError is the error of a Prepare that found a stored effect allowing
+// no new attempt now. Effect is the stored row, so the dispatcher can use an
+// applied result or park the entry. Code is the public code:
+// EffectInProgress, EffectRequestConflict, EffectReconciliationRequired,
+// EffectOutcomeUnknown, or "" for an applied effect (match ErrApplied).
+type RefusedError struct {
+	Effect Effect
+	Code   string
+	Reason string
+}
+
+// Error implements error.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("prepare effect %s/%s: %s", e.Effect.Scope, e.Effect.EffectID, e.Reason)
+}
+
+// Unwrap gives errors.Is/As the sentinel of an applied effect, or the
+// *touba.Error that carries the public code.
+func (e *RefusedError) Unwrap() error {
+	if e.Code == "" {
+		return ErrApplied
+	}
+	return &touba.Error{Code: e.Code, Message: e.Reason}
+}
+
+func (p Prepare) validate() error {
+	switch {
+	case p.Scope == "" || p.EffectID == "":
+		return errors.New("prepare effect: scope and effect id are required")
+	case p.ToolRef == "" || p.Fingerprint == "" || p.CallID == "":
+		return errors.New("prepare effect: tool ref, fingerprint and call id are required")
+	case p.RetryMode != touba.RetryIdempotencyKey && p.RetryMode != touba.RetryReconcile && p.RetryMode != touba.RetryNone:
+		return fmt.Errorf("prepare effect: retry mode %q is not one of idempotency_key, reconcile, none", p.RetryMode)
+	}
+	_, comp := IsCompensation(p.EffectID)
+	switch p.Operation {
+	case OperationInvoke, OperationCompensate:
+	default:
+		return fmt.Errorf("prepare effect: operation %q is not invoke or compensate", p.Operation)
+	}
+	if comp != (p.Operation == OperationCompensate) {
+		return fmt.Errorf("prepare effect: operation compensate goes with an effect id ending in :compensate, and only it")
+	}
+	return nil
+}
+
+// Prepare is the atomic reservation of an effect, durable before it
+// returns. It creates the row (prepared, attempt 1), or moves an existing
+// row that allows a new attempt (prepared, not_applied, or unknown with
+// retry mode idempotency_key) to prepared with one more attempt, and returns
+// the row as stored. The caller's CallID holds the effect until Finish.
+//
+// It fails with code EffectInProgress when another call holds the identity
+// (in this process, or another handle on the file), and with a
+// *RefusedError when the stored row refuses a new attempt: another
+// fingerprint, applied, or unknown without idempotency key. The stored row
+// is returned with a *RefusedError too. A compensation (operation
+// compensate, CompensationID) requires its original effect to be applied.
+func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	if j.holdsSecret(p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.CallID) {
+		return nil, secretRefused("effect identity")
+	}
+	if !j.claim(p.Scope, p.EffectID, p.CallID) {
+		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s is in progress in this process", p.Scope, p.EffectID)
+	}
+	var out *Effect
+	err := j.w.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		e, err := j.prepareTx(ctx, tx, p)
+		out = e
+		return err
+	})
+	if err != nil {
+		j.release(p.Scope, p.EffectID, p.CallID)
+		var refused *RefusedError
+		if errors.As(err, &refused) {
+			return &refused.Effect, err
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func (j *Journal) prepareTx(ctx context.Context, tx *sql.Tx, p Prepare) (*Effect, error) {
+	now := j.stamp()
+	if orig, ok := IsCompensation(p.EffectID); ok {
+		o, err := getRow(ctx, tx, p.Scope, orig)
+		if err != nil {
+			return nil, fmt.Errorf("prepare compensation: %w", err)
+		} else if o == nil || o.State != touba.EffectApplied {
+			return nil, fmt.Errorf("prepare compensation %s/%s: the original effect is not applied", p.Scope, p.EffectID)
+		}
+	}
+	r, err := getRow(ctx, tx, p.Scope, p.EffectID)
+	if err != nil {
+		return nil, fmt.Errorf("prepare effect: %w", err)
+	}
+	if r == nil {
+		// INSERT OR IGNORE is the compare-and-swap of a new row: of two
+		// handles racing on one file, only one inserts.
+		res, err := tx.ExecContext(ctx, `INSERT INTO effects (scope, effect_id, tool_ref, operation, fingerprint,
+			retry_mode, state, attempts, call_id, created_at, updated_at, owner)
+			VALUES (?, ?, ?, ?, ?, ?, 'prepared', 1, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+			p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, now, j.owner)
+		if err != nil {
+			return nil, fmt.Errorf("prepare effect: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s was created by another call", p.Scope, p.EffectID)
+		}
+		return j.afterPrepare(ctx, tx, p, "prepare attempt 1")
+	}
+	if refused := j.refusePrepare(r, p); refused != nil {
+		return nil, refused
+	}
+	// Compare-and-swap on (state, attempts): the row must still be what was
+	// read, so two racers that read the same row cannot both move it.
+	res, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'prepared', attempts = attempts + 1, call_id = ?,
+		tool_ref = ?, retry_mode = ?, receipt_ref = NULL, result = NULL, error_code = NULL,
+		receipt_error_code = NULL, updated_at = ?, owner = ?
+		WHERE scope = ? AND effect_id = ? AND state = ? AND attempts = ?`,
+		p.CallID, p.ToolRef, p.RetryMode, now, j.owner, p.Scope, p.EffectID, r.State, r.Attempts)
+	if err != nil {
+		return nil, fmt.Errorf("prepare effect: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s changed under another call", p.Scope, p.EffectID)
+	}
+	return j.afterPrepare(ctx, tx, p, fmt.Sprintf("prepare attempt %d (was %s)", r.Attempts+1, r.State))
+}
+
+// refusePrepare decides whether a stored row allows a new attempt (SPEC §5).
+func (j *Journal) refusePrepare(r *row, p Prepare) *RefusedError {
+	refuse := func(code, format string, args ...any) *RefusedError {
+		return &RefusedError{Effect: r.Effect, Code: code, Reason: fmt.Sprintf(format, args...)}
+	}
+	if r.Fingerprint != p.Fingerprint {
+		return refuse(touba.EEffectRequestConflict, "stored fingerprint %s differs from %s", r.Fingerprint, p.Fingerprint)
+	}
+	switch r.State {
+	case touba.EffectApplied:
+		return refuse("", "already applied (receipt %q)", r.ReceiptRef)
+	case touba.EffectDispatched:
+		return refuse(touba.EEffectInProgress, "dispatched by call %s", r.CallID)
+	case touba.EffectPrepared:
+		// A prepared row held by another open handle is in progress there;
+		// one with no owner was released by recovery and may be retried.
+		if r.owner != "" && r.owner != j.owner {
+			return refuse(touba.EEffectInProgress, "prepared by call %s of another journal handle", r.CallID)
+		}
+	case touba.EffectUnknown:
+		switch r.RetryMode {
+		case touba.RetryIdempotencyKey:
+		case touba.RetryReconcile:
+			return refuse(touba.EEffectReconciliationRequired, "outcome unknown; retry mode reconcile needs an operator")
+		default:
+			return refuse(touba.EEffectOutcomeUnknown, "outcome unknown; retry mode %s is not safe to repeat", r.RetryMode)
+		}
+	}
+	return nil
+}
+
+func (j *Journal) afterPrepare(ctx context.Context, tx *sql.Tx, p Prepare, detail string) (*Effect, error) {
+	if err := appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, j.stamp(), detail); err != nil {
+		return nil, err
+	}
+	r, err := getRow(ctx, tx, p.Scope, p.EffectID)
+	if err != nil {
+		return nil, fmt.Errorf("prepare effect: %w", err)
+	}
+	return &r.Effect, nil
+}

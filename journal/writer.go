@@ -1,0 +1,185 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxBatch bounds one commit, so that one transaction never grows without
+// limit under a flood; the next batch starts right after.
+const maxBatch = 512
+
+// Crash points inside the writer, for tests that kill the process between
+// two durable steps (see Crashpoint).
+const (
+	CrashBeforeCommit = "journal.before_commit"
+	CrashAfterCommit  = "journal.after_commit"
+)
+
+// txFunc is one transition: it runs inside the batch's transaction, under
+// its own savepoint, and returns an error to undo only itself.
+type txFunc func(ctx context.Context, tx *sql.Tx) error
+
+type op struct {
+	fn   txFunc
+	done chan error
+}
+
+// writer is the one goroutine that writes the journal. Every transition
+// waits in ops; the writer takes all that are waiting, runs them in one
+// transaction (one fsync with synchronous=FULL), and only then answers each
+// caller. Batching needs no timer: while one commit syncs, the next callers
+// queue up and form the next batch.
+type writer struct {
+	j    *Journal
+	ops  chan *op
+	mu   sync.RWMutex // held for reading while sending; Close takes it to stop sends
+	shut bool
+	done chan struct{}
+
+	commits     atomic.Uint64
+	transitions atomic.Uint64
+	failed      atomic.Uint64
+	largest     atomic.Uint64
+}
+
+// Stats counts the writer's work since Open.
+type Stats struct {
+	Commits      uint64 // transactions committed (one fsync each)
+	Transitions  uint64 // transitions committed
+	Failed       uint64 // transitions that failed (their own error, or their batch's)
+	LargestBatch uint64
+}
+
+// Stats returns the writer's counters.
+func (j *Journal) Stats() Stats {
+	return Stats{
+		Commits:      j.w.commits.Load(),
+		Transitions:  j.w.transitions.Load(),
+		Failed:       j.w.failed.Load(),
+		LargestBatch: j.w.largest.Load(),
+	}
+}
+
+func (w *writer) start(j *Journal) {
+	w.j = j
+	w.ops = make(chan *op, maxBatch)
+	w.done = make(chan struct{})
+	go w.run()
+}
+
+// stop lets the writer finish what was submitted, then waits for it.
+func (w *writer) stop() {
+	w.mu.Lock()
+	if !w.shut {
+		w.shut = true
+		close(w.ops)
+	}
+	w.mu.Unlock()
+	<-w.done
+}
+
+// submit hands fn to the writer and waits until its batch is committed.
+// The context bounds only the wait to be taken into a batch: once taken, a
+// transition may commit, so the caller waits for the truth rather than
+// return early and believe it failed.
+func (w *writer) submit(ctx context.Context, fn txFunc) error {
+	o := &op{fn: fn, done: make(chan error, 1)}
+	w.mu.RLock()
+	if w.shut {
+		w.mu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case w.ops <- o:
+	case <-ctx.Done():
+		w.mu.RUnlock()
+		return ctx.Err()
+	}
+	w.mu.RUnlock()
+	return <-o.done
+}
+
+func (w *writer) run() {
+	defer close(w.done)
+	for first := range w.ops {
+		batch := []*op{first}
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case o, ok := <-w.ops:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, o)
+			default:
+				break fill
+			}
+		}
+		w.commit(batch)
+	}
+}
+
+// commit runs a batch in one transaction. A transition's own error undoes
+// only its savepoint and fails only its caller; an error of the
+// transaction itself fails every caller of the batch.
+func (w *writer) commit(batch []*op) {
+	// No caller's context may cancel a transaction shared with others.
+	ctx := context.Background()
+	start := time.Now()
+	errs := make([]error, len(batch))
+	err := func() error {
+		tx, err := w.j.db.Write.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		defer tx.Rollback()
+		for i, o := range batch {
+			if _, err := tx.ExecContext(ctx, `SAVEPOINT t`); err != nil {
+				return fmt.Errorf("savepoint: %w", err)
+			}
+			if errs[i] = o.fn(ctx, tx); errs[i] != nil {
+				if _, err := tx.ExecContext(ctx, `ROLLBACK TO t`); err != nil {
+					return fmt.Errorf("rollback to savepoint: %w", err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `RELEASE t`); err != nil {
+				return fmt.Errorf("release savepoint: %w", err)
+			}
+		}
+		Crashpoint(CrashBeforeCommit)
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		Crashpoint(CrashAfterCommit)
+		return nil
+	}()
+	if err != nil {
+		err = fmt.Errorf("effect journal batch of %d: %w", len(batch), err)
+		w.j.log.Error().Err(err).Msg("journal commit failed")
+		for i := range errs {
+			errs[i] = errors.Join(errs[i], err)
+		}
+	} else {
+		w.commits.Add(1)
+		if n := uint64(len(batch)); n > w.largest.Load() {
+			w.largest.Store(n) // only this goroutine writes it
+		}
+		if w.j.onCmt != nil {
+			w.j.onCmt(len(batch), time.Since(start))
+		}
+	}
+	for i, o := range batch {
+		if errs[i] != nil {
+			w.failed.Add(1)
+		} else {
+			w.transitions.Add(1)
+		}
+		o.done <- errs[i]
+	}
+}
