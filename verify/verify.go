@@ -3,12 +3,11 @@ package verify
 import (
 	"crypto/hmac"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
-
-	touba "github.com/touba/touba-trigger"
 )
 
 // Inbound signature schemes, as named by source.verify.scheme (SPEC §2.1).
@@ -60,11 +59,12 @@ func Known(scheme string) bool {
 	return false
 }
 
-// New validates cfg and returns its verifier. Errors carry the code
-// touba.ECONFIG and never contain a secret value.
+// New validates cfg and returns its verifier. Its errors are plain, short
+// and lowercase, for the program loader to place (file, JSON path) and mark
+// as a config error; they never contain a secret value.
 func New(cfg Config) (*Verifier, error) {
 	if !Known(cfg.Scheme) {
-		return nil, touba.Errorf(touba.ECONFIG, "verify: unknown scheme %q (want one of %s, %s, %s, %s, %s)", cfg.Scheme,
+		return nil, fmt.Errorf("unknown scheme %q (want one of %s, %s, %s, %s, %s)", cfg.Scheme,
 			SchemeHMACSHA256, SchemeGitHub, SchemeStripe, SchemeStandardWebhooks, SchemeSlack)
 	}
 	v := &Verifier{scheme: cfg.Scheme, tolerance: cfg.Tolerance}
@@ -72,28 +72,28 @@ func New(cfg Config) (*Verifier, error) {
 		v.tolerance = DefaultTolerance
 	}
 	if v.tolerance < 0 {
-		return nil, touba.Errorf(touba.ECONFIG, "verify: negative tolerance %s", cfg.Tolerance)
+		return nil, fmt.Errorf("negative tolerance %s", cfg.Tolerance)
 	}
 	switch {
 	case cfg.Scheme == SchemeHMACSHA256 && cfg.Header == "":
 		v.header = OutboundHeader
 	case cfg.Scheme == SchemeHMACSHA256:
 		if !isToken(cfg.Header) {
-			return nil, touba.Errorf(touba.ECONFIG, "verify: header %q is not a valid header name", cfg.Header)
+			return nil, fmt.Errorf("header %q is not a valid header name", cfg.Header)
 		}
 		v.header = http.CanonicalHeaderKey(cfg.Header)
 	case cfg.Header != "":
 		// The other schemes have fixed header names; a name here is a
 		// mistake in the program that would otherwise go unnoticed.
-		return nil, touba.Errorf(touba.ECONFIG, "verify: header is only configurable for scheme %s", SchemeHMACSHA256)
+		return nil, fmt.Errorf("header is only configurable for scheme %s", SchemeHMACSHA256)
 	}
 	if len(cfg.Secrets) == 0 {
-		return nil, touba.Errorf(touba.ECONFIG, "verify: scheme %s needs at least one secret", cfg.Scheme)
+		return nil, fmt.Errorf("scheme %s needs at least one secret", cfg.Scheme)
 	}
 	for i, s := range cfg.Secrets {
 		key, err := decodeSecret(cfg.Scheme, s)
 		if err != nil {
-			return nil, touba.Errorf(touba.ECONFIG, "verify: secret %d: %v", i+1, err)
+			return nil, fmt.Errorf("secret %d: %v", i+1, err)
 		}
 		v.keys = append(v.keys, key)
 	}
@@ -105,17 +105,17 @@ func New(cfg Config) (*Verifier, error) {
 // prefix included, which is what Stripe's own libraries do.
 func decodeSecret(scheme, s string) ([]byte, error) {
 	if s == "" {
-		return nil, fmt.Errorf("empty")
+		return nil, errors.New("empty")
 	}
 	if scheme != SchemeStandardWebhooks {
 		return []byte(s), nil
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
 	if err != nil {
-		return nil, fmt.Errorf("not whsec_ followed by standard base64")
+		return nil, errors.New("not whsec_ followed by standard base64")
 	}
 	if len(key) == 0 {
-		return nil, fmt.Errorf("empty key after whsec_")
+		return nil, errors.New("empty key after whsec_")
 	}
 	return key, nil
 }
