@@ -1,0 +1,431 @@
+package handler
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxCanonicalDepth bounds nesting so a hostile document cannot exhaust the
+// stack.
+const maxCanonicalDepth = 1000
+
+// Canonical returns the canonical form of one JSON document, the form that
+// effect fingerprints are computed over:
+//
+//   - object members sorted by the bytes of their UTF-8 decoded keys (this
+//     differs from RFC 8785's UTF-16 order only for keys mixing characters
+//     above U+FFFF with ones in U+E000..U+FFFF);
+//   - no insignificant whitespace;
+//   - numbers exactly as written (1.0, 1e3, -0 and 12345678901234567890 are
+//     kept verbatim, never passed through float64);
+//   - strings re-escaped minimally: only '"', '\\' and control characters
+//     are escaped (\b \f \n \r \t, else \u00xx in lowercase hex); every
+//     other character, including '/', '<' and U+2028, is written as UTF-8.
+//
+// Documents whose meaning is ambiguous are refused rather than guessed at:
+// duplicate keys, invalid UTF-8, lone surrogate escapes, trailing data.
+func Canonical(doc []byte) ([]byte, error) {
+	p := canon{in: doc, out: make([]byte, 0, len(doc))}
+	p.skipSpace()
+	if err := p.value(0); err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.i != len(p.in) {
+		return nil, p.errorf("trailing data")
+	}
+	return p.out, nil
+}
+
+// Fingerprint returns "sha256:<hex>" of the canonical JSON of
+// {"input": input, "operation": operation, "tool_ref": toolRef} (SPEC §4).
+// An empty input counts as null.
+func Fingerprint(toolRef, operation string, input json.RawMessage) (string, error) {
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	ci, err := Canonical(input)
+	if err != nil {
+		return "", fmt.Errorf("fingerprint input: %w", err)
+	}
+	if !utf8.ValidString(toolRef) || !utf8.ValidString(operation) {
+		return "", fmt.Errorf("fingerprint: tool_ref or operation is not valid UTF-8")
+	}
+	// The keys are written already in canonical order.
+	doc := make([]byte, 0, len(ci)+len(toolRef)+len(operation)+40)
+	doc = append(doc, `{"input":`...)
+	doc = append(doc, ci...)
+	doc = append(doc, `,"operation":`...)
+	doc = appendString(doc, operation)
+	doc = append(doc, `,"tool_ref":`...)
+	doc = appendString(doc, toolRef)
+	doc = append(doc, '}')
+	sum := sha256.Sum256(doc)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// canon is a one-pass parser that writes the canonical form as it reads.
+type canon struct {
+	in  []byte
+	i   int
+	out []byte
+	key []byte // the decoded key being read, when reading a key
+}
+
+// member locates one "key":value pair in out.
+type member struct {
+	key        string
+	start, end int
+}
+
+func (p *canon) errorf(format string, args ...any) error {
+	return fmt.Errorf("canonical json: %s at offset %d", fmt.Sprintf(format, args...), p.i)
+}
+
+func (p *canon) skipSpace() {
+	for p.i < len(p.in) {
+		switch p.in[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *canon) value(depth int) error {
+	if depth > maxCanonicalDepth {
+		return p.errorf("nested too deeply")
+	}
+	if p.i >= len(p.in) {
+		return p.errorf("unexpected end")
+	}
+	switch c := p.in[p.i]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		return p.str(false)
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	default:
+		return p.errorf("unexpected %q", c)
+	}
+}
+
+func (p *canon) literal(word string) error {
+	if !bytes.HasPrefix(p.in[p.i:], []byte(word)) {
+		return p.errorf("invalid literal")
+	}
+	p.i += len(word)
+	p.out = append(p.out, word...)
+	return nil
+}
+
+func (p *canon) array(depth int) error {
+	p.i++
+	p.out = append(p.out, '[')
+	p.skipSpace()
+	if p.i < len(p.in) && p.in[p.i] == ']' {
+		p.i++
+		p.out = append(p.out, ']')
+		return nil
+	}
+	for {
+		p.skipSpace()
+		if err := p.value(depth + 1); err != nil {
+			return err
+		}
+		p.skipSpace()
+		if p.i >= len(p.in) {
+			return p.errorf("unterminated array")
+		}
+		switch p.in[p.i] {
+		case ',':
+			p.i++
+			p.out = append(p.out, ',')
+		case ']':
+			p.i++
+			p.out = append(p.out, ']')
+			return nil
+		default:
+			return p.errorf("expected ',' or ']'")
+		}
+	}
+}
+
+func (p *canon) object(depth int) error {
+	p.i++
+	p.out = append(p.out, '{')
+	start := len(p.out)
+	p.skipSpace()
+	if p.i < len(p.in) && p.in[p.i] == '}' {
+		p.i++
+		p.out = append(p.out, '}')
+		return nil
+	}
+	var ms []member
+	for {
+		p.skipSpace()
+		if p.i >= len(p.in) || p.in[p.i] != '"' {
+			return p.errorf("expected a key")
+		}
+		m := member{start: len(p.out)}
+		p.key = p.key[:0]
+		if err := p.str(true); err != nil {
+			return err
+		}
+		m.key = string(p.key)
+		p.skipSpace()
+		if p.i >= len(p.in) || p.in[p.i] != ':' {
+			return p.errorf("expected ':'")
+		}
+		p.i++
+		p.out = append(p.out, ':')
+		p.skipSpace()
+		if err := p.value(depth + 1); err != nil {
+			return err
+		}
+		m.end = len(p.out)
+		ms = append(ms, m)
+		p.skipSpace()
+		if p.i >= len(p.in) {
+			return p.errorf("unterminated object")
+		}
+		if p.in[p.i] == '}' {
+			p.i++
+			break
+		}
+		if p.in[p.i] != ',' {
+			return p.errorf("expected ',' or '}'")
+		}
+		p.i++
+		p.out = append(p.out, ',')
+	}
+	return p.sortMembers(start, ms)
+}
+
+// sortMembers rewrites the members written from start in key order, and
+// closes the object.
+func (p *canon) sortMembers(start int, ms []member) error {
+	sorted := true
+	for k := 1; k < len(ms); k++ {
+		if c := strings.Compare(ms[k-1].key, ms[k].key); c == 0 {
+			return p.errorf("duplicate key %q", ms[k].key)
+		} else if c > 0 {
+			sorted = false
+		}
+	}
+	if !sorted {
+		slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
+		for k := 1; k < len(ms); k++ {
+			if ms[k-1].key == ms[k].key {
+				return p.errorf("duplicate key %q", ms[k].key)
+			}
+		}
+		region := append([]byte(nil), p.out[start:]...)
+		p.out = p.out[:start]
+		for k, m := range ms {
+			if k > 0 {
+				p.out = append(p.out, ',')
+			}
+			p.out = append(p.out, region[m.start-start:m.end-start]...)
+		}
+	}
+	p.out = append(p.out, '}')
+	return nil
+}
+
+// number copies a number verbatim after checking RFC 8259's grammar.
+func (p *canon) number() error {
+	s := p.i
+	if p.in[p.i] == '-' {
+		p.i++
+	}
+	switch {
+	case p.i < len(p.in) && p.in[p.i] == '0':
+		p.i++
+	case p.i < len(p.in) && p.in[p.i] >= '1' && p.in[p.i] <= '9':
+		p.digits()
+	default:
+		return p.errorf("invalid number")
+	}
+	if p.i < len(p.in) && p.in[p.i] == '.' {
+		p.i++
+		if p.digits() == 0 {
+			return p.errorf("invalid number")
+		}
+	}
+	if p.i < len(p.in) && (p.in[p.i] == 'e' || p.in[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.in) && (p.in[p.i] == '+' || p.in[p.i] == '-') {
+			p.i++
+		}
+		if p.digits() == 0 {
+			return p.errorf("invalid number")
+		}
+	}
+	p.out = append(p.out, p.in[s:p.i]...)
+	return nil
+}
+
+func (p *canon) digits() int {
+	n := 0
+	for p.i < len(p.in) && p.in[p.i] >= '0' && p.in[p.i] <= '9' {
+		p.i++
+		n++
+	}
+	return n
+}
+
+// str reads one string and writes it re-escaped; with key it also collects
+// the decoded text in p.key.
+func (p *canon) str(key bool) error {
+	p.i++
+	p.out = append(p.out, '"')
+	for {
+		if p.i >= len(p.in) {
+			return p.errorf("unterminated string")
+		}
+		c := p.in[p.i]
+		var r rune
+		switch {
+		case c == '"':
+			p.i++
+			p.out = append(p.out, '"')
+			return nil
+		case c == '\\':
+			var err error
+			if r, err = p.escape(); err != nil {
+				return err
+			}
+		case c < 0x20:
+			return p.errorf("control character in string")
+		case c < utf8.RuneSelf:
+			r = rune(c)
+			p.i++
+		default:
+			var size int
+			r, size = utf8.DecodeRune(p.in[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				return p.errorf("invalid UTF-8")
+			}
+			p.i += size
+		}
+		p.out = appendRune(p.out, r)
+		if key {
+			p.key = utf8.AppendRune(p.key, r)
+		}
+	}
+}
+
+// escape decodes one backslash escape, pairing UTF-16 surrogates.
+func (p *canon) escape() (rune, error) {
+	if p.i+1 >= len(p.in) {
+		return 0, p.errorf("unterminated escape")
+	}
+	c := p.in[p.i+1]
+	p.i += 2
+	switch c {
+	case '"', '\\', '/':
+		return rune(c), nil
+	case 'b':
+		return '\b', nil
+	case 'f':
+		return '\f', nil
+	case 'n':
+		return '\n', nil
+	case 'r':
+		return '\r', nil
+	case 't':
+		return '\t', nil
+	case 'u':
+		r1, ok := p.hex4()
+		if !ok {
+			return 0, p.errorf("invalid \\u escape")
+		}
+		if !utf16.IsSurrogate(r1) {
+			return r1, nil
+		}
+		if r1 >= 0xDC00 || p.i+1 >= len(p.in) || p.in[p.i] != '\\' || p.in[p.i+1] != 'u' {
+			return 0, p.errorf("lone surrogate")
+		}
+		p.i += 2
+		r2, ok := p.hex4()
+		if r := utf16.DecodeRune(r1, r2); ok && r != utf8.RuneError {
+			return r, nil
+		}
+		return 0, p.errorf("lone surrogate")
+	default:
+		return 0, p.errorf("invalid escape")
+	}
+}
+
+func (p *canon) hex4() (rune, bool) {
+	if p.i+4 > len(p.in) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.in[p.i : p.i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	p.i += 4
+	return r, true
+}
+
+// appendRune writes r in canonical string form (without quotes).
+func appendRune(dst []byte, r rune) []byte {
+	switch r {
+	case '"':
+		return append(dst, '\\', '"')
+	case '\\':
+		return append(dst, '\\', '\\')
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	if r < 0x20 {
+		const hexDigits = "0123456789abcdef"
+		return append(dst, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xF])
+	}
+	return utf8.AppendRune(dst, r)
+}
+
+// appendString writes s, valid UTF-8, as a canonical JSON string.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for _, r := range s {
+		dst = appendRune(dst, r)
+	}
+	return append(dst, '"')
+}

@@ -1,0 +1,96 @@
+package handler
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// AccountingStub is the in-process development stand-in of SPEC §2.2 kind
+// "accounting_stub": it "bills" each effect once, answers a repeat of the
+// same effect with the first answer, and counts what it saw so tests can
+// tell a repeat from a new application.
+type AccountingStub struct {
+	mu      sync.Mutex
+	calls   int
+	applied map[string]int
+	outputs map[string]json.RawMessage
+	closed  bool
+}
+
+// NewAccountingStub returns an empty stub.
+func NewAccountingStub() *AccountingStub {
+	return &AccountingStub{applied: map[string]int{}, outputs: map[string]json.RawMessage{}}
+}
+
+// Calls returns how many requests reached the stub, repeats included.
+func (s *AccountingStub) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// Applied returns how many times the effect was applied: 0 or 1, since a
+// repeat is deduplicated.
+func (s *AccountingStub) Applied(effectID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied[effectID]
+}
+
+// Close makes later calls fail without reaching the stub.
+func (s *AccountingStub) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// Call answers {"external_id": "BILL-<id>", "payload": <input>} with an
+// applied receipt bound to req, where id is the effect id, or the call id
+// for a call without an effect. See Runner.
+func (s *AccountingStub) Call(ctx context.Context, req *Request, dispatched func() error) *Result {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerFailed, "handler runner is closed"))
+	}
+	if err := context.Cause(ctx); err != nil {
+		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerTimeout, "call cancelled before sending: %v", err))
+	}
+	input := req.Input
+	if len(input) == 0 {
+		input = json.RawMessage("null")
+	}
+	if !json.Valid(input) {
+		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EINTERNAL, "accounting stub: input is not JSON"))
+	}
+	if err := dispatched(); err != nil {
+		return fail(req, touba.EffectNotApplied, false, hookError(err))
+	}
+	id := effectID(req)
+	ref := "BILL-" + id
+
+	s.mu.Lock()
+	s.calls++
+	out, seen := s.outputs[id]
+	if !seen {
+		out, _ = json.Marshal(struct {
+			ExternalID string          `json:"external_id"`
+			Payload    json.RawMessage `json:"payload"`
+		}{ref, input})
+		s.outputs[id] = out
+		s.applied[id]++
+	}
+	s.mu.Unlock()
+
+	// A copy, so no caller can change what a repeat will answer.
+	res := &Result{OK: true, Output: append(json.RawMessage(nil), out...), Dispatched: true}
+	if req.Context.Effect != nil {
+		res.Outcome, res.ReceiptRef = touba.EffectApplied, ref
+	}
+	return res
+}

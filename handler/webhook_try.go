@@ -1,0 +1,113 @@
+package handler
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// tryKind is what one webhook try came to.
+type tryKind int
+
+const (
+	tryAnswered    tryKind = iota // a 2xx with its body
+	tryTooLarge                   // a 2xx whose body is over the limit
+	tryRejected                   // any other status but 429 and 5xx
+	tryRetryStatus                // 429 or 5xx
+	tryNeverLeft                  // certainly not sent: dial, DNS or certificate failure
+	tryTimeout                    // no answer in time, or the call was cancelled
+	tryLost                       // the connection broke after the request may have been sent
+)
+
+// tryResult is one try's result.
+type tryResult struct {
+	kind       tryKind
+	status     int
+	body       []byte
+	err        error
+	retryAfter time.Duration // < 0 when the server sent none
+}
+
+// result is the call's Result if this try were the last, and whether it is
+// final whatever the retry budget says. earlier tells whether an earlier
+// try may have reached the server: then an answer that would otherwise mean
+// "not applied" cannot rule out that one's application.
+func (t tryResult) result(req *Request, spec WebhookSpec, earlier bool) (*Result, bool) {
+	notApplied := touba.EffectNotApplied
+	if earlier {
+		notApplied = touba.EffectUnknown
+	}
+	switch t.kind {
+	case tryAnswered:
+		return answer(req, t.body), true
+	case tryTooLarge:
+		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerPayloadTooLarge,
+			"webhook answered %d with a body over max_payload_bytes %d", t.status, spec.MaxPayload)), true
+	case tryRejected:
+		return fail(req, notApplied, true, touba.Errorf(touba.EWebhookRejected,
+			"webhook answered %d %s", t.status, http.StatusText(t.status))), true
+	case tryRetryStatus:
+		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed,
+			"webhook answered %d %s", t.status, http.StatusText(t.status))), false
+	case tryNeverLeft:
+		return fail(req, notApplied, true, touba.Errorf(touba.EHandlerFailed, "webhook unreachable: %v", t.err)), false
+	case tryTimeout:
+		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerTimeout, "%v", t.err)), false
+	default:
+		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed, "webhook connection lost: %v", t.err)), false
+	}
+}
+
+// classify sorts a transport error: was the request certainly never sent,
+// did the try run out of time, or did the connection break?
+func classify(ctx context.Context, err error, timeout time.Duration) tryResult {
+	t := tryResult{err: err, retryAfter: -1}
+	var op *net.OpError
+	var dns *net.DNSError
+	var cert *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &op) && op.Op == "dial", errors.As(err, &dns), errors.As(err, &cert):
+		t.kind = tryNeverLeft
+	case ctx.Err() != nil:
+		t.kind, t.err = tryTimeout, errors.New("call cancelled while the webhook was answering: "+context.Cause(ctx).Error())
+	case isTimeout(err):
+		t.kind, t.err = tryTimeout, errors.New("webhook did not answer within "+timeout.String())
+	default:
+		t.kind = tryLost
+	}
+	return t
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// parseRetryAfter reads a Retry-After value: delay seconds or an HTTP-date
+// (RFC 9110 §10.2.3). A date in the past means no wait.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if strings.Trim(v, "0123456789") == "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > math.MaxInt64/int64(time.Second) {
+			return time.Duration(math.MaxInt64), true
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}
