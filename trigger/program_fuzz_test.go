@@ -1,0 +1,161 @@
+package trigger_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/trigger"
+)
+
+// The patterns of SPEC §2.1, restated here so the fuzz test does not trust
+// the loader's own copy.
+var (
+	specRef  = regexp.MustCompile(`^trigger:[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+	specTool = regexp.MustCompile(`^tool:[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
+)
+
+var knownSchemes = map[string]bool{"hmac-sha256": true, "github": true, "stripe": true, "standard-webhooks": true, "slack": true}
+
+func FuzzParseProgram(f *testing.F) {
+	spec, err := os.ReadFile(specExamplePath)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(spec)
+	f.Add([]byte(withSource(okSource)))
+	f.Add([]byte(withVerify(`{"scheme":"hmac-sha256","secrets":[{"env":"A"},{"file":"b"}],"header":"X-Sig","tolerance_sec":5}`)))
+	f.Add([]byte(withSource(`{"kind":"webhook","event_id":{"json_pointer":"/a~1b"},"max_body_bytes":1}`)))
+	f.Add([]byte(withRetry(`{"max_attempts":3,"initial_interval_ms":10,"max_interval_ms":10}`)))
+	f.Add([]byte(doc(trig("trigger:a", okSource, okSteps), trig("trigger:a/b", okSource, `[{"id":"x","tool":"tool:q/Q"},{"id":"y","tool":"tool:q/R","input":{"v":[{"$ref":"/steps/x/output"}]}}]`))))
+	for _, tt := range badPrograms {
+		f.Add([]byte(tt.src))
+	}
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := trigger.ParseProgram("f.json", data)
+		if err != nil {
+			checkRefusal(t, data, err)
+			return
+		}
+		checkProgram(t, data, p)
+	})
+}
+
+// checkRefusal: every refusal is a ConfigError naming the file and a path,
+// with the ConfigInvalid code, and the same input gets the same message.
+func checkRefusal(t *testing.T, data []byte, err error) {
+	t.Helper()
+	var ce *trigger.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err=%v (%T), want *trigger.ConfigError", err, err)
+	}
+	if ce.File != "f.json" || !strings.HasPrefix(ce.Path, "$") || ce.Rule == "" {
+		t.Fatalf("ConfigError{%q %q %q}: want file f.json, a path from $ and a rule", ce.File, ce.Path, ce.Rule)
+	}
+	if got, want := touba.ErrorCode(err), touba.ECONFIG; got != want {
+		t.Fatalf("ErrorCode=%q, want %q", got, want)
+	}
+	_, again := trigger.ParseProgram("f.json", data)
+	if again == nil || again.Error() != err.Error() {
+		t.Fatalf("second parse: %v, first: %v", again, err)
+	}
+}
+
+// checkProgram: an accepted program holds only what SPEC §2.1 allows.
+func checkProgram(t *testing.T, data []byte, p *trigger.Program) {
+	t.Helper()
+	if !json.Valid(data) {
+		t.Fatalf("accepted a document that is not JSON: %q", data)
+	}
+	if p.Path != "f.json" || len(p.Triggers) == 0 {
+		t.Fatalf("Path=%q, %d triggers", p.Path, len(p.Triggers))
+	}
+	names := map[string]bool{}
+	tools := map[string]bool{}
+	for i, tr := range p.Triggers {
+		if !specRef.MatchString(tr.Ref) || tr.Name != strings.TrimPrefix(tr.Ref, "trigger:") {
+			t.Fatalf("trigger %d: Ref=%q Name=%q", i, tr.Ref, tr.Name)
+		}
+		if names[tr.Name] {
+			t.Fatalf("trigger %d: name %q accepted twice", i, tr.Name)
+		}
+		names[tr.Name] = true
+		if got, ok := p.Lookup(tr.Name); !ok || got != tr {
+			t.Fatalf("Lookup(%q)=%p,%v, want trigger %d", tr.Name, got, ok, i)
+		}
+		checkSource(t, i, tr.Source)
+		if len(tr.Steps) == 0 {
+			t.Fatalf("trigger %d: no steps", i)
+		}
+		ids := map[string]bool{}
+		for j, s := range tr.Steps {
+			if s.ID == "" || ids[s.ID] {
+				t.Fatalf("trigger %d step %d: id %q empty or repeated", i, j, s.ID)
+			}
+			ids[s.ID] = true
+			if !specTool.MatchString(s.Tool) {
+				t.Fatalf("trigger %d step %d: tool %q", i, j, s.Tool)
+			}
+			if !json.Valid(s.Input) {
+				t.Fatalf("trigger %d step %d: input %q is not JSON", i, j, s.Input)
+			}
+			tools[s.Tool] = true
+		}
+		r := tr.Retry
+		if r.MaxAttempts < 1 || r.InitialIntervalMS < 1 || r.MaxIntervalMS < r.InitialIntervalMS {
+			t.Fatalf("trigger %d: retry %+v", i, r)
+		}
+	}
+
+	refs := p.ToolRefs()
+	if !sort.StringsAreSorted(refs) || len(refs) != len(tools) {
+		t.Fatalf("ToolRefs=%q, want the %d step tools sorted", refs, len(tools))
+	}
+	for _, r := range refs {
+		if !tools[r] {
+			t.Fatalf("ToolRefs has %q, named by no step", r)
+		}
+	}
+	if err := p.CheckTools(func(string) bool { return true }); err != nil {
+		t.Fatalf("CheckTools(all bound): %v", err)
+	}
+	err := p.CheckTools(func(string) bool { return false })
+	var ce *trigger.ConfigError
+	if !errors.As(err, &ce) || ce.Path != "$.triggers[0].steps[0].tool" {
+		t.Fatalf("CheckTools(none bound)=%v, want the first step's tool", err)
+	}
+}
+
+func checkSource(t *testing.T, i int, s trigger.Source) {
+	t.Helper()
+	if s.Kind != "webhook" || s.MaxBodyBytes < 1 || s.MaxBodyBytes > 64<<20 {
+		t.Fatalf("trigger %d: source %+v", i, s)
+	}
+	if (s.EventID.Header == "") == (s.EventID.JSONPointer == "") {
+		t.Fatalf("trigger %d: event id %+v: want exactly one of header, pointer", i, s.EventID)
+	}
+	if s.EventID.JSONPointer != "" && !strings.HasPrefix(s.EventID.JSONPointer, "/") {
+		t.Fatalf("trigger %d: event id pointer %q", i, s.EventID.JSONPointer)
+	}
+	v := s.Verify
+	if v == nil {
+		return
+	}
+	if !knownSchemes[v.Scheme] || len(v.Secrets) == 0 || v.ToleranceSec < 1 {
+		t.Fatalf("trigger %d: verify %+v", i, *v)
+	}
+	if v.Header != "" && v.Scheme != "hmac-sha256" {
+		t.Fatalf("trigger %d: header %q on scheme %q", i, v.Header, v.Scheme)
+	}
+	for _, r := range v.Secrets {
+		if err := r.Validate(); err != nil {
+			t.Fatalf("trigger %d: secret %v: %v", i, r, err)
+		}
+	}
+}
