@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -72,17 +71,21 @@ func Fingerprint(toolRef, operation string, input json.RawMessage) (string, erro
 }
 
 // canon is a one-pass parser that writes the canonical form as it reads.
+// Keys and members live on shared stacks, so a document costs a few
+// allocations however many objects it holds.
 type canon struct {
-	in  []byte
-	i   int
-	out []byte
-	key []byte // the decoded key being read, when reading a key
+	in      []byte
+	i       int
+	out     []byte
+	keys    []byte   // decoded keys of the objects being read
+	members []member // members of the objects being read
+	scratch []byte   // a copy of an object's members while it is reordered
 }
 
-// member locates one "key":value pair in out.
+// member locates one "key":value pair in out and its key in keys.
 type member struct {
-	key        string
-	start, end int
+	kstart, kend int
+	start, end   int
 }
 
 func (p *canon) errorf(format string, args ...any) error {
@@ -178,18 +181,17 @@ func (p *canon) object(depth int) error {
 		p.out = append(p.out, '}')
 		return nil
 	}
-	var ms []member
+	base, kbase := len(p.members), len(p.keys)
 	for {
 		p.skipSpace()
 		if p.i >= len(p.in) || p.in[p.i] != '"' {
 			return p.errorf("expected a key")
 		}
-		m := member{start: len(p.out)}
-		p.key = p.key[:0]
+		m := member{start: len(p.out), kstart: len(p.keys)}
 		if err := p.str(true); err != nil {
 			return err
 		}
-		m.key = string(p.key)
+		m.kend = len(p.keys)
 		p.skipSpace()
 		if p.i >= len(p.in) || p.in[p.i] != ':' {
 			return p.errorf("expected ':'")
@@ -201,7 +203,7 @@ func (p *canon) object(depth int) error {
 			return err
 		}
 		m.end = len(p.out)
-		ms = append(ms, m)
+		p.members = append(p.members, m)
 		p.skipSpace()
 		if p.i >= len(p.in) {
 			return p.errorf("unterminated object")
@@ -216,34 +218,30 @@ func (p *canon) object(depth int) error {
 		p.i++
 		p.out = append(p.out, ',')
 	}
-	return p.sortMembers(start, ms)
+	err := p.sortMembers(start, p.members[base:])
+	p.members, p.keys = p.members[:base], p.keys[:kbase]
+	return err
 }
 
 // sortMembers rewrites the members written from start in key order, and
 // closes the object.
 func (p *canon) sortMembers(start int, ms []member) error {
-	sorted := true
-	for k := 1; k < len(ms); k++ {
-		if c := strings.Compare(ms[k-1].key, ms[k].key); c == 0 {
-			return p.errorf("duplicate key %q", ms[k].key)
-		} else if c > 0 {
-			sorted = false
-		}
-	}
-	if !sorted {
-		slices.SortFunc(ms, func(a, b member) int { return strings.Compare(a.key, b.key) })
-		for k := 1; k < len(ms); k++ {
-			if ms[k-1].key == ms[k].key {
-				return p.errorf("duplicate key %q", ms[k].key)
-			}
-		}
-		region := append([]byte(nil), p.out[start:]...)
+	key := func(m member) []byte { return p.keys[m.kstart:m.kend] }
+	cmp := func(a, b member) int { return bytes.Compare(key(a), key(b)) }
+	if !slices.IsSortedFunc(ms, cmp) {
+		slices.SortFunc(ms, cmp)
+		p.scratch = append(p.scratch[:0], p.out[start:]...)
 		p.out = p.out[:start]
 		for k, m := range ms {
 			if k > 0 {
 				p.out = append(p.out, ',')
 			}
-			p.out = append(p.out, region[m.start-start:m.end-start]...)
+			p.out = append(p.out, p.scratch[m.start-start:m.end-start]...)
+		}
+	}
+	for k := 1; k < len(ms); k++ {
+		if cmp(ms[k-1], ms[k]) == 0 {
+			return p.errorf("duplicate key %q", key(ms[k]))
 		}
 	}
 	p.out = append(p.out, '}')
@@ -292,8 +290,8 @@ func (p *canon) digits() int {
 	return n
 }
 
-// str reads one string and writes it re-escaped; with key it also collects
-// the decoded text in p.key.
+// str reads one string and writes it re-escaped; with key it also pushes
+// the decoded text on p.keys.
 func (p *canon) str(key bool) error {
 	p.i++
 	p.out = append(p.out, '"')
@@ -328,7 +326,7 @@ func (p *canon) str(key bool) error {
 		}
 		p.out = appendRune(p.out, r)
 		if key {
-			p.key = utf8.AppendRune(p.key, r)
+			p.keys = utf8.AppendRune(p.keys, r)
 		}
 	}
 }

@@ -99,14 +99,20 @@ func watchExit(cmd *exec.Cmd) (exited <-chan struct{}, reap func() *os.ProcessSt
 		for {
 			_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
 				uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+			if errno == 0 {
+				return
+			}
 			if errno != syscall.EINTR {
+				// Cannot wait without reaping (SIGCHLD ignored?): reap, and
+				// let the group kill that follows take its small risk.
+				_ = cmd.Wait()
 				return
 			}
 		}
 	}()
 	return ch, func() *os.ProcessState {
 		<-ch
-		_ = cmd.Wait()
+		_ = cmd.Wait() // a second Wait only reports that it was called
 		return cmd.ProcessState
 	}
 }

@@ -113,8 +113,11 @@ func (p *processRunner) Call(ctx context.Context, req *Request, dispatched func(
 	res, stderr := p.run(ctx, c, req, body)
 	if stderr = strings.TrimSpace(p.redact(stderr)); stderr != "" || res.Err != nil {
 		ev := log.Debug()
+		if hostFailure(res) {
+			ev = log.Warn()
+		}
 		if res.Err != nil {
-			ev = log.Warn().Str("code", res.Err.Code)
+			ev = ev.Str("code", res.Err.Code)
 		}
 		ev.Str("outcome", res.Outcome).Str("stderr", stderr).Msg("handler call")
 	}
@@ -224,4 +227,22 @@ func (p *processRunner) run(ctx context.Context, c *child, req *Request, body []
 			"handler exited with %s without a response", status)), stderr.String()
 	}
 	return interpret(req, out), stderr.String()
+}
+
+// hostFailure reports whether a call failed in a way an operator should
+// hear about: the handler broke the protocol or did not finish. A business
+// error is the handler doing its job.
+func hostFailure(res *Result) bool {
+	if res.ReceiptErrorCode != "" {
+		return true
+	}
+	if res.Err == nil {
+		return false
+	}
+	switch res.Err.Code {
+	case touba.EHandlerTimeout, touba.EHandlerFailed, touba.EHandlerProtocolError,
+		touba.EHandlerPayloadTooLarge, touba.EWebhookRejected, touba.EINTERNAL:
+		return true
+	}
+	return false
 }

@@ -144,7 +144,7 @@ func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func(
 		maybeSent = maybeSent || t.kind != tryNeverLeft
 		if final || !repeatable && t.kind != tryNeverLeft && t.kind != tryRetryStatus ||
 			n >= w.spec.MaxTries || ctx.Err() != nil {
-			if res.Err != nil {
+			if hostFailure(res) {
 				log.Warn().Int("tries", n).Str("code", res.Err.Code).Str("outcome", res.Outcome).Msg(res.Err.Message)
 			}
 			return res

@@ -1,0 +1,51 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/handler"
+)
+
+func BenchmarkProcessCall(b *testing.B) {
+	// "isolated" starts each handler in a fresh network namespace where the
+	// host allows it; "network" is granted the network and skips that.
+	for _, bb := range []struct {
+		name   string
+		grants []string
+	}{{"isolated", nil}, {"network", []string{handler.GrantNetwork}}} {
+		b.Run(bb.name, func(b *testing.B) {
+			r := mustProcess(b, func(s *handler.ProcessSpec) { s.Timeout = 10 * time.Second; s.Grants = bb.grants }, "echo")
+			req := newRequest(b, `{"order_id":42,"lines":[{"sku":"A-1","qty":2}]}`, touba.RetryIdempotencyKey)
+			for b.Loop() {
+				if res := r.Call(context.Background(), req, func() error { return nil }); !res.OK {
+					b.Fatalf("result = %+v %v", res, res.Err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAccountingStub(b *testing.B) {
+	s := handler.NewAccountingStub()
+	req := newRequest(b, `{"order_id":42}`, touba.RetryIdempotencyKey)
+	for b.Loop() {
+		if res := s.Call(context.Background(), req, func() error { return nil }); !res.OK {
+			b.Fatal(res.Err)
+		}
+	}
+}
+
+func BenchmarkFingerprint(b *testing.B) {
+	input := json.RawMessage(`{"request":{"order_id":"A-42","customer":{"name":"Zoë","email":"z@example.com"},` +
+		`"lines":[{"sku":"A-1","qty":2,"price":12.50},{"sku":"B-7","qty":1,"price":3.0}]},"existing":null}`)
+	b.SetBytes(int64(len(input)))
+	for b.Loop() {
+		if _, err := handler.Fingerprint("tool:examples.orders/CreateOrder", "invoke", input); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,391 @@
+package handler_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/verify"
+)
+
+var testSecret = []byte("webhook-test-secret")
+
+// server is an httptest server that counts the tries it sees and checks
+// each one's signature, content type and Idempotency-Key.
+type server struct {
+	*httptest.Server
+	calls atomic.Int32
+}
+
+// newServer starts a server answering with h (n is the try's number, from
+// 1); wantKey is the Idempotency-Key every try must carry.
+func newServer(tb testing.TB, wantKey string, h func(n int, w http.ResponseWriter, r *http.Request, body []byte)) *server {
+	tb.Helper()
+	s := &server{}
+	var mu sync.Mutex
+	var problems []string
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := int(s.calls.Add(1))
+		body, err := io.ReadAll(r.Body)
+		report := func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			problems = append(problems, fmt.Sprintf("try %d: ", n)+fmt.Sprintf(format, args...))
+		}
+		if err != nil {
+			report("read body: %v", err)
+		}
+		if err := verify.Verify(testSecret, body, r.Header.Get("X-Signature")); err != nil {
+			report("signature: %v", err)
+		}
+		if got := r.Header.Get("Idempotency-Key"); got != wantKey {
+			report("Idempotency-Key = %q, want %q", got, wantKey)
+		}
+		if got := r.Header.Get("Content-Type"); got != "application/json" {
+			report("Content-Type = %q", got)
+		}
+		if r.Method != http.MethodPost {
+			report("method %s", r.Method)
+		}
+		h(n, w, r, body)
+	}))
+	// Cleanups run last-in first-out: the server closes (and its handlers
+	// finish) before the problems are read.
+	tb.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range problems {
+			tb.Errorf("server saw a bad request: %s", p)
+		}
+	})
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// mustWebhook returns a webhook runner for url with tiny backoff intervals.
+func mustWebhook(tb testing.TB, url string, edit func(*handler.WebhookSpec)) handler.Runner {
+	tb.Helper()
+	spec := handler.WebhookSpec{URL: url, HMACSecret: testSecret, Timeout: 5 * time.Second, MaxTries: 3,
+		InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond}
+	if edit != nil {
+		edit(&spec)
+	}
+	r, err := handler.NewWebhook(spec)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { r.Close() })
+	return r
+}
+
+// check asserts a Result's outcome and error code and the tries the server saw.
+func check(tb testing.TB, res *handler.Result, outcome, code string, s *server, calls int) {
+	tb.Helper()
+	if got := res.Outcome; got != outcome {
+		tb.Errorf("outcome = %q, want %q (err %v)", got, outcome, res.Err)
+	}
+	if got := errCode(res); got != code {
+		tb.Errorf("code = %q, want %q (err %v)", got, code, res.Err)
+	}
+	if s != nil {
+		if got := int(s.calls.Load()); got != calls {
+			tb.Errorf("server saw %d tries, want %d", got, calls)
+		}
+	}
+}
+
+func TestWebhookProtocolResponse(t *testing.T) {
+	req := newRequest(t, `{"order":1}`, touba.RetryIdempotencyKey)
+	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, body []byte) {
+		var got handler.Request
+		if err := json.Unmarshal(body, &got); err != nil || got.Context.Effect == nil || got.Protocol != handler.Protocol {
+			http.Error(w, "bad request document", http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, `{"ok":true,"output":{"order_id":42},"effect_receipt":{"effect_id":%q,"fingerprint":%q,"outcome":"applied","receipt_ref":"order:42"}}`,
+			got.Context.Effect.EffectID, got.Context.Effect.Fingerprint)
+	})
+	var h hook
+	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, h.fn)
+	check(t, res, touba.EffectApplied, "", s, 1)
+	if !res.OK || res.ReceiptRef != "order:42" || string(res.Output) != `{"order_id":42}` || h.n != 1 || !res.Dispatched {
+		t.Fatalf("result = %+v, hook %d", res, h.n)
+	}
+}
+
+func TestWebhookProtocolResponseWithWrongReceipt(t *testing.T) {
+	req := newRequest(t, `{}`, touba.RetryIdempotencyKey)
+	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		fmt.Fprint(w, `{"ok":true,"effect_receipt":{"effect_id":"other","fingerprint":"sha256:00","outcome":"applied"}}`)
+	})
+	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
+	check(t, res, touba.EffectUnknown, touba.EEffectReceiptMismatch, s, 1)
+	if got, want := res.ReceiptErrorCode, touba.EEffectReceiptMismatch; got != want {
+		t.Fatalf("receipt error = %q, want %q", got, want)
+	}
+}
+
+func TestWebhookPlainAnswers(t *testing.T) {
+	for _, tt := range []struct {
+		status     int
+		body, want string
+	}{
+		{200, `{ "id": 7 }`, `{"id":7}`},
+		{201, `accepted`, `"accepted"`},
+		{200, `{"ok":"not a protocol response"}`, `{"ok":"not a protocol response"}`},
+		{204, ``, `""`},
+	} {
+		req := newRequest(t, `{}`, touba.RetryNone)
+		s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+			w.WriteHeader(tt.status)
+			io.WriteString(w, tt.body)
+		})
+		res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
+		check(t, res, touba.EffectApplied, "", s, 1)
+		if got := string(res.Output); !res.OK || got != tt.want {
+			t.Errorf("%d %q: ok %v output %s, want %s", tt.status, tt.body, res.OK, got, tt.want)
+		}
+	}
+}
+
+func TestWebhookRetryAfterThenOK(t *testing.T) {
+	req := newRequest(t, `{}`, touba.RetryNone)
+	s := newServer(t, req.Context.Effect.EffectID, func(n int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		if n == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		io.WriteString(w, `{"done":true}`)
+	})
+	const maxInterval = 200 * time.Millisecond
+	r := mustWebhook(t, s.URL, func(s *handler.WebhookSpec) { s.MaxInterval = maxInterval })
+	start := time.Now()
+	res := r.Call(context.Background(), req, func() error { return nil })
+	check(t, res, touba.EffectApplied, "", s, 2)
+	// The backoff alone would wait about 1ms; Retry-After (1s, capped by
+	// MaxInterval) makes it wait MaxInterval.
+	if elapsed := time.Since(start); elapsed < maxInterval {
+		t.Fatalf("retried after %s, before Retry-After capped at %s", elapsed, maxInterval)
+	}
+}
+
+func TestWebhookServerErrorThenOK(t *testing.T) {
+	req := newRequest(t, `{}`, touba.RetryNone)
+	s := newServer(t, req.Context.Effect.EffectID, func(n int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		io.WriteString(w, `{"done":true}`)
+	})
+	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
+	check(t, res, touba.EffectApplied, "", s, 2)
+}
+
+func TestWebhookServerErrorToTheLastTry(t *testing.T) {
+	req := newRequest(t, `{}`, touba.RetryNone)
+	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.WriteHeader(http.StatusBadGateway)
+	})
+	// MaxTries 0 means the default: a first try and 5 retries.
+	res := mustWebhook(t, s.URL, func(s *handler.WebhookSpec) { s.MaxTries = 0 }).Call(context.Background(), req, func() error { return nil })
+	check(t, res, touba.EffectUnknown, touba.EHandlerFailed, s, handler.DefaultMaxTries)
+}
+
+func TestWebhookRejected(t *testing.T) {
+	req := newRequest(t, `{}`, touba.RetryIdempotencyKey)
+	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		http.Error(w, "no such order", http.StatusBadRequest)
+	})
+	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
+	check(t, res, touba.EffectNotApplied, touba.EWebhookRejected, s, 1)
+}
+
+func TestWebhookRejectedAfterAnUncertainTry(t *testing.T) {
+	// The 503 may have been applied before the server failed, so a later
+	// 400 cannot prove nothing was.
+	req := newRequest(t, `{}`, touba.RetryIdempotencyKey)
+	s := newServer(t, req.Context.Effect.EffectID, func(n int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		if n == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusConflict)
+	})
+	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
+	check(t, res, touba.EffectUnknown, touba.EWebhookRejected, s, 2)
+}
+
+func TestWebhookRedirectIsNotFollowed(t *testing.T) {
+	req := newRequest(t, `{}`, touba.RetryNone)
+	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, r *http.Request, _ []byte) {
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	})
+	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
+	check(t, res, touba.EffectNotApplied, touba.EWebhookRejected, s, 1)
+}
+
+func TestWebhookConnectionLostAfterSending(t *testing.T) {
+	for _, tt := range []struct {
+		mode  string
+		calls int
+	}{{touba.RetryIdempotencyKey, 3}, {touba.RetryNone, 1}, {touba.RetryReconcile, 1}} {
+		t.Run(tt.mode, func(t *testing.T) {
+			req := newRequest(t, `{}`, tt.mode)
+			s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+				conn, _, err := w.(http.Hijacker).Hijack()
+				if err != nil {
+					panic(err)
+				}
+				conn.Close()
+			})
+			res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
+			check(t, res, touba.EffectUnknown, touba.EHandlerFailed, s, tt.calls)
+		})
+	}
+}
+
+func TestWebhookSlowerThanTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		mode  string
+		calls int
+	}{{touba.RetryIdempotencyKey, 3}, {touba.RetryNone, 1}} {
+		t.Run(tt.mode, func(t *testing.T) {
+			req := newRequest(t, `{}`, tt.mode)
+			s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, r *http.Request, _ []byte) {
+				select {
+				case <-r.Context().Done(): // the client gave up
+				case <-time.After(10 * time.Second):
+				}
+			})
+			r := mustWebhook(t, s.URL, func(s *handler.WebhookSpec) { s.Timeout = 100 * time.Millisecond })
+			start := time.Now()
+			res := r.Call(context.Background(), req, func() error { return nil })
+			check(t, res, touba.EffectUnknown, touba.EHandlerTimeout, s, tt.calls)
+			if elapsed := time.Since(start); elapsed > 5*time.Second {
+				t.Fatalf("call took %s with a 100ms timeout per try", elapsed)
+			}
+		})
+	}
+}
+
+func TestWebhookConnectionRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var dials atomic.Int32
+	var d net.Dialer
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return d.DialContext(ctx, network, addr)
+	}}}
+	req := newRequest(t, `{}`, touba.RetryNone)
+	var h hook
+	res := mustWebhook(t, "http://"+addr+"/hook", func(s *handler.WebhookSpec) { s.Client = client }).Call(context.Background(), req, h.fn)
+	check(t, res, touba.EffectNotApplied, touba.EHandlerFailed, nil, 0)
+	if got, want := int(dials.Load()), 3; got != want {
+		t.Fatalf("dialled %d times, want %d (network errors are retried)", got, want)
+	}
+	if !res.Dispatched || h.n != 1 {
+		t.Fatalf("dispatched %v, hook %d", res.Dispatched, h.n)
+	}
+}
+
+func TestWebhookWithoutEffect(t *testing.T) {
+	req := newRequest(t, `{}`, "")
+	s := newServer(t, req.Context.CallID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		io.WriteString(w, `{"ok":true,"output":"read"}`)
+	})
+	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
+	check(t, res, "", "", s, 1)
+	if !res.OK || string(res.Output) != `"read"` {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
+func TestWebhookNotSent(t *testing.T) {
+	req := newRequest(t, `{"text":"`+strings.Repeat("x", 100)+`"}`, touba.RetryNone)
+	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {})
+	var h hook
+	res := mustWebhook(t, s.URL, func(s *handler.WebhookSpec) { s.MaxPayload = 64 }).Call(context.Background(), req, h.fn)
+	check(t, res, touba.EffectNotApplied, touba.EHandlerPayloadTooLarge, s, 0)
+	if h.n != 0 {
+		t.Fatalf("hook ran %d times for an input too large", h.n)
+	}
+	h = hook{err: touba.Errorf(touba.EEffectInProgress, "taken")}
+	res = mustWebhook(t, s.URL, nil).Call(context.Background(), req, h.fn)
+	check(t, res, touba.EffectNotApplied, touba.EEffectInProgress, s, 0)
+}
+
+func TestWebhookAnswerTooLarge(t *testing.T) {
+	req := newRequest(t, `{}`, touba.RetryIdempotencyKey)
+	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		io.WriteString(w, `"`+strings.Repeat("x", 4096)+`"`)
+	})
+	res := mustWebhook(t, s.URL, func(s *handler.WebhookSpec) { s.MaxPayload = 1024 }).Call(context.Background(), req, func() error { return nil })
+	check(t, res, touba.EffectUnknown, touba.EHandlerPayloadTooLarge, s, 1)
+}
+
+func TestNewWebhookRefusesBadSpecs(t *testing.T) {
+	for _, spec := range []handler.WebhookSpec{
+		{}, {URL: "ftp://x/"}, {URL: "/relative"}, {URL: "http://x/", Timeout: -1}, {URL: "http://x/", MaxTries: -1},
+	} {
+		if _, err := handler.NewWebhook(spec); touba.ErrorCode(err) != touba.ECONFIG {
+			t.Errorf("NewWebhook(%+v) = %v, want %s", spec, err, touba.ECONFIG)
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"0", 0, true},
+		{"3", 3 * time.Second, true},
+		{" 120 ", 2 * time.Minute, true},
+		{"Sun, 01 Mar 2026 12:00:10 GMT", 10 * time.Second, true},
+		{"Sunday, 01-Mar-26 12:00:10 GMT", 10 * time.Second, true},
+		{"Sun Mar  1 12:00:10 2026", 10 * time.Second, true},
+		{"Sun, 01 Mar 2026 11:00:00 GMT", 0, true},
+		{"99999999999999999999", time.Duration(1<<63 - 1), true},
+		{"", 0, false},
+		{"-1", 0, false},
+		{"1.5", 0, false},
+		{"soon", 0, false},
+	} {
+		got, ok := handler.ParseRetryAfter(tt.in, now)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ParseRetryAfter(%q) = %s, %v; want %s, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"1", "Sun, 01 Mar 2026 12:00:10 GMT", "", "-5", "1e9"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		if d, ok := handler.ParseRetryAfter(s, now); d < 0 || !ok && d != 0 {
+			t.Fatalf("ParseRetryAfter(%q) = %s, %v", s, d, ok)
+		}
+	})
+}
