@@ -77,7 +77,7 @@ func (q *Queue) commit(batch []*enqueueReq) {
 			return err
 		}
 		defer tx.Rollback()
-		find, err := tx.PrepareContext(ctx, `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ?`)
+		find, err := tx.PrepareContext(ctx, `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`)
 		if err != nil {
 			return err
 		}

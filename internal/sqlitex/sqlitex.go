@@ -12,9 +12,30 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
-	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
+	sqlite3 "github.com/mattn/go-sqlite3"
 )
+
+// The writer connection checkpoints nothing itself: with SQLite's automatic
+// checkpoint, the commit that crosses 1000 WAL pages copies them into the
+// database and fsyncs it while every caller of its batch waits. A separate
+// connection checkpoints in the background instead (WAL lets a checkpoint
+// and a writer run at once), so commit latency stays flat.
+const (
+	writerDriver = "sqlite3_touba_writer"
+	readerDriver = "sqlite3_touba_reader"
+	cacheKiB     = 32 << 10
+)
+
+func init() {
+	sql.Register(writerDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		_, err := c.Exec(fmt.Sprintf(`PRAGMA wal_autocheckpoint=0; PRAGMA cache_size=-%d`, cacheKiB), nil)
+		return err
+	}})
+	sql.Register(readerDriver, &sqlite3.SQLiteDriver{})
+}
 
 // DB is one SQLite file: Write has a single connection so that writes are
 // serialised in the process (SQLite allows one writer anyway); Read is a
@@ -23,6 +44,11 @@ type DB struct {
 	Path  string
 	Write *sql.DB
 	Read  *sql.DB
+
+	ckpt     *sql.DB
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
 }
 
 // Open opens (creating if needed) the SQLite file at path, with its folder,
@@ -46,7 +72,7 @@ func Open(path string) (*DB, error) {
 	q.Set("_synchronous", "FULL")
 	q.Set("_foreign_keys", "1")
 	q.Set("_txlock", "immediate")
-	w, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	w, err := sql.Open(writerDriver, "file:"+path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -71,19 +97,56 @@ func Open(path string) (*DB, error) {
 	}
 
 	q.Set("_txlock", "deferred")
-	q.Set("_query_only", "1")
-	r, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	c, err := sql.Open(readerDriver, "file:"+path+"?"+q.Encode())
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
+	c.SetMaxOpenConns(1)
+	q.Set("_query_only", "1")
+	r, err := sql.Open(readerDriver, "file:"+path+"?"+q.Encode())
+	if err != nil {
+		w.Close()
+		c.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
 	r.SetMaxOpenConns(4)
-	return &DB{Path: path, Write: w, Read: r}, nil
+	db := &DB{Path: path, Write: w, Read: r, ckpt: c, stop: make(chan struct{})}
+	db.wg.Add(1)
+	go db.checkpointer()
+	return db, nil
 }
 
-// Close closes both handles.
+// checkpointInterval is how often the background checkpoint runs; at
+// intake rates the WAL grows a few MB in that time.
+const checkpointInterval = 200 * time.Millisecond
+
+func (db *DB) checkpointer() {
+	defer db.wg.Done()
+	t := time.NewTicker(checkpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-db.stop:
+			return
+		case <-t.C:
+			// PASSIVE never blocks the writer; frames it could not copy
+			// yet are taken on the next tick.
+			db.ckpt.Exec(`PRAGMA wal_checkpoint(PASSIVE)`)
+		}
+	}
+}
+
+// Close stops the checkpointer, checkpoints what is left and closes the
+// handles. It is safe to call more than once.
 func (db *DB) Close() error {
-	return errors.Join(db.Read.Close(), db.Write.Close())
+	var err error
+	db.stopOnce.Do(func() {
+		close(db.stop)
+		db.wg.Wait()
+		err = errors.Join(db.Read.Close(), db.ckpt.Close(), db.Write.Close())
+	})
+	return err
 }
 
 // InTx runs fn in a write transaction and commits it, or rolls back when fn
