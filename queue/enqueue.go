@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 
 	touba "github.com/touba/touba-trigger"
 )
@@ -21,7 +22,8 @@ type Result struct {
 }
 
 type enqueueReq struct {
-	d   *touba.Delivery
+	d       *touba.Delivery
+	headers string
 	res Result
 	err error
 	ch  chan struct{}
@@ -31,7 +33,18 @@ type enqueueReq struct {
 // after the batch holding d committed (or failed). d.QueueID and
 // d.ReceivedAt are set by Enqueue when empty.
 func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) {
-	r := &enqueueReq{d: d, ch: make(chan struct{})}
+	// Encode outside the writer: its goroutine is the bottleneck.
+	hdr := []byte("{}")
+	if d.Headers != nil {
+		var err error
+		if hdr, err = json.Marshal(d.Headers); err != nil {
+			return Result{}, fmt.Errorf("encode headers: %w", err)
+		}
+	}
+	if d.ReceivedAt.IsZero() {
+		d.ReceivedAt = q.opts.Now()
+	}
+	r := &enqueueReq{d: d, headers: string(hdr), ch: make(chan struct{})}
 	q.mu.RLock()
 	if q.closed {
 		q.mu.RUnlock()
@@ -47,6 +60,10 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) 
 
 func (q *Queue) writer() {
 	defer close(q.done)
+	// A thread of its own: the OS then shares the CPU between the writer
+	// and the HTTP threads, instead of Go sharing one thread between the
+	// writer and every request goroutine.
+	runtime.LockOSThread()
 	batch := make([]*enqueueReq, 0, q.opts.MaxBatch)
 	for r := range q.reqs {
 		batch = append(batch[:0], r)
@@ -77,55 +94,48 @@ func (q *Queue) commit(batch []*enqueueReq) {
 			return err
 		}
 		defer tx.Rollback()
-		find, err := tx.PrepareContext(ctx, `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`)
-		if err != nil {
-			return err
-		}
-		defer find.Close()
-		ins, err := tx.PrepareContext(ctx, `INSERT INTO entries
-			(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`)
-		if err != nil {
-			return err
-		}
-		defer ins.Close()
+		ins, find := tx.StmtContext(ctx, q.insert), tx.StmtContext(ctx, q.find)
 		now := q.now()
 		for _, r := range batch {
 			r.res, r.err = Result{}, nil
 			d := r.d
-			if d.EventID != "" {
-				var ex Result
-				err := find.QueryRowContext(ctx, d.TriggerRef, d.EventID).Scan(&ex.QueueID, &ex.Digest, &ex.Status)
-				if err == nil {
-					r.res = ex
-					continue
-				} else if !errors.Is(err, sql.ErrNoRows) {
-					return err
-				}
-			}
 			if q.pending.Load()+added >= q.opts.MaxPending {
+				// Full: a known identity still gets its true answer.
+				if d.EventID != "" {
+					if ex, ok, err := lookup(ctx, find, d); err != nil {
+						return err
+					} else if ok {
+						r.res = ex
+						continue
+					}
+				}
 				r.err = ErrFull
 				continue
 			}
 			if d.QueueID == "" {
 				d.QueueID = q.opts.NewID()
 			}
-			if d.ReceivedAt.IsZero() {
-				d.ReceivedAt = q.opts.Now()
-			}
-			hdr, err := json.Marshal(d.Headers)
+			// The insert is the identity decision: the partial unique index
+			// refuses a second entry for (trigger_ref, event_id), so a new
+			// delivery costs one statement and a known one two.
+			res, err := ins.ExecContext(ctx, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, r.headers,
+				d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now)
 			if err != nil {
-				return fmt.Errorf("encode headers: %w", err)
-			}
-			if d.Headers == nil {
-				hdr = []byte("{}")
-			}
-			if _, err := ins.ExecContext(ctx, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, string(hdr),
-				d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now); err != nil {
 				return err
 			}
-			r.res = Result{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}
-			added++
+			if n, _ := res.RowsAffected(); n == 1 {
+				r.res = Result{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}
+				added++
+				continue
+			}
+			ex, ok, err := lookup(ctx, find, d)
+			if err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("entry for %s/%s neither inserted nor found", d.TriggerRef, d.EventID)
+			}
+			d.QueueID = ""
+			r.res = ex
 		}
 		return tx.Commit()
 	}()
@@ -143,4 +153,13 @@ func (q *Queue) commit(batch []*enqueueReq) {
 		}
 		close(r.ch)
 	}
+}
+
+func lookup(ctx context.Context, find *sql.Stmt, d *touba.Delivery) (Result, bool, error) {
+	var ex Result
+	err := find.QueryRowContext(ctx, d.TriggerRef, d.EventID).Scan(&ex.QueueID, &ex.Digest, &ex.Status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return ex, false, nil
+	}
+	return ex, err == nil, err
 }

@@ -41,6 +41,8 @@ type Queue struct {
 	db   *sqlitex.DB
 	opts Options
 
+	insert  *sql.Stmt
+	find    *sql.Stmt
 	reqs    chan *enqueueReq
 	mu      sync.RWMutex // guards closed against sends on reqs
 	closed  bool
@@ -85,6 +87,18 @@ func Open(ctx context.Context, path string, opts Options) (*Queue, error) {
 		return nil, fmt.Errorf("queue: count pending: %w", err)
 	}
 	q.pending.Store(n)
+	if q.insert, err = db.Write.PrepareContext(ctx, `INSERT INTO entries
+		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)
+		ON CONFLICT (trigger_ref, event_id) WHERE event_id != '' DO NOTHING`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	if q.find, err = db.Write.PrepareContext(ctx,
+		`SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("queue: %w", err)
+	}
 	go q.writer()
 	return q, nil
 }
@@ -101,6 +115,8 @@ func (q *Queue) Close() error {
 	close(q.reqs)
 	q.mu.Unlock()
 	<-q.done
+	q.insert.Close()
+	q.find.Close()
 	return q.db.Close()
 }
 
