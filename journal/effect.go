@@ -98,10 +98,11 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+const qGetEffect = `SELECT ` + effectCols + ` FROM effects WHERE scope = ? AND effect_id = ?`
+
 // getRow reads one effect, nil when absent.
 func getRow(ctx context.Context, q querier, scope, effectID string) (*row, error) {
-	r, err := scanEffect(q.QueryRowContext(ctx,
-		`SELECT `+effectCols+` FROM effects WHERE scope = ? AND effect_id = ?`, scope, effectID))
+	r, err := scanEffect(q.QueryRowContext(ctx, qGetEffect, scope, effectID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -185,11 +186,13 @@ func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]Event, 
 	return out, nil
 }
 
+const qInsertEvent = `INSERT INTO effect_events (scope, effect_id, call_id, state, at, detail)
+	VALUES (?, ?, ?, ?, ?, ?)`
+
 // appendEvent writes one audit row; every transition calls it in the same
 // transaction as its update.
-func appendEvent(ctx context.Context, tx *sql.Tx, scope, effectID, callID, state, at, detail string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO effect_events (scope, effect_id, call_id, state, at, detail)
-		VALUES (?, ?, ?, ?, ?, ?)`, scope, effectID, nullable(callID), state, at, nullable(detail))
+func appendEvent(ctx context.Context, tx *wtx, scope, effectID, callID, state, at, detail string) error {
+	_, err := tx.ExecContext(ctx, qInsertEvent, scope, effectID, nullable(callID), state, at, nullable(detail))
 	if err != nil {
 		return fmt.Errorf("append effect event: %w", err)
 	}

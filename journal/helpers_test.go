@@ -13,6 +13,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/journal"
 )
 
@@ -172,3 +173,8 @@ func errorIs(err error) string {
 }
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
+
+func fuzzJournal(tb testing.TB, s *secret.Set) *journal.Journal {
+	tb.Helper()
+	return journal.NewForFuzz(journal.Options{Secrets: s})
+}

@@ -106,7 +106,10 @@ func Open(ctx context.Context, path string, opts Options) (*Journal, error) {
 	if j.now == nil {
 		j.now = time.Now
 	}
-	j.w.start(j)
+	if err := j.w.start(ctx, j); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open effect journal: %w", err)
+	}
 	return j, nil
 }
 

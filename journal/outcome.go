@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,10 +25,13 @@ type Outcome struct {
 	Detail                  string          // optional words for the audit event
 }
 
+const qDispatch = `UPDATE effects SET state = 'dispatched', updated_at = ?
+	WHERE scope = ? AND effect_id = ? AND state = 'prepared' AND call_id = ?`
+
 // Dispatch moves the effect held by callID from prepared to dispatched,
 // durably, just before the request leaves (SPEC §5).
 func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
-	return j.w.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		r, err := j.heldRow(ctx, tx, scope, effectID, callID, touba.EffectDispatched)
 		if err != nil {
 			return err
@@ -38,8 +40,7 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 			return fmt.Errorf("dispatch effect %s/%s: %w: %s -> dispatched", scope, effectID, ErrTransition, r.State)
 		}
 		now := j.stamp()
-		if _, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'dispatched', updated_at = ?
-			WHERE scope = ? AND effect_id = ? AND state = 'prepared' AND call_id = ?`, now, scope, effectID, callID); err != nil {
+		if _, err := tx.ExecContext(ctx, qDispatch, now, scope, effectID, callID); err != nil {
 			return fmt.Errorf("dispatch effect: %w", err)
 		}
 		return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now,
@@ -50,7 +51,7 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 // heldRow reads an effect that callID must hold: in this process (the
 // claim) and on disk (call_id and owner). An effect in no state that a call
 // can hold (applied, not_applied, unknown) is ErrTransition, whoever asks.
-func (j *Journal) heldRow(ctx context.Context, tx *sql.Tx, scope, effectID, callID, to string) (*row, error) {
+func (j *Journal) heldRow(ctx context.Context, tx *wtx, scope, effectID, callID, to string) (*row, error) {
 	r, err := getRow(ctx, tx, scope, effectID)
 	if err != nil {
 		return nil, fmt.Errorf("effect %s/%s: %w", scope, effectID, err)
@@ -65,6 +66,9 @@ func (j *Journal) heldRow(ctx context.Context, tx *sql.Tx, scope, effectID, call
 	}
 	return r, nil
 }
+
+const qFinish = `UPDATE effects SET state = ?, receipt_ref = ?, result = ?, error_code = ?,
+	receipt_error_code = ?, updated_at = ?, owner = NULL WHERE scope = ? AND effect_id = ?`
 
 // Finish records the outcome of the call that holds the effect (from
 // dispatched, or from prepared when the request never left) and releases
@@ -97,7 +101,7 @@ func (j *Journal) Finish(ctx context.Context, o Outcome) error {
 	default:
 		detail += describe(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail)
 	}
-	err := j.w.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		if _, err := j.heldRow(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State); err != nil {
 			return err
 		}
@@ -106,9 +110,7 @@ func (j *Journal) Finish(ctx context.Context, o Outcome) error {
 		if o.Result != nil {
 			result = string(o.Result)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE effects SET state = ?, receipt_ref = ?, result = ?, error_code = ?,
-			receipt_error_code = ?, updated_at = ?, owner = NULL WHERE scope = ? AND effect_id = ?`,
-			o.State, nullable(o.ReceiptRef), result, nullable(o.ErrorCode), nullable(o.ReceiptErrorCode), now,
+		if _, err := tx.ExecContext(ctx, qFinish, o.State, nullable(o.ReceiptRef), result, nullable(o.ErrorCode), nullable(o.ReceiptErrorCode), now,
 			o.Scope, o.EffectID); err != nil {
 			return fmt.Errorf("finish effect: %w", err)
 		}

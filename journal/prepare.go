@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 
@@ -93,7 +92,7 @@ func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
 		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s is in progress in this process", p.Scope, p.EffectID)
 	}
 	var out *Effect
-	err := j.w.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		e, err := j.prepareTx(ctx, tx, p)
 		out = e
 		return err
@@ -109,7 +108,21 @@ func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
 	return out, nil
 }
 
-func (j *Journal) prepareTx(ctx context.Context, tx *sql.Tx, p Prepare) (*Effect, error) {
+const (
+	// INSERT ... ON CONFLICT DO NOTHING is the compare-and-swap of a new
+	// row: of two handles racing on one file, only one inserts.
+	qInsertEffect = `INSERT INTO effects (scope, effect_id, tool_ref, operation, fingerprint,
+		retry_mode, state, attempts, call_id, created_at, updated_at, owner)
+		VALUES (?, ?, ?, ?, ?, ?, 'prepared', 1, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	// The compare-and-swap on (state, attempts): the row must still be what
+	// was read, so two racers that read the same row cannot both move it.
+	qPrepareAgain = `UPDATE effects SET state = 'prepared', attempts = attempts + 1, call_id = ?,
+		tool_ref = ?, retry_mode = ?, receipt_ref = NULL, result = NULL, error_code = NULL,
+		receipt_error_code = NULL, updated_at = ?, owner = ?
+		WHERE scope = ? AND effect_id = ? AND state = ? AND attempts = ?`
+)
+
+func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare) (*Effect, error) {
 	now := j.stamp()
 	if orig, ok := IsCompensation(p.EffectID); ok {
 		o, err := getRow(ctx, tx, p.Scope, orig)
@@ -124,37 +137,35 @@ func (j *Journal) prepareTx(ctx context.Context, tx *sql.Tx, p Prepare) (*Effect
 		return nil, fmt.Errorf("prepare effect: %w", err)
 	}
 	if r == nil {
-		// INSERT OR IGNORE is the compare-and-swap of a new row: of two
-		// handles racing on one file, only one inserts.
-		res, err := tx.ExecContext(ctx, `INSERT INTO effects (scope, effect_id, tool_ref, operation, fingerprint,
-			retry_mode, state, attempts, call_id, created_at, updated_at, owner)
-			VALUES (?, ?, ?, ?, ?, ?, 'prepared', 1, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, now, j.owner)
+		res, err := tx.ExecContext(ctx, qInsertEffect, p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, now, j.owner)
 		if err != nil {
 			return nil, fmt.Errorf("prepare effect: %w", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s was created by another call", p.Scope, p.EffectID)
 		}
-		return j.afterPrepare(ctx, tx, p, "prepare attempt 1")
+		at, _ := touba.ParseTime(now)
+		e := &Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
+			Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
+			CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
+		return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1")
 	}
 	if refused := j.refusePrepare(r, p); refused != nil {
 		return nil, refused
 	}
-	// Compare-and-swap on (state, attempts): the row must still be what was
-	// read, so two racers that read the same row cannot both move it.
-	res, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'prepared', attempts = attempts + 1, call_id = ?,
-		tool_ref = ?, retry_mode = ?, receipt_ref = NULL, result = NULL, error_code = NULL,
-		receipt_error_code = NULL, updated_at = ?, owner = ?
-		WHERE scope = ? AND effect_id = ? AND state = ? AND attempts = ?`,
-		p.CallID, p.ToolRef, p.RetryMode, now, j.owner, p.Scope, p.EffectID, r.State, r.Attempts)
+	res, err := tx.ExecContext(ctx, qPrepareAgain, p.CallID, p.ToolRef, p.RetryMode, now, j.owner, p.Scope, p.EffectID, r.State, r.Attempts)
 	if err != nil {
 		return nil, fmt.Errorf("prepare effect: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s changed under another call", p.Scope, p.EffectID)
 	}
-	return j.afterPrepare(ctx, tx, p, fmt.Sprintf("prepare attempt %d (was %s)", r.Attempts+1, r.State))
+	e := r.Effect
+	e.State, e.Attempts, e.CallID, e.ToolRef, e.RetryMode = touba.EffectPrepared, r.Attempts+1, p.CallID, p.ToolRef, p.RetryMode
+	e.ReceiptRef, e.Result, e.ErrorCode, e.ReceiptErrorCode = "", nil, "", ""
+	e.UpdatedAt, _ = touba.ParseTime(now)
+	return &e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now,
+		fmt.Sprintf("prepare attempt %d (was %s)", e.Attempts, r.State))
 }
 
 // refusePrepare decides whether a stored row allows a new attempt (SPEC §5).
@@ -186,15 +197,4 @@ func (j *Journal) refusePrepare(r *row, p Prepare) *RefusedError {
 		}
 	}
 	return nil
-}
-
-func (j *Journal) afterPrepare(ctx context.Context, tx *sql.Tx, p Prepare, detail string) (*Effect, error) {
-	if err := appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, j.stamp(), detail); err != nil {
-		return nil, err
-	}
-	r, err := getRow(ctx, tx, p.Scope, p.EffectID)
-	if err != nil {
-		return nil, fmt.Errorf("prepare effect: %w", err)
-	}
-	return &r.Effect, nil
 }

@@ -69,7 +69,7 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r Resolut
 	if r.Operator != "" {
 		detail += " by " + r.Operator
 	}
-	return j.w.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	return j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		cur, err := getRow(ctx, tx, scope, effectID)
 		if err != nil {
 			return fmt.Errorf("resolve effect: %w", err)
@@ -102,7 +102,7 @@ const RecoveryDetail = "recovery at start-up: found dispatched, outcome unknown 
 // the first Prepare.
 func (j *Journal) Recover(ctx context.Context) ([]Effect, error) {
 	var out []Effect
-	err := j.w.submit(ctx, func(ctx context.Context, tx *sql.Tx) error {
+	err := j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, `SELECT `+effectCols+` FROM effects
 			WHERE state = 'dispatched' AND (owner IS NULL OR owner != ?) ORDER BY created_at, scope, effect_id`, j.owner)
@@ -143,7 +143,7 @@ func (j *Journal) Recover(ctx context.Context) ([]Effect, error) {
 	return out, nil
 }
 
-func (j *Journal) markUnknown(ctx context.Context, tx *sql.Tx, r *row, now, detail string) error {
+func (j *Journal) markUnknown(ctx context.Context, tx *wtx, r *row, now, detail string) error {
 	_, err := tx.ExecContext(ctx, `UPDATE effects SET state = 'unknown', updated_at = ?, owner = NULL
 		WHERE scope = ? AND effect_id = ? AND state = 'dispatched'`, now, r.Scope, r.EffectID)
 	if err != nil {
@@ -173,7 +173,8 @@ func (j *Journal) abandon(ctx context.Context) error {
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return fmt.Errorf("close effect journal: %w", err)
 	}
-	err = sqlitex.InTx(ctx, j.db.Write, func(tx *sql.Tx) error {
+	err = sqlitex.InTx(ctx, j.db.Write, func(sqltx *sql.Tx) error {
+		tx := &wtx{Tx: sqltx} // the writer and its statements are gone
 		now := j.stamp()
 		for _, r := range found {
 			j.log.Warn().Str("scope", r.Scope).Str("effect_id", r.EffectID).Str("call_id", r.CallID).

@@ -24,9 +24,9 @@ type Result struct {
 type enqueueReq struct {
 	d       *touba.Delivery
 	headers string
-	res Result
-	err error
-	ch  chan struct{}
+	res     Result
+	err     error
+	ch      chan struct{}
 }
 
 // Enqueue stores d durably unless its identity exists. It returns only

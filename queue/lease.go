@@ -150,4 +150,3 @@ func (q *Queue) IDsByStatus(ctx context.Context, status, triggerRef string) ([]s
 	}
 	return ids, rows.Err()
 }
-

@@ -75,7 +75,7 @@ func TestIntakeTable(t *testing.T) {
 		{name: "order: event id before signature", trigger: "t/signed", body: `{}`, hdr: map[string]string{"X-Touba-Event-Id": ""},
 			status: 400, code: touba.ETriggerEventIDInvalid, loggedCode: touba.ETriggerEventIDInvalid},
 		{name: "order: signature before identity", before: sendSigned, trigger: "t/signed", body: `{"z":1}`,
-			hdr: map[string]string{"X-Touba-Event-Id": "s1", "X-Signature": "sha256=00"},
+			hdr:    map[string]string{"X-Touba-Event-Id": "s1", "X-Signature": "sha256=00"},
 			status: 401, code: touba.ETriggerSignatureInvalid, entries: 1, loggedCode: touba.ETriggerSignatureInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

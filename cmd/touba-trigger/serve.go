@@ -31,7 +31,6 @@ type serveFlags struct {
 	takeOverStaleLock                  bool
 	logMaxRows, logMaxBodyBytes        int64
 	logMaxAge                          time.Duration
-	journalSet                         bool
 }
 
 func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
@@ -45,7 +44,7 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "HTTP address for webhooks")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9464", "HTTP address for /metrics; empty to disable")
 	fs.StringVar(&f.adminSocket, "admin-socket", filepath.Join(runDir, "admin.sock"), "admin unix socket (mode 0600)")
-	fs.IntVar(&f.workers, "workers", 4, "dispatcher workers")
+	fs.IntVar(&f.workers, "workers", 4, "dispatcher workers; 0 runs intake only")
 	fs.Int64Var(&f.maxPending, "max-pending", 1_000_000, "pending entries above which intake answers 503")
 	fs.DurationVar(&f.retention, "retention", 168*time.Hour, "how long bodies of done entries are kept")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time running handlers get at shutdown")
@@ -62,8 +61,10 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 	if len(pos) != 1 {
 		return "", nil, usageError{fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}
 	}
-	if f.workers < 1 || f.maxPending < 1 {
-		return "", nil, usageError{errors.New("--workers and --max-pending must be at least 1")}
+	// --workers 0 runs intake only (no dispatcher): for benchmarks and for
+	// holding deliveries while handlers are being fixed.
+	if f.workers < 0 || f.maxPending < 1 {
+		return "", nil, usageError{errors.New("--workers must be 0 or more and --max-pending at least 1")}
 	}
 	return pos[0], f, nil
 }
