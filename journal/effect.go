@@ -13,34 +13,35 @@ import (
 )
 
 // Effect is one row of the effects table: the journaled state of one
-// external write, identified by (Scope, EffectID).
+// external write, identified by (Scope, EffectID). Its JSON names are the
+// table's column names, for `effects ls --json`.
 type Effect struct {
-	Scope            string
-	EffectID         string
-	ToolRef          string
-	Operation        string
-	Fingerprint      string
-	RetryMode        string
-	State            string
-	Attempts         int
-	CallID           string
-	ReceiptRef       string
-	ErrorCode        string
-	ReceiptErrorCode string
-	Result           json.RawMessage // nil when none is stored
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	Scope            string          `json:"scope"`
+	EffectID         string          `json:"effect_id"`
+	ToolRef          string          `json:"tool_ref"`
+	Operation        string          `json:"operation"`
+	Fingerprint      string          `json:"fingerprint"`
+	RetryMode        string          `json:"retry_mode"`
+	State            string          `json:"state"`
+	Attempts         int             `json:"attempts"`
+	CallID           string          `json:"call_id,omitempty"`
+	ReceiptRef       string          `json:"receipt_ref,omitempty"`
+	ErrorCode        string          `json:"error_code,omitempty"`
+	ReceiptErrorCode string          `json:"receipt_error_code,omitempty"`
+	Result           json.RawMessage `json:"result,omitempty"` // nil when none is stored
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
 }
 
 // Event is one row of the append-only effect_events audit trail.
 type Event struct {
-	Seq      int64
-	Scope    string
-	EffectID string
-	CallID   string
-	State    string
-	At       time.Time
-	Detail   string
+	Seq      int64     `json:"seq"`
+	Scope    string    `json:"scope"`
+	EffectID string    `json:"effect_id"`
+	CallID   string    `json:"call_id,omitempty"`
+	State    string    `json:"state"`
+	At       time.Time `json:"at"`
+	Detail   string    `json:"detail,omitempty"`
 }
 
 // Filter selects effects for List; empty fields select all.

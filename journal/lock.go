@@ -98,6 +98,9 @@ func LockPath(journalPath string) string { return journalPath + ".lock" }
 // for the caller to log. Nothing is ever taken over silently.
 func AcquireLock(journalPath string, o LockOptions) (*Lock, error) {
 	path := LockPath(journalPath)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("journal lock: %w", err)
+	}
 	f, err := lockFile(path, true)
 	if err != nil {
 		return nil, err

@@ -51,11 +51,20 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 // heldRow reads an effect that callID must hold: in this process (the
 // claim) and on disk (call_id and owner). An effect in no state that a call
 // can hold (applied, not_applied, unknown) is ErrTransition, whoever asks.
+// When the file says callID no longer holds the effect (another handle
+// recovered or retried it), callID's claim is dropped too, so that it does
+// not block this identity in this process for good.
 func (j *Journal) heldRow(ctx context.Context, tx *wtx, scope, effectID, callID, to string) (*row, error) {
 	r, err := getRow(ctx, tx, scope, effectID)
 	if err != nil {
 		return nil, fmt.Errorf("effect %s/%s: %w", scope, effectID, err)
-	} else if r == nil {
+	}
+	held := r != nil && r.CallID == callID && r.owner == j.owner &&
+		(r.State == touba.EffectPrepared || r.State == touba.EffectDispatched)
+	if !held {
+		j.release(scope, effectID, callID)
+	}
+	if r == nil {
 		return nil, fmt.Errorf("effect %s/%s: no such effect", scope, effectID)
 	}
 	if r.State != touba.EffectPrepared && r.State != touba.EffectDispatched {

@@ -23,6 +23,10 @@ type Prepare struct {
 // effect applied: no new attempt; the stored result is what the run uses.
 var ErrApplied = errors.New("effect already applied")
 
+// ErrNotCompensable is matched (errors.Is) by the error of a compensation
+// whose original effect is missing or not applied.
+var ErrNotCompensable = errors.New("only an applied effect can be compensated")
+
 // RefusedError is the error of a Prepare that found a stored effect allowing
 // no new attempt now. Effect is the stored row, so the dispatcher can use an
 // applied result or park the entry. Code is the public code:
@@ -129,7 +133,7 @@ func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare) (*Effect, e
 		if err != nil {
 			return nil, fmt.Errorf("prepare compensation: %w", err)
 		} else if o == nil || o.State != touba.EffectApplied {
-			return nil, fmt.Errorf("prepare compensation %s/%s: the original effect is not applied", p.Scope, p.EffectID)
+			return nil, fmt.Errorf("prepare compensation %s/%s: %w", p.Scope, p.EffectID, ErrNotCompensable)
 		}
 	}
 	r, err := getRow(ctx, tx, p.Scope, p.EffectID)

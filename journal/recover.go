@@ -89,9 +89,18 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r Resolut
 	})
 }
 
-// RecoveryDetail is the audit detail of an effect that start-up recovery
-// found dispatched and recorded unknown.
-const RecoveryDetail = "recovery at start-up: found dispatched, outcome unknown (effect.unknown)"
+// RecoveryDetail begins the audit detail of an effect that start-up
+// recovery found dispatched and recorded unknown; the rest names the event
+// of SPEC §5: effect.unknown when the retry mode lets the next attempt
+// repeat it safely, run.needs_reconciliation when an operator must decide.
+const RecoveryDetail = "recovery at start-up: found dispatched, outcome unknown; "
+
+func recoveryDetail(retryMode string) string {
+	if retryMode == touba.RetryIdempotencyKey {
+		return RecoveryDetail + "effect.unknown: the next attempt repeats it with the same idempotency key"
+	}
+	return RecoveryDetail + "run.needs_reconciliation: retry mode " + retryMode + " needs an operator"
+}
 
 // Recover is the start-up recovery (SPEC §5): every dispatched effect not
 // held by this handle becomes unknown, never assumed applied or not, with
@@ -123,7 +132,7 @@ func (j *Journal) Recover(ctx context.Context) ([]Effect, error) {
 		}
 		now := j.stamp()
 		for _, r := range found {
-			if err := j.markUnknown(ctx, tx, r, now, RecoveryDetail); err != nil {
+			if err := j.markUnknown(ctx, tx, r, now, recoveryDetail(r.RetryMode)); err != nil {
 				return err
 			}
 			r.State = touba.EffectUnknown

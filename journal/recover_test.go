@@ -16,12 +16,16 @@ func TestRecover(t *testing.T) {
 	ctx := context.Background()
 	path := journalPath(t)
 	a := mustOpen(t, path, journal.Options{})
-	for _, id := range []string{"q:prepared", "q:dispatched", "q:applied"} {
-		if _, err := a.Prepare(ctx, prep("q", id, "c-"+id)); err != nil {
+	for _, id := range []string{"q:prepared", "q:dispatched", "q:applied", "q:reconcile"} {
+		p := prep("q", id, "c-"+id)
+		if id == "q:reconcile" {
+			p.RetryMode = touba.RetryReconcile
+		}
+		if _, err := a.Prepare(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, id := range []string{"q:dispatched", "q:applied"} {
+	for _, id := range []string{"q:dispatched", "q:applied", "q:reconcile"} {
 		if err := a.Dispatch(ctx, "q", id, "c-"+id); err != nil {
 			t.Fatal(err)
 		}
@@ -40,13 +44,15 @@ func TestRecover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || got[0].EffectID != "q:dispatched" || got[0].State != touba.EffectUnknown {
-		t.Fatalf("recovered %+v, want q:dispatched as unknown", got)
+	if len(got) != 2 || got[0].EffectID != "q:dispatched" || got[1].EffectID != "q:reconcile" ||
+		got[0].State != touba.EffectUnknown || got[1].State != touba.EffectUnknown {
+		t.Fatalf("recovered %+v, want q:dispatched and q:reconcile as unknown", got)
 	}
 	for id, want := range map[string]string{
 		"q:prepared":   touba.EffectPrepared,
 		"q:dispatched": touba.EffectUnknown,
 		"q:applied":    touba.EffectApplied,
+		"q:reconcile":  touba.EffectUnknown,
 	} {
 		if got := mustGet(t, b, "q", id).State; got != want {
 			t.Errorf("%s: state=%s, want %s", id, got, want)
@@ -57,8 +63,15 @@ func TestRecover(t *testing.T) {
 		t.Fatalf("events=%d, want %d", got, want)
 	}
 	last := ev[len(ev)-1]
-	if last.State != touba.EffectUnknown || last.Detail != journal.RecoveryDetail || last.CallID != "c-q:dispatched" {
+	if last.State != touba.EffectUnknown || !strings.HasPrefix(last.Detail, journal.RecoveryDetail) || last.CallID != "c-q:dispatched" {
 		t.Fatalf("recovery event %+v", last)
+	}
+	if !strings.Contains(last.Detail, "effect.unknown") {
+		t.Fatalf("detail %q, want effect.unknown for idempotency_key", last.Detail)
+	}
+	ev = mustEvents(t, b, "q", "q:reconcile")
+	if d := ev[len(ev)-1].Detail; !strings.Contains(d, "run.needs_reconciliation") {
+		t.Fatalf("detail %q, want run.needs_reconciliation for reconcile", d)
 	}
 	if got, want := len(mustEvents(t, b, "q", "q:prepared")), 1; got != want {
 		t.Fatalf("prepared effect events=%d, want %d (untouched)", got, want)
@@ -141,4 +154,32 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("state=%s, want %s", got, want)
 		}
 	})
+}
+
+// A call whose effect was recovered by another handle learns it on its
+// late Finish, and no longer blocks the identity in its process.
+func TestLateFinishAfterRecovery(t *testing.T) {
+	ctx := context.Background()
+	path := journalPath(t)
+	a := mustOpen(t, path, journal.Options{})
+	if _, err := a.Prepare(ctx, prep("q", "q:step", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Dispatch(ctx, "q", "q:step", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mustOpen(t, path, journal.Options{}).Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := a.Finish(ctx, journal.Outcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: touba.EffectApplied})
+	if got, want := errorIs(err), "ErrTransition"; got != want {
+		t.Fatalf("late finish: %q (%v), want %q", got, err, want)
+	}
+	e, err := a.Prepare(ctx, prep("q", "q:step", "c2"))
+	if err != nil {
+		t.Fatalf("prepare after the late finish: %v", err)
+	}
+	if got, want := e.Attempts, 2; got != want {
+		t.Fatalf("attempts=%d, want %d", got, want)
+	}
 }

