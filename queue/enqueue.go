@@ -21,12 +21,30 @@ type Result struct {
 	Status  string
 }
 
+// enqueueReq is one unit of the writer's work: an enqueue (d set) or a
+// state change (op set), each answered after its batch committed.
 type enqueueReq struct {
 	d       *touba.Delivery
 	headers string
+	op      func(ctx context.Context, tx *sql.Tx) (pendingDelta int64, err error)
 	res     Result
 	err     error
 	ch      chan struct{}
+}
+
+// submit hands r to the writer and waits for its batch.
+func (q *Queue) submit(r *enqueueReq) error {
+	q.mu.RLock()
+	if q.closed {
+		q.mu.RUnlock()
+		return ErrClosed
+	}
+	q.reqs <- r
+	q.mu.RUnlock()
+	// Wait even if the caller's context ends: the change may be
+	// committing, and the caller must not act before knowing.
+	<-r.ch
+	return r.err
 }
 
 // Enqueue stores d durably unless its identity exists. It returns only
@@ -45,17 +63,10 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) 
 		d.ReceivedAt = q.opts.Now()
 	}
 	r := &enqueueReq{d: d, headers: string(hdr), ch: make(chan struct{})}
-	q.mu.RLock()
-	if q.closed {
-		q.mu.RUnlock()
-		return Result{}, ErrClosed
+	if err := q.submit(r); err != nil {
+		return Result{}, err
 	}
-	q.reqs <- r
-	q.mu.RUnlock()
-	// Wait even if ctx ends: the entry may be committing, and the caller
-	// must not answer before knowing.
-	<-r.ch
-	return r.res, r.err
+	return r.res, nil
 }
 
 func (q *Queue) writer() {
@@ -87,7 +98,7 @@ func (q *Queue) writer() {
 // request of the batch: none of them may be answered 202.
 func (q *Queue) commit(batch []*enqueueReq) {
 	ctx := context.Background()
-	var added int64
+	var added, moved int64 // new entries; pending moves by state changes
 	err := func() error {
 		tx, err := q.db.Write.BeginTx(ctx, nil)
 		if err != nil {
@@ -98,6 +109,12 @@ func (q *Queue) commit(batch []*enqueueReq) {
 		now := q.now()
 		for _, r := range batch {
 			r.res, r.err = Result{}, nil
+			if r.op != nil {
+				n, err := runOp(ctx, tx, r.op)
+				r.err = err
+				moved += n
+				continue
+			}
 			d := r.d
 			if q.pending.Load()+added >= q.opts.MaxPending {
 				// Full: a known identity still gets its true answer.
@@ -141,9 +158,9 @@ func (q *Queue) commit(batch []*enqueueReq) {
 	}()
 	if err != nil {
 		err = fmt.Errorf("queue commit: %w", err)
-		added = 0
+		added, moved = 0, 0
 	}
-	q.pending.Add(added)
+	q.pending.Add(added + moved)
 	q.stats.Commits.Add(1)
 	q.stats.Batched.Add(int64(len(batch)))
 	q.stats.Enqueued.Add(added)
@@ -153,6 +170,22 @@ func (q *Queue) commit(batch []*enqueueReq) {
 		}
 		close(r.ch)
 	}
+}
+
+// runOp runs one state change inside the batch under a savepoint, so
+// that its failure undoes only its own writes.
+func runOp(ctx context.Context, tx *sql.Tx, op func(context.Context, *sql.Tx) (int64, error)) (int64, error) {
+	if _, err := tx.ExecContext(ctx, `SAVEPOINT op`); err != nil {
+		return 0, err
+	}
+	n, err := op(ctx, tx)
+	if err != nil {
+		tx.ExecContext(ctx, `ROLLBACK TO op`)
+		tx.ExecContext(ctx, `RELEASE op`)
+		return 0, err
+	}
+	_, err = tx.ExecContext(ctx, `RELEASE op`)
+	return n, err
 }
 
 func lookup(ctx context.Context, find *sql.Stmt, d *touba.Delivery) (Result, bool, error) {

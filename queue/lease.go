@@ -50,37 +50,38 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	return out, nil
 }
 
-// Finish ends a running entry as done, failed or parked.
+// Finish ends a running entry as done, failed or parked. It is durable
+// when it returns; concurrent calls share commits.
 func (q *Queue) Finish(ctx context.Context, queueID, status, code, message string) error {
 	switch status {
 	case touba.StatusDone, touba.StatusFailed, touba.StatusParked:
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
-	return q.transition(ctx, queueID, `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+	return q.transition(queueID, 0, `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
 		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running'`, status, code, message, q.now(), queueID)
 }
 
 // Retry puts a running entry back to pending, due at notBefore.
 func (q *Queue) Retry(ctx context.Context, queueID string, notBefore time.Time, code, message string) error {
-	err := q.transition(ctx, queueID, `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+	return q.transition(queueID, 1, `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
 		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running'`,
 		code, message, touba.FormatTime(notBefore), q.now(), queueID)
-	if err == nil {
-		q.pending.Add(1)
-	}
-	return err
 }
 
-func (q *Queue) transition(ctx context.Context, queueID, query string, args ...any) error {
-	res, err := q.db.Write.ExecContext(ctx, query, args...)
-	if err != nil {
-		return fmt.Errorf("entry %s: %w", queueID, err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return fmt.Errorf("entry %s: not running", queueID)
-	}
-	return nil
+// transition runs one guarded update through the writer; pending is how
+// the pending count moves when it applies.
+func (q *Queue) transition(queueID string, pending int64, query string, args ...any) error {
+	return q.submit(&enqueueReq{ch: make(chan struct{}), op: func(ctx context.Context, tx *sql.Tx) (int64, error) {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return 0, fmt.Errorf("entry %s: %w", queueID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return 0, fmt.Errorf("entry %s: not running", queueID)
+		}
+		return pending, nil
+	}})
 }
 
 // ReplayResult says what Replay did with one queue id.

@@ -34,8 +34,9 @@ type Options struct {
 
 // State is an open state file.
 type State struct {
-	db   *sqlitex.DB
-	opts Options
+	db    *sqlitex.DB
+	opts  Options
+	batch *sqlitex.Batcher // run checkpoints, group-committed
 
 	rows    chan *Delivery
 	mu      sync.RWMutex
@@ -77,6 +78,7 @@ func Open(ctx context.Context, path string, opts Options) (*State, error) {
 	}
 	s := &State{db: db, opts: opts, rows: make(chan *Delivery, opts.LogBuffer),
 		done: make(chan struct{}), flushes: make(chan chan struct{})}
+	s.batch = sqlitex.NewBatcher(db.Write, 512)
 	go s.logWriter()
 	return s, nil
 }
@@ -92,6 +94,7 @@ func (s *State) Close() error {
 	close(s.rows)
 	s.mu.Unlock()
 	<-s.done
+	s.batch.Close()
 	return s.db.Close()
 }
 

@@ -92,6 +92,9 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	if res.Created {
+		if in.Enqueued != nil {
+			in.Enqueued()
+		}
 		writeJSON(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeEnqueued})
 		in.observe(t.Ref, touba.IntakeEnqueued, http.StatusAccepted)
 		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", id).Str("queue_id", res.QueueID).Msg("delivery enqueued")

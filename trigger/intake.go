@@ -43,6 +43,9 @@ type Intake struct {
 	Queue Enqueuer
 	Log   DeliveryLog
 	Now   func() time.Time
+	// Enqueued, when set, is called after each new entry (to wake the
+	// dispatcher); it must not block.
+	Enqueued func()
 	// Observe, when set, sees every answer (for metrics).
 	Observe func(triggerRef, code string, status int)
 	Logger  zerolog.Logger

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -58,9 +59,12 @@ func post(t *testing.T, url, eventID, body string) (int, string) {
 	defer resp.Body.Close()
 	var a struct {
 		QueueID string `json:"queue_id"`
+		Error   struct {
+			QueueID string `json:"queue_id"`
+		} `json:"error"`
 	}
 	json.NewDecoder(resp.Body).Decode(&a)
-	return resp.StatusCode, a.QueueID
+	return resp.StatusCode, a.QueueID + a.Error.QueueID
 }
 
 // TestKillAfterLastAcceptLosesNothing sends N deliveries from several
@@ -98,7 +102,11 @@ func TestKillAfterLastAcceptLosesNothing(t *testing.T) {
 		return
 	}
 
-	d2 := testdaemon.Start(t, nil, f.serveArgs()...)
+	// The lock record of the killed daemon is refused until taken over.
+	if code, out := runOnce(t, f.serveArgs()...); code != 3 || !strings.Contains(out, "stale") {
+		t.Fatalf("restart over a stale lock: exit %d, want 3 naming the stale lock\n%s", code, out)
+	}
+	d2 := testdaemon.Start(t, nil, f.serveArgs("--take-over-stale-lock")...)
 	// Redelivering every event must name the same entry: it is on disk.
 	// (202 duplicate while pending; 409 replay once a dispatcher took it.)
 	for id, qid := range acked {
@@ -134,6 +142,15 @@ func TestKillAfterLastAcceptLosesNothing(t *testing.T) {
 			t.Fatalf("acknowledged %s (%s) not found after kill and restart", id, qid)
 		}
 	}
+}
+
+// runOnce runs the binary to completion and returns its exit code and
+// output.
+func runOnce(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(testdaemon.Binary(t), args...)
+	out, _ := cmd.CombinedOutput()
+	return cmd.ProcessState.ExitCode(), string(out)
 }
 
 func TestSIGTERMExitsCleanly(t *testing.T) {

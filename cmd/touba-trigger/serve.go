@@ -15,6 +15,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/queue"
 	"github.com/touba/touba-trigger/state"
 	"github.com/touba/touba-trigger/trigger"
@@ -99,6 +101,38 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer)
 	if err != nil {
 		return err
 	}
+	stubs := &dispatcher.Stubs{}
+	dcfg, err := dispatcher.NewConfig(cfg.program, cfg.manifest, cfg.resolved, f.journal != "", stubs, log)
+	if err != nil {
+		return err
+	}
+
+	// The journal lock comes first: it is what keeps a second daemon off
+	// these files.
+	var jr *journal.Journal
+	if f.journal != "" {
+		lock, err := journal.AcquireLock(f.journal, journal.LockOptions{TakeOverStale: f.takeOverStaleLock})
+		if err != nil {
+			return err
+		}
+		defer lock.Release()
+		if lock.TookOver != nil {
+			log.Warn().Str("previous_holder", lock.TookOver.String()).Msg("took over a stale journal lock")
+		}
+		jr, err = journal.Open(ctx, f.journal, journal.Options{Secrets: cfg.secrets, Log: log})
+		if err != nil {
+			return err
+		}
+		defer jr.Close()
+		recovered, err := jr.Recover(ctx)
+		if err != nil {
+			return fmt.Errorf("journal recovery: %w", err)
+		}
+		for _, e := range recovered {
+			log.Warn().Str("event", "effect.unknown").Str("queue_id", e.Scope).Str("effect_id", e.EffectID).
+				Str("retry_mode", e.RetryMode).Msg("effect was dispatched when the daemon stopped; its outcome is unknown")
+		}
+	}
 
 	q, err := queue.Open(ctx, f.queue, queue.Options{MaxPending: f.maxPending})
 	if err != nil {
@@ -111,8 +145,29 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer)
 		return err
 	}
 	defer st.Close()
+	if n, err := st.InterruptRuns(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		log.Warn().Int64("runs", n).Msg("runs interrupted by a crash")
+	}
+
+	var disp *dispatcher.Dispatcher
+	if f.workers > 0 {
+		var j dispatcher.Journal
+		if jr != nil {
+			j = jr
+		}
+		disp = dispatcher.New(q, st, j, dcfg, dispatcher.Options{Workers: f.workers,
+			Log: log.With().Str("component", "dispatcher").Logger()})
+		if err := disp.Start(ctx); err != nil {
+			return err
+		}
+	}
 
 	intake := &trigger.Intake{Queue: q, Log: st, Logger: log.With().Str("component", "intake").Logger()}
+	if disp != nil {
+		intake.Enqueued = disp.Notify
+	}
 	intake.SetConfig(cfg.intake)
 	ready := func(ctx context.Context) error {
 		if err := q.Ping(ctx); err != nil {
@@ -141,11 +196,18 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer)
 	go func() {
 		for range hup {
 			next, err := loadConfig(programPath, f.manifest)
+			var nd *dispatcher.Config
+			if err == nil {
+				nd, err = dispatcher.NewConfig(next.program, next.manifest, next.resolved, jr != nil, stubs, log)
+			}
 			if err != nil {
 				log.Error().Err(err).Msg("reload refused; keeping the running configuration")
 				continue
 			}
 			intake.SetConfig(next.intake)
+			if disp != nil {
+				disp.SetConfig(nd)
+			}
 			log.Info().Msg("configuration reloaded")
 		}
 	}()
@@ -163,6 +225,9 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn().Err(err).Msg("http shutdown did not finish in time")
+	}
+	if disp != nil {
+		disp.Close(f.shutdownTimeout)
 	}
 	if err := errors.Join(q.Close(), st.Close()); err != nil {
 		return err

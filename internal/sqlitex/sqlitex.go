@@ -18,20 +18,25 @@ import (
 	sqlite3 "github.com/mattn/go-sqlite3"
 )
 
-// The writer connection checkpoints nothing itself: with SQLite's automatic
-// checkpoint, the commit that crosses 1000 WAL pages copies them into the
-// database and fsyncs it while every caller of its batch waits. A separate
-// connection checkpoints in the background instead (WAL lets a checkpoint
-// and a writer run at once), so commit latency stays flat.
+// Checkpoints: SQLite's automatic checkpoint runs inside the commit that
+// crosses its threshold, copying every WAL frame into the database and
+// fsyncing it while all callers of that batch wait. A separate connection
+// therefore checkpoints in the background (WAL lets a checkpoint and a
+// writer run at once), so that little is left to copy when the writer's
+// own automatic checkpoint comes. The writer keeps one, at a larger
+// threshold, because only a checkpoint that completes between two commits
+// lets the WAL start over: under steady writes the background one never
+// does, and the WAL would grow without bound.
 const (
 	writerDriver = "sqlite3_touba_writer"
 	readerDriver = "sqlite3_touba_reader"
 	cacheKiB     = 32 << 10
+	walPages     = 4096 // automatic checkpoint at about 16 MB of WAL
 )
 
 func init() {
 	sql.Register(writerDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		_, err := c.Exec(fmt.Sprintf(`PRAGMA wal_autocheckpoint=0; PRAGMA cache_size=-%d`, cacheKiB), nil)
+		_, err := c.Exec(fmt.Sprintf(`PRAGMA wal_autocheckpoint=%d; PRAGMA cache_size=-%d`, walPages, cacheKiB), nil)
 		return err
 	}})
 	sql.Register(readerDriver, &sqlite3.SQLiteDriver{})

@@ -1,0 +1,102 @@
+package dispatcher
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/manifest"
+	"github.com/touba/touba-trigger/trigger"
+)
+
+// Binding is one tool binding ready to call.
+type Binding struct {
+	Ref          string
+	Contract     manifest.EffectContract
+	Grants       []string
+	Timeout      time.Duration
+	Runner       handler.Runner
+	Compensation bool // the binding declares compensation support
+}
+
+// ExternalWrite reports whether calls of b go through the journal.
+func (b *Binding) ExternalWrite() bool { return b.Contract.Kind == touba.ContractExternalWrite }
+
+// Config is the program and its bindings, swapped whole on reload.
+type Config struct {
+	Program  *trigger.Program
+	Bindings map[string]*Binding
+	Secrets  *secret.Set // values nothing stored may hold
+}
+
+// Stubs keeps accounting_stub instances across reloads, so their
+// in-memory dedupe and counts survive a SIGHUP.
+type Stubs struct {
+	byRef map[string]*handler.AccountingStub
+}
+
+// Stub returns the stub of ref, creating it once.
+func (s *Stubs) Stub(ref string) *handler.AccountingStub {
+	if s.byRef == nil {
+		s.byRef = map[string]*handler.AccountingStub{}
+	}
+	if st, ok := s.byRef[ref]; ok {
+		return st
+	}
+	st := handler.NewAccountingStub()
+	s.byRef[ref] = st
+	return st
+}
+
+// NewConfig builds a runner for every binding of m. It fails, before
+// anything runs, when an external_write binding exists and journaled is
+// false (SPEC §2.2, EffectJournalRequired).
+func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved, journaled bool, stubs *Stubs, log zerolog.Logger) (*Config, error) {
+	if ew := m.ExternalWrites(); len(ew) > 0 && !journaled {
+		return nil, touba.Errorf(touba.EEffectJournalRequired,
+			"binding %s is an external_write and no --effect-journal is set", strings.Join(ew, ", "))
+	}
+	c := &Config{Program: p, Bindings: map[string]*Binding{}, Secrets: res.Values}
+	refs := make([]string, 0, len(m.Bindings))
+	for ref := range m.Bindings {
+		refs = append(refs, ref)
+	}
+	sort.Strings(refs)
+	for _, ref := range refs {
+		b := m.Bindings[ref]
+		bl := log.With().Str("tool_ref", ref).Logger()
+		var r handler.Runner
+		var err error
+		switch b.Handler.Kind {
+		case manifest.KindProcess:
+			r, err = handler.NewProcess(handler.ProcessSpec{Command: b.Handler.Command, Args: b.Handler.Args,
+				Dir: m.WorkDir(b), Secrets: res.Env[ref], Grants: b.Grants, Timeout: b.Timeout(),
+				MaxPayload: b.MaxPayloadBytes, Log: bl})
+		case manifest.KindWebhook:
+			r, err = handler.NewWebhook(handler.WebhookSpec{URL: b.Handler.Options.URL,
+				Timeout: time.Duration(b.Handler.Options.TimeoutSec) * time.Second, HMACSecret: []byte(res.HMAC[ref]),
+				MaxPayload: b.MaxPayloadBytes, Log: bl})
+		case manifest.KindAccountingStub:
+			r = stubs.Stub(ref)
+		default:
+			err = fmt.Errorf("unknown handler kind %q", b.Handler.Kind)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("binding %s: %w", ref, err)
+		}
+		c.Bindings[ref] = &Binding{Ref: ref, Contract: b.EffectContract, Grants: b.Grants, Timeout: b.Timeout(),
+			Runner: r, Compensation: b.Compensation != nil && b.Compensation.Supported}
+	}
+	return c, nil
+}
+
+// trigger returns the trigger of ref in c.
+func (c *Config) trigger(ref string) (*trigger.Trigger, bool) {
+	return c.Program.Lookup(strings.TrimPrefix(ref, "trigger:"))
+}

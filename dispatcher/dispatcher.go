@@ -1,0 +1,193 @@
+// Package dispatcher drains the queue: it leases pending entries, runs
+// their trigger's steps in order, resolves step inputs from the run
+// context, consults the effect journal before every external write and
+// follows its rules, checkpoints step outputs, and ends each entry done,
+// failed or parked, retrying with backoff within the trigger's limits.
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/state"
+)
+
+// Queue is what the dispatcher needs of the queue file.
+type Queue interface {
+	RequeueRunning(ctx context.Context) (int64, error)
+	Lease(ctx context.Context, n int) ([]*touba.Delivery, error)
+	Finish(ctx context.Context, queueID, status, code, message string) error
+	Retry(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
+}
+
+// State is what the dispatcher needs of the state file.
+type State interface {
+	StartRun(r *state.Run) error
+	EndRun(runID, status, code, message string) error
+	SaveStep(queueID, stepID, runID string, output json.RawMessage) error
+	Steps(ctx context.Context, queueID string) (map[string]state.StepOutput, error)
+}
+
+// Journal is what the dispatcher needs of the effect journal.
+type Journal interface {
+	Prepare(ctx context.Context, p journal.Prepare) (*journal.Effect, error)
+	Dispatch(ctx context.Context, scope, effectID, callID string) error
+	Finish(ctx context.Context, o journal.Outcome) error
+}
+
+// Options configure a Dispatcher.
+type Options struct {
+	Workers int
+	// PollInterval bounds how long a due retry waits when nothing wakes
+	// the dispatcher; default 100ms.
+	PollInterval time.Duration
+	Now          func() time.Time
+	Log          zerolog.Logger
+	// Observe, when set, sees each handler call's outcome and duration.
+	Observe func(toolRef, outcome string, d time.Duration)
+}
+
+// Dispatcher runs queue entries with a fixed number of workers.
+type Dispatcher struct {
+	queue   Queue
+	state   State
+	journal Journal // nil when no binding writes externally
+	opts    Options
+	log     zerolog.Logger
+
+	cfg    atomic.Pointer[Config]
+	wake   chan struct{}
+	stop   chan struct{} // closed: lease no more
+	runCtx context.Context
+	cancel context.CancelFunc // kills running handlers at the end of shutdown
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New returns a dispatcher; Start runs it.
+func New(q Queue, s State, j Journal, cfg *Config, opts Options) *Dispatcher {
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = 100 * time.Millisecond
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	d := &Dispatcher{queue: q, state: s, journal: j, opts: opts, log: opts.Log,
+		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	d.runCtx, d.cancel = context.WithCancel(context.Background())
+	d.cfg.Store(cfg)
+	return d
+}
+
+// SetConfig installs a reloaded program and bindings; runs already going
+// finish with the configuration they started with.
+func (d *Dispatcher) SetConfig(c *Config) { d.cfg.Store(c) }
+
+// Notify wakes the leaser: an entry was enqueued.
+func (d *Dispatcher) Notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start puts entries left running by a crash back to pending, then leases
+// and runs entries until Close.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	n, err := d.queue.RequeueRunning(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		d.log.Warn().Int64("entries", n).Msg("entries left running by a crash are pending again")
+	}
+	d.wg.Add(1)
+	go d.leaser()
+	return nil
+}
+
+// Close stops leasing and waits for running entries. Handlers still
+// running after grace are killed (their effects end unknown) and their
+// entries are left for the next start to resume.
+func (d *Dispatcher) Close(grace time.Duration) {
+	d.once.Do(func() { close(d.stop) })
+	done := make(chan struct{})
+	go func() { d.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		d.log.Warn().Dur("grace", grace).Msg("handlers still running at the end of shutdown; killing them")
+		d.cancel()
+		<-done
+	}
+	d.cancel()
+}
+
+func (d *Dispatcher) leaser() {
+	defer d.wg.Done()
+	slots := make(chan struct{}, d.opts.Workers)
+	tick := time.NewTicker(d.opts.PollInterval)
+	defer tick.Stop()
+	for {
+		// Take one free worker slot (waiting for one), then every other
+		// free slot, and lease that many entries in one transaction.
+		select {
+		case slots <- struct{}{}:
+		case <-d.stop:
+			return
+		}
+		free := 1
+	more:
+		for free < d.opts.Workers {
+			select {
+			case slots <- struct{}{}:
+				free++
+			default:
+				break more
+			}
+		}
+		entries, err := d.queue.Lease(d.runCtx, free)
+		if err != nil && !errors.Is(err, context.Canceled) {
+			d.log.Error().Err(err).Msg("lease failed")
+		}
+		for _, e := range entries {
+			d.wg.Add(1)
+			go func(e *touba.Delivery) {
+				defer d.wg.Done()
+				defer func() { <-slots }()
+				d.run(e)
+			}(e)
+		}
+		for i := len(entries); i < free; i++ {
+			<-slots
+		}
+		if len(entries) == 0 {
+			select {
+			case <-d.wake:
+			case <-tick.C:
+			case <-d.stop:
+				return
+			}
+		}
+	}
+}
+
+func (d *Dispatcher) stopping() bool {
+	select {
+	case <-d.stop:
+		return true
+	default:
+		return false
+	}
+}

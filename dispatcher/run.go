@@ -1,0 +1,154 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/uuidv7"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/trigger"
+)
+
+// Crash points between two durable steps (TOUBA_CRASHPOINT, tests only).
+const (
+	CrashAfterPrepared   = "after-prepared"   // prepared written, handler not started
+	CrashAfterDispatched = "after-dispatched" // dispatched written, request not sent
+	CrashAfterAnswer     = "after-answer"     // handler answered, outcome not written
+	CrashAfterOutcome    = "after-outcome"    // outcome written, step not checkpointed
+	CrashAfterCheckpoint = "after-checkpoint" // all steps checkpointed, entry not done
+)
+
+type action int
+
+const (
+	retry action = iota // back to pending after a backoff, within the retry limits
+	fail                // failed now
+	park                // parked for an operator
+	later               // someone else holds the effect: come back soon, no verdict
+)
+
+// verdict is why a run stopped before its last step.
+type verdict struct {
+	action  action
+	code    string
+	message string
+}
+
+func stop(a action, code, format string, args ...any) *verdict {
+	e := touba.Errorf(code, format, args...)
+	return &verdict{action: a, code: e.Code, message: e.Message}
+}
+
+// fromError turns a step error into a verdict: retried unless its code
+// says a retry cannot help.
+func fromError(err *touba.Error) *verdict {
+	if permanent[err.Code] {
+		return &verdict{action: fail, code: err.Code, message: err.Message}
+	}
+	return &verdict{action: retry, code: err.Code, message: err.Message}
+}
+
+func (d *Dispatcher) run(e *touba.Delivery) {
+	cfg := d.cfg.Load()
+	log := d.log.With().Str("trigger_ref", e.TriggerRef).Str("event_id", e.EventID).Str("queue_id", e.QueueID).Logger()
+	runID := uuidv7.New()
+	if err := d.state.StartRun(&state.Run{RunID: runID, QueueID: e.QueueID, TriggerRef: e.TriggerRef,
+		Attempt: e.Attempts, StartedAt: d.opts.Now()}); err != nil {
+		log.Error().Err(err).Msg("cannot record run start")
+		d.settle(e, runID, nil, &verdict{action: later, code: touba.EINTERNAL, message: err.Error()}, log)
+		return
+	}
+	t, ok := cfg.trigger(e.TriggerRef)
+	if !ok {
+		d.settle(e, runID, nil, stop(fail, touba.ETriggerNotFound, "trigger %s is not in the program any more", e.TriggerRef), log)
+		return
+	}
+	log.Debug().Str("run_id", runID).Int("attempt", e.Attempts).Msg("run started")
+	d.settle(e, runID, t, d.steps(cfg, t, e, runID, log), log)
+}
+
+// steps runs the trigger's steps from the first one without a checkpoint.
+func (d *Dispatcher) steps(cfg *Config, t *trigger.Trigger, e *touba.Delivery, runID string, log zerolog.Logger) *verdict {
+	ctx := d.runCtx
+	done, err := d.state.Steps(ctx, e.QueueID)
+	if err != nil {
+		return &verdict{action: later, code: touba.EINTERNAL, message: err.Error()}
+	}
+	rc := newRunContext(e)
+	for _, st := range t.Steps {
+		if so, ok := done[st.ID]; ok {
+			if err := rc.setOutput(st.ID, so.Output); err != nil {
+				return stop(fail, touba.EINTERNAL, "checkpoint of step %s: %v", st.ID, err)
+			}
+			continue
+		}
+		out, v := d.step(ctx, cfg, e, runID, st, rc, log)
+		if v != nil {
+			return v
+		}
+		if cfg.Secrets.Contains(string(out)) {
+			return stop(park, touba.ESecretValueRefused, "output of step %s holds a secret value; not stored", st.ID)
+		}
+		if err := rc.setOutput(st.ID, out); err != nil {
+			return stop(fail, touba.EHandlerProtocolError, "%v", err)
+		}
+		if err := d.state.SaveStep(e.QueueID, st.ID, runID, out); err != nil {
+			return &verdict{action: later, code: touba.EINTERNAL, message: "checkpoint: " + err.Error()}
+		}
+	}
+	return nil
+}
+
+// settle ends the run: the entry done, failed, parked or pending again.
+func (d *Dispatcher) settle(e *touba.Delivery, runID string, t *trigger.Trigger, v *verdict, log zerolog.Logger) {
+	bg := context.Background()
+	status, code, msg := touba.StatusDone, "", ""
+	var err error
+	switch {
+	case v == nil:
+		journal.Crashpoint(CrashAfterCheckpoint)
+		err = d.queue.Finish(bg, e.QueueID, touba.StatusDone, "", "")
+	case d.stopping() && d.runCtx.Err() != nil:
+		// Killed by shutdown: the next start resumes it, and the journal
+		// decides what its interrupted effect allows.
+		status, code, msg = "interrupted", v.code, v.message
+		err = d.queue.Retry(bg, e.QueueID, d.opts.Now(), v.code, v.message)
+	case v.action == later:
+		status, code, msg = "retry", v.code, v.message
+		err = d.queue.Retry(bg, e.QueueID, d.opts.Now().Add(time.Second), v.code, v.message)
+	case v.action == retry && t != nil && e.Attempts < t.Retry.MaxAttempts:
+		status, code, msg = "retry", v.code, v.message
+		wait := delay(t.Retry, e.Attempts)
+		err = d.queue.Retry(bg, e.QueueID, d.opts.Now().Add(wait), v.code, v.message)
+		log.Info().Str("code", v.code).Dur("wait", wait).Int("attempt", e.Attempts).Msg("run will be retried")
+	case v.action == park:
+		status, code, msg = touba.StatusParked, v.code, v.message
+		err = d.queue.Finish(bg, e.QueueID, touba.StatusParked, v.code, v.message)
+		log.Warn().Str("event", "run.needs_reconciliation").Str("code", v.code).Str("reason", v.message).
+			Msg("run parked until an operator reconciles it")
+	default: // fail, or retries exhausted
+		status, code, msg = touba.StatusFailed, v.code, v.message
+		err = d.queue.Finish(bg, e.QueueID, touba.StatusFailed, v.code, v.message)
+		log.Warn().Str("code", v.code).Str("reason", v.message).Int("attempt", e.Attempts).Msg("run failed")
+	}
+	if err != nil {
+		log.Error().Err(err).Msg("cannot record the end of a run; the entry stays running until the next start")
+	}
+	if err := d.state.EndRun(runID, status, code, msg); err != nil {
+		log.Error().Err(err).Msg("cannot record run end")
+	}
+}
+
+// rawOrNull makes an absent output the JSON null, so a checkpoint and a
+// stored result are always JSON.
+func rawOrNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}

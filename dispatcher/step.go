@@ -1,0 +1,168 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/uuidv7"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/trigger"
+)
+
+// step runs one step and returns its output, or the verdict that stops
+// the run. An external write goes through the journal (SPEC §5).
+func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, runID string, st trigger.Step,
+	rc *runContext, log zerolog.Logger) (json.RawMessage, *verdict) {
+	b := cfg.Bindings[st.Tool]
+	if b == nil {
+		return nil, stop(fail, "ToolNotBound", "tool %s has no binding", st.Tool)
+	}
+	input, err := rc.resolve(st.Input)
+	if err != nil {
+		return nil, fromError(asTouba(err))
+	}
+	callID := uuidv7.New()
+	req := &handler.Request{Protocol: handler.Protocol, Operation: handler.OperationInvoke, ToolRef: st.Tool, Input: input,
+		Context: handler.Context{TriggerRef: e.TriggerRef, EventID: e.EventID, QueueID: e.QueueID, RunID: runID,
+			CallID: callID, Attempt: e.Attempts, Grants: b.Grants}}
+	log = log.With().Str("step", st.ID).Str("call_id", callID).Logger()
+	if !b.ExternalWrite() {
+		res := d.call(ctx, b, req, func() error { return nil })
+		if res.OK {
+			return rawOrNull(res.Output), nil
+		}
+		log.Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
+		return nil, fromError(res.Err)
+	}
+	return d.effect(ctx, b, e, st, req, log)
+}
+
+// effect runs one external write under the journal's rules.
+func (d *Dispatcher) effect(ctx context.Context, b *Binding, e *touba.Delivery, st trigger.Step, req *handler.Request,
+	log zerolog.Logger) (json.RawMessage, *verdict) {
+	fp, err := handler.Fingerprint(st.Tool, handler.OperationInvoke, req.Input)
+	if err != nil {
+		return nil, stop(fail, touba.EStepInputUnresolved, "input of step %s: %v", st.ID, err)
+	}
+	scope, effectID, callID := e.QueueID, e.QueueID+":"+st.ID, req.Context.CallID
+	log = log.With().Str("effect_id", effectID).Logger()
+	eff, err := d.journal.Prepare(ctx, journal.Prepare{Scope: scope, EffectID: effectID, ToolRef: st.Tool,
+		Operation: journal.OperationInvoke, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID})
+	if err != nil {
+		return d.refused(err, log)
+	}
+	journal.Crashpoint(CrashAfterPrepared)
+	req.Context.Effect = &handler.Effect{Scope: scope, EffectID: effectID, Fingerprint: fp,
+		RetryMode: b.Contract.RetryMode, Attempt: eff.Attempts}
+	res := d.call(ctx, b, req, func() error {
+		if err := d.journal.Dispatch(context.WithoutCancel(ctx), scope, effectID, callID); err != nil {
+			return err
+		}
+		journal.Crashpoint(CrashAfterDispatched)
+		return nil
+	})
+	journal.Crashpoint(CrashAfterAnswer)
+
+	outcome := res.Outcome
+	if outcome == "" {
+		outcome = touba.EffectNotApplied
+		if res.Dispatched {
+			outcome = touba.EffectUnknown
+		}
+	}
+	o := journal.Outcome{Scope: scope, EffectID: effectID, CallID: callID, State: outcome, ReceiptRef: res.ReceiptRef,
+		ReceiptErrorCode: res.ReceiptErrorCode}
+	if res.Err != nil {
+		o.ErrorCode = res.Err.Code
+	}
+	if outcome == touba.EffectApplied {
+		o.Result = rawOrNull(res.Output)
+	}
+	if err := d.journal.Finish(context.WithoutCancel(ctx), o); err != nil {
+		// The call happened and its outcome is not on disk: only an
+		// operator can say what it did. At the next start the journal
+		// turns the dispatched record unknown.
+		log.Error().Err(err).Str("outcome", outcome).Msg("cannot record the effect outcome")
+		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome %s of %s could not be journaled: %v", outcome, effectID, err)
+	}
+	journal.Crashpoint(CrashAfterOutcome)
+
+	switch outcome {
+	case touba.EffectApplied:
+		return rawOrNull(res.Output), nil
+	case touba.EffectNotApplied:
+		err := res.Err
+		if err == nil {
+			err = touba.Errorf(touba.EHandlerFailed, "effect not applied")
+		}
+		log.Info().Str("code", err.Code).Str("reason", err.Message).Msg("effect not applied")
+		return nil, fromError(err)
+	}
+	code, msg := touba.EHandlerFailed, "outcome unknown"
+	if res.Err != nil {
+		code, msg = res.Err.Code, res.Err.Message
+	}
+	log.Warn().Str("event", "effect.unknown").Str("code", code).Str("retry_mode", b.Contract.RetryMode).
+		Str("reason", msg).Msg("effect outcome unknown")
+	switch b.Contract.RetryMode {
+	case touba.RetryIdempotencyKey:
+		return nil, &verdict{action: retry, code: code, message: msg}
+	case touba.RetryReconcile:
+		return nil, stop(park, touba.EEffectReconciliationRequired, "outcome of %s is unknown (%s); reconcile it", effectID, code)
+	default:
+		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome of %s is unknown (%s); not safe to replay", effectID, code)
+	}
+}
+
+// refused turns a Prepare refusal into the §5 table's answer.
+func (d *Dispatcher) refused(err error, log zerolog.Logger) (json.RawMessage, *verdict) {
+	var re *journal.RefusedError
+	if errors.As(err, &re) && errors.Is(err, journal.ErrApplied) {
+		if len(re.Effect.Result) == 0 || !json.Valid(re.Effect.Result) {
+			return nil, stop(park, touba.EEffectResultUnavailable, "effect %s is applied and its result cannot be restored", re.Effect.EffectID)
+		}
+		log.Debug().Msg("effect already applied; result read from the journal")
+		return re.Effect.Result, nil
+	}
+	te := asTouba(err)
+	switch te.Code {
+	case touba.EEffectInProgress:
+		return nil, &verdict{action: later, code: te.Code, message: te.Message}
+	case touba.EEffectRequestConflict, touba.ESecretValueRefused:
+		return nil, &verdict{action: fail, code: te.Code, message: te.Message}
+	case touba.EEffectReconciliationRequired, touba.EEffectOutcomeUnknown:
+		return nil, &verdict{action: park, code: te.Code, message: te.Message}
+	}
+	log.Error().Err(err).Msg("journal refused to prepare")
+	return nil, &verdict{action: later, code: te.Code, message: te.Message}
+}
+
+func (d *Dispatcher) call(ctx context.Context, b *Binding, req *handler.Request, dispatched func() error) *handler.Result {
+	start := time.Now()
+	res := b.Runner.Call(ctx, req, dispatched)
+	if d.opts.Observe != nil {
+		outcome := res.Outcome
+		if outcome == "" {
+			outcome = "ok"
+			if !res.OK {
+				outcome = "error"
+			}
+		}
+		d.opts.Observe(b.Ref, outcome, time.Since(start))
+	}
+	return res
+}
+
+func asTouba(err error) *touba.Error {
+	var te *touba.Error
+	if errors.As(err, &te) {
+		return te
+	}
+	return &touba.Error{Code: touba.EINTERNAL, Message: err.Error()}
+}

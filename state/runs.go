@@ -1,0 +1,129 @@
+package state
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Run is one dispatcher run of a queue entry.
+type Run struct {
+	RunID        string     `json:"run_id"`
+	QueueID      string     `json:"queue_id"`
+	TriggerRef   string     `json:"trigger_ref"`
+	Attempt      int        `json:"attempt"`
+	Status       string     `json:"status"`
+	ErrorCode    string     `json:"error_code,omitempty"`
+	ErrorMessage string     `json:"error_message,omitempty"`
+	StartedAt    time.Time  `json:"started_at"`
+	EndedAt      *time.Time `json:"ended_at,omitempty"`
+}
+
+// StepOutput is a checkpointed step.
+type StepOutput struct {
+	StepID string          `json:"step_id"`
+	RunID  string          `json:"run_id"`
+	Output json.RawMessage `json:"output"`
+	At     time.Time       `json:"at"`
+}
+
+// StartRun records the start of a run. Like every checkpoint it shares a
+// commit with concurrent ones.
+func (s *State) StartRun(r *Run) error {
+	return s.batch.Do(func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO runs (run_id, queue_id, trigger_ref, attempt, status, started_at)
+			VALUES (?, ?, ?, ?, 'running', ?)`, r.RunID, r.QueueID, r.TriggerRef, r.Attempt, touba.FormatTime(r.StartedAt))
+		return err
+	})
+}
+
+// EndRun records how a run ended.
+func (s *State) EndRun(runID, status, code, message string) error {
+	now := touba.FormatTime(s.opts.Now())
+	return s.batch.Do(func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+			ended_at = ? WHERE run_id = ?`, status, code, message, now, runID)
+		return err
+	})
+}
+
+// SaveStep checkpoints a step's output; it is durable when SaveStep
+// returns. A step is checkpointed once: a second save keeps the first.
+func (s *State) SaveStep(queueID, stepID, runID string, output json.RawMessage) error {
+	now := touba.FormatTime(s.opts.Now())
+	return s.batch.Do(func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO run_steps (queue_id, step_id, run_id, output, at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (queue_id, step_id) DO NOTHING`, queueID, stepID, runID, string(output), now)
+		return err
+	})
+}
+
+// Steps returns the checkpointed outputs of an entry, by step id.
+func (s *State) Steps(ctx context.Context, queueID string) (map[string]StepOutput, error) {
+	rows, err := s.db.Read.QueryContext(ctx, `SELECT step_id, run_id, output, at FROM run_steps WHERE queue_id = ?`, queueID)
+	if err != nil {
+		return nil, fmt.Errorf("steps of %s: %w", queueID, err)
+	}
+	defer rows.Close()
+	out := map[string]StepOutput{}
+	for rows.Next() {
+		var so StepOutput
+		var out1, at string
+		if err := rows.Scan(&so.StepID, &so.RunID, &out1, &at); err != nil {
+			return nil, err
+		}
+		so.Output = json.RawMessage(out1)
+		if so.At, err = touba.ParseTime(at); err != nil {
+			return nil, err
+		}
+		out[so.StepID] = so
+	}
+	return out, rows.Err()
+}
+
+// Runs lists the runs of an entry, oldest first.
+func (s *State) Runs(ctx context.Context, queueID string) ([]Run, error) {
+	rows, err := s.db.Read.QueryContext(ctx, `SELECT run_id, queue_id, trigger_ref, attempt, status, COALESCE(error_code, ''),
+		COALESCE(error_message, ''), started_at, ended_at FROM runs WHERE queue_id = ? ORDER BY started_at, run_id`, queueID)
+	if err != nil {
+		return nil, fmt.Errorf("runs of %s: %w", queueID, err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		var r Run
+		var started string
+		var ended sql.NullString
+		if err := rows.Scan(&r.RunID, &r.QueueID, &r.TriggerRef, &r.Attempt, &r.Status, &r.ErrorCode, &r.ErrorMessage,
+			&started, &ended); err != nil {
+			return nil, err
+		}
+		if r.StartedAt, err = touba.ParseTime(started); err != nil {
+			return nil, err
+		}
+		if ended.Valid {
+			t, err := touba.ParseTime(ended.String)
+			if err != nil {
+				return nil, err
+			}
+			r.EndedAt = &t
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// InterruptRuns marks runs left "running" by a crash as interrupted, at
+// start-up, before the dispatcher runs anything.
+func (s *State) InterruptRuns(ctx context.Context) (int64, error) {
+	res, err := s.db.Write.ExecContext(ctx, `UPDATE runs SET status = 'interrupted', ended_at = ? WHERE status = 'running'`,
+		touba.FormatTime(s.opts.Now()))
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
