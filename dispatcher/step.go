@@ -84,7 +84,15 @@ func (d *Dispatcher) effect(ctx context.Context, b *Binding, e *touba.Delivery, 
 	if outcome == touba.EffectApplied {
 		o.Result = rawOrNull(res.Output)
 	}
-	if err := d.journal.Finish(context.WithoutCancel(ctx), o); err != nil {
+	if err := d.journal.Finish(context.WithoutCancel(ctx), o); touba.ErrorCode(err) == touba.ESecretValueRefused {
+		// The outcome state is journaled; what held a secret was dropped.
+		// An applied result that cannot be stored cannot be restored
+		// either, so the run stops here for an operator.
+		log.Error().Str("outcome", outcome).Msg("effect receipt or result held a secret value; not stored")
+		if outcome == touba.EffectApplied {
+			return nil, stop(park, touba.ESecretValueRefused, "result of %s held a secret value and was not stored", effectID)
+		}
+	} else if err != nil {
 		// The call happened and its outcome is not on disk: only an
 		// operator can say what it did. At the next start the journal
 		// turns the dispatched record unknown.
