@@ -70,20 +70,27 @@ func (w walker) str(path string, raw json.RawMessage) (string, error) {
 // integer decodes a JSON integer within [min, max] without going through
 // float64, so 1e3 or 1.5 are refused rather than silently truncated.
 func (w walker) integer(path string, raw json.RawMessage, min, max int64) (int64, error) {
-	var n json.Number
+	// Decoding into any (not json.Number) so that a quoted "1024" stays a
+	// string and is refused.
+	var v any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
-	if isNull(raw) || dec.Decode(&n) != nil {
+	var n json.Number
+	ok := false
+	if dec.Decode(&v) == nil {
+		n, ok = v.(json.Number)
+	}
+	if !ok {
 		return 0, w.fail(path, "must be an integer")
 	}
-	v, err := strconv.ParseInt(n.String(), 10, 64)
+	i, err := strconv.ParseInt(n.String(), 10, 64)
 	if err != nil {
 		return 0, w.fail(path, "must be an integer")
 	}
-	if v < min || v > max {
+	if i < min || i > max {
 		return 0, w.fail(path, "must be between %d and %d", min, max)
 	}
-	return v, nil
+	return i, nil
 }
 
 func (w walker) array(path string, raw json.RawMessage) ([]json.RawMessage, error) {

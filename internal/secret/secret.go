@@ -24,16 +24,34 @@ type Ref struct {
 // UnmarshalJSON refuses unknown fields and references naming zero or
 // several sources.
 func (r *Ref) UnmarshalJSON(b []byte) error {
-	type plain Ref
-	var p plain
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return fmt.Errorf("secret reference: %w", err)
+	// A map, not a struct: encoding/json matches struct fields without
+	// regard to case, and {"ENV": ...} must not pass for {"env": ...}.
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil || m == nil {
+		return errors.New("secret reference must be an object")
 	}
-	*r = Ref(p)
+	var p Ref
+	for k, v := range m {
+		var dst *string
+		switch k {
+		case "env":
+			dst = &p.Env
+		case "file":
+			dst = &p.File
+		case "credential":
+			dst = &p.Credential
+		default:
+			return fmt.Errorf("secret reference: unknown field %q", k)
+		}
+		if err := json.Unmarshal(v, dst); err != nil || isNullJSON(v) {
+			return fmt.Errorf("secret reference: %q must be a string", k)
+		}
+	}
+	*r = p
 	return r.Validate()
 }
+
+func isNullJSON(b []byte) bool { return string(bytes.TrimSpace(b)) == "null" }
 
 // Validate checks that exactly one source is named.
 func (r Ref) Validate() error {
