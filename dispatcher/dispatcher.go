@@ -30,8 +30,7 @@ type Queue interface {
 
 // State is what the dispatcher needs of the state file.
 type State interface {
-	StartRun(r *state.Run) error
-	EndRun(runID, status, code, message string) error
+	RecordRun(r *state.Run)
 	SaveStep(queueID, stepID, runID string, output json.RawMessage) error
 	Steps(ctx context.Context, queueID string) (map[string]state.StepOutput, error)
 }

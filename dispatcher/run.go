@@ -56,20 +56,16 @@ func fromError(err *touba.Error) *verdict {
 func (d *Dispatcher) run(e *touba.Delivery) {
 	cfg := d.cfg.Load()
 	log := d.log.With().Str("trigger_ref", e.TriggerRef).Str("event_id", e.EventID).Str("queue_id", e.QueueID).Logger()
-	runID := uuidv7.New()
-	if err := d.state.StartRun(&state.Run{RunID: runID, QueueID: e.QueueID, TriggerRef: e.TriggerRef,
-		Attempt: e.Attempts, StartedAt: d.opts.Now()}); err != nil {
-		log.Error().Err(err).Msg("cannot record run start")
-		d.settle(e, runID, nil, &verdict{action: later, code: touba.EINTERNAL, message: err.Error()}, log)
-		return
-	}
+	run := &state.Run{RunID: uuidv7.New(), QueueID: e.QueueID, TriggerRef: e.TriggerRef, Attempt: e.Attempts,
+		StartedAt: d.opts.Now()}
+	runID := run.RunID
 	t, ok := cfg.trigger(e.TriggerRef)
 	if !ok {
-		d.settle(e, runID, nil, stop(fail, touba.ETriggerNotFound, "trigger %s is not in the program any more", e.TriggerRef), log)
+		d.settle(e, run, nil, stop(fail, touba.ETriggerNotFound, "trigger %s is not in the program any more", e.TriggerRef), log)
 		return
 	}
 	log.Debug().Str("run_id", runID).Int("attempt", e.Attempts).Msg("run started")
-	d.settle(e, runID, t, d.steps(cfg, t, e, runID, log), log)
+	d.settle(e, run, t, d.steps(cfg, t, e, runID, log), log)
 }
 
 // steps runs the trigger's steps from the first one without a checkpoint.
@@ -105,7 +101,7 @@ func (d *Dispatcher) steps(cfg *Config, t *trigger.Trigger, e *touba.Delivery, r
 }
 
 // settle ends the run: the entry done, failed, parked or pending again.
-func (d *Dispatcher) settle(e *touba.Delivery, runID string, t *trigger.Trigger, v *verdict, log zerolog.Logger) {
+func (d *Dispatcher) settle(e *touba.Delivery, run *state.Run, t *trigger.Trigger, v *verdict, log zerolog.Logger) {
 	bg := context.Background()
 	status, code, msg := touba.StatusDone, "", ""
 	var err error
@@ -139,9 +135,8 @@ func (d *Dispatcher) settle(e *touba.Delivery, runID string, t *trigger.Trigger,
 	if err != nil {
 		log.Error().Err(err).Msg("cannot record the end of a run; the entry stays running until the next start")
 	}
-	if err := d.state.EndRun(runID, status, code, msg); err != nil {
-		log.Error().Err(err).Msg("cannot record run end")
-	}
+	run.Status, run.ErrorCode, run.ErrorMessage = status, code, msg
+	d.state.RecordRun(run)
 }
 
 // rawOrNull makes an absent output the JSON null, so a checkpoint and a

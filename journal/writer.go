@@ -74,7 +74,6 @@ type writer struct {
 	failed      atomic.Uint64
 	largest     atomic.Uint64
 	pending     atomic.Int64
-	lastCkpt    uint64 // commits at the writer's last checkpoint; writer goroutine only
 }
 
 // Stats counts the writer's work since Open.
@@ -182,31 +181,6 @@ func (w *writer) run() {
 			}
 		}
 		w.commit(batch)
-		w.checkpoint()
-	}
-}
-
-// checkpointEvery is how many commits the writer lets pass between its own
-// checkpoints; at a few dozen KB a commit that is a few MB of WAL.
-const checkpointEvery = 128
-
-// checkpoint copies the WAL into the database from the writer connection,
-// every checkpointEvery commits, after the batch's callers were answered.
-// sqlitex checkpoints in the background, but under a steady stream of
-// commits that checkpoint never catches up with the last frame, so SQLite
-// never restarts the WAL and the file grows without bound (480 MB after
-// 30,000 effects in BenchmarkFinishParallel). Run here, no frame is added
-// while it runs, it finishes (the background one copied most pages
-// already), and the next commit starts the WAL over.
-func (w *writer) checkpoint() {
-	if w.commits.Load()%checkpointEvery != 0 || w.commits.Load() == w.lastCkpt {
-		return
-	}
-	w.lastCkpt = w.commits.Load()
-	var busy, log, done int
-	err := w.j.db.Write.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done)
-	if err != nil {
-		w.j.log.Warn().Err(err).Msg("journal checkpoint failed")
 	}
 }
 

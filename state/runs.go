@@ -31,24 +31,23 @@ type StepOutput struct {
 	At     time.Time       `json:"at"`
 }
 
-// StartRun records the start of a run. Like every checkpoint it shares a
-// commit with concurrent ones.
-func (s *State) StartRun(r *Run) error {
-	return s.batch.Do(func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO runs (run_id, queue_id, trigger_ref, attempt, status, started_at)
-			VALUES (?, ?, ?, ?, 'running', ?)`, r.RunID, r.QueueID, r.TriggerRef, r.Attempt, touba.FormatTime(r.StartedAt))
+// RecordRun writes one finished run to the history. Run rows are history,
+// not state the dispatcher depends on, so nobody waits for their fsync:
+// they ride on the next commit of the file, and a crash may lose the
+// newest (the entry's own state and checkpoints are what recovery uses).
+func (s *State) RecordRun(r *Run) {
+	ended := s.opts.Now()
+	s.batch.Go(func(ctx context.Context, tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
+			started_at, ended_at) VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, ?)`,
+			r.RunID, r.QueueID, r.TriggerRef, r.Attempt, r.Status, r.ErrorCode, r.ErrorMessage,
+			touba.FormatTime(r.StartedAt), touba.FormatTime(ended))
 		return err
-	})
+	}, s.runErr)
 }
 
-// EndRun records how a run ended.
-func (s *State) EndRun(runID, status, code, message string) error {
-	now := touba.FormatTime(s.opts.Now())
-	return s.batch.Do(func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
-			ended_at = ? WHERE run_id = ?`, status, code, message, now, runID)
-		return err
-	})
+func (s *State) runErr(err error) {
+	s.opts.Log.Error().Err(err).Msg("cannot record run history")
 }
 
 // SaveStep checkpoints a step's output; it is durable when SaveStep

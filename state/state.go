@@ -104,3 +104,6 @@ func (s *State) DB() *sqlitex.DB { return s.db }
 // LogStats returns how many log rows were written and how many were
 // dropped because the buffer was full.
 func (s *State) LogStats() (written, dropped int64) { return s.written.Load(), s.dropped.Load() }
+
+// BatchStats returns the checkpoint writer's commits and operations.
+func (s *State) BatchStats() (commits, ops int64) { return s.batch.Stats() }

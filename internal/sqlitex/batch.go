@@ -31,9 +31,10 @@ type Batcher struct {
 func (b *Batcher) Stats() (commits, ops int64) { return b.commits.Load(), b.nops.Load() }
 
 type batchOp struct {
-	fn  func(context.Context, *sql.Tx) error
-	err error
-	ch  chan struct{}
+	fn    func(context.Context, *sql.Tx) error
+	err   error
+	ch    chan struct{}
+	onErr func(error) // for Go: nobody waits on ch
 }
 
 // NewBatcher starts a batcher writing to db (the writer handle).
@@ -59,6 +60,22 @@ func (b *Batcher) Do(fn func(context.Context, *sql.Tx) error) error {
 	b.mu.RUnlock()
 	<-op.ch
 	return op.err
+}
+
+// Go runs fn in the next batch without waiting for it: for records whose
+// loss in a crash is harmless. Operations keep their order, so a later Do
+// commits after it. Errors go to onErr when set.
+func (b *Batcher) Go(fn func(context.Context, *sql.Tx) error, onErr func(error)) {
+	op := &batchOp{fn: fn, ch: make(chan struct{}), onErr: onErr}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		if onErr != nil {
+			onErr(ErrBatcherClosed)
+		}
+		return
+	}
+	b.ops <- op
 }
 
 // Close runs what was submitted and stops. Idempotent.
@@ -117,6 +134,9 @@ func (b *Batcher) commit(batch []*batchOp) {
 	for _, op := range batch {
 		if err != nil && op.err == nil {
 			op.err = err
+		}
+		if op.err != nil && op.onErr != nil {
+			op.onErr(op.err)
 		}
 		close(op.ch)
 	}

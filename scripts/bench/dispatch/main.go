@@ -1,0 +1,155 @@
+// Command dispatch measures the dispatcher end to end on real files:
+// N entries are queued, then drained by W workers through one binding,
+// and it prints effects per second and durable commits (fsyncs) per
+// effect across the queue, state and journal files.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/dedupe"
+	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/manifest"
+	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/trigger"
+)
+
+// countingQueue counts leases: each is one commit of the queue file.
+type countingQueue struct {
+	*queue.Queue
+	leases atomic.Int64
+}
+
+func (c *countingQueue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
+	c.leases.Add(1)
+	return c.Queue.Lease(ctx, n)
+}
+
+func main() {
+	n := flag.Int("n", 5000, "entries")
+	workers := flag.Int("workers", 64, "dispatcher workers")
+	kind := flag.String("handler", "stub", "stub or process")
+	command := flag.String("command", "", "process handler binary")
+	contract := flag.String("contract", "external_write", "external_write (journal) or none (no journal)")
+	dir := flag.String("dir", "", "folder for the files (a temp folder if empty)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the drain here")
+	flag.Parse()
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "bench-dispatch-")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer os.RemoveAll(d)
+		*dir = d
+	}
+	ctx := context.Background()
+
+	handlerJSON := `{"kind": "accounting_stub"}`
+	if *kind == "process" {
+		handlerJSON = fmt.Sprintf(`{"kind": "process", "command": %q}`, *command)
+	}
+	ec := `{"kind": "external_write", "retry_mode": "idempotency_key"}`
+	if *contract == "none" {
+		ec = `{"kind": "none"}`
+	}
+	m, err := manifest.Parse(filepath.Join(*dir, "m.json"), []byte(fmt.Sprintf(`{"manifest_version": "touba-manifest-v1",
+		"bindings": {"tool:bench/Write": {"handler": %s, "grants": ["network"], "effect_contract": %s}}}`, handlerJSON, ec)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	p, err := trigger.ParseProgram("p.json", []byte(`{"air_version": "touba-air-v1", "triggers": [
+		{"ref": "trigger:bench/D", "source": {"kind": "webhook"},
+		 "steps": [{"id": "write", "tool": "tool:bench/Write", "input": {"order": {"$ref": "/event/body"}}}]}]}`))
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := m.Resolve(nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	jpath := filepath.Join(*dir, "j.sqlite")
+	lock, err := journal.AcquireLock(jpath, journal.LockOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release()
+	j, err := journal.Open(ctx, jpath, journal.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := queue.Open(ctx, filepath.Join(*dir, "q.sqlite"), queue.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := state.Open(ctx, filepath.Join(*dir, "s.sqlite"), state.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	body, _ := json.Marshal(map[string]any{"order_id": 42, "lines": []string{"a", "b"}})
+	for i := 0; i < *n; i++ {
+		if _, err := q.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:bench/D", EventID: fmt.Sprintf("e%d", i),
+			Digest: dedupe.Digest(body), Body: body}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	cfg, err := dispatcher.NewConfig(p, m, res, true, &dispatcher.Stubs{}, zerolog.Nop())
+	if err != nil {
+		log.Fatal(err)
+	}
+	cq := &countingQueue{Queue: q}
+	qc0 := q.Stats().Commits.Load()
+	jc0 := j.Stats().Commits
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	start := time.Now()
+	d := dispatcher.New(cq, st, j, cfg, dispatcher.Options{Workers: *workers, Log: zerolog.Nop()})
+	if err := d.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	for {
+		c, err := q.CountByStatus(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if c[touba.StatusDone]+c[touba.StatusFailed]+c[touba.StatusParked] >= int64(*n) {
+			if c[touba.StatusDone] != int64(*n) {
+				log.Fatalf("not all done: %v", c)
+			}
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	d.Close(time.Second)
+	sc, _ := st.BatchStats()
+	qc := q.Stats().Commits.Load() - qc0 + cq.leases.Load()
+	jc := int64(j.Stats().Commits - jc0)
+	fmt.Printf("handler=%s contract=%s workers=%d entries=%d elapsed=%v effects_per_s=%.0f us_per_effect=%.0f fsyncs_per_effect=%.2f (queue %.2f, state %.2f, journal %.2f)\n",
+		*kind, *contract, *workers, *n, elapsed.Round(time.Millisecond), float64(*n)/elapsed.Seconds(),
+		float64(elapsed.Microseconds())/float64(*n), float64(qc+sc+jc)/float64(*n),
+		float64(qc)/float64(*n), float64(sc)/float64(*n), float64(jc)/float64(*n))
+	st.Close()
+	q.Close()
+	j.Close()
+}
