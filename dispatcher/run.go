@@ -109,6 +109,7 @@ func (d *Dispatcher) settle(e *touba.Delivery, run *state.Run, t *trigger.Trigge
 	case v == nil:
 		journal.Crashpoint(CrashAfterCheckpoint)
 		err = d.queue.Finish(bg, e.QueueID, touba.StatusDone, "", "")
+		log.Info().Str("run_id", run.RunID).Int("attempt", e.Attempts).Msg("run done")
 	case d.stopping() && d.runCtx.Err() != nil:
 		// Killed by shutdown: the next start resumes it, and the journal
 		// decides what its interrupted effect allows.
