@@ -1,0 +1,21 @@
+// @touba/sdk: write touba-trigger process handlers that speak
+// touba-tool-handler-v1 (SPEC §4), in one-shot or persistent mode (§4.1).
+//
+//   import { ToubaHandlerError, createToolResult, defineTool } from "@touba/sdk";
+//
+//   await defineTool({
+//     toolRef: "tool:examples.orders/CreateOrder",
+//     inputSignature: [{ name: "request", type_ref: "type:examples.orders/CreateOrderInput" }],
+//     requiredGrants: ["network"],
+//     run: async ({ request, context }) => {
+//       const order = await shop.create(request, { idempotencyKey: context.effect.effect_id });
+//       return createToolResult(order, {
+//         effectReceipt: context.createEffectReceipt({ outcome: "applied", receipt_ref: `order:${order.id}` }),
+//       });
+//     },
+//   });
+
+export { defineTool, serveOne, servePersistent } from "./serve.js";
+export { Tool, createTool } from "./tool.js";
+export { ToolResult, ToubaHandlerError, createToolResult } from "./result.js";
+export { Codes, MODE_ENV, Outcomes, PROTOCOL } from "./protocol.js";
