@@ -1,0 +1,151 @@
+// Package main is the process handler the dispatcher's tests run as a
+// real child process, built once by their TestMain with the Go SDK.
+//
+// It implements the tool named by its first argument, so one binary can
+// back several bindings. Its input steers it, never its environment:
+//
+//	{"mode": "ok" | "not_applied" | "unknown" | "crash" | "sleep" | "fail" | "echo_secret",
+//	 "calls": "/abs/file", "times": 1, "code": "...", "sleep_ms": 100, "secret_env": "NAME", "data": any}
+//
+// Every call first appends one JSON line to the calls file (effect id,
+// fingerprint, attempts, input), so a test can count what reached the
+// remote side. The mode then applies to the first "times" calls of the
+// same effect (0: to every call); later calls answer ok:
+//   - ok: output {"data", "input", "effect_id", "fingerprint", "effect_attempt", "call"}, applied receipt;
+//   - not_applied: business error "code" with a not_applied receipt;
+//   - unknown: business error "code" with an unknown receipt;
+//   - fail: business error "code" without any receipt;
+//   - crash: exit 3 without answering;
+//   - sleep: wait sleep_ms (or until killed), then ok;
+//   - echo_secret: output holds the value of the env var secret_env, applied receipt.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/touba/touba-trigger/sdk/handler"
+)
+
+type input struct {
+	Mode      string `json:"mode"`
+	Calls     string `json:"calls"`
+	Times     int    `json:"times"`
+	Code      string `json:"code"`
+	SleepMS   int    `json:"sleep_ms"`
+	SecretEnv string `json:"secret_env"`
+}
+
+// line is one record of the calls file.
+type line struct {
+	EffectID      string          `json:"effect_id"`
+	Fingerprint   string          `json:"fingerprint"`
+	EffectAttempt int             `json:"effect_attempt"`
+	Attempt       int             `json:"attempt"`
+	CallID        string          `json:"call_id"`
+	Input         json.RawMessage `json:"input"`
+}
+
+// record appends l to the calls file and returns how many calls of the
+// same effect (this one included) the file holds.
+func record(path string, l line) (int, error) {
+	if path == "" {
+		return 1, nil
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return 0, err
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return 0, err
+	}
+	// One write per line: appends of a few hundred bytes do not interleave.
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return 0, err
+	}
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	f, err = os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		var o line
+		if json.Unmarshal(sc.Bytes(), &o) == nil && o.EffectID == l.EffectID {
+			n++
+		}
+	}
+	return n, sc.Err()
+}
+
+func run(ctx context.Context, c *handler.Call) (*handler.Result, error) {
+	var in input
+	if err := c.Decode(&in); err != nil {
+		return nil, handler.Errorf("BadInput", "%v", err)
+	}
+	l := line{Attempt: c.Context.Attempt, CallID: c.Context.CallID, Input: c.Input}
+	if e := c.Effect(); e != nil {
+		l.EffectID, l.Fingerprint, l.EffectAttempt = e.EffectID, e.Fingerprint, e.Attempt
+	}
+	n, err := record(in.Calls, l)
+	if err != nil {
+		return nil, handler.Errorf("CallsFile", "%v", err)
+	}
+	mode := in.Mode
+	if in.Times > 0 && n > in.Times {
+		mode = "ok"
+	}
+	code := in.Code
+	if code == "" {
+		code = "TestFailure"
+	}
+	out := map[string]any{"input": c.Input, "effect_id": l.EffectID, "fingerprint": l.Fingerprint,
+		"effect_attempt": l.EffectAttempt, "call": n}
+	var data struct {
+		Data json.RawMessage `json:"data"`
+	}
+	if err := c.Decode(&data); err == nil && data.Data != nil {
+		out["data"] = data.Data
+	}
+	switch mode {
+	case "ok":
+	case "not_applied":
+		return nil, handler.Errorf(code, "not applied, as asked").WithReceipt(c.Receipt(handler.NotApplied, ""))
+	case "unknown":
+		return nil, handler.Errorf(code, "outcome unknown, as asked").WithReceipt(c.Receipt(handler.Unknown, ""))
+	case "fail":
+		return nil, handler.Errorf(code, "failed, as asked")
+	case "crash":
+		os.Exit(3)
+	case "sleep":
+		select {
+		case <-time.After(time.Duration(in.SleepMS) * time.Millisecond):
+		case <-ctx.Done():
+			return nil, handler.Errorf("Cancelled", "cancelled while sleeping")
+		}
+	case "echo_secret":
+		out["token"] = os.Getenv(in.SecretEnv)
+	default:
+		return nil, handler.Errorf("BadInput", "unknown mode %q", mode)
+	}
+	return handler.Output(out).WithReceipt(c.Receipt(handler.Applied, fmt.Sprintf("test:%s#%d", l.EffectID, n))), nil
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: handler TOOL_REF")
+		os.Exit(2)
+	}
+	handler.Main(handler.Tool{Ref: os.Args[1], Run: run})
+}
