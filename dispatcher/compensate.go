@@ -1,0 +1,183 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/uuidv7"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/state"
+)
+
+// Codes of an operator's compensation that cannot start (SPEC §5: only for
+// bindings that declare compensation support, only of an applied effect).
+const (
+	ECompensationNotSupported     = "CompensationNotSupported"
+	EEffectNotCompensable         = "EffectNotCompensable"
+	ECompensationInputUnavailable = "CompensationInputUnavailable"
+)
+
+// Compensation is the outcome of an operator's compensation of an applied
+// effect: a distinct journaled effect, CompensationID, whose operation is
+// compensate. The original effect stays applied.
+type Compensation struct {
+	Scope          string          `json:"scope"`
+	EffectID       string          `json:"effect_id"`
+	CompensationID string          `json:"compensation_id"`
+	ToolRef        string          `json:"tool_ref"`
+	State          string          `json:"state"` // applied, not_applied or unknown
+	Attempt        int             `json:"attempt"`
+	CallID         string          `json:"call_id,omitempty"`
+	ReceiptRef     string          `json:"receipt_ref,omitempty"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty"`
+	Message        string          `json:"message,omitempty"`
+	// Already is true when the compensation had been applied before: its
+	// journaled result is returned and no handler was called.
+	Already bool `json:"already,omitempty"`
+}
+
+// Compensate calls, on an operator's command, the binding of the step that
+// wrote original with operation compensate and the original step's input.
+//
+// The input is not stored anywhere; it is rebuilt the way the run built it:
+// the step's input template resolved against the entry (its event) and the
+// checkpointed outputs of the entry's steps. The rebuilt request must have
+// the original's fingerprint, so a changed program, a changed checkpoint or
+// a body purged by retention refuse the compensation
+// (CompensationInputUnavailable) rather than send the handler something the
+// original call never saw.
+//
+// The compensation goes through the journal like any external write
+// (prepared, dispatched, then its outcome), under the effect id
+// CompensationID(original) and the binding's retry mode; an unknown outcome
+// is resolved with `effects resolve` like any other.
+func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delivery, steps map[string]state.StepOutput,
+	original *journal.Effect) (*Compensation, error) {
+	if _, ok := journal.IsCompensation(original.EffectID); ok {
+		return nil, touba.Errorf(EEffectNotCompensable, "%s is itself a compensation", original.EffectID)
+	}
+	if original.State != touba.EffectApplied {
+		return nil, touba.Errorf(EEffectNotCompensable, "effect %s is %s; only an applied effect is compensated",
+			original.EffectID, original.State)
+	}
+	stepID, ok := strings.CutPrefix(original.EffectID, original.Scope+":")
+	if !ok || entry == nil || entry.QueueID != original.Scope {
+		return nil, touba.Errorf(ECompensationInputUnavailable, "effect %s does not name a step of entry %s",
+			original.EffectID, original.Scope)
+	}
+	t, ok := cfg.trigger(entry.TriggerRef)
+	if !ok {
+		return nil, touba.Errorf(ECompensationInputUnavailable, "trigger %s is not in the running program", entry.TriggerRef)
+	}
+	idx := -1
+	for i, st := range t.Steps {
+		if st.ID == stepID {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return nil, touba.Errorf(ECompensationInputUnavailable, "trigger %s has no step %q any more", t.Ref, stepID)
+	}
+	st := t.Steps[idx]
+	b := cfg.Bindings[st.Tool]
+	if b == nil || !b.ExternalWrite() {
+		return nil, touba.Errorf(ECompensationNotSupported, "tool %s of step %s is not an external_write binding", st.Tool, stepID)
+	}
+	if !b.Compensation {
+		return nil, touba.Errorf(ECompensationNotSupported,
+			`binding %s does not declare "compensation": {"supported": true}`, st.Tool)
+	}
+
+	// The run context as the original call saw it: the event, and the
+	// outputs of the steps before this one.
+	rc := newRunContext(entry)
+	for _, prev := range t.Steps[:idx] {
+		if so, ok := steps[prev.ID]; ok {
+			if err := rc.setOutput(prev.ID, so.Output); err != nil {
+				return nil, touba.Errorf(ECompensationInputUnavailable, "checkpoint of step %s: %v", prev.ID, err)
+			}
+		}
+	}
+	input, err := rc.resolve(st.Input)
+	if err != nil {
+		return nil, touba.Errorf(ECompensationInputUnavailable, "cannot rebuild the input of step %s: %s", stepID, touba.ErrorMessage(err))
+	}
+	if fp, err := handler.Fingerprint(st.Tool, handler.OperationInvoke, input); err != nil || fp != original.Fingerprint {
+		return nil, touba.Errorf(ECompensationInputUnavailable,
+			"the rebuilt input of step %s is not the one the original call sent (fingerprint %s, journaled %s); "+
+				"the program, a checkpoint or the body (retention) changed since", stepID, fp, original.Fingerprint)
+	}
+	fp, err := handler.Fingerprint(st.Tool, handler.OperationCompensate, input)
+	if err != nil {
+		return nil, fmt.Errorf("compensation fingerprint: %w", err)
+	}
+
+	compID := journal.CompensationID(original.EffectID)
+	callID := uuidv7.New()
+	out := &Compensation{Scope: original.Scope, EffectID: original.EffectID, CompensationID: compID, ToolRef: st.Tool, CallID: callID}
+	eff, err := j.Prepare(ctx, journal.Prepare{Scope: original.Scope, EffectID: compID, ToolRef: st.Tool,
+		Operation: journal.OperationCompensate, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID})
+	var refused *journal.RefusedError
+	switch {
+	case errors.As(err, &refused) && errors.Is(err, journal.ErrApplied):
+		out.State, out.Attempt, out.ReceiptRef, out.Output = touba.EffectApplied, refused.Effect.Attempts, refused.Effect.ReceiptRef, refused.Effect.Result
+		out.CallID, out.Already = refused.Effect.CallID, true
+		return out, nil
+	case errors.Is(err, journal.ErrNotCompensable):
+		return nil, touba.Errorf(EEffectNotCompensable, "effect %s is not applied", original.EffectID)
+	case err != nil:
+		return nil, err
+	}
+	out.Attempt = eff.Attempts
+
+	req := &handler.Request{Protocol: handler.Protocol, Operation: handler.OperationCompensate, ToolRef: st.Tool, Input: input,
+		Context: handler.Context{TriggerRef: entry.TriggerRef, EventID: entry.EventID, QueueID: entry.QueueID,
+			RunID: "compensate-" + callID, CallID: callID, Attempt: eff.Attempts, Grants: b.Grants,
+			Effect: &handler.Effect{Scope: original.Scope, EffectID: compID, Fingerprint: fp,
+				RetryMode: b.Contract.RetryMode, Attempt: eff.Attempts}}}
+	res := b.Runner.Call(ctx, req, func() error {
+		return j.Dispatch(context.WithoutCancel(ctx), original.Scope, compID, callID)
+	})
+	outcome := res.Outcome
+	if outcome == "" {
+		outcome = touba.EffectNotApplied
+		if res.Dispatched {
+			outcome = touba.EffectUnknown
+		}
+	}
+	o := journal.Outcome{Scope: original.Scope, EffectID: compID, CallID: callID, State: outcome,
+		ReceiptRef: res.ReceiptRef, ReceiptErrorCode: res.ReceiptErrorCode, Detail: "operator compensation of " + original.EffectID}
+	if res.Err != nil {
+		o.ErrorCode = res.Err.Code
+		out.ErrorCode, out.Message = res.Err.Code, res.Err.Message
+	}
+	if outcome == touba.EffectApplied {
+		o.Result = rawOrNull(res.Output)
+		out.Output = o.Result
+	}
+	out.State, out.ReceiptRef = outcome, res.ReceiptRef
+	if err := j.Finish(context.WithoutCancel(ctx), o); err != nil {
+		if touba.ErrorCode(err) == touba.ESecretValueRefused {
+			out.ReceiptRef, out.Output = "", nil
+			out.ErrorCode, out.Message = touba.ESecretValueRefused, "the receipt or result held a secret value and was not stored"
+			return out, nil
+		}
+		return out, fmt.Errorf("compensation %s answered %s but its outcome is not journaled: %w", compID, outcome, err)
+	}
+	return out, nil
+}
+
+// Compensate runs Compensate with the dispatcher's current configuration.
+func (d *Dispatcher) Compensate(ctx context.Context, entry *touba.Delivery, steps map[string]state.StepOutput,
+	original *journal.Effect) (*Compensation, error) {
+	if d.journal == nil {
+		return nil, touba.Errorf(touba.EEffectJournalRequired, "no effect journal: nothing to compensate")
+	}
+	return Compensate(ctx, d.cfg.Load(), d.journal, entry, steps, original)
+}
