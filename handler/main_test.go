@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/touba/touba-trigger/handler"
@@ -25,7 +24,7 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		gobin, err := exec.LookPath("go")
 		if err != nil {
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			gobin = "/usr/local/go/bin/go"
 		}
 		fixture = filepath.Join(dir, "fixture")
 		cmd := exec.Command(gobin, "build", "-o", fixture, "./testdata/fixture")
