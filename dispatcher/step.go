@@ -10,6 +10,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/uuidv7"
 	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/trigger"
@@ -33,18 +34,18 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 			CallID: callID, Attempt: e.Attempts, Grants: b.Grants}}
 	log = log.With().Str("step", st.ID).Str("call_id", callID).Logger()
 	if !b.ExternalWrite() {
-		res := d.call(ctx, b, req, func() error { return nil })
+		res := d.call(ctx, cfg.Secrets, b, req, func() error { return nil })
 		if res.OK {
 			return rawOrNull(res.Output), nil
 		}
 		log.Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
 		return nil, fromError(res.Err)
 	}
-	return d.effect(ctx, b, e, st, req, log)
+	return d.effect(ctx, cfg.Secrets, b, e, st, req, log)
 }
 
 // effect runs one external write under the journal's rules.
-func (d *Dispatcher) effect(ctx context.Context, b *Binding, e *touba.Delivery, st trigger.Step, req *handler.Request,
+func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding, e *touba.Delivery, st trigger.Step, req *handler.Request,
 	log zerolog.Logger) (json.RawMessage, *verdict) {
 	fp, err := handler.Fingerprint(st.Tool, handler.OperationInvoke, req.Input)
 	if err != nil {
@@ -60,7 +61,7 @@ func (d *Dispatcher) effect(ctx context.Context, b *Binding, e *touba.Delivery, 
 	journal.Crashpoint(CrashAfterPrepared)
 	req.Context.Effect = &handler.Effect{Scope: scope, EffectID: effectID, Fingerprint: fp,
 		RetryMode: b.Contract.RetryMode, Attempt: eff.Attempts}
-	res := d.call(ctx, b, req, func() error {
+	res := d.call(ctx, secrets, b, req, func() error {
 		if err := d.journal.Dispatch(context.WithoutCancel(ctx), scope, effectID, callID); err != nil {
 			return err
 		}
@@ -151,9 +152,19 @@ func (d *Dispatcher) refused(err error, log zerolog.Logger) (json.RawMessage, *v
 	return nil, &verdict{action: later, code: te.Code, message: te.Message}
 }
 
-func (d *Dispatcher) call(ctx context.Context, b *Binding, req *handler.Request, dispatched func() error) *handler.Result {
+func (d *Dispatcher) call(ctx context.Context, secrets *secret.Set, b *Binding, req *handler.Request, dispatched func() error) *handler.Result {
 	start := time.Now()
 	res := b.Runner.Call(ctx, req, dispatched)
+	// A handler's error is logged and stored (queue entry, run history):
+	// one holding a secret value keeps its code only, or becomes
+	// SecretValueRefused when the code holds it (SPEC §5).
+	if e := res.Err; e != nil && (secrets.Contains(e.Code) || secrets.Contains(e.Message)) {
+		code := e.Code
+		if secrets.Contains(code) {
+			code = touba.ESecretValueRefused
+		}
+		res.Err = touba.Errorf(code, "the handler's error message held a secret value; withheld")
+	}
 	if d.opts.Observe != nil {
 		outcome := res.Outcome
 		if outcome == "" {

@@ -4,7 +4,7 @@
 // It implements the tool named by its first argument, so one binary can
 // back several bindings. Its input steers it, never its environment:
 //
-//	{"mode": "ok" | "not_applied" | "unknown" | "crash" | "sleep" | "fail" | "echo_secret",
+//	{"mode": "ok" | "not_applied" | "unknown" | "crash" | "sleep" | "fail" | "echo_secret" | "fail_secret",
 //	 "calls": "/abs/file", "times": 1, "code": "...", "sleep_ms": 100, "secret_env": "NAME", "data": any}
 //
 // Every call first appends one JSON line to the calls file (effect id,
@@ -17,7 +17,8 @@
 //   - fail: business error "code" without any receipt;
 //   - crash: exit 3 without answering;
 //   - sleep: wait sleep_ms (or until killed), then ok;
-//   - echo_secret: output holds the value of the env var secret_env, applied receipt.
+//   - echo_secret: output holds the value of the env var secret_env, applied receipt;
+//   - fail_secret: business error "code" whose message holds that value, not_applied receipt.
 package main
 
 import (
@@ -136,6 +137,9 @@ func run(ctx context.Context, c *handler.Call) (*handler.Result, error) {
 		}
 	case "echo_secret":
 		out["token"] = os.Getenv(in.SecretEnv)
+	case "fail_secret":
+		return nil, handler.Errorf(code, "token %s refused", os.Getenv(in.SecretEnv)).
+			WithReceipt(c.Receipt(handler.NotApplied, ""))
 	default:
 		return nil, handler.Errorf("BadInput", "unknown mode %q", mode)
 	}
