@@ -1,0 +1,195 @@
+// Package admin is the operator's side of touba-trigger (SPEC §6): a Service
+// that lists, shows, replays, resolves and compensates over the queue, state
+// and journal files; a Server that offers it as JSON over HTTP on the admin
+// unix socket (mode 0600); and the Client the CLI uses to reach a running
+// daemon. With no daemon running the CLI calls a Service of its own on the
+// files, under the journal lock, so both paths give the same answers.
+//
+// Every operator action is audited: the journal records resolutions and
+// compensations in effect_events, and the state file's operator_events
+// table records every replay, resolve and compensation, refused or done,
+// with who asked.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/state"
+)
+
+// Error codes of the admin API beyond the contract's own.
+const (
+	ENotFound   = "NotFound"
+	EBadRequest = "BadRequest"
+)
+
+// API is what the CLI can ask of a daemon, or of the files when none runs.
+// *Service and *Client implement it.
+type API interface {
+	Entries(ctx context.Context, f EntryFilter) ([]Entry, error)
+	Entry(ctx context.Context, queueID string) (*EntryDetail, error)
+	ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayReport, error)
+	Deliveries(ctx context.Context, f DeliveryFilter) ([]state.Delivery, error)
+	Delivery(ctx context.Context, deliveryID string) (*DeliveryDetail, error)
+	ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (*DeliveryReplay, error)
+	Effects(ctx context.Context, f EffectFilter) ([]journal.Effect, error)
+	Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult, error)
+	Compensate(ctx context.Context, r CompensateRequest) (*dispatcher.Compensation, error)
+}
+
+// EntryFilter selects queue entries; empty fields match all.
+type EntryFilter struct {
+	Status     string `json:"status,omitempty"`
+	TriggerRef string `json:"trigger_ref,omitempty"`
+	Limit      int    `json:"limit,omitempty"` // default 100
+}
+
+// Entry is a queue entry as operators see it.
+type Entry struct {
+	QueueID    string    `json:"queue_id"`
+	TriggerRef string    `json:"trigger_ref"`
+	EventID    string    `json:"event_id"`
+	Digest     string    `json:"digest"`
+	Status     string    `json:"status"`
+	Attempts   int       `json:"attempts"`
+	ErrorCode  string    `json:"error_code,omitempty"`
+	ReceivedAt time.Time `json:"received_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+	RemoteAddr string    `json:"remote_addr"`
+	BodyBytes  int       `json:"body_bytes"`
+	BodyPurged bool      `json:"body_purged,omitempty"` // retention dropped it
+}
+
+// Body is a stored request body: as text when it is UTF-8, always as
+// base64 so that nothing is lost.
+type Body struct {
+	Bytes  int    `json:"bytes"`
+	Text   string `json:"text,omitempty"`
+	Base64 string `json:"base64"`
+}
+
+// EntryDetail is everything known of one entry: `queue show`.
+type EntryDetail struct {
+	Entry
+	ErrorMessage string                `json:"error_message,omitempty"`
+	NotBefore    *time.Time            `json:"not_before,omitempty"`
+	Headers      map[string]string     `json:"headers"`
+	Body         *Body                 `json:"body,omitempty"`
+	Runs         []state.Run           `json:"runs"`
+	Steps        []state.StepOutput    `json:"steps"`
+	Effects      []EffectDetail        `json:"effects"`
+	Deliveries   []state.Delivery      `json:"deliveries"` // redeliveries and rejections naming this entry
+	Operator     []state.OperatorEvent `json:"operator_events"`
+	Next         []string              `json:"next,omitempty"` // what an operator can do now
+}
+
+// EffectDetail is an effect with its audit trail.
+type EffectDetail struct {
+	journal.Effect
+	Events []journal.Event `json:"events"`
+}
+
+// ReplayRequest names entries to put back to pending: IDs, or every entry
+// in Status (failed or parked), optionally of one trigger.
+type ReplayRequest struct {
+	IDs        []string `json:"ids,omitempty"`
+	Status     string   `json:"status,omitempty"`
+	TriggerRef string   `json:"trigger_ref,omitempty"`
+}
+
+// ReplayItem says what a replay did with one id, and when it did nothing,
+// why and how to get a real re-run.
+type ReplayItem struct {
+	QueueID  string `json:"queue_id"`
+	Replayed bool   `json:"replayed"`
+	From     string `json:"from,omitempty"`   // the state it left
+	Status   string `json:"status,omitempty"` // the state it is in now
+	Reason   string `json:"reason,omitempty"`
+	Hint     string `json:"hint,omitempty"`
+}
+
+// ReplayReport is the answer to a ReplayRequest. Note explains an empty
+// selection.
+type ReplayReport struct {
+	Items    []ReplayItem `json:"items"`
+	Replayed int          `json:"replayed"`
+	Note     string       `json:"note,omitempty"`
+}
+
+// DeliveryFilter selects delivery log rows; empty fields match all.
+type DeliveryFilter struct {
+	Rejected   bool      `json:"rejected,omitempty"`
+	Code       string    `json:"code,omitempty"`
+	TriggerRef string    `json:"trigger_ref,omitempty"`
+	Since      time.Time `json:"since,omitempty"`
+	Limit      int       `json:"limit,omitempty"` // default 100
+}
+
+// DeliveryDetail is one delivery log row with its stored body, and whether
+// `deliveries replay` can use it.
+type DeliveryDetail struct {
+	state.Delivery
+	Body       *Body  `json:"body,omitempty"`
+	Replayable bool   `json:"replayable"`
+	Hint       string `json:"hint,omitempty"`
+}
+
+// DeliveryReplayRequest asks to enqueue a stored rejected delivery again.
+type DeliveryReplayRequest struct {
+	DeliveryID string `json:"delivery_id"`
+	NewEventID bool   `json:"new_event_id,omitempty"` // a fresh identity replay-<uuidv7>
+}
+
+// DeliveryReplay answers like intake (SPEC §3.1): Status enqueued or
+// duplicate with the entry's queue id, or Code TriggerEventPayloadConflict /
+// TriggerReplayRejected naming the entry that holds the identity.
+type DeliveryReplay struct {
+	DeliveryID string `json:"delivery_id"`
+	TriggerRef string `json:"trigger_ref"`
+	EventID    string `json:"event_id"`
+	QueueID    string `json:"queue_id,omitempty"`
+	Status     string `json:"status,omitempty"` // enqueued or duplicate
+	Code       string `json:"code,omitempty"`
+	Message    string `json:"message,omitempty"`
+	Hint       string `json:"hint,omitempty"`
+}
+
+// Enqueued reports whether the replay created an entry.
+func (r *DeliveryReplay) Enqueued() bool { return r.Status == "enqueued" }
+
+// EffectFilter selects effects; empty fields match all.
+type EffectFilter struct {
+	State string `json:"state,omitempty"`
+	Scope string `json:"scope,omitempty"`
+	Limit int    `json:"limit,omitempty"` // default 100
+}
+
+// ResolveRequest is an operator's verdict on an unknown effect: State
+// applied (ReceiptRef required; Result defaults to {"receipt_ref": REF}) or
+// not_applied.
+type ResolveRequest struct {
+	Scope      string          `json:"scope"`
+	EffectID   string          `json:"effect_id"`
+	State      string          `json:"state"`
+	ReceiptRef string          `json:"receipt_ref,omitempty"`
+	Result     json.RawMessage `json:"result,omitempty"`
+}
+
+// ResolveResult is the effect as now journaled and what became of its
+// entry.
+type ResolveResult struct {
+	Effect      journal.Effect `json:"effect"`
+	EntryStatus string         `json:"entry_status,omitempty"` // after the resolve
+	Replayed    bool           `json:"replayed"`               // the parked entry is pending again
+	Note        string         `json:"note,omitempty"`
+}
+
+// CompensateRequest asks for the compensation of an applied effect.
+type CompensateRequest struct {
+	Scope    string `json:"scope"`
+	EffectID string `json:"effect_id"`
+}

@@ -1,0 +1,160 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/state"
+)
+
+// Resolve records an operator's verdict on an unknown effect (SPEC §6) and
+// puts its parked entry back to pending, unless another effect of the
+// entry still awaits a verdict. With applied, the run goes on from the next
+// step and later $refs read the stored result; with not_applied, the next
+// attempt calls the handler again with the same effect id.
+func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult, error) {
+	if s.Journal == nil {
+		return nil, touba.Errorf(touba.EEffectJournalRequired, "no effect journal is configured")
+	}
+	var res journal.Resolution
+	switch r.State {
+	case touba.EffectApplied:
+		if r.ReceiptRef == "" {
+			return nil, badRequest("--applied needs --receipt-ref")
+		}
+		if r.Result != nil && !json.Valid(r.Result) {
+			return nil, badRequest("--result is not valid JSON")
+		}
+		res = journal.Applied(r.ReceiptRef, r.Result)
+	case touba.EffectNotApplied:
+		if r.ReceiptRef != "" || r.Result != nil {
+			return nil, badRequest("--not-applied takes no --receipt-ref or --result")
+		}
+		res = journal.NotApplied()
+	default:
+		return nil, badRequest("verdict %q: want applied or not_applied", r.State)
+	}
+	res.Operator = Operator(ctx)
+	target := r.Scope + "/" + r.EffectID
+	cur, err := s.Journal.Get(ctx, r.Scope, r.EffectID)
+	if err != nil {
+		return nil, err
+	} else if cur == nil {
+		return nil, notFound("no effect %s in the journal", target)
+	}
+	if err := s.Journal.Resolve(context.WithoutCancel(ctx), r.Scope, r.EffectID, res); err != nil {
+		s.audit(ctx, state.OperatorEvent{Action: "effects.resolve", QueueID: r.Scope, Target: target, Outcome: "refused",
+			Detail: r.State + ": " + errText(err)})
+		return nil, err
+	}
+	after, err := s.Journal.Get(ctx, r.Scope, r.EffectID)
+	if err != nil || after == nil {
+		return nil, fmt.Errorf("read resolved effect %s: %v", target, err)
+	}
+	out := &ResolveResult{Effect: *after}
+	if err := s.release(ctx, r.Scope, out); err != nil {
+		return nil, err
+	}
+	detail := r.State
+	if r.ReceiptRef != "" {
+		detail += " receipt_ref=" + r.ReceiptRef
+	}
+	s.audit(ctx, state.OperatorEvent{Action: "effects.resolve", QueueID: r.Scope, Target: target, Outcome: "done",
+		Detail: detail + "; " + out.Note})
+	return out, nil
+}
+
+// release puts the entry of a resolved effect back to pending when it is
+// parked and no other effect of it awaits a verdict.
+func (s *Service) release(ctx context.Context, scope string, out *ResolveResult) error {
+	e, err := s.Queue.Get(ctx, scope)
+	if err != nil {
+		return err
+	}
+	if e == nil {
+		out.Note = "no queue entry " + scope + " (pruned or another queue file)"
+		return nil
+	}
+	out.EntryStatus = e.Status
+	switch e.Status {
+	case touba.StatusParked:
+	case touba.StatusRunning:
+		out.Note = "entry is running; if the daemon stopped while it ran, it goes back to pending at the next start"
+		return nil
+	default:
+		out.Note = "entry is " + e.Status + "; nothing to put back to pending"
+		return nil
+	}
+	others, err := s.Journal.List(ctx, journal.Filter{Scope: scope, State: touba.EffectUnknown})
+	if err != nil {
+		return err
+	}
+	for _, o := range others {
+		if blocking(o) {
+			out.Note = "entry stays parked: effect " + o.EffectID + " also awaits a verdict"
+			return nil
+		}
+	}
+	res, err := s.Queue.Replay(ctx, []string{scope})
+	if err != nil {
+		return err
+	}
+	if len(res) == 1 && res[0].From != "" {
+		out.Replayed, out.EntryStatus = true, touba.StatusPending
+		out.Note = "entry is pending again"
+		if s.Wake != nil {
+			s.Wake()
+		}
+		return nil
+	}
+	out.Note = "entry was not put back: " + res[0].Reason
+	return nil
+}
+
+// Compensate runs the compensation of an applied effect whose binding
+// declares support for it (SPEC §5). A CLI that goes away does not cut the
+// call short: its outcome must be journaled either way.
+func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*dispatcher.Compensation, error) {
+	if s.Journal == nil {
+		return nil, touba.Errorf(touba.EEffectJournalRequired, "no effect journal is configured")
+	}
+	if s.Compensator == nil {
+		return nil, badRequest("compensating needs the program and manifest: run it against the daemon, or give --program and --manifest")
+	}
+	target := r.Scope + "/" + r.EffectID
+	orig, err := s.Journal.Get(ctx, r.Scope, r.EffectID)
+	if err != nil {
+		return nil, err
+	} else if orig == nil {
+		return nil, notFound("no effect %s in the journal", target)
+	}
+	entry, err := s.Queue.Get(ctx, r.Scope)
+	if err != nil {
+		return nil, err
+	} else if entry == nil {
+		return nil, notFound("no queue entry %s: the original input cannot be rebuilt", r.Scope)
+	}
+	steps, err := s.State.Steps(ctx, r.Scope)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.Compensator(context.WithoutCancel(ctx), entry, steps, orig)
+	if err != nil {
+		s.audit(ctx, state.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused",
+			Detail: errText(err)})
+		return nil, err
+	}
+	detail := "compensation " + c.CompensationID + ": " + c.State
+	if c.Already {
+		detail += " (already applied before; no call)"
+	}
+	if c.ErrorCode != "" {
+		detail += " " + c.ErrorCode
+	}
+	s.audit(ctx, state.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "done", Detail: detail})
+	return c, nil
+}

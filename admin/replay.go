@@ -1,0 +1,221 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/dedupe"
+	"github.com/touba/touba-trigger/internal/uuidv7"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/state"
+)
+
+// ReplayEntries puts failed and parked entries back to pending with their
+// queue ids, so effects already applied are read back, not repeated (SPEC
+// §3.2). Nothing is swallowed: every id that is not replayed gets a reason
+// and a way to a real re-run, and a parked entry whose effect still awaits
+// a verdict is not replayed (it would only park again).
+func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayReport, error) {
+	ids := r.IDs
+	switch {
+	case len(ids) > 0 && r.Status != "":
+		return nil, badRequest("give queue ids or --status, not both")
+	case len(ids) == 0 && r.Status == "":
+		return nil, badRequest("give queue ids or --status failed|parked")
+	case r.Status != "" && r.Status != touba.StatusFailed && r.Status != touba.StatusParked:
+		return nil, badRequest("--status %s: only failed and parked entries are replayed", r.Status)
+	}
+	rep := &ReplayReport{Items: []ReplayItem{}}
+	if r.Status != "" {
+		var err error
+		if ids, err = s.Queue.IDsByStatus(ctx, r.Status, TriggerRef(r.TriggerRef)); err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			rep.Note = fmt.Sprintf("no %s entries", r.Status)
+			if r.TriggerRef != "" {
+				rep.Note += " of " + TriggerRef(r.TriggerRef)
+			}
+			return rep, nil
+		}
+	}
+
+	items := make([]ReplayItem, len(ids))
+	var todo []string
+	at := map[string]int{}
+	for i, id := range ids {
+		items[i] = ReplayItem{QueueID: id}
+		if _, dup := at[id]; dup {
+			items[i].Reason = "named twice; replayed once"
+			continue
+		}
+		at[id] = i
+		if err := s.checkReplay(ctx, id, &items[i]); err != nil {
+			return nil, err
+		}
+		if items[i].Reason == "" {
+			todo = append(todo, id)
+		}
+	}
+	if len(todo) > 0 {
+		res, err := s.Queue.Replay(ctx, todo)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range res {
+			it := &items[at[x.QueueID]]
+			if x.From == "" {
+				// The entry moved between the check and the replay.
+				it.Reason = x.Reason
+				continue
+			}
+			it.Replayed, it.From, it.Status = true, x.From, touba.StatusPending
+			rep.Replayed++
+		}
+	}
+	if rep.Replayed > 0 && s.Wake != nil {
+		s.Wake()
+	}
+	for _, it := range items {
+		ev := state.OperatorEvent{Action: "queue.replay", QueueID: it.QueueID, Target: it.QueueID, Outcome: "done",
+			Detail: it.From + " -> pending"}
+		if !it.Replayed {
+			ev.Outcome, ev.Detail = "refused", it.Reason
+		}
+		s.audit(ctx, ev)
+	}
+	rep.Items = items
+	return rep, nil
+}
+
+// checkReplay fills it.Reason and it.Hint when id cannot be replayed.
+func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) error {
+	d, err := s.Queue.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if d == nil {
+		it.Reason, it.Hint = "no such entry", "list entries with: touba-trigger queue ls"
+		return nil
+	}
+	it.Status = d.Status
+	switch d.Status {
+	case touba.StatusFailed:
+		return nil
+	case touba.StatusParked:
+		if s.Journal == nil {
+			return nil
+		}
+		effs, err := s.Journal.List(ctx, journal.Filter{Scope: id, State: touba.EffectUnknown})
+		if err != nil {
+			return err
+		}
+		for _, e := range effs {
+			if blocking(e) {
+				it.Reason = fmt.Sprintf("parked on effect %s, whose outcome is unknown (retry mode %s): a replay would park it again",
+					e.EffectID, e.RetryMode)
+				it.Hint = resolveHint(e.Scope, e.EffectID) + " (either one puts the entry back to pending)"
+				return nil
+			}
+		}
+		return nil
+	case touba.StatusDone:
+		it.Reason = "entry is done: a replay would only read its effects back from the journal and call no handler"
+		it.Hint = doneHint(ctx, s, d)
+	case touba.StatusPending:
+		it.Reason, it.Hint = "entry is already pending", "the dispatcher runs it; see: touba-trigger queue show "+id
+	case touba.StatusRunning:
+		it.Reason = "entry is running now"
+		it.Hint = "if it ends failed or parked, replay it then (a daemon that stopped while it ran resumes it at start)"
+	default:
+		it.Reason = "entry is " + d.Status
+	}
+	return nil
+}
+
+// unreplayable says why a delivery log row cannot be enqueued again, or ""
+// when it can.
+func unreplayable(r *state.Delivery) string {
+	switch {
+	case r.StatusCode < 400:
+		return fmt.Sprintf("this delivery was answered %d %s for entry %s: there is nothing to replay; see touba-trigger queue show %s",
+			r.StatusCode, touba.IntakeDuplicate, r.QueueID, r.QueueID)
+	case r.BodyStored:
+		return ""
+	case r.ErrorCode == touba.ETriggerSignatureInvalid:
+		return "its body is not stored: bodies of requests that failed signature verification are never kept"
+	case r.ErrorCode == touba.ETriggerNotFound || r.ErrorCode == touba.ETriggerPayloadTooLarge ||
+		r.ErrorCode == touba.ETriggerEventIDInvalid || r.ErrorCode == touba.EMethodNotAllowed:
+		return "its body is not stored: it was refused (" + r.ErrorCode + ") before its signature was verified; have the sender send it again"
+	}
+	return "its body is no longer stored: the delivery log keeps bodies within its byte, row and age bounds and this one was pruned"
+}
+
+// ReplayDelivery enqueues a stored rejected delivery as a new entry of its
+// trigger, under its own event id or, with NewEventID, a fresh
+// replay-<uuidv7>; the answer is intake's (SPEC §3.1).
+func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (*DeliveryReplay, error) {
+	row, err := s.State.Delivery(ctx, r.DeliveryID)
+	if err != nil {
+		return nil, err
+	} else if row == nil {
+		return nil, notFound("no delivery %s in the delivery log", r.DeliveryID)
+	}
+	refuse := func(code, why string) (*DeliveryReplay, error) {
+		s.audit(ctx, state.OperatorEvent{Action: "deliveries.replay", QueueID: row.QueueID, Target: row.DeliveryID,
+			Outcome: "refused", Detail: why})
+		return nil, touba.Errorf(code, "delivery %s cannot be replayed: %s", row.DeliveryID, why)
+	}
+	if why := unreplayable(row); why != "" {
+		return refuse("DeliveryNotReplayable", why)
+	}
+	if s.HasTrigger != nil && !s.HasTrigger(row.TriggerRef) {
+		return refuse(touba.ETriggerNotFound, "the running program has no trigger "+row.TriggerRef)
+	}
+	eventID := row.EventID
+	if r.NewEventID {
+		eventID = "replay-" + uuidv7.New()
+	}
+	d := &touba.Delivery{TriggerRef: row.TriggerRef, EventID: eventID, Digest: dedupe.Digest(row.Body), Body: row.Body,
+		Headers: row.Headers, RemoteAddr: row.RemoteAddr}
+	out := &DeliveryReplay{DeliveryID: row.DeliveryID, TriggerRef: row.TriggerRef, EventID: eventID}
+	res, err := s.Queue.Enqueue(ctx, d)
+	switch {
+	case errors.Is(err, queue.ErrFull):
+		return refuse(touba.ETriggerUnavailable, "the queue is at --max-pending; try again later")
+	case errors.Is(err, queue.ErrClosed):
+		return refuse(touba.ETriggerUnavailable, "the daemon is shutting down")
+	case err != nil:
+		return nil, err
+	}
+	out.QueueID = res.QueueID
+	switch {
+	case res.Created:
+		out.Status = touba.IntakeEnqueued
+		if s.Wake != nil {
+			s.Wake()
+		}
+	default:
+		switch dedupe.Decide(res.Digest, res.Status, d.Digest) {
+		case dedupe.Duplicate:
+			out.Status = touba.IntakeDuplicate
+			out.Hint = "entry " + res.QueueID + " already holds this event and is still pending"
+		case dedupe.Conflict:
+			out.Code, out.Message = touba.ETriggerEventPayloadConflict, "event id "+eventID+" is bound to a different body in entry "+res.QueueID
+			out.Hint = "to run this body as a new entry: touba-trigger deliveries replay " + row.DeliveryID + " --new-event-id"
+		default:
+			out.Code, out.Message = touba.ETriggerReplayRejected, "entry "+res.QueueID+" already consumed this event (status "+res.Status+")"
+			out.Hint = "to run it again as a new entry: touba-trigger deliveries replay " + row.DeliveryID + " --new-event-id"
+		}
+	}
+	ev := state.OperatorEvent{Action: "deliveries.replay", QueueID: out.QueueID, Target: row.DeliveryID, Outcome: "done",
+		Detail: fmt.Sprintf("event %s: %s%s", eventID, out.Status, out.Code)}
+	if out.Status == "" {
+		ev.Outcome = "refused"
+	}
+	s.audit(ctx, ev)
+	return out, nil
+}

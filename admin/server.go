@@ -1,0 +1,225 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Handler serves api as JSON over HTTP: GETs for listings, POSTs for
+// actions. Errors are {"error": {"code", "message"}}; unlike intake's, an
+// internal error's message is kept, since only the socket's owner can ask.
+func Handler(api API) http.Handler {
+	rt := httprouter.New()
+	rt.GET("/v1/entries", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		reply(w)(api.Entries(r.Context(), EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger_ref"), Limit: limit}))
+	})
+	rt.GET("/v1/entries/:id", func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		reply(w)(api.Entry(r.Context(), ps.ByName("id")))
+	})
+	rt.POST("/v1/entries/replay", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		var req ReplayRequest
+		if decode(w, r, &req) {
+			reply(w)(api.ReplayEntries(r.Context(), req))
+		}
+	})
+	rt.GET("/v1/deliveries", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		q := r.URL.Query()
+		f := DeliveryFilter{Rejected: q.Get("rejected") == "true", Code: q.Get("code"), TriggerRef: q.Get("trigger_ref")}
+		f.Limit, _ = strconv.Atoi(q.Get("limit"))
+		if s := q.Get("since"); s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				fail(w, badRequest("since %q: %v", s, err))
+				return
+			}
+			f.Since = t
+		}
+		reply(w)(api.Deliveries(r.Context(), f))
+	})
+	rt.GET("/v1/deliveries/:id", func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+		reply(w)(api.Delivery(r.Context(), ps.ByName("id")))
+	})
+	rt.POST("/v1/deliveries/replay", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		var req DeliveryReplayRequest
+		if decode(w, r, &req) {
+			reply(w)(api.ReplayDelivery(r.Context(), req))
+		}
+	})
+	rt.GET("/v1/effects", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		q := r.URL.Query()
+		limit, _ := strconv.Atoi(q.Get("limit"))
+		reply(w)(api.Effects(r.Context(), EffectFilter{State: q.Get("state"), Scope: q.Get("scope"), Limit: limit}))
+	})
+	rt.POST("/v1/effects/resolve", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		var req ResolveRequest
+		if decode(w, r, &req) {
+			reply(w)(api.Resolve(r.Context(), req))
+		}
+	})
+	rt.POST("/v1/effects/compensate", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		var req CompensateRequest
+		if decode(w, r, &req) {
+			reply(w)(api.Compensate(r.Context(), req))
+		}
+	})
+	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fail(w, notFound("no admin route %s %s", r.Method, r.URL.Path))
+	})
+	return rt
+}
+
+// reply writes v as JSON, or err.
+func reply(w http.ResponseWriter) func(v any, err error) {
+	return func(v any, err error) {
+		if err != nil {
+			fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// decode reads a strict JSON body into v, answering 400 when it cannot.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 16<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		fail(w, badRequest("request body: %v", err))
+		return false
+	}
+	return true
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func fail(w http.ResponseWriter, err error) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = touba.ErrorCode(err), errText(err)
+	status := http.StatusUnprocessableEntity
+	switch b.Error.Code {
+	case ENotFound:
+		status = http.StatusNotFound
+	case EBadRequest:
+		status = http.StatusBadRequest
+	case touba.EEffectNotUnknown:
+		status = http.StatusConflict
+	case touba.EINTERNAL:
+		status = http.StatusInternalServerError
+	}
+	writeJSON(w, status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(v); err != nil {
+		status, buf = http.StatusInternalServerError, *bytes.NewBufferString(`{"error":{"code":"Internal","message":"encode answer"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// Server is the admin API on its unix socket.
+type Server struct {
+	Path string
+	ln   net.Listener
+	srv  *http.Server
+}
+
+// Listen binds the admin socket at path with mode 0600, to serve api; it binds a
+// temporary name, restricts it, then renames it into place, so the socket
+// is never reachable with a wider mode. A socket file left by a dead
+// process is replaced; a live one (something answers) is refused.
+// Every request carries its peer (uid and pid) as the operator for the
+// audit trail.
+func Listen(path string, api API) (*Server, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("admin socket %s: exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("admin socket %s: another process is serving it", path)
+		}
+	}
+	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".admin-%d.sock", os.Getpid()))
+	os.Remove(tmp)
+	ln, err := net.Listen("unix", tmp)
+	if err != nil {
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		ln.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("admin socket: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           Handler(api),
+		ReadHeaderTimeout: 10 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return WithOperator(ctx, peerOf(c))
+		},
+	}
+	return &Server{Path: path, ln: ln, srv: srv}, nil
+}
+
+// Serve answers on the socket until Close.
+func (s *Server) Serve() error {
+	err := s.srv.Serve(s.ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Close waits for requests in flight (up to ctx) and removes the socket.
+func (s *Server) Close(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	os.Remove(s.Path)
+	return err
+}
+
+// queryOf renders non-empty values as a query string.
+func queryOf(kv ...string) string {
+	v := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" && kv[i+1] != "0" && kv[i+1] != "false" {
+			v.Set(kv[i], kv[i+1])
+		}
+	}
+	if len(v) == 0 {
+		return ""
+	}
+	return "?" + v.Encode()
+}

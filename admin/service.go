@@ -1,0 +1,288 @@
+package admin
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/state"
+)
+
+// Service answers the admin API from the open files. The daemon runs one
+// behind its socket; the CLI runs one on the files when no daemon does.
+type Service struct {
+	Queue   *queue.Queue
+	State   *state.State
+	Journal *journal.Journal // nil when the daemon runs without one
+	// Wake, when set, tells the dispatcher that entries are pending again.
+	Wake func()
+	// Compensator runs a compensation with the running configuration; nil
+	// when none is loaded (the CLI on files without --program).
+	Compensator func(ctx context.Context, entry *touba.Delivery, steps map[string]state.StepOutput,
+		original *journal.Effect) (*dispatcher.Compensation, error)
+	// HasTrigger, when set, tells whether the running program has a trigger;
+	// a delivery replay for a trigger it lacks is refused.
+	HasTrigger func(ref string) bool
+	Log        zerolog.Logger
+}
+
+var _ API = (*Service)(nil)
+
+type operatorKey struct{}
+
+// WithOperator names who is asking, for the audit trail.
+func WithOperator(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, operatorKey{}, who)
+}
+
+// Operator returns who is asking, "unknown" when nobody said.
+func Operator(ctx context.Context) string {
+	if who, _ := ctx.Value(operatorKey{}).(string); who != "" {
+		return who
+	}
+	return "unknown"
+}
+
+// errText is an error's public message, or its whole text when it has no
+// code: operators, unlike senders, may see internal detail.
+func errText(err error) string {
+	var te *touba.Error
+	if errors.As(err, &te) {
+		return te.Message
+	}
+	return err.Error()
+}
+
+func notFound(format string, args ...any) error { return touba.Errorf(ENotFound, format, args...) }
+func badRequest(format string, args ...any) error {
+	return touba.Errorf(EBadRequest, format, args...)
+}
+
+// TriggerRef accepts a trigger as "trigger:name" or as its bare name.
+func TriggerRef(s string) string {
+	if s == "" || strings.HasPrefix(s, "trigger:") {
+		return s
+	}
+	return "trigger:" + s
+}
+
+func entryOf(d *touba.Delivery, bodyBytes int64) Entry {
+	e := Entry{QueueID: d.QueueID, TriggerRef: d.TriggerRef, EventID: d.EventID, Digest: d.Digest, Status: d.Status,
+		Attempts: d.Attempts, ErrorCode: d.ErrorCode, ReceivedAt: d.ReceivedAt, UpdatedAt: d.UpdatedAt,
+		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body)}
+	if d.Body == nil && bodyBytes < 0 {
+		e.BodyPurged = true
+	}
+	return e
+}
+
+func bodyOf(b []byte) *Body {
+	out := &Body{Bytes: len(b), Base64: base64.StdEncoding.EncodeToString(b)}
+	if utf8.Valid(b) {
+		out.Text = string(b)
+	}
+	return out
+}
+
+// Entries lists queue entries, oldest first.
+func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
+	list, err := s.Queue.List(ctx, queue.Filter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(list))
+	for _, d := range list {
+		// A done entry without a body lost it to retention (intake always
+		// stores one, possibly empty).
+		purged := int64(0)
+		if d.Body == nil && d.Status == touba.StatusDone {
+			purged = -1
+		}
+		out = append(out, entryOf(d, purged))
+	}
+	return out, nil
+}
+
+// Entry returns an entry with its runs, checkpoints, effects, delivery
+// history and operator events, and what an operator can do next.
+func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, error) {
+	d, err := s.Queue.Get(ctx, queueID)
+	if err != nil {
+		return nil, err
+	} else if d == nil {
+		return nil, notFound("no queue entry %s", queueID)
+	}
+	extra, err := s.Queue.Detail(ctx, queueID)
+	if err != nil {
+		return nil, err
+	}
+	out := &EntryDetail{Entry: entryOf(d, extra.BodyBytes), ErrorMessage: extra.ErrorMessage, NotBefore: extra.NotBefore,
+		Headers: d.Headers, Runs: []state.Run{}, Steps: []state.StepOutput{}, Effects: []EffectDetail{},
+		Deliveries: []state.Delivery{}, Operator: []state.OperatorEvent{}}
+	if d.Body != nil {
+		out.Body = bodyOf(d.Body)
+	}
+	if runs, err := s.State.Runs(ctx, queueID); err != nil {
+		return nil, err
+	} else if runs != nil {
+		out.Runs = runs
+	}
+	steps, err := s.State.Steps(ctx, queueID)
+	if err != nil {
+		return nil, err
+	}
+	for _, so := range steps {
+		out.Steps = append(out.Steps, so)
+	}
+	sort.Slice(out.Steps, func(i, k int) bool { return out.Steps[i].At.Before(out.Steps[k].At) })
+	if s.Journal != nil {
+		effs, err := s.Journal.List(ctx, journal.Filter{Scope: queueID})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range effs {
+			ev, err := s.Journal.Events(ctx, e.Scope, e.EffectID)
+			if err != nil {
+				return nil, err
+			}
+			out.Effects = append(out.Effects, EffectDetail{Effect: e, Events: ev})
+		}
+	}
+	if rows, err := s.State.Deliveries(ctx, state.LogFilter{QueueID: queueID, Limit: 1000}); err != nil {
+		return nil, err
+	} else {
+		for _, r := range rows {
+			out.Deliveries = append(out.Deliveries, *r)
+		}
+	}
+	if ev, err := s.State.OperatorEvents(ctx, queueID, 1000); err != nil {
+		return nil, err
+	} else if ev != nil {
+		out.Operator = ev
+	}
+	out.Next = s.next(ctx, d, out)
+	return out, nil
+}
+
+// next says what an operator can do with an entry in its present state.
+func (s *Service) next(ctx context.Context, d *touba.Delivery, det *EntryDetail) []string {
+	switch d.Status {
+	case touba.StatusParked:
+		var out []string
+		for _, e := range det.Effects {
+			if blocking(e.Effect) {
+				out = append(out, resolveHint(e.Scope, e.EffectID))
+			}
+		}
+		if len(out) == 0 {
+			out = append(out, "no effect awaits a verdict; after fixing the cause ("+d.ErrorCode+"): touba-trigger queue replay "+d.QueueID)
+		}
+		return out
+	case touba.StatusFailed:
+		return []string{"after fixing the cause (" + d.ErrorCode + "): touba-trigger queue replay " + d.QueueID}
+	case touba.StatusDone:
+		return []string{doneHint(ctx, s, d)}
+	case touba.StatusPending:
+		if det.NotBefore != nil {
+			return []string{"waiting for its next attempt at " + touba.FormatTime(*det.NotBefore)}
+		}
+		return []string{"waiting for a dispatcher worker"}
+	}
+	return nil
+}
+
+// blocking reports whether an effect stops its run until an operator
+// gives a verdict: unknown, and not safe to send again.
+func blocking(e journal.Effect) bool {
+	return e.State == touba.EffectUnknown && e.RetryMode != touba.RetryIdempotencyKey
+}
+
+func resolveHint(scope, effectID string) string {
+	return "find out whether " + effectID + " happened, then: touba-trigger effects resolve " + scope + " " + effectID +
+		" --applied --receipt-ref REF [--result FILE]   or   --not-applied"
+}
+
+// doneHint tells how to run a done entry's event again: a replay would
+// only read its effects back from the journal.
+func doneHint(ctx context.Context, s *Service, d *touba.Delivery) string {
+	rows, err := s.State.Deliveries(ctx, state.LogFilter{QueueID: d.QueueID, Rejected: true, Limit: 100})
+	if err == nil {
+		for _, r := range rows {
+			if r.BodyStored {
+				return "for a real re-run, enqueue a stored redelivery of it as a new entry: touba-trigger deliveries replay " +
+					r.DeliveryID + " --new-event-id"
+			}
+		}
+	}
+	return "for a real re-run, have the sender re-send the event with a new event id"
+}
+
+// Deliveries lists delivery log rows, newest first.
+func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]state.Delivery, error) {
+	rows, err := s.State.Deliveries(ctx, state.LogFilter{Rejected: f.Rejected, Code: f.Code,
+		TriggerRef: TriggerRef(f.TriggerRef), Since: f.Since, Limit: f.Limit})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]state.Delivery, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	return out, nil
+}
+
+// Delivery returns one delivery log row with its body.
+func (s *Service) Delivery(ctx context.Context, id string) (*DeliveryDetail, error) {
+	r, err := s.State.Delivery(ctx, id)
+	if err != nil {
+		return nil, err
+	} else if r == nil {
+		return nil, notFound("no delivery %s in the delivery log", id)
+	}
+	out := &DeliveryDetail{Delivery: *r}
+	if r.BodyStored {
+		out.Body = bodyOf(r.Body)
+	}
+	why := unreplayable(r)
+	out.Replayable, out.Hint = why == "", why
+	if why == "" {
+		out.Hint = "touba-trigger deliveries replay " + r.DeliveryID + " [--new-event-id]"
+	}
+	return out, nil
+}
+
+// Effects lists journaled effects, oldest first.
+func (s *Service) Effects(ctx context.Context, f EffectFilter) ([]journal.Effect, error) {
+	if s.Journal == nil {
+		return nil, touba.Errorf(touba.EEffectJournalRequired, "no effect journal is configured")
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	out, err := s.Journal.List(ctx, journal.Filter{State: f.State, Scope: f.Scope, Limit: f.Limit})
+	if out == nil {
+		out = []journal.Effect{}
+	}
+	return out, err
+}
+
+// audit records an operator action durably and in the log. A failure to
+// record is logged: the action itself already happened.
+func (s *Service) audit(ctx context.Context, ev state.OperatorEvent) {
+	ev.Operator, ev.At = Operator(ctx), time.Now()
+	if err := s.State.RecordOperator(context.WithoutCancel(ctx), ev); err != nil {
+		s.Log.Error().Err(err).Str("action", ev.Action).Msg("cannot record the operator event")
+	}
+	s.Log.Info().Str("event", "operator."+ev.Action).Str("queue_id", ev.QueueID).Str("target", ev.Target).
+		Str("outcome", ev.Outcome).Str("operator", ev.Operator).Str("detail", ev.Detail).Msg("operator action")
+}
