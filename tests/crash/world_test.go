@@ -1,0 +1,309 @@
+package crash_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/queue"
+)
+
+// world is one test's files: program, manifest, the three SQLite files and
+// the remote's file, all in the test's own temp dir.
+type world struct {
+	t                             *testing.T
+	dir, program, manifest        string
+	queue, state, journal, remote string
+	retryMode                     string
+	acked                         map[string]string // event id -> queue id of every 202
+	order                         []string          // event ids in the order they were sent
+	triggerURL                    func(base string) string
+}
+
+func newWorld(t *testing.T, retryMode string) *world {
+	t.Helper()
+	dir := t.TempDir()
+	w := &world{t: t, dir: dir, retryMode: retryMode,
+		program: filepath.Join(dir, "program.air.json"), manifest: filepath.Join(dir, "touba.manifest.json"),
+		queue: filepath.Join(dir, "q.sqlite"), state: filepath.Join(dir, "s.sqlite"), journal: filepath.Join(dir, "j.sqlite"),
+		remote: filepath.Join(dir, "remote.jsonl"), acked: map[string]string{},
+		triggerURL: func(base string) string { return base + "/triggers/crash/Orders" }}
+	if err := os.WriteFile(w.program, []byte(program), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(w.manifest, []byte(manifestFor(remoteBin, w.remote, retryMode)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// args are the serve arguments on w's files, plus extra.
+func (w *world) args(extra ...string) []string {
+	return append([]string{"serve", w.program, "--manifest", w.manifest, "--queue", w.queue, "--state", w.state,
+		"--effect-journal", w.journal, "--listen", "127.0.0.1:0", "--metrics-listen", "",
+		"--admin-socket", filepath.Join(w.dir, "admin.sock"), "--log-level", "info"}, extra...)
+}
+
+// post sends one delivery and returns the status code and the queue id
+// named by the answer (of the entry made, or of the one it collides with).
+func post(tb testing.TB, url, eventID, body string) (int, string) {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header.Set("X-Touba-Event-Id", eventID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("post %s: %v", eventID, err)
+	}
+	defer resp.Body.Close()
+	var a struct {
+		QueueID string `json:"queue_id"`
+		Error   struct {
+			Code    string `json:"code"`
+			QueueID string `json:"queue_id"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		tb.Fatalf("post %s: answer: %v", eventID, err)
+	}
+	return resp.StatusCode, a.QueueID + a.Error.QueueID
+}
+
+func body(eventID string) string { return fmt.Sprintf(`{"order_id":%q,"amount":42}`, eventID) }
+
+// send posts n deliveries to d, each must be answered 202, and records
+// them as acknowledged.
+func (w *world) send(d *testdaemon.Daemon, n int) {
+	w.t.Helper()
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("evt-%d", len(w.order)+1)
+		status, qid := post(w.t, w.triggerURL(d.URL()), id, body(id))
+		if status != http.StatusAccepted || qid == "" {
+			w.t.Fatalf("post %s: status %d, queue id %q; want 202\n%s", id, status, qid, d.Log())
+		}
+		w.acked[id], w.order = qid, append(w.order, id)
+	}
+}
+
+// intake runs the daemon with no dispatcher, acknowledges n deliveries and
+// stops it cleanly, so that every one of them is on disk and pending before
+// the daemon that will crash starts.
+func (w *world) intake(n int) {
+	w.t.Helper()
+	d := testdaemon.Start(w.t, nil, w.args("--workers", "0")...)
+	w.send(d, n)
+	stop(w.t, d)
+}
+
+// stop sends SIGTERM and wants the clean exit of SPEC §3.3.
+func stop(tb testing.TB, d *testdaemon.Daemon) {
+	tb.Helper()
+	d.Signal(syscall.SIGTERM)
+	if code := d.Wait(60 * time.Second); code != 0 {
+		tb.Fatalf("exit code %d after SIGTERM, want 0\n%s", code, d.Log())
+	}
+}
+
+// crash runs the daemon with TOUBA_CRASHPOINT=point and waits until it has
+// killed itself with SIGKILL. Not through testdaemon.Start: the dispatcher
+// leases the pending entries before the "listening" line, so the daemon may
+// die before it would be seen listening.
+func (w *world) crash(point string, workers int) string {
+	w.t.Helper()
+	cmd := exec.Command(testdaemon.Binary(w.t), w.args("--workers", fmt.Sprint(workers))...)
+	cmd.Env = append(os.Environ(), journal.CrashpointEnv+"="+point)
+	var log syncBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		<-exited
+		w.t.Fatalf("crash point %s never fired within 60s\n%s", point, log.String())
+	}
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		w.t.Fatalf("crash point %s: daemon ended with %v, want killed by SIGKILL\n%s", point, cmd.ProcessState, log.String())
+	}
+	return log.String()
+}
+
+// restart runs the daemon again on the same files after a crash, taking
+// over the lock the dead process left.
+func (w *world) restart(workers int) *testdaemon.Daemon {
+	w.t.Helper()
+	d := testdaemon.Start(w.t, nil, w.args("--workers", fmt.Sprint(workers), "--take-over-stale-lock")...)
+	if !strings.Contains(d.Log(), "took over a stale journal lock") {
+		w.t.Fatalf("restart after a crash did not report taking over the stale lock\n%s", d.Log())
+	}
+	return d
+}
+
+// settle waits until every acknowledged delivery has been taken by the
+// dispatcher, then stops the daemon with SIGTERM.
+//
+// Why this is enough to observe the end from outside: redelivering an
+// acknowledged event is answered 202 duplicate while its entry is pending
+// and 409 TriggerReplayRejected once a dispatcher took it (SPEC §3.1). Once
+// every event is answered 409, no entry is waiting to be leased, and
+// SIGTERM makes the dispatcher stop leasing and wait for the runs in flight
+// (SPEC §3.3), so after a clean exit each entry holds its final state, unless
+// a run ended in a retry, which none of these scenarios should, and which
+// the checks then report as an entry left pending.
+func (w *world) settle(d *testdaemon.Daemon) {
+	w.t.Helper()
+	for _, id := range w.order {
+		waitFor(w.t, 60*time.Second, "the entry of "+id+" taken by the dispatcher", d.Log, func() bool {
+			status, qid := post(w.t, w.triggerURL(d.URL()), id, body(id))
+			if qid != w.acked[id] {
+				w.t.Fatalf("redelivery of %s names %q, acknowledged as %s", id, qid, w.acked[id])
+			}
+			if status != http.StatusAccepted && status != http.StatusConflict {
+				w.t.Fatalf("redelivery of %s: status %d, want 202 or 409", id, status)
+			}
+			return status == http.StatusConflict
+		})
+	}
+	stop(w.t, d)
+}
+
+// waitFor polls cond until it holds, failing the test (with what and the
+// daemon's log) after timeout.
+func waitFor(tb testing.TB, timeout time.Duration, what string, log func() string, cond func() bool) {
+	tb.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			tb.Fatalf("waited %v for %s\n%s", timeout, what, log())
+		case <-tick.C:
+		}
+	}
+}
+
+// remoteLine is one request the remote recorded (testdata/remote.Line).
+type remoteLine struct {
+	EffectID  string          `json:"effect_id"`
+	CallID    string          `json:"call_id"`
+	Attempt   int             `json:"attempt"`
+	RetryMode string          `json:"retry_mode"`
+	Kind      string          `json:"kind"`
+	Receipt   string          `json:"receipt"`
+	Input     json.RawMessage `json:"input"`
+}
+
+// String keeps failure messages short: the input is left out.
+func (l remoteLine) String() string {
+	return fmt.Sprintf("{%s %s attempt=%d receipt=%s call=%s}", l.EffectID, l.Kind, l.Attempt, l.Receipt, l.CallID)
+}
+
+// remoteLines reads the remote's file; none yet is no lines.
+func (w *world) remoteLines() []remoteLine {
+	w.t.Helper()
+	data, err := os.ReadFile(w.remote)
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []remoteLine
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l remoteLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			w.t.Fatalf("remote file line %q: %v", sc.Text(), err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// effects reads the journal's effects and their audit trails. Only with no
+// daemon running: the journal file is the daemon's own.
+func (w *world) effects() (map[string]journal.Effect, map[string][]journal.Event) {
+	w.t.Helper()
+	ctx := context.Background()
+	j, err := journal.Open(ctx, w.journal, journal.Options{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer j.Close()
+	list, err := j.List(ctx, journal.Filter{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	effects, events := map[string]journal.Effect{}, map[string][]journal.Event{}
+	for _, e := range list {
+		effects[e.EffectID] = e
+		if events[e.EffectID], err = j.Events(ctx, e.Scope, e.EffectID); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	return effects, events
+}
+
+// entries reads the queue, by queue id. Only with no daemon running.
+func (w *world) entries() map[string]entry {
+	w.t.Helper()
+	ctx := context.Background()
+	q, err := queue.Open(ctx, w.queue, queue.Options{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer q.Close()
+	all, err := q.List(ctx, queue.Filter{Limit: 1000})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]entry{}
+	for _, e := range all {
+		out[e.QueueID] = entry{EventID: e.EventID, Status: e.Status, ErrorCode: e.ErrorCode}
+	}
+	return out
+}
+
+// entry is what the checks need of a queue entry.
+type entry struct{ EventID, Status, ErrorCode string }
+
+// syncBuffer is a bytes.Buffer safe for exec's copying goroutine and the
+// test reading it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
