@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -38,7 +37,7 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		gobin, err := exec.LookPath("go")
 		if err != nil {
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 		}
 		handlerBin = filepath.Join(dir, "handler")
 		cmd := exec.Command(gobin, "build", "-o", handlerBin, "./testdata/handler")

@@ -57,6 +57,27 @@ func TestRetriesExhausted(t *testing.T) {
 	}
 }
 
+// TestRetriesExhaustedReportsLastCode: the entry fails with the code of
+// its last run, not its first.
+func TestRetriesExhaustedReportsLastCode(t *testing.T) {
+	billCalls := filepath.Join(t.TempDir(), "bill.calls")
+	in := map[string]any{"mode": "unknown", "code": "RemoteTimeout", "times": 1,
+		"after": "not_applied", "after_code": "ExternalWriteRefused", "calls": billCalls}
+	w := newWorld(t, program(t, 3, step{"bill", toolW, in}),
+		manifestOf(t, binding{Tool: toolW, Write: touba.RetryIdempotencyKey}), nil, true)
+	qid := w.enqueue(trigName, `{}`, nil)
+	wantEntry(t, w.wait(qid, touba.StatusFailed), touba.StatusFailed, "ExternalWriteRefused", 3)
+	runs := w.waitRuns(qid, 3)
+	for i, want := range []string{"RemoteTimeout", "ExternalWriteRefused", "ExternalWriteRefused"} {
+		if runs[i].ErrorCode != want {
+			t.Fatalf("run %d ended with %q, want %q", i, runs[i].ErrorCode, want)
+		}
+	}
+	if eff := w.effect(qid, "bill"); eff.State != touba.EffectNotApplied || eff.Attempts != 3 {
+		t.Fatalf("effect %+v, want not_applied at attempt 3", eff)
+	}
+}
+
 // TestPermanentErrorIsNotRetried: codes a retry cannot change fail the
 // entry at once.
 func TestPermanentErrorIsNotRetried(t *testing.T) {

@@ -5,12 +5,14 @@
 // back several bindings. Its input steers it, never its environment:
 //
 //	{"mode": "ok" | "not_applied" | "unknown" | "crash" | "sleep" | "fail" | "echo_secret" | "fail_secret",
-//	 "calls": "/abs/file", "times": 1, "code": "...", "sleep_ms": 100, "secret_env": "NAME", "data": any}
+//	 "calls": "/abs/file", "times": 1, "code": "...", "after": "ok", "after_code": "...",
+//	 "sleep_ms": 100, "secret_env": "NAME", "data": any}
 //
 // Every call first appends one JSON line to the calls file (effect id,
 // fingerprint, attempts, input), so a test can count what reached the
 // remote side. The mode then applies to the first "times" calls of the
-// same effect (0: to every call); later calls answer ok:
+// same effect (0: to every call); later calls follow "after" with
+// "after_code" (default: ok). The modes:
 //   - ok: output {"data", "input", "effect_id", "fingerprint", "effect_attempt", "call"}, applied receipt;
 //   - not_applied: business error "code" with a not_applied receipt;
 //   - unknown: business error "code" with an unknown receipt;
@@ -37,6 +39,8 @@ type input struct {
 	Calls     string `json:"calls"`
 	Times     int    `json:"times"`
 	Code      string `json:"code"`
+	After     string `json:"after"`
+	AfterCode string `json:"after_code"`
 	SleepMS   int    `json:"sleep_ms"`
 	SecretEnv string `json:"secret_env"`
 }
@@ -103,11 +107,13 @@ func run(ctx context.Context, c *handler.Call) (*handler.Result, error) {
 	if err != nil {
 		return nil, handler.Errorf("CallsFile", "%v", err)
 	}
-	mode := in.Mode
+	mode, code := in.Mode, in.Code
 	if in.Times > 0 && n > in.Times {
-		mode = "ok"
+		mode, code = in.After, in.AfterCode
+		if mode == "" {
+			mode = "ok"
+		}
 	}
-	code := in.Code
 	if code == "" {
 		code = "TestFailure"
 	}
