@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 )
 
@@ -31,7 +30,7 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		gobin, err := exec.LookPath("go")
 		if err != nil {
-			gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+			gobin = "/usr/local/go/bin/go" // the toolchain of this project's machines
 		}
 		remoteBin = filepath.Join(dir, "remote")
 		cmd := exec.Command(gobin, "build", "-o", remoteBin, "./testdata/remote")

@@ -119,13 +119,14 @@ func stop(tb testing.TB, d *testdaemon.Daemon) {
 	}
 }
 
-// crash runs the daemon with TOUBA_CRASHPOINT=point and waits until it has
-// killed itself with SIGKILL. Not through testdaemon.Start: the dispatcher
-// leases the pending entries before the "listening" line, so the daemon may
-// die before it would be seen listening.
-func (w *world) crash(point string, workers int) string {
+// crash runs the daemon with TOUBA_CRASHPOINT=point (and extra serve
+// flags) and waits until it has killed itself with SIGKILL. Not through
+// testdaemon.Start: the dispatcher leases the pending entries before the
+// "listening" line, so the daemon may die before it would be seen
+// listening.
+func (w *world) crash(point string, workers int, extra ...string) string {
 	w.t.Helper()
-	cmd := exec.Command(testdaemon.Binary(w.t), w.args("--workers", fmt.Sprint(workers))...)
+	cmd := exec.Command(testdaemon.Binary(w.t), w.args(append([]string{"--workers", fmt.Sprint(workers)}, extra...)...)...)
 	cmd.Env = append(os.Environ(), journal.CrashpointEnv+"="+point)
 	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
