@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,12 +12,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
-	"github.com/touba/touba-trigger/trigger"
 )
 
 // serveFlags are the flags of SPEC §3.
@@ -35,20 +27,28 @@ type serveFlags struct {
 	logMaxAge                          time.Duration
 }
 
+// Default file names (SPEC §3), under $STATE_DIRECTORY or ./.touba.
+const (
+	defaultQueueFile   = "touba.trigger-queue.sqlite"
+	defaultStateFile   = "touba.triggers.sqlite"
+	defaultJournalFile = "touba.effect-journal.sqlite"
+	defaultAdminSocket = "admin.sock"
+)
+
 func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 	f := &serveFlags{}
 	stateDir, runDir := defaultDir("STATE_DIRECTORY"), defaultDir("RUNTIME_DIRECTORY")
 	fs := newFlagSet("serve", stderr)
 	fs.StringVar(&f.manifest, "manifest", "", "the touba-manifest-v1 file (required)")
-	fs.StringVar(&f.queue, "queue", filepath.Join(stateDir, "touba.trigger-queue.sqlite"), "queue file")
-	fs.StringVar(&f.state, "state", filepath.Join(stateDir, "touba.triggers.sqlite"), "state file (run checkpoints, delivery log)")
-	fs.StringVar(&f.journal, "effect-journal", filepath.Join(stateDir, "touba.effect-journal.sqlite"), "effect journal file; empty for none")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "HTTP address for webhooks")
+	fs.StringVar(&f.queue, "queue", filepath.Join(stateDir, defaultQueueFile), "queue file")
+	fs.StringVar(&f.state, "state", filepath.Join(stateDir, defaultStateFile), "state file (run checkpoints, delivery log)")
+	fs.StringVar(&f.journal, "effect-journal", filepath.Join(stateDir, defaultJournalFile), "effect journal file; empty for none")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "HTTP address for webhooks (unused under socket activation)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9464", "HTTP address for /metrics; empty to disable")
-	fs.StringVar(&f.adminSocket, "admin-socket", filepath.Join(runDir, "admin.sock"), "admin unix socket (mode 0600)")
+	fs.StringVar(&f.adminSocket, "admin-socket", filepath.Join(runDir, defaultAdminSocket), "admin unix socket (mode 0600); empty to disable")
 	fs.IntVar(&f.workers, "workers", 4, "dispatcher workers; 0 runs intake only")
 	fs.Int64Var(&f.maxPending, "max-pending", 1_000_000, "pending entries above which intake answers 503")
-	fs.DurationVar(&f.retention, "retention", 168*time.Hour, "how long bodies of done entries are kept")
+	fs.DurationVar(&f.retention, "retention", 168*time.Hour, "how long bodies of done entries are kept; 0 keeps them")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time running handlers get at shutdown")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "json or console")
@@ -67,6 +67,9 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 	// holding deliveries while handlers are being fixed.
 	if f.workers < 0 || f.maxPending < 1 {
 		return "", nil, usageError{errors.New("--workers must be 0 or more and --max-pending at least 1")}
+	}
+	if f.retention < 0 || f.shutdownTimeout < 0 {
+		return "", nil, usageError{errors.New("--retention and --shutdown-timeout must not be negative")}
 	}
 	return pos[0], f, nil
 }
@@ -87,7 +90,8 @@ func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
-// runServe runs the daemon until ctx ends, then drains and exits cleanly.
+// runServe runs the daemon until ctx ends, then drains and exits cleanly
+// (SPEC §3.3).
 func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer) error {
 	programPath, f, err := parseServe(args, stderr)
 	if err != nil {
@@ -97,141 +101,38 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	cfg, err := loadConfig(programPath, f.manifest)
-	if err != nil {
+	d := &daemon{f: f, programPath: programPath, log: log, notify: newNotifier()}
+	defer d.close()
+	if err := d.open(ctx); err != nil {
 		return err
 	}
-	stubs := &dispatcher.Stubs{}
-	dcfg, err := dispatcher.NewConfig(cfg.program, cfg.manifest, cfg.resolved, f.journal != "", stubs, log)
-	if err != nil {
+	if err := d.start(ctx); err != nil {
 		return err
 	}
-
-	// The journal lock comes first: it is what keeps a second daemon off
-	// these files.
-	var jr *journal.Journal
-	if f.journal != "" {
-		lock, err := journal.AcquireLock(f.journal, journal.LockOptions{TakeOverStale: f.takeOverStaleLock})
-		if err != nil {
-			return err
-		}
-		defer lock.Release()
-		if lock.TookOver != nil {
-			log.Warn().Str("previous_holder", lock.TookOver.String()).Msg("took over a stale journal lock")
-		}
-		jr, err = journal.Open(ctx, f.journal, journal.Options{Secrets: cfg.secrets, Log: log})
-		if err != nil {
-			return err
-		}
-		defer jr.Close()
-		recovered, err := jr.Recover(ctx)
-		if err != nil {
-			return fmt.Errorf("journal recovery: %w", err)
-		}
-		for _, e := range recovered {
-			log.Warn().Str("event", "effect.unknown").Str("queue_id", e.Scope).Str("effect_id", e.EffectID).
-				Str("retry_mode", e.RetryMode).Msg("effect was dispatched when the daemon stopped; its outcome is unknown")
-		}
-	}
-
-	q, err := queue.Open(ctx, f.queue, queue.Options{MaxPending: f.maxPending})
-	if err != nil {
-		return err
-	}
-	defer q.Close()
-	st, err := state.Open(ctx, f.state, state.Options{LogMaxRows: f.logMaxRows, LogMaxAge: f.logMaxAge,
-		LogMaxBodyBytes: f.logMaxBodyBytes, Log: log.With().Str("component", "deliverylog").Logger()})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if n, err := st.InterruptRuns(ctx); err != nil {
-		return err
-	} else if n > 0 {
-		log.Warn().Int64("runs", n).Msg("runs interrupted by a crash")
-	}
-
-	var disp *dispatcher.Dispatcher
-	if f.workers > 0 {
-		var j dispatcher.Journal
-		if jr != nil {
-			j = jr
-		}
-		disp = dispatcher.New(q, st, j, dcfg, dispatcher.Options{Workers: f.workers,
-			Log: log.With().Str("component", "dispatcher").Logger()})
-		if err := disp.Start(ctx); err != nil {
-			return err
-		}
-	}
-
-	intake := &trigger.Intake{Queue: q, Log: st, Logger: log.With().Str("component", "intake").Logger()}
-	if disp != nil {
-		intake.Enqueued = disp.Notify
-	}
-	intake.SetConfig(cfg.intake)
-	ready := func(ctx context.Context) error {
-		if err := q.Ping(ctx); err != nil {
-			return fmt.Errorf("queue: %w", err)
-		}
-		return nil
-	}
-	srv := &http.Server{
-		Handler:           intake.Router(ready),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          nil,
-	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", f.listen, err)
-	}
-	log.Info().Str("addr", ln.Addr().String()).Str("program", programPath).Msg("listening")
-
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	go func() {
-		for range hup {
-			next, err := loadConfig(programPath, f.manifest)
-			var nd *dispatcher.Config
-			if err == nil {
-				nd, err = dispatcher.NewConfig(next.program, next.manifest, next.resolved, jr != nil, stubs, log)
-			}
-			if err != nil {
-				log.Error().Err(err).Msg("reload refused; keeping the running configuration")
-				continue
-			}
-			intake.SetConfig(next.intake)
-			if disp != nil {
-				disp.SetConfig(nd)
-			}
-			log.Info().Msg("configuration reloaded")
-		}
-	}()
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
-	}
+	serveErr := d.wait(ctx)
 	log.Info().Msg("shutting down")
-	intake.Drain()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn().Err(err).Msg("http shutdown did not finish in time")
-	}
-	if disp != nil {
-		disp.Close(f.shutdownTimeout)
-	}
-	if err := errors.Join(q.Close(), st.Close()); err != nil {
+	d.notify.Notify("STOPPING=1")
+	forceExitOnSecondSignal(log)
+	d.shutdown(ctx)
+	if err := d.close(); err != nil {
 		return err
+	}
+	if serveErr != nil {
+		return serveErr
 	}
 	log.Info().Msg("stopped")
 	return nil
+}
+
+// forceExitOnSecondSignal makes a second SIGTERM or SIGINT during the
+// drain exit at once (code 1). The journal's lock record then stays, and
+// the next start needs --take-over-stale-lock, as after a crash.
+func forceExitOnSecondSignal(log zerolog.Logger) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		sig := <-ch
+		log.Error().Str("signal", sig.String()).Msg("second signal during shutdown; exiting now")
+		os.Exit(exitRuntime)
+	}()
 }

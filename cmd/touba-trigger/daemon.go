@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/metrics"
+	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/trigger"
+)
+
+// daemon is one run of `serve`: its files, its servers and the order in
+// which they start and stop.
+type daemon struct {
+	f           *serveFlags
+	programPath string
+	log         zerolog.Logger
+	notify      *notifier
+
+	metrics *metrics.Metrics
+	stubs   *dispatcher.Stubs
+	current atomic.Pointer[dispatcher.Config] // what compensations and delivery replays use; swapped on reload
+	jr      *journal.Journal
+	q       *queue.Queue
+	st      *state.State
+	disp    *dispatcher.Dispatcher
+	intake  *trigger.Intake
+
+	httpSrv, metricsSrv *http.Server
+	adminSrv            *admin.Server
+	activated           bool // the webhook listener came from systemd
+	stopping            atomic.Bool
+	serveErr            chan error
+
+	bgCancel context.CancelFunc // retention, watchdog, reload
+	bg       sync.WaitGroup
+
+	closers   []func() error // run in reverse by close
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// open loads the configuration and opens the files: the journal lock
+// first, since it is what keeps a second daemon off these files.
+func (d *daemon) open(ctx context.Context) error {
+	f, log := d.f, d.log
+	cfg, err := loadConfig(d.programPath, f.manifest)
+	if err != nil {
+		return err
+	}
+	d.stubs = &dispatcher.Stubs{}
+	dcfg, err := dispatcher.NewConfig(cfg.program, cfg.manifest, cfg.resolved, f.journal != "", d.stubs, log)
+	if err != nil {
+		return err
+	}
+	d.current.Store(dcfg)
+	d.metrics = metrics.New()
+
+	if f.journal != "" {
+		lock, err := journal.AcquireLock(f.journal, journal.LockOptions{TakeOverStale: f.takeOverStaleLock})
+		if err != nil {
+			return err
+		}
+		d.closers = append(d.closers, lock.Release)
+		if lock.TookOver != nil {
+			log.Warn().Str("previous_holder", lock.TookOver.String()).Msg("took over a stale journal lock")
+		}
+		d.jr, err = journal.Open(ctx, f.journal, journal.Options{Secrets: cfg.secrets, Log: log,
+			OnCommit: d.metrics.ObserveJournalCommit})
+		if err != nil {
+			return err
+		}
+		d.closers = append(d.closers, d.jr.Close)
+		recovered, err := d.jr.Recover(ctx)
+		if err != nil {
+			return fmt.Errorf("journal recovery: %w", err)
+		}
+		for _, e := range recovered {
+			event := "run.needs_reconciliation"
+			if e.RetryMode == touba.RetryIdempotencyKey {
+				event = "effect.unknown"
+			}
+			log.Warn().Str("event", event).Str("queue_id", e.Scope).Str("effect_id", e.EffectID).
+				Str("retry_mode", e.RetryMode).Msg("effect was dispatched when the daemon stopped; its outcome is unknown")
+		}
+	}
+
+	if d.q, err = queue.Open(ctx, f.queue, queue.Options{MaxPending: f.maxPending}); err != nil {
+		return err
+	}
+	d.closers = append(d.closers, d.q.Close)
+	d.st, err = state.Open(ctx, f.state, state.Options{LogMaxRows: f.logMaxRows, LogMaxAge: f.logMaxAge,
+		LogMaxBodyBytes: f.logMaxBodyBytes, Log: log.With().Str("component", "deliverylog").Logger()})
+	if err != nil {
+		return err
+	}
+	d.closers = append(d.closers, d.st.Close)
+	if n, err := d.st.InterruptRuns(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		log.Warn().Int64("runs", n).Msg("runs interrupted by a crash")
+	}
+	var jm metrics.Journal
+	if d.jr != nil {
+		jm = d.jr
+	}
+	d.metrics.WatchFiles(d.q, jm, d.st)
+
+	d.intake = &trigger.Intake{Queue: d.q, Log: d.st, Logger: log.With().Str("component", "intake").Logger(),
+		Observe: d.metrics.ObserveDelivery}
+	d.intake.SetConfig(cfg.intake)
+	return nil
+}
+
+// start runs the dispatcher, the admin socket, the listeners and the
+// background work, then tells systemd the daemon is ready.
+func (d *daemon) start(ctx context.Context) error {
+	f, log := d.f, d.log
+	if f.workers > 0 {
+		var j dispatcher.Journal
+		if d.jr != nil {
+			j = d.jr
+		}
+		d.disp = dispatcher.New(d.q, d.st, j, d.current.Load(), dispatcher.Options{Workers: f.workers,
+			Log: log.With().Str("component", "dispatcher").Logger(), Observe: d.metrics.ObserveCall})
+		if err := d.disp.Start(ctx); err != nil {
+			return err
+		}
+		d.intake.Enqueued = d.disp.Notify
+	}
+	if f.adminSocket != "" {
+		srv, err := admin.Listen(f.adminSocket, d.adminService())
+		if err != nil {
+			return err
+		}
+		d.adminSrv = srv
+		go func() {
+			if err := srv.Serve(); err != nil {
+				log.Error().Err(err).Msg("admin socket stopped")
+			}
+		}()
+	}
+
+	acts, err := activationListeners(log)
+	if err != nil {
+		return err
+	}
+	ln := acts.take("http")
+	d.activated = ln != nil
+	if ln == nil {
+		if ln, err = net.Listen("tcp", f.listen); err != nil {
+			return fmt.Errorf("listen %s: %w", f.listen, err)
+		}
+	}
+	mln := acts.take("metrics")
+	for name, extra := range acts {
+		log.Warn().Str("name", name).Msg("activated socket with an unknown name; closed")
+		extra.Close()
+	}
+	if mln == nil && f.metricsListen != "" {
+		if mln, err = net.Listen("tcp", f.metricsListen); err != nil {
+			ln.Close()
+			return fmt.Errorf("metrics listen %s: %w", f.metricsListen, err)
+		}
+	}
+
+	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	d.bgCancel = cancel
+	d.background(bgCtx)
+	d.serveErr = make(chan error, 2)
+	d.httpSrv = &http.Server{
+		Handler:           d.intake.Router(d.ready),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	go func() { d.serveErr <- d.httpSrv.Serve(ln) }()
+	log.Info().Str("addr", ln.Addr().String()).Bool("socket_activated", d.activated).Str("program", d.programPath).Msg("listening")
+	if mln != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", d.metrics.Handler())
+		d.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { d.serveErr <- d.metricsSrv.Serve(mln) }()
+		log.Info().Str("addr", mln.Addr().String()).Msg("metrics listening")
+	}
+
+	d.notify.Notify("READY=1\nSTATUS=accepting webhooks")
+	return nil
+}
+
+// background starts retention, the watchdog and SIGHUP reloads.
+func (d *daemon) background(ctx context.Context) {
+	log := d.log
+	if d.f.retention > 0 {
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.q.RunRetention(ctx, d.f.retention, func(n int64, err error) {
+				if err != nil {
+					log.Error().Err(err).Msg("retention pass failed")
+					return
+				}
+				log.Info().Int64("bodies", n).Dur("retention", d.f.retention).Msg("purged bodies of done entries")
+			})
+		}()
+	}
+	if every, ok := watchdogInterval(); ok {
+		d.bg.Add(1)
+		go func() {
+			defer d.bg.Done()
+			d.notify.runWatchdog(ctx, every, d.ready, log)
+		}()
+	}
+	// Registered before the daemon says it listens: SIGHUP's default
+	// action would end the process.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		d.reloads(ctx, hup)
+	}()
+}
+
+// ready is /readyz beyond draining: not stopping, files answering.
+func (d *daemon) ready(ctx context.Context) error {
+	if d.stopping.Load() {
+		return errors.New("stopping")
+	}
+	if err := d.q.Ping(ctx); err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	return nil
+}
+
+// wait blocks until ctx ends or a server fails.
+func (d *daemon) wait(ctx context.Context) error {
+	select {
+	case err := <-d.serveErr:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// adminService is the admin API over the daemon's own files.
+func (d *daemon) adminService() *admin.Service {
+	svc := &admin.Service{Queue: d.q, State: d.st, Log: d.log.With().Str("component", "admin").Logger(),
+		HasTrigger: func(ref string) bool {
+			_, ok := d.current.Load().Program.Lookup(strings.TrimPrefix(ref, "trigger:"))
+			return ok
+		}}
+	if d.disp != nil {
+		svc.Wake = d.disp.Notify
+	}
+	if d.jr != nil {
+		svc.Journal = d.jr
+		svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]state.StepOutput,
+			orig *journal.Effect) (*dispatcher.Compensation, error) {
+			return dispatcher.Compensate(ctx, d.current.Load(), d.jr, e, steps, orig)
+		}
+	}
+	return svc
+}

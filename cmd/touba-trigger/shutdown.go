@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/touba/touba-trigger/dispatcher"
+)
+
+// shutdown is the drain of SPEC §3.3: /readyz fails, intake stops taking
+// requests, in-flight requests finish, the dispatcher stops leasing and
+// gives running handlers --shutdown-timeout.
+//
+// Under socket activation the listening socket belongs to systemd and
+// outlives this process: the listener is closed first, so new connections
+// wait in the socket's backlog for the next instance instead of being
+// answered 503, and the requests already accepted are served normally.
+// Without it, new requests on open connections get 503 while in-flight ones
+// finish.
+func (d *daemon) shutdown(ctx context.Context) {
+	d.stopping.Store(true)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.f.shutdownTimeout)
+	defer cancel()
+	if d.httpSrv != nil {
+		if !d.activated {
+			d.intake.Drain()
+		}
+		if err := d.httpSrv.Shutdown(sctx); err != nil {
+			d.log.Warn().Err(err).Msg("http shutdown did not finish in time")
+		}
+		d.intake.Drain()
+	}
+	d.stopServers()
+}
+
+// stopServers stops what start started, in order: the dispatcher (with its
+// grace), then the admin socket (operators can look until the end), the
+// metrics listener and the background work. Idempotent.
+func (d *daemon) stopServers() {
+	if d.httpSrv != nil {
+		// After a graceful Shutdown this only makes sure on error paths.
+		d.httpSrv.Close()
+	}
+	if d.disp != nil {
+		d.disp.Close(d.f.shutdownTimeout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if d.adminSrv != nil {
+		if err := d.adminSrv.Close(ctx); err != nil {
+			d.log.Warn().Err(err).Msg("admin socket shutdown did not finish in time")
+		}
+	}
+	if d.metricsSrv != nil {
+		d.metricsSrv.Shutdown(ctx)
+	}
+	if d.bgCancel != nil {
+		d.bgCancel()
+	}
+	d.bg.Wait()
+}
+
+// close stops everything still running and closes the files and the lock,
+// last opened first. Idempotent; the first call's error is kept.
+func (d *daemon) close() error {
+	d.closeOnce.Do(func() {
+		d.stopServers()
+		var errs []error
+		for i := len(d.closers) - 1; i >= 0; i-- {
+			errs = append(errs, d.closers[i]())
+		}
+		d.closeErr = errors.Join(errs...)
+	})
+	return d.closeErr
+}
+
+// reloads reloads the program and manifest on SIGHUP (SPEC §3.3): an
+// invalid new configuration is logged and the running one kept.
+func (d *daemon) reloads(ctx context.Context, hup chan os.Signal) {
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		next, err := loadConfig(d.programPath, d.f.manifest)
+		var nd *dispatcher.Config
+		if err == nil {
+			nd, err = dispatcher.NewConfig(next.program, next.manifest, next.resolved, d.jr != nil, d.stubs, d.log)
+		}
+		if err != nil {
+			d.log.Error().Err(err).Msg("reload refused; keeping the running configuration")
+			continue
+		}
+		d.intake.SetConfig(next.intake)
+		d.current.Store(nd)
+		if d.disp != nil {
+			d.disp.SetConfig(nd)
+		}
+		d.log.Info().Msg("configuration reloaded")
+	}
+}
