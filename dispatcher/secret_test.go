@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,15 +30,19 @@ var secrets = []struct{ name, value string }{
 func TestSecretValueRefused(t *testing.T) {
 	for _, s := range secrets {
 		for _, c := range []struct {
-			name, write, replayCode string
-			calls                   int // after the replay
+			name, mode, write, replayCode string
+			calls                         int // after the replay
 		}{
-			{"external write", touba.RetryIdempotencyKey, touba.EEffectResultUnavailable, 1},
-			{"contract none", "", touba.ESecretValueRefused, 2},
+			{"external write", "echo_secret", touba.RetryIdempotencyKey, touba.EEffectResultUnavailable, 1},
+			{"contract none", "echo_secret", "", touba.ESecretValueRefused, 2},
+			// Written as \u escapes, the value is absent from the text
+			// and present for any step that reads the output.
+			{"external write, escaped", "echo_secret_escaped", touba.RetryIdempotencyKey, touba.EEffectResultUnavailable, 1},
+			{"contract none, escaped", "echo_secret_escaped", "", touba.ESecretValueRefused, 2},
 		} {
 			t.Run(s.name+"/"+c.name, func(t *testing.T) {
 				billCalls := filepath.Join(t.TempDir(), "bill.calls")
-				in := map[string]any{"mode": "echo_secret", "secret_env": "API_TOKEN", "calls": billCalls}
+				in := map[string]any{"mode": c.mode, "secret_env": "API_TOKEN", "calls": billCalls}
 				w := newWorld(t, program(t, 3, step{"bill", toolW, in}),
 					manifestOf(t, binding{Tool: toolW, Write: c.write, Secrets: map[string]string{"API_TOKEN": secretEnv}}),
 					map[string]string{secretEnv: s.value}, true)
@@ -114,7 +119,8 @@ func TestSecretInErrorMessage(t *testing.T) {
 
 // noSecretIn fails the test when a file of dir whose name begins with one
 // of prefixes (the SQLite file, its -wal and -shm) holds secret as written
-// or in any of the forms JSON may encode it in.
+// or in the forms JSON may encode it in (escaped for HTML, or every
+// character as a \u escape).
 func noSecretIn(tb testing.TB, dir, secret string, prefixes ...string) {
 	tb.Helper()
 	forms := [][]byte{[]byte(secret)}
@@ -127,6 +133,11 @@ func noSecretIn(tb testing.TB, dir, secret string, prefixes ...string) {
 	if err := enc.Encode(secret); err == nil {
 		forms = append(forms, bytes.Trim(bytes.TrimSpace(plain.Bytes()), `"`))
 	}
+	var escaped bytes.Buffer
+	for _, r := range secret {
+		fmt.Fprintf(&escaped, "\\u%04x", r)
+	}
+	forms = append(forms, escaped.Bytes())
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		tb.Fatal(err)

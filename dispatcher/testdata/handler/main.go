@@ -20,6 +20,7 @@
 //   - crash: exit 3 without answering;
 //   - sleep: wait sleep_ms (or until killed), then ok;
 //   - echo_secret: output holds the value of the env var secret_env, applied receipt;
+//   - echo_secret_escaped: the same, every character written as a JSON \u escape;
 //   - fail_secret: business error "code" whose message holds that value, not_applied receipt.
 package main
 
@@ -29,6 +30,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/touba/touba-trigger/sdk/handler"
@@ -143,6 +145,12 @@ func run(ctx context.Context, c *handler.Call) (*handler.Result, error) {
 		}
 	case "echo_secret":
 		out["token"] = os.Getenv(in.SecretEnv)
+	case "echo_secret_escaped":
+		var b strings.Builder
+		for _, r := range os.Getenv(in.SecretEnv) {
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+		out["token"] = json.RawMessage(`"` + b.String() + `"`)
 	case "fail_secret":
 		return nil, handler.Errorf(code, "token %s refused", os.Getenv(in.SecretEnv)).
 			WithReceipt(c.Receipt(handler.NotApplied, ""))
