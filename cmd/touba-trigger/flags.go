@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -17,8 +18,10 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 
 // parseArgs parses flags that may come before or after positional
 // arguments, then fills every flag not given on the command line from
-// TOUBA_<FLAG> (upper case, dashes as underscores).
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+// TOUBA_<FLAG> (upper case, dashes as underscores), except the flags named
+// in noEnv: filters such as `effects ls --state`, whose name would read
+// another flag's variable (TOUBA_STATE is the state file).
+func parseArgs(fs *flag.FlagSet, args []string, noEnv ...string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -34,7 +37,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || err != nil {
+		if set[f.Name] || err != nil || slices.Contains(noEnv, f.Name) {
 			return
 		}
 		name := "TOUBA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))

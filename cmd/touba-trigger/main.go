@@ -46,6 +46,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runServe(ctx, args[1:], stdout, stderr)
 	case "check":
 		err = runCheck(ctx, args[1:], stdout, stderr)
+	case "queue":
+		err = runQueue(ctx, args[1:], stdout, stderr)
+	case "deliveries":
+		err = runDeliveries(ctx, args[1:], stdout, stderr)
+	case "effects":
+		err = runEffects(ctx, args[1:], stdout, stderr)
+	case "journal":
+		err = runJournal(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "touba-trigger", Version)
 	case "help", "-h", "--help":
@@ -63,7 +71,19 @@ func usage(w io.Writer) {
   touba-trigger serve PROGRAM --manifest FILE [--queue FILE] [--state FILE] [--effect-journal FILE] [flags]
   touba-trigger check PROGRAM --manifest FILE
   touba-trigger version
-Run "touba-trigger serve -h" for the flags. Every flag also reads TOUBA_<FLAG> from the environment.
+  touba-trigger queue ls [--status S] [--trigger REF] [--limit N]
+  touba-trigger queue show QUEUE_ID
+  touba-trigger queue replay QUEUE_ID... | --status failed|parked [--trigger REF]
+  touba-trigger deliveries ls [--rejected] [--code CODE] [--since DURATION]
+  touba-trigger deliveries show DELIVERY_ID
+  touba-trigger deliveries replay DELIVERY_ID [--new-event-id]
+  touba-trigger effects ls [--state unknown] [--scope QUEUE_ID]
+  touba-trigger effects resolve SCOPE EFFECT_ID --applied --receipt-ref REF [--result FILE] | --not-applied
+  touba-trigger effects compensate SCOPE EFFECT_ID
+  touba-trigger journal unlock --effect-journal FILE
+The operator commands talk to the daemon on --admin-socket or, when none runs, open the files
+(--queue, --state, --effect-journal) under the journal lock; each prints a table, or JSON with --json.
+Run "touba-trigger COMMAND -h" for the flags. Every flag also reads TOUBA_<FLAG> from the environment.
 `)
 }
 
@@ -77,7 +97,13 @@ func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "touba-trigger:", err)
+	msg := err.Error()
+	var te *touba.Error
+	if errors.As(err, &te) && msg == te.Error() {
+		// A coded error alone reads better as "Code: message".
+		msg = te.Code + ": " + te.Message
+	}
+	fmt.Fprintln(stderr, "touba-trigger:", msg)
 	var ue usageError
 	switch code := touba.ErrorCode(err); {
 	case code == touba.EJournalLocked || code == touba.EJournalLockStale:

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/state"
+)
+
+// cliFlags are the flags every operator command shares: where the daemon's
+// socket is, and where its files are when no daemon runs (the same flags,
+// defaults and TOUBA_<FLAG> variables as serve).
+type cliFlags struct {
+	adminSocket, queue, state, journal string
+	takeOverStaleLock, json            bool
+	// For effects compensate without a daemon: the configuration to call
+	// the binding with.
+	program, manifest string
+}
+
+//
+// The effects commands use --state to filter by effect state (SPEC §6), so
+// there the state file is --state-file, which defaults to $TOUBA_STATE as
+// --state does elsewhere; every command accepts --state-file.
+func addCLIFlags(fs *flag.FlagSet, f *cliFlags, stateFileFlag bool) {
+	stateDir, runDir := defaultDir("STATE_DIRECTORY"), defaultDir("RUNTIME_DIRECTORY")
+	fs.StringVar(&f.adminSocket, "admin-socket", filepath.Join(runDir, defaultAdminSocket), "the daemon's admin socket")
+	fs.StringVar(&f.queue, "queue", filepath.Join(stateDir, defaultQueueFile), "queue file, used when no daemon runs")
+	stateFile := filepath.Join(stateDir, defaultStateFile)
+	if v := os.Getenv("TOUBA_STATE"); v != "" {
+		stateFile = v
+	}
+	if stateFileFlag {
+		fs.StringVar(&f.state, "state", stateFile, "state file, used when no daemon runs")
+	}
+	fs.StringVar(&f.state, "state-file", stateFile, "state file, used when no daemon runs (same as --state)")
+	fs.StringVar(&f.journal, "effect-journal", filepath.Join(stateDir, defaultJournalFile), "effect journal, used when no daemon runs")
+	fs.BoolVar(&f.takeOverStaleLock, "take-over-stale-lock", false, "when no daemon runs: take over a lock left by a dead process of this host and boot")
+	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
+}
+
+// envFlags are the operator flags that read TOUBA_<FLAG>: where things
+// are, as for serve. Filters and verdicts never come from the environment:
+// an exported TOUBA_STATUS or TOUBA_RECEIPT_REF must not change what a
+// command selects or records.
+var envFlags = map[string]bool{"admin-socket": true, "queue": true, "state": true, "state-file": true,
+	"effect-journal": true, "take-over-stale-lock": true, "json": true, "program": true, "manifest": true}
+
+// parseCLI parses an operator command's flags; see envFlags. In the
+// effects commands --state is a filter, so it never reads TOUBA_STATE.
+func parseCLI(fs *flag.FlagSet, args []string, stateIsFilter bool) ([]string, error) {
+	var noEnv []string
+	fs.VisitAll(func(fl *flag.Flag) {
+		if !envFlags[fl.Name] || (stateIsFilter && fl.Name == "state") {
+			noEnv = append(noEnv, fl.Name)
+		}
+	})
+	return parseArgs(fs, args, noEnv...)
+}
+
+// session is the API a command talks to, and how to let go of it.
+type session struct {
+	api   admin.API
+	who   string // the operator, for the audit trail; "" over the socket, whose peer credentials name it
+	close func() error
+}
+
+// openSession reaches the daemon on its socket or, when none answers there,
+// opens the files under the journal lock (exit 3 when a daemon holds it).
+func openSession(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, error) {
+	c, err := admin.Dial(f.adminSocket)
+	if err == nil {
+		return &session{api: c, close: func() error { return nil }}, nil
+	} else if !errors.Is(err, admin.ErrNoDaemon) {
+		return nil, err
+	}
+	return openFiles(ctx, f, stderr)
+}
+
+func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (s *session, err error) {
+	// Never create files an operator only meant to look at.
+	for _, p := range []string{f.queue, f.state} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("no daemon answers on %s and %w; give --admin-socket, or --queue, --state and --effect-journal", f.adminSocket, err)
+		}
+	}
+	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	var closers []func() error
+	defer func() {
+		if err != nil {
+			for i := len(closers) - 1; i >= 0; i-- {
+				closers[i]()
+			}
+		}
+	}()
+	svc := &admin.Service{Log: log}
+	if f.journal != "" {
+		lock, err := journal.AcquireLock(f.journal, journal.LockOptions{TakeOverStale: f.takeOverStaleLock})
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, lock.Release)
+		if lock.TookOver != nil {
+			fmt.Fprintf(stderr, "took over a stale journal lock of %s\n", lock.TookOver)
+		}
+		if _, err := os.Stat(f.journal); err == nil {
+			j, err := journal.Open(ctx, f.journal, journal.Options{Log: log})
+			if err != nil {
+				return nil, err
+			}
+			closers = append(closers, j.Close)
+			// The last daemon is gone: what it left dispatched is unknown,
+			// exactly as its next start would record.
+			rec, err := j.Recover(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("journal recovery: %w", err)
+			}
+			for _, e := range rec {
+				fmt.Fprintf(stderr, "recovery: effect %s %s was dispatched when the daemon stopped; it is now unknown\n", e.Scope, e.EffectID)
+			}
+			svc.Journal = j
+		}
+	} else {
+		fmt.Fprintln(stderr, "warning: no --effect-journal, so no lock keeps a daemon off these files")
+	}
+	q, err := queue.Open(ctx, f.queue, queue.Options{})
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, q.Close)
+	st, err := state.Open(ctx, f.state, state.Options{Log: log})
+	if err != nil {
+		return nil, err
+	}
+	closers = append(closers, st.Close)
+	svc.Queue, svc.State = q, st
+	if f.program != "" || f.manifest != "" {
+		cfg, err := loadConfig(f.program, f.manifest)
+		if err != nil {
+			return nil, err
+		}
+		dcfg, err := dispatcher.NewConfig(cfg.program, cfg.manifest, cfg.resolved, true, &dispatcher.Stubs{}, log)
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, func() error {
+			for _, b := range dcfg.Bindings {
+				b.Runner.Close()
+			}
+			return nil
+		})
+		if svc.Journal != nil {
+			j := svc.Journal
+			svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]state.StepOutput,
+				orig *journal.Effect) (*dispatcher.Compensation, error) {
+				return dispatcher.Compensate(ctx, dcfg, j, e, steps, orig)
+			}
+		}
+		svc.HasTrigger = func(ref string) bool {
+			_, ok := cfg.program.Lookup(strings.TrimPrefix(ref, "trigger:"))
+			return ok
+		}
+	}
+	who := fmt.Sprintf("uid %d pid %d (files, no daemon)", os.Getuid(), os.Getpid())
+	if u, err := user.Current(); err == nil {
+		who = fmt.Sprintf("%s uid %s pid %d (files, no daemon)", u.Username, u.Uid, os.Getpid())
+	}
+	return &session{api: svc, who: who, close: func() error {
+		var errs []error
+		for i := len(closers) - 1; i >= 0; i-- {
+			errs = append(errs, closers[i]())
+		}
+		return errors.Join(errs...)
+	}}, nil
+}
+
+// withSession runs fn with a session and closes it.
+func withSession(ctx context.Context, f *cliFlags, stderr io.Writer, fn func(ctx context.Context, api admin.API) error) error {
+	s, err := openSession(ctx, f, stderr)
+	if err != nil {
+		return err
+	}
+	if s.who != "" {
+		ctx = admin.WithOperator(ctx, s.who)
+	}
+	err = fn(ctx, s.api)
+	return errors.Join(err, s.close())
+}
+
+// subcommand splits "queue ls ..." into the verb and its arguments.
+func subcommand(group string, args []string, verbs ...string) (string, []string, error) {
+	if len(args) == 0 {
+		return "", nil, usageError{fmt.Errorf("%s needs one of: %v", group, verbs)}
+	}
+	for _, v := range verbs {
+		if args[0] == v {
+			return v, args[1:], nil
+		}
+	}
+	return "", nil, usageError{fmt.Errorf("%s %s: unknown; want one of %v", group, args[0], verbs)}
+}

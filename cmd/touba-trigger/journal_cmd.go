@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/touba/touba-trigger/journal"
+)
+
+// runJournal is `touba-trigger journal unlock --effect-journal FILE`: it
+// removes a lock record left by a process that died, after the checks of a
+// take-over (this host, this boot, its pid gone); a live holder is refused
+// with exit 3.
+func runJournal(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	verb, args, err := subcommand("journal", args, "unlock")
+	if err != nil {
+		return err
+	}
+	fs := newFlagSet("journal "+verb, stderr)
+	path := fs.String("effect-journal", filepath.Join(defaultDir("STATE_DIRECTORY"), defaultJournalFile), "the effect journal whose lock to remove")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	} else if len(pos) > 0 {
+		return usageError{fmt.Errorf("journal unlock takes no arguments, got %q", pos)}
+	}
+	if *path == "" {
+		return usageError{errors.New("--effect-journal is required")}
+	}
+	rec, err := journal.Unlock(*path)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		fmt.Fprintf(stdout, "no lock record at %s\n", journal.LockPath(*path))
+		return nil
+	}
+	fmt.Fprintf(stdout, "removed the lock record of %s from %s\n", rec, journal.LockPath(*path))
+	return nil
+}

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/touba/touba-trigger/admin"
+)
+
+// runQueue is `touba-trigger queue ls|show|replay` (SPEC §6).
+func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	verb, args, err := subcommand("queue", args, "ls", "show", "replay")
+	if err != nil {
+		return err
+	}
+	var f cliFlags
+	fs := newFlagSet("queue "+verb, stderr)
+	addCLIFlags(fs, &f, true)
+	switch verb {
+	case "ls":
+		var flt admin.EntryFilter
+		fs.StringVar(&flt.Status, "status", "", "pending, running, done, failed or parked")
+		fs.StringVar(&flt.TriggerRef, "trigger", "", "trigger ref (trigger:NAME, or NAME)")
+		fs.IntVar(&flt.Limit, "limit", 100, "most entries listed, oldest first")
+		if pos, err := parseCLI(fs, args, false); err != nil {
+			return err
+		} else if len(pos) > 0 {
+			return usageError{fmt.Errorf("queue ls takes no arguments, got %q", pos)}
+		}
+		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+			list, err := api.Entries(ctx, flt)
+			if err != nil || f.json {
+				return orJSON(stdout, list, err)
+			}
+			t := newTable(stdout, "QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR")
+			for _, e := range list {
+				t.row(e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode)
+			}
+			return t.flush()
+		})
+	case "show":
+		pos, err := parseCLI(fs, args, false)
+		if err != nil {
+			return err
+		} else if len(pos) != 1 {
+			return usageError{errors.New("queue show takes one QUEUE_ID")}
+		}
+		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+			d, err := api.Entry(ctx, pos[0])
+			if err != nil || f.json {
+				return orJSON(stdout, d, err)
+			}
+			return printEntry(stdout, d)
+		})
+	}
+	var req admin.ReplayRequest
+	fs.StringVar(&req.Status, "status", "", "replay every entry in this state: failed or parked")
+	fs.StringVar(&req.TriggerRef, "trigger", "", "with --status: only entries of this trigger")
+	pos, err := parseCLI(fs, args, false)
+	if err != nil {
+		return err
+	}
+	req.IDs = pos
+	return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+		rep, err := api.ReplayEntries(ctx, req)
+		if err != nil {
+			return err
+		}
+		if f.json {
+			err = printJSON(stdout, rep)
+		} else {
+			printReplay(stdout, rep)
+		}
+		if err == nil && rep.Replayed == 0 {
+			// Nothing happened: say so with the exit code too.
+			err = errors.New("nothing was replayed")
+		}
+		return err
+	})
+}
+
+// orJSON prints v as JSON unless err is set.
+func orJSON(w io.Writer, v any, err error) error {
+	if err != nil {
+		return err
+	}
+	return printJSON(w, v)
+}
+
+func printReplay(w io.Writer, rep *admin.ReplayReport) {
+	if rep.Note != "" {
+		fmt.Fprintln(w, rep.Note)
+	}
+	for _, it := range rep.Items {
+		if it.Replayed {
+			fmt.Fprintf(w, "%s  replayed: %s -> pending\n", it.QueueID, it.From)
+			continue
+		}
+		fmt.Fprintf(w, "%s  not replayed: %s\n", it.QueueID, it.Reason)
+		if it.Hint != "" {
+			fmt.Fprintf(w, "%s  %s\n", strings.Repeat(" ", len(it.QueueID)), it.Hint)
+		}
+	}
+	fmt.Fprintf(w, "%d of %d replayed\n", rep.Replayed, len(rep.Items))
+}
+
+// printEntry is `queue show`: the entry, then its runs, steps, effects
+// with their audit events, delivery history and operator events.
+func printEntry(w io.Writer, d *admin.EntryDetail) error {
+	field(w, "queue id", d.QueueID)
+	field(w, "trigger", d.TriggerRef)
+	field(w, "event id", d.EventID)
+	field(w, "status", d.Status)
+	if d.ErrorCode != "" || d.ErrorMessage != "" {
+		field(w, "error", codeAndMessage(d.ErrorCode, d.ErrorMessage))
+	}
+	field(w, "attempts", strconv.Itoa(d.Attempts))
+	field(w, "received", ts(d.ReceivedAt))
+	field(w, "updated", ts(d.UpdatedAt))
+	if d.NotBefore != nil {
+		field(w, "next try", tsp(d.NotBefore))
+	}
+	field(w, "remote", d.RemoteAddr)
+	field(w, "digest", d.Digest)
+	printBody(w, "body", d.Body, d.BodyPurged)
+
+	fmt.Fprintf(w, "\nruns (%d)\n", len(d.Runs))
+	t := newTable(w, "  RUN_ID", "ATTEMPT", "STATUS", "STARTED", "ENDED", "ERROR")
+	for _, r := range d.Runs {
+		t.row("  "+r.RunID, strconv.Itoa(r.Attempt), r.Status, ts(r.StartedAt), tsp(r.EndedAt), codeAndMessage(r.ErrorCode, r.ErrorMessage))
+	}
+	t.flush()
+	fmt.Fprintf(w, "\nsteps checkpointed (%d)\n", len(d.Steps))
+	t = newTable(w, "  STEP", "AT", "OUTPUT")
+	for _, s := range d.Steps {
+		t.row("  "+s.StepID, ts(s.At), string(s.Output))
+	}
+	t.flush()
+	fmt.Fprintf(w, "\neffects (%d)\n", len(d.Effects))
+	for _, e := range d.Effects {
+		fmt.Fprintf(w, "  %s  %s %s  %s  attempts=%d  retry_mode=%s\n", cell(e.EffectID, 120), e.Operation, e.ToolRef, e.State, e.Attempts, e.RetryMode)
+		if e.ReceiptRef != "" || e.ErrorCode != "" || e.ReceiptErrorCode != "" {
+			fmt.Fprintf(w, "    receipt=%s error=%s receipt_error=%s\n", cell(e.ReceiptRef, 80), cell(e.ErrorCode, 60), cell(e.ReceiptErrorCode, 60))
+		}
+		if len(e.Result) > 0 {
+			fmt.Fprintf(w, "    result %s\n", cell(string(e.Result), 200))
+		}
+		for _, ev := range e.Events {
+			fmt.Fprintf(w, "    %s  %-11s %s\n", ts(ev.At), ev.State, cell(ev.Detail, 160))
+		}
+	}
+	fmt.Fprintf(w, "\ndeliveries naming this entry (%d)\n", len(d.Deliveries))
+	t = newTable(w, "  DELIVERY_ID", "AT", "STATUS", "CODE", "REMOTE")
+	for _, r := range d.Deliveries {
+		t.row("  "+r.DeliveryID, ts(r.At), strconv.Itoa(r.StatusCode), r.ErrorCode, r.RemoteAddr)
+	}
+	t.flush()
+	fmt.Fprintf(w, "\noperator events (%d)\n", len(d.Operator))
+	t = newTable(w, "  AT", "ACTION", "OUTCOME", "OPERATOR", "DETAIL")
+	for _, ev := range d.Operator {
+		t.row("  "+ts(ev.At), ev.Action, ev.Outcome, ev.Operator, ev.Detail)
+	}
+	t.flush()
+	if len(d.Next) > 0 {
+		fmt.Fprintln(w, "\nnext")
+		for _, n := range d.Next {
+			fmt.Fprintf(w, "  %s\n", n)
+		}
+	}
+	return nil
+}
