@@ -32,7 +32,6 @@ type cliFlags struct {
 	program, manifest string
 }
 
-//
 // The effects commands use --state to filter by effect state (SPEC §6), so
 // there the state file is --state-file, which defaults to $TOUBA_STATE as
 // --state does elsewhere; every command accepts --state-file.
