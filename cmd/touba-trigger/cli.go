@@ -32,7 +32,8 @@ type cliFlags struct {
 	program, manifest string
 }
 
-// The effects commands use --state to filter by effect state (SPEC §6), so
+// addCLIFlags defines the shared flags on fs. The effects commands use
+// --state to filter by effect state (SPEC §6), so
 // there the state file is --state-file, which defaults to $TOUBA_STATE as
 // --state does elsewhere; every command accepts --state-file.
 func addCLIFlags(fs *flag.FlagSet, f *cliFlags, stateFileFlag bool) {
