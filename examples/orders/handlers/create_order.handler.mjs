@@ -34,7 +34,10 @@ await defineTool({
         signal: context.signal,
       });
     } catch (err) {
-      if (err instanceof ToubaHandlerError) throw err;
+      if (err instanceof ToubaHandlerError) {
+        // Not configured: nothing was sent.
+        throw new ToubaHandlerError(err.code, err.message, { effect_receipt: receipt("not_applied") });
+      }
       // Refused before sending: nothing happened. Anything else may have
       // reached the provider: say unknown, and the daemon retries with the
       // same key.

@@ -23,11 +23,8 @@ except ImportError:
 from touba_sdk import ToubaHandlerError, create_effect_receipt, create_tool_result, define_tool  # noqa: E402
 
 
-def post(path, body, idempotency_key, deadline):
+def post(base, path, body, idempotency_key, deadline):
     """POSTs body to the provider; returns (status, parsed JSON or None)."""
-    base = os.environ.get("ORDERS_API_URL")
-    if not base:
-        raise ToubaHandlerError("OrdersApiNotConfigured", "ORDERS_API_URL is not set for this binding")
     req = urllib.request.Request(base.rstrip("/") + path, data=json.dumps(body).encode(), method="POST")
     req.add_header("content-type", "application/json")
     req.add_header("idempotency-key", idempotency_key)
@@ -59,9 +56,13 @@ def run(value, context):
     def receipt(outcome, ref=""):
         return create_effect_receipt(effect, {"outcome": outcome, "receipt_ref": ref})
 
+    base = os.environ.get("ORDERS_API_URL")
+    if not base:
+        raise ToubaHandlerError("OrdersApiNotConfigured", "ORDERS_API_URL is not set for this binding",
+                                {"effect_receipt": receipt("not_applied")})
     order = value["order"]
     try:
-        status, body = post("/shipments", {"order_id": order.get("id")}, effect["effect_id"], context["deadline"])
+        status, body = post(base, "/shipments", {"order_id": order.get("id")}, effect["effect_id"], context["deadline"])
     except (urllib.error.URLError, OSError) as err:
         # Refused before sending: nothing happened. Anything else (a timeout,
         # a reset) may have reached the provider.
