@@ -59,10 +59,10 @@ const opProgram = `{"air_version": "touba-air-v1", "triggers": [
      {"id": "notify", "tool": "tool:ops/Notify", "input": {"charge": {"$ref": "/steps/charge/output"}}}],
    "retry": {"max_attempts": 3, "initial_interval_ms": 50, "max_interval_ms": 200}}]}`
 
-// opManifest's charge hangs on its first call (until its 1s timeout kills
-// it: outcome unknown) and answers every later one.
+// opManifest's charge dies on its first call without answering (outcome
+// unknown) and answers every later one.
 const opManifest = `{"manifest_version": "touba-manifest-v1", "bindings": {
-  "tool:ops/Charge": {"handler": {"kind": "process", "command": "{{HANDLER}}", "args": ["{{CALLS}}", "hang-once", "{{MARKER}}"]},
+  "tool:ops/Charge": {"handler": {"kind": "process", "command": "{{HANDLER}}", "args": ["{{CALLS}}", "die-once", "{{MARKER}}"]},
     "grants": ["network"], "timeout_ms": 1000, "compensation": {"supported": true},
     "effect_contract": {"kind": "external_write", "retry_mode": "reconcile"}},
   "tool:ops/Notify": {"handler": {"kind": "process", "command": "{{HANDLER}}", "args": ["{{CALLS}}", "ok"]},
@@ -84,7 +84,7 @@ func newOpEnv(tb testing.TB, program, manifest string) *opEnv {
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	e := &opEnv{dir: dir, program: filepath.Join(dir, "program.air.json"), manifest: filepath.Join(dir, "touba.manifest.json"),
 		queue: filepath.Join(dir, "q.sqlite"), state: filepath.Join(dir, "s.sqlite"), journal: filepath.Join(dir, "j.sqlite"),
-		socket: filepath.Join(dir, "admin.sock"), calls: filepath.Join(dir, "calls.jsonl"), marker: filepath.Join(dir, "hung")}
+		socket: filepath.Join(dir, "admin.sock"), calls: filepath.Join(dir, "calls.jsonl"), marker: filepath.Join(dir, "died")}
 	manifest = strings.NewReplacer("{{HANDLER}}", opHandler(tb), "{{CALLS}}", e.calls, "{{MARKER}}", e.marker).Replace(manifest)
 	for p, data := range map[string]string{e.program: program, e.manifest: manifest} {
 		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {

@@ -5,8 +5,9 @@
 // Modes (second argument):
 //
 //	ok               answer ok, output {"tool", "operation", "input"}, applied receipt
-//	hang-once MARKER the first call (MARKER absent) creates MARKER and hangs
-//	                 until killed; later calls answer as ok
+//	die-once MARKER  the first call (MARKER absent) creates MARKER and exits
+//	                 without answering, as a crash after the request was
+//	                 read (outcome unknown); later calls answer as ok
 package main
 
 import (
@@ -51,10 +52,10 @@ func main() {
 	}
 	f.Close()
 
-	if os.Args[2] == "hang-once" {
+	if os.Args[2] == "die-once" {
 		if _, err := os.Stat(os.Args[3]); os.IsNotExist(err) {
-			os.WriteFile(os.Args[3], []byte("hung"), 0o600)
-			select {}
+			os.WriteFile(os.Args[3], []byte("died"), 0o600)
+			os.Exit(3)
 		}
 	}
 	out, _ := json.Marshal(map[string]any{"tool": req.ToolRef, "operation": req.Operation, "input": req.Input})
