@@ -14,7 +14,7 @@ import (
 const stderrLimit = 64 << 10
 
 // child is one started handler process and the parent's ends of its pipes.
-// It is the part a persistent runner (SPEC §4.1) would share.
+// One-shot and persistent (SPEC §4.1) runners share it.
 type child struct {
 	cmd    *exec.Cmd
 	stdin  *os.File // write end

@@ -5,3 +5,7 @@ var (
 	Interpret       = interpret
 	ParseRetryAfter = parseRetryAfter
 )
+
+// WaitPersistent waits until every process a persistent runner started
+// has ended.
+func WaitPersistent(r Runner) { r.(*persistentRunner).wait() }

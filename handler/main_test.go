@@ -11,8 +11,10 @@ import (
 	"github.com/touba/touba-trigger/handler"
 )
 
-// fixture is the test handler program, built once by TestMain.
-var fixture string
+// The test handler programs, built once by TestMain: fixture (one-shot,
+// standard library), pfixture (persistent, standard library) and sdkecho
+// (the Go SDK, either mode).
+var fixture, pfixture, sdkecho string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "touba-handler-test-")
@@ -27,11 +29,17 @@ func TestMain(m *testing.M) {
 			gobin = "/usr/local/go/bin/go"
 		}
 		fixture = filepath.Join(dir, "fixture")
-		cmd := exec.Command(gobin, "build", "-o", fixture, "./testdata/fixture")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build fixture:", err)
-			return 1
+		pfixture = filepath.Join(dir, "persistent")
+		sdkecho = filepath.Join(dir, "sdkecho")
+		for _, b := range []struct{ out, pkg string }{
+			{fixture, "./testdata/fixture"}, {pfixture, "./testdata/persistent"}, {sdkecho, "./testdata/sdkecho"},
+		} {
+			cmd := exec.Command(gobin, "build", "-o", b.out, b.pkg)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "build", b.pkg+":", err)
+				return 1
+			}
 		}
 		return m.Run()
 	}()

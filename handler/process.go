@@ -46,19 +46,9 @@ var isolationWarning sync.Once
 
 // NewProcess returns a Runner that starts spec's command for each call.
 func NewProcess(spec ProcessSpec) (Runner, error) {
-	if spec.Command == "" {
-		return nil, touba.Errorf(touba.ECONFIG, "process handler: command is empty")
-	}
-	if spec.Timeout < 0 || spec.MaxPayload < 0 {
-		return nil, touba.Errorf(touba.ECONFIG, "process handler: negative timeout or payload limit")
-	}
-	for name, v := range spec.Secrets {
-		if name == "" || strings.ContainsAny(name, "=\x00") || strings.Contains(v, "\x00") {
-			return nil, touba.Errorf(touba.ECONFIG, "process handler: secret %q cannot be an environment variable", name)
-		}
-	}
-	if spec.MaxPayload == 0 {
-		spec.MaxPayload = DefaultMaxPayload
+	spec, err := checkProcessSpec(spec)
+	if err != nil {
+		return nil, err
 	}
 	p := &processRunner{
 		spec:    spec,
@@ -67,12 +57,38 @@ func NewProcess(spec ProcessSpec) (Runner, error) {
 		redact:  redactor(spec.Secrets),
 		log:     spec.Log.With().Str("handler", "process").Str("command", spec.Command).Logger(),
 	}
-	if p.isolate && !NetworkIsolation() {
+	warnIsolation(p.isolate, p.log)
+	return p, nil
+}
+
+// checkProcessSpec refuses a spec no process can be started from and fills
+// its defaults; one-shot and persistent runners share it.
+func checkProcessSpec(spec ProcessSpec) (ProcessSpec, error) {
+	if spec.Command == "" {
+		return spec, touba.Errorf(touba.ECONFIG, "process handler: command is empty")
+	}
+	if spec.Timeout < 0 || spec.MaxPayload < 0 {
+		return spec, touba.Errorf(touba.ECONFIG, "process handler: negative timeout or payload limit")
+	}
+	for name, v := range spec.Secrets {
+		if name == "" || strings.ContainsAny(name, "=\x00") || strings.Contains(v, "\x00") {
+			return spec, touba.Errorf(touba.ECONFIG, "process handler: secret %q cannot be an environment variable", name)
+		}
+	}
+	if spec.MaxPayload == 0 {
+		spec.MaxPayload = DefaultMaxPayload
+	}
+	return spec, nil
+}
+
+// warnIsolation logs, once per daemon, that a handler meant to run without
+// network cannot be isolated on this host.
+func warnIsolation(isolate bool, log zerolog.Logger) {
+	if isolate && !NetworkIsolation() {
 		isolationWarning.Do(func() {
-			p.log.Warn().Msg("network isolation is not available on this host; handlers without the network grant run with network access")
+			log.Warn().Msg("network isolation is not available on this host; handlers without the network grant run with network access")
 		})
 	}
-	return p, nil
 }
 
 // Close makes later calls fail without starting a process. Calls in flight

@@ -1,0 +1,280 @@
+package handler_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/handler"
+)
+
+// wantUnknown checks that res ended a dispatched call with code and, as a
+// call with an effect, outcome unknown.
+func wantUnknown(tb testing.TB, name string, res *handler.Result, code string) {
+	tb.Helper()
+	if got, want := errCode(res), code; got != want {
+		tb.Fatalf("%s: code %q, want %q (%v)", name, got, want, res.Err)
+	}
+	if got, want := res.Outcome, touba.EffectUnknown; got != want {
+		tb.Fatalf("%s: outcome %q, want %q", name, got, want)
+	}
+	if res.OK || !res.Dispatched {
+		tb.Fatalf("%s: result %+v", name, res)
+	}
+}
+
+// hangers starts n calls that the fixture never answers and waits until
+// the fixture has read them all.
+func (r *pRunner) hangers(tb testing.TB, n int) []<-chan *handler.Result {
+	tb.Helper()
+	chs := make([]<-chan *handler.Result, n)
+	for i := range n {
+		id := fmt.Sprintf("hang-%d", i)
+		chs[i] = r.async(context.Background(), preq(tb, id, op("hang"), true))
+		r.arrived(tb, id)
+	}
+	return chs
+}
+
+func TestPersistentTimeoutEndsEveryCallInFlight(t *testing.T) {
+	const timeout = time.Second
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = timeout })
+	pid := r.callPID(t, "first")
+	never := r.async(context.Background(), preq(t, "never", op("hang"), true))
+	r.arrived(t, "never")
+	// A gap, not a wait for something: the other calls start late enough
+	// that their own timeouts come well after the first one's.
+	time.Sleep(timeout / 2)
+	start := time.Now()
+	others := r.hangers(t, 2)
+	wantUnknown(t, "never", wait(t, never), touba.EHandlerTimeout)
+	for i, ch := range others {
+		res := wait(t, ch)
+		wantUnknown(t, fmt.Sprint("other ", i), res, touba.EHandlerTimeout)
+		if !strings.Contains(res.Err.Message, "never") {
+			t.Fatalf("other %d ended by %q, want by the timeout of call never", i, res.Err.Message)
+		}
+	}
+	if elapsed := time.Since(start); elapsed >= timeout {
+		t.Fatalf("the other calls ended after %s, by their own timeouts", elapsed)
+	}
+	waitGone(t, pid)
+	if next := r.callPID(t, "next"); next == pid {
+		t.Fatalf("next call served by the killed process %d", pid)
+	}
+}
+
+func TestPersistentTimeoutKillsGrandchild(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = 500 * time.Millisecond })
+	res := r.Call(context.Background(), preq(t, "spawn", op("spawn", "pid_file", pidFile), true), func() error { return nil })
+	wantUnknown(t, "spawn", res, touba.EHandlerTimeout)
+	waitGone(t, readPID(t, pidFile))
+}
+
+func TestPersistentTimeoutWhileTheRequestIsBlocked(t *testing.T) {
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = 500 * time.Millisecond })
+	stopped := r.async(context.Background(), preq(t, "stopread", op("stopread"), true))
+	r.arrived(t, "stopread")
+	// More than a pipe holds: the write blocks until the timeout kills.
+	big := op("echo", "pad", strings.Repeat("x", 1<<19))
+	wantUnknown(t, "blocked", r.Call(context.Background(), preq(t, "blocked", big, true), func() error { return nil }),
+		touba.EHandlerTimeout)
+	wantUnknown(t, "stopread", wait(t, stopped), touba.EHandlerTimeout)
+}
+
+func TestPersistentCrashEndsEveryCallInFlight(t *testing.T) {
+	r := mustPersistent(t, "", nil)
+	pid := r.callPID(t, "first")
+	chs := r.hangers(t, 3)
+	plain := r.async(context.Background(), preq(t, "plain", op("hang"), false))
+	r.arrived(t, "plain")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range chs {
+		wantUnknown(t, fmt.Sprint("hang ", i), wait(t, ch), touba.EHandlerFailed)
+	}
+	// A call without an effect has no outcome, only the error.
+	if res := wait(t, plain); errCode(res) != touba.EHandlerFailed || res.Outcome != "" || !res.Dispatched {
+		t.Fatalf("plain: %+v %v", res, res.Err)
+	}
+	if next := r.callPID(t, "next"); next == pid {
+		t.Fatalf("next call served by the killed process %d", pid)
+	}
+}
+
+func TestPersistentHandlerExitEndsCallsInFlight(t *testing.T) {
+	r := mustPersistent(t, "", nil)
+	chs := r.hangers(t, 2)
+	wantUnknown(t, "exit", r.Call(context.Background(), preq(t, "exit", op("exit"), true), func() error { return nil }),
+		touba.EHandlerFailed)
+	for i, ch := range chs {
+		wantUnknown(t, fmt.Sprint("hang ", i), wait(t, ch), touba.EHandlerFailed)
+	}
+}
+
+func TestPersistentClosedStdoutEndsCallsInFlight(t *testing.T) {
+	r := mustPersistent(t, "", nil)
+	pid := r.callPID(t, "first")
+	chs := r.hangers(t, 1)
+	wantUnknown(t, "closeout", r.Call(context.Background(), preq(t, "closeout", op("closeout"), true), func() error { return nil }),
+		touba.EHandlerFailed)
+	wantUnknown(t, "hang", wait(t, chs[0]), touba.EHandlerFailed)
+	waitGone(t, pid)
+}
+
+func TestPersistentStrayLines(t *testing.T) {
+	for _, tt := range []struct {
+		op      string
+		answers bool // the bad call itself got its (first) answer
+	}{{"garbage", false}, {"unknown", false}, {"twice", true}} {
+		t.Run(tt.op, func(t *testing.T) {
+			r := mustPersistent(t, "", nil)
+			pid := r.callPID(t, "first")
+			chs := r.hangers(t, 2)
+			req := preq(t, "bad", op(tt.op), true)
+			res := r.Call(context.Background(), req, func() error { return nil })
+			if tt.answers {
+				okOut(t, req, res)
+			} else {
+				wantUnknown(t, tt.op, res, touba.EHandlerProtocolError)
+			}
+			for i, ch := range chs {
+				wantUnknown(t, fmt.Sprint("hang ", i), wait(t, ch), touba.EHandlerProtocolError)
+			}
+			waitGone(t, pid)
+			if next := r.callPID(t, "next"); next == pid {
+				t.Fatalf("next call served by the killed process %d", pid)
+			}
+		})
+	}
+}
+
+func TestPersistentOutputLineTooLarge(t *testing.T) {
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.MaxPayload = 1024 })
+	chs := r.hangers(t, 1)
+	res := r.Call(context.Background(), preq(t, "big", op("big", "n", 100000), true), func() error { return nil })
+	wantUnknown(t, "big", res, touba.EHandlerPayloadTooLarge)
+	wantUnknown(t, "hang", wait(t, chs[0]), touba.EHandlerPayloadTooLarge)
+}
+
+func TestPersistentInputTooLargeIsNeverSent(t *testing.T) {
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.MaxPayload = 64 })
+	var h hook
+	res := r.Call(context.Background(), preq(t, "big", strings.Repeat("x", 100), true), h.fn)
+	if errCode(res) != touba.EHandlerPayloadTooLarge || res.Outcome != touba.EffectNotApplied || res.Dispatched || h.n != 0 {
+		t.Fatalf("result %+v %v, hook ran %d times", res, res.Err, h.n)
+	}
+}
+
+func TestPersistentDispatchedHookErrorSendsNothing(t *testing.T) {
+	r := mustPersistent(t, "", nil)
+	pid := r.callPID(t, "first")
+	h := hook{err: touba.Errorf(touba.EEffectInProgress, "taken")}
+	res := r.Call(context.Background(), preq(t, "refused", op("echo"), true), h.fn)
+	if errCode(res) != touba.EEffectInProgress || res.Outcome != touba.EffectNotApplied || res.Dispatched || h.n != 1 {
+		t.Fatalf("result %+v %v, hook ran %d times", res, res.Err, h.n)
+	}
+	// The next call's request follows on the same process; the refused
+	// one never reached it.
+	if next := r.callPID(t, "next"); next != pid {
+		t.Fatalf("next call served by pid %d, want %d", next, pid)
+	}
+	if _, err := os.Stat(filepath.Join(r.marks, "refused.arrived")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused request reached the handler: %v", err)
+	}
+}
+
+func TestPersistentCancelKillsTheProcess(t *testing.T) {
+	r := mustPersistent(t, "", nil)
+	pid := r.callPID(t, "first")
+	other := r.hangers(t, 1)[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	res := r.Call(ctx, preq(t, "cancelled", op("hang"), true), func() error { cancel(); return nil })
+	wantUnknown(t, "cancelled", res, touba.EHandlerTimeout)
+	wantUnknown(t, "other", wait(t, other), touba.EHandlerTimeout)
+	waitGone(t, pid)
+}
+
+func TestPersistentWaitForSlotIsBoundedByContext(t *testing.T) {
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, o *handler.PersistentOptions) {
+		s.Timeout, o.MaxInFlight = 2*time.Second, 1
+	})
+	busy := r.hangers(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	var h hook
+	res := r.Call(ctx, preq(t, "waiting", op("echo"), true), h.fn)
+	if errCode(res) != touba.EHandlerTimeout || res.Outcome != touba.EffectNotApplied || res.Dispatched || h.n != 0 {
+		t.Fatalf("result %+v %v, hook ran %d times", res, res.Err, h.n)
+	}
+	wantUnknown(t, "busy", wait(t, busy), touba.EHandlerTimeout)
+	// The slot is free again.
+	r.callPID(t, "after")
+}
+
+func TestPersistentCloseRefusesCallsAndEndsTheProcess(t *testing.T) {
+	r := mustPersistent(t, "", nil)
+	pid := r.callPID(t, "first")
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(r.marks, fmt.Sprintf("exit-%d", pid)))
+	waitGone(t, pid)
+	var h hook
+	res := r.Call(context.Background(), preq(t, "late", op("echo"), true), h.fn)
+	if errCode(res) != touba.EHandlerFailed || res.Outcome != touba.EffectNotApplied || h.n != 0 {
+		t.Fatalf("result %+v %v, hook ran %d times", res, res.Err, h.n)
+	}
+}
+
+// syncBuffer is a log destination written from several goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestPersistentStderrIsLoggedWithoutSecrets(t *testing.T) {
+	var logs syncBuffer
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) {
+		s.Secrets = map[string]string{"API_TOKEN": "s3cret-value"}
+		s.Log = zerolog.New(&logs)
+	})
+	req := preq(t, "stderr", op("stderr"), false)
+	okOut(t, req, r.Call(context.Background(), req, func() error { return nil }))
+	r.Close()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "handler process ended"); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log of the process's end: %s", logs.String())
+		}
+	}
+	if !strings.Contains(logs.String(), "boom token=[redacted]") {
+		t.Fatalf("log lacks the redacted stderr: %s", logs.String())
+	}
+	if strings.Contains(logs.String(), "s3cret-value") {
+		t.Fatalf("secret leaked: %s", logs.String())
+	}
+}
