@@ -75,9 +75,15 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 		var err error
 		switch b.Handler.Kind {
 		case manifest.KindProcess:
-			r, err = handler.NewProcess(handler.ProcessSpec{Command: b.Handler.Command, Args: b.Handler.Args,
+			spec := handler.ProcessSpec{Command: b.Handler.Command, Args: b.Handler.Args,
 				Dir: m.WorkDir(b), Secrets: res.Env[ref], Grants: b.Grants, Timeout: b.Timeout(),
-				MaxPayload: b.MaxPayloadBytes, Log: bl})
+				MaxPayload: b.MaxPayloadBytes, Log: bl}
+			if ps := b.Handler.Persistent; ps != nil {
+				r, err = handler.NewPersistent(spec, handler.PersistentOptions{MaxInFlight: ps.MaxInFlight,
+					MaxCalls: ps.MaxCalls, IdleTimeout: time.Duration(ps.IdleTimeoutMS) * time.Millisecond})
+			} else {
+				r, err = handler.NewProcess(spec)
+			}
 		case manifest.KindWebhook:
 			r, err = handler.NewWebhook(handler.WebhookSpec{URL: b.Handler.Options.URL,
 				Timeout: time.Duration(b.Handler.Options.TimeoutSec) * time.Second, HMACSecret: []byte(res.HMAC[ref]),
