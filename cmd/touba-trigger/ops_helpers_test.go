@@ -94,7 +94,10 @@ func newOpEnv(tb testing.TB, program, manifest string) *opEnv {
 	return e
 }
 
-func (e *opEnv) fileFlags() []string {
+func (e *opEnv) fileFlags(cmd string) []string {
+	if cmd == "journal" {
+		return []string{"--effect-journal", e.journal}
+	}
 	return []string{"--admin-socket", e.socket, "--queue", e.queue, "--state-file", e.state, "--effect-journal", e.journal}
 }
 
@@ -115,7 +118,7 @@ func (e *opEnv) serve(tb testing.TB, extra ...string) *testdaemon.Daemon {
 // code, stdout and stderr.
 func (e *opEnv) cli(tb testing.TB, args ...string) (int, string, string) {
 	tb.Helper()
-	cmd := exec.Command(testdaemon.Binary(tb), append(args, e.fileFlags()...)...)
+	cmd := exec.Command(testdaemon.Binary(tb), append(args, e.fileFlags(args[0])...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Run()
