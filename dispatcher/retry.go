@@ -36,5 +36,6 @@ var permanent = map[string]bool{
 	touba.EWebhookRejected:        true,
 	touba.ETriggerNotFound:        true,
 	"ToolRefMismatch":             true,
+	"ToolInputInvalid":            true,
 	"ToolNotBound":                true,
 }
