@@ -44,6 +44,7 @@ type daemon struct {
 	intake  *trigger.Intake
 
 	httpSrv, metricsSrv *http.Server
+	conns               *connTracker // the webhook listener and its connections
 	adminSrv            *admin.Server
 	activated           bool // the webhook listener came from systemd
 	stopping            atomic.Bool
@@ -185,15 +186,17 @@ func (d *daemon) start(ctx context.Context) error {
 	d.bgCancel = cancel
 	d.background(bgCtx)
 	d.serveErr = make(chan error, 2)
+	d.conns = newConnTracker(ln)
 	d.httpSrv = &http.Server{
 		Handler:           d.intake.Router(d.ready),
+		ConnState:         d.conns.ConnState,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 	}
-	go func() { d.serveErr <- d.httpSrv.Serve(ln) }()
+	go func() { d.serveErr <- d.httpSrv.Serve(d.conns) }()
 	log.Info().Str("addr", ln.Addr().String()).Bool("socket_activated", d.activated).Str("program", d.programPath).Msg("listening")
 	if mln != nil {
 		mux := http.NewServeMux()

@@ -17,9 +17,8 @@ import (
 // Under socket activation the listening socket belongs to systemd and
 // outlives this process: the listener is closed first, so new connections
 // wait in the socket's backlog for the next instance instead of being
-// answered 503, and the requests already accepted are served normally.
-// Without it, new requests on open connections get 503 while in-flight ones
-// finish.
+// answered 503, and every request already accepted is answered normally.
+// Without it, requests still arriving on accepted connections get 503.
 func (d *daemon) shutdown(ctx context.Context) {
 	d.stopping.Store(true)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.f.shutdownTimeout)
@@ -28,7 +27,7 @@ func (d *daemon) shutdown(ctx context.Context) {
 		if !d.activated {
 			d.intake.Drain()
 		}
-		if err := d.httpSrv.Shutdown(sctx); err != nil {
+		if err := d.conns.drain(sctx, d.httpSrv); err != nil {
 			d.log.Warn().Err(err).Msg("http shutdown did not finish in time")
 		}
 		d.intake.Drain()
