@@ -22,19 +22,21 @@ func TestCrashPointsBusy(t *testing.T) {
 		dispatcher.CrashAfterOutcome, dispatcher.CrashAfterCheckpoint}
 	for _, point := range points {
 		for _, mode := range retryModes {
-			t.Run(point+"/"+mode, func(t *testing.T) {
-				t.Parallel()
-				w := newWorld(t, mode)
-				w.intake(deliveries)
-				log := w.crash(point, 4)
-				// A handler that had its request when the daemon died
-				// still runs, and may still write at the remote.
-				waitHandlersGone(t, w.remote)
+			for _, kind := range handlerKinds {
+				t.Run(point+"/"+mode+"/"+kind, func(t *testing.T) {
+					t.Parallel()
+					w := newWorld(t, mode, kind)
+					w.intake(deliveries)
+					log := w.crash(point, 4)
+					// A handler that had its request when the daemon died
+					// still runs, and may still write at the remote.
+					waitHandlersGone(t, w.remote)
 
-				want := w.endsFromCrash(point, log)
-				w.settle(w.restart(4))
-				w.check(want)
-			})
+					want := w.endsFromCrash(point, log)
+					w.settle(w.restart(4))
+					w.check(want)
+				})
+			}
 		}
 	}
 }

@@ -71,26 +71,28 @@ var crashPoints = []struct {
 func TestCrashPoints(t *testing.T) {
 	for _, cp := range crashPoints {
 		for _, mode := range retryModes {
-			t.Run(cp.point+"/"+mode, func(t *testing.T) {
-				t.Parallel()
-				w := newWorld(t, mode)
-				w.intake(deliveries)
-				log := w.crash(cp.point, 1)
+			for _, kind := range handlerKinds {
+				t.Run(cp.point+"/"+mode+"/"+kind, func(t *testing.T) {
+					t.Parallel()
+					w := newWorld(t, mode, kind)
+					w.intake(deliveries)
+					log := w.crash(cp.point, 1)
 
-				first := firstQueueID(w)
-				w.checkAtCrash(first, cp.at, log)
+					first := firstQueueID(w)
+					w.checkAtCrash(first, cp.at, log)
 
-				d := w.restart(2)
-				if cp.at.write == touba.EffectDispatched {
-					w.checkRecovered(d.Log(), effectID(first, stepWrite))
-				}
-				w.settle(d)
-				want := map[string]end{}
-				if cp.at.write != "" {
-					want[first] = cp.after(mode)
-				}
-				w.check(want)
-			})
+					d := w.restart(2)
+					if cp.at.write == touba.EffectDispatched {
+						w.checkRecovered(d.Log(), effectID(first, stepWrite))
+					}
+					w.settle(d)
+					want := map[string]end{}
+					if cp.at.write != "" {
+						want[first] = cp.after(mode)
+					}
+					w.check(want)
+				})
+			}
 		}
 	}
 }

@@ -55,14 +55,29 @@ const program = `{"air_version": "touba-air-v1", "triggers": [
       "input": {"order": {"$ref": "/event/body"}, "prev": {"$ref": "/steps/write/output/receipt"}}}],
    "retry": {"max_attempts": 3, "initial_interval_ms": 50, "max_interval_ms": 200}}]}`
 
-// manifestFor binds tool:crash/Write to the remote handler with retryMode.
+// manifestFor binds tool:crash/Write to the remote handler with retryMode,
+// started per call (oneShot) or as one persistent process (SPEC §4.1).
 // The binding has no network grant: the remote is a file.
-func manifestFor(bin, remote, retryMode string) string {
+func manifestFor(bin, remote, retryMode, kind string) string {
+	persistent := ""
+	if kind == persistentKind {
+		persistent = `, "persistent": {"max_in_flight": 8, "max_calls": 1000, "idle_timeout_ms": 60000}`
+	}
 	return fmt.Sprintf(`{"manifest_version": "touba-manifest-v1", "bindings": {
-  "tool:crash/Write": {"handler": {"kind": "process", "command": %q, "args": [%q], "cwd": "."},
+  "tool:crash/Write": {"handler": {"kind": "process", "command": %q, "args": [%q], "cwd": "."%s},
     "grants": [], "timeout_ms": 30000,
-    "effect_contract": {"kind": "external_write", "retry_mode": %q}}}}`, bin, remote, retryMode)
+    "effect_contract": {"kind": "external_write", "retry_mode": %q}}}}`, bin, remote, persistent, retryMode)
 }
+
+// How the handler process runs: one process per call, or one persistent
+// process serving many calls.
+const (
+	oneShotKind    = "one-shot"
+	persistentKind = "persistent"
+)
+
+// handlerKinds are both ways a process handler runs.
+var handlerKinds = []string{oneShotKind, persistentKind}
 
 // The steps of program, and the effect id of a step of an entry.
 const (

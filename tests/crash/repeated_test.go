@@ -13,7 +13,7 @@ import (
 // and after five crashes the remote has still written each effect once.
 func TestRepeatedCrashes(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, touba.RetryIdempotencyKey)
+	w := newWorld(t, touba.RetryIdempotencyKey, oneShotKind)
 	w.intake(deliveries)
 	first := firstQueueID(w)
 	wid, cid := effectID(first, stepWrite), effectID(first, stepConfirm)

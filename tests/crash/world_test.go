@@ -33,7 +33,7 @@ type world struct {
 	triggerURL                    func(base string) string
 }
 
-func newWorld(t *testing.T, retryMode string) *world {
+func newWorld(t *testing.T, retryMode, kind string) *world {
 	t.Helper()
 	dir := t.TempDir()
 	w := &world{t: t, dir: dir, retryMode: retryMode,
@@ -44,7 +44,7 @@ func newWorld(t *testing.T, retryMode string) *world {
 	if err := os.WriteFile(w.program, []byte(program), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(w.manifest, []byte(manifestFor(remoteBin, w.remote, retryMode)), 0o600); err != nil {
+	if err := os.WriteFile(w.manifest, []byte(manifestFor(remoteBin, w.remote, retryMode, kind)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return w
