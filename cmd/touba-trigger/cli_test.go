@@ -165,3 +165,35 @@ func TestCLIOnFilesTakesTheLock(t *testing.T) {
 		t.Fatalf("empty effects ls --json: exit %d %q", code, out)
 	}
 }
+
+// TestRetentionPurgesDoneBodies runs the daemon with a short --retention:
+// the done entry loses its body and keeps its identity, so a redelivery is
+// still refused as a replay.
+func TestRetentionPurgesDoneBodies(t *testing.T) {
+	e := newOpEnv(t, stubProgram, stubManifest)
+	d := e.serve(t, "--retention", "1s")
+	url := d.URL() + "/triggers/ops/Bills"
+	status, q := send(t, url, "bill-1", `{"n":1}`)
+	if status != 202 {
+		t.Fatalf("post: %d", status)
+	}
+	var shown struct {
+		Status     string `json:"status"`
+		BodyPurged bool   `json:"body_purged"`
+		Body       *struct {
+			Text string `json:"text"`
+		} `json:"body"`
+	}
+	until(t, "the body to be purged", func() bool {
+		shown.Body = nil
+		e.cliJSON(t, &shown, "queue", "show", q)
+		return shown.BodyPurged
+	})
+	if shown.Status != "done" || shown.Body != nil {
+		t.Fatalf("entry after retention: %+v", shown)
+	}
+	if status, got := send(t, url, "bill-1", `{"n":1}`); status != 409 || got != q {
+		t.Fatalf("redelivery after retention: %d %s, want 409 naming %s", status, got, q)
+	}
+	d.WaitLog("purged bodies of done entries", opWait)
+}
