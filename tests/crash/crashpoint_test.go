@@ -62,7 +62,8 @@ var crashPoints = []struct {
 	{journal.CrashAfterCommit, atCrash{"", "", 0}, func(string) end { return plain }},
 }
 
-// TestCrashPoints runs, for every crash point and every retry mode:
+// TestCrashPoints runs, for every crash point, every retry mode and both
+// ways a process handler runs (one-shot, persistent):
 // acknowledge 5 deliveries with an intake-only daemon (so all are on disk
 // before anything runs), start the daemon with the crash point armed and
 // one worker until it SIGKILLs itself, check what the files hold at that

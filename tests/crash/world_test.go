@@ -1,9 +1,7 @@
 package crash_test
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -18,7 +16,6 @@ import (
 
 	"github.com/touba/touba-trigger/internal/testdaemon"
 	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
 )
 
 // world is one test's files: program, manifest, the three SQLite files and
@@ -30,17 +27,17 @@ type world struct {
 	retryMode                     string
 	acked                         map[string]string // event id -> queue id of every 202
 	order                         []string          // event ids in the order they were sent
-	triggerURL                    func(base string) string
 }
 
+// newWorld writes the program and a manifest binding the remote handler
+// with retryMode, run as kind, into a fresh temp dir.
 func newWorld(t *testing.T, retryMode, kind string) *world {
 	t.Helper()
 	dir := t.TempDir()
 	w := &world{t: t, dir: dir, retryMode: retryMode,
 		program: filepath.Join(dir, "program.air.json"), manifest: filepath.Join(dir, "touba.manifest.json"),
 		queue: filepath.Join(dir, "q.sqlite"), state: filepath.Join(dir, "s.sqlite"), journal: filepath.Join(dir, "j.sqlite"),
-		remote: filepath.Join(dir, "remote.jsonl"), acked: map[string]string{},
-		triggerURL: func(base string) string { return base + "/triggers/crash/Orders" }}
+		remote: filepath.Join(dir, "remote.jsonl"), acked: map[string]string{}}
 	if err := os.WriteFile(w.program, []byte(program), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +53,9 @@ func (w *world) args(extra ...string) []string {
 		"--effect-journal", w.journal, "--listen", "127.0.0.1:0", "--metrics-listen", "",
 		"--admin-socket", filepath.Join(w.dir, "admin.sock"), "--log-level", "info"}, extra...)
 }
+
+// triggerURL is the URL of the program's trigger at d.
+func triggerURL(d *testdaemon.Daemon) string { return d.URL() + "/triggers/crash/Orders" }
 
 // post sends one delivery and returns the status code and the queue id
 // named by the answer (of the entry made, or of the one it collides with).
@@ -92,7 +92,7 @@ func (w *world) send(d *testdaemon.Daemon, n int) {
 	w.t.Helper()
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("evt-%d", len(w.order)+1)
-		status, qid := post(w.t, w.triggerURL(d.URL()), id, body(id))
+		status, qid := post(w.t, triggerURL(d), id, body(id))
 		if status != http.StatusAccepted || qid == "" {
 			w.t.Fatalf("post %s: status %d, queue id %q; want 202\n%s", id, status, qid, d.Log())
 		}
@@ -175,7 +175,7 @@ func (w *world) settle(d *testdaemon.Daemon) {
 	w.t.Helper()
 	for _, id := range w.order {
 		waitFor(w.t, 60*time.Second, "the entry of "+id+" taken by the dispatcher", d.Log, func() bool {
-			status, qid := post(w.t, w.triggerURL(d.URL()), id, body(id))
+			status, qid := post(w.t, triggerURL(d), id, body(id))
 			if qid != w.acked[id] {
 				w.t.Fatalf("redelivery of %s names %q, acknowledged as %s", id, qid, w.acked[id])
 			}
@@ -204,91 +204,6 @@ func waitFor(tb testing.TB, timeout time.Duration, what string, log func() strin
 		}
 	}
 }
-
-// remoteLine is one request the remote recorded (testdata/remote.Line).
-type remoteLine struct {
-	EffectID  string          `json:"effect_id"`
-	CallID    string          `json:"call_id"`
-	Attempt   int             `json:"attempt"`
-	RetryMode string          `json:"retry_mode"`
-	Kind      string          `json:"kind"`
-	Receipt   string          `json:"receipt"`
-	Input     json.RawMessage `json:"input"`
-}
-
-// String keeps failure messages short: the input is left out.
-func (l remoteLine) String() string {
-	return fmt.Sprintf("{%s %s attempt=%d receipt=%s call=%s}", l.EffectID, l.Kind, l.Attempt, l.Receipt, l.CallID)
-}
-
-// remoteLines reads the remote's file; none yet is no lines.
-func (w *world) remoteLines() []remoteLine {
-	w.t.Helper()
-	data, err := os.ReadFile(w.remote)
-	if os.IsNotExist(err) {
-		return nil
-	} else if err != nil {
-		w.t.Fatal(err)
-	}
-	var out []remoteLine
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var l remoteLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			w.t.Fatalf("remote file line %q: %v", sc.Text(), err)
-		}
-		out = append(out, l)
-	}
-	return out
-}
-
-// effects reads the journal's effects and their audit trails. Only with no
-// daemon running: the journal file is the daemon's own.
-func (w *world) effects() (map[string]journal.Effect, map[string][]journal.Event) {
-	w.t.Helper()
-	ctx := context.Background()
-	j, err := journal.Open(ctx, w.journal, journal.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer j.Close()
-	list, err := j.List(ctx, journal.Filter{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	effects, events := map[string]journal.Effect{}, map[string][]journal.Event{}
-	for _, e := range list {
-		effects[e.EffectID] = e
-		if events[e.EffectID], err = j.Events(ctx, e.Scope, e.EffectID); err != nil {
-			w.t.Fatal(err)
-		}
-	}
-	return effects, events
-}
-
-// entries reads the queue, by queue id. Only with no daemon running.
-func (w *world) entries() map[string]entry {
-	w.t.Helper()
-	ctx := context.Background()
-	q, err := queue.Open(ctx, w.queue, queue.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer q.Close()
-	all, err := q.List(ctx, queue.Filter{Limit: 1000})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	out := map[string]entry{}
-	for _, e := range all {
-		out[e.QueueID] = entry{EventID: e.EventID, Status: e.Status, ErrorCode: e.ErrorCode}
-	}
-	return out
-}
-
-// entry is what the checks need of a queue entry.
-type entry struct{ EventID, Status, ErrorCode string }
 
 // syncBuffer is a bytes.Buffer safe for exec's copying goroutine and the
 // test reading it.

@@ -1,0 +1,102 @@
+package crash_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/queue"
+)
+
+// The journal and the queue are read only while no daemon runs: those
+// SQLite files are the daemon's own (SPEC §2). The remote's file is the
+// test's, read at any time.
+
+// remoteLine is one request the remote recorded (testdata/remote.Line).
+type remoteLine struct {
+	EffectID  string          `json:"effect_id"`
+	CallID    string          `json:"call_id"`
+	Attempt   int             `json:"attempt"`
+	RetryMode string          `json:"retry_mode"`
+	Kind      string          `json:"kind"`
+	Receipt   string          `json:"receipt"`
+	Input     json.RawMessage `json:"input"`
+}
+
+// String keeps failure messages short: the input is left out.
+func (l remoteLine) String() string {
+	return fmt.Sprintf("{%s %s attempt=%d receipt=%s call=%s}", l.EffectID, l.Kind, l.Attempt, l.Receipt, l.CallID)
+}
+
+// remoteLines reads the remote's file; none yet is no lines.
+func (w *world) remoteLines() []remoteLine {
+	w.t.Helper()
+	data, err := os.ReadFile(w.remote)
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []remoteLine
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var l remoteLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			w.t.Fatalf("remote file line %q: %v", sc.Text(), err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// effects reads the journal's effects and their audit trails. Only with no
+// daemon running: the journal file is the daemon's own.
+func (w *world) effects() (map[string]journal.Effect, map[string][]journal.Event) {
+	w.t.Helper()
+	ctx := context.Background()
+	j, err := journal.Open(ctx, w.journal, journal.Options{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer j.Close()
+	list, err := j.List(ctx, journal.Filter{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	effects, events := map[string]journal.Effect{}, map[string][]journal.Event{}
+	for _, e := range list {
+		effects[e.EffectID] = e
+		if events[e.EffectID], err = j.Events(ctx, e.Scope, e.EffectID); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	return effects, events
+}
+
+// entries reads the queue, by queue id. Only with no daemon running.
+func (w *world) entries() map[string]entry {
+	w.t.Helper()
+	ctx := context.Background()
+	q, err := queue.Open(ctx, w.queue, queue.Options{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer q.Close()
+	all, err := q.List(ctx, queue.Filter{Limit: 1000})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	out := map[string]entry{}
+	for _, e := range all {
+		out[e.QueueID] = entry{EventID: e.EventID, Status: e.Status, ErrorCode: e.ErrorCode}
+	}
+	return out
+}
+
+// entry is what the checks need of a queue entry.
+type entry struct{ EventID, Status, ErrorCode string }
