@@ -3,6 +3,8 @@ package handler_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,4 +50,23 @@ func BenchmarkFingerprint(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkPersistentCall measures the persistent runner alone: calls a
+// second through one Go SDK handler process, 64 calls in flight.
+func BenchmarkPersistentCall(b *testing.B) {
+	r := mustPersistent(b, sdkecho, func(s *handler.ProcessSpec, o *handler.PersistentOptions) {
+		s.Grants, o.MaxInFlight = []string{handler.GrantNetwork}, 64
+	})
+	var n atomic.Int64
+	b.SetParallelism(32) // 64 goroutines on 2 cores
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := fmt.Sprintf("call-%d", n.Add(1))
+			req := preq(b, id, map[string]any{"order_id": 42, "lines": []map[string]any{{"sku": "A-1", "qty": 2}}}, true)
+			if res := r.Call(context.Background(), req, func() error { return nil }); !res.OK {
+				b.Fatalf("result = %+v %v", res, res.Err)
+			}
+		}
+	})
 }

@@ -112,7 +112,6 @@ func (r *persistentRunner) wait() { r.procs.Wait() }
 // Call sends req to the binding's process, starting one if none is
 // serving, and waits for the response carrying req's call id. See Runner.
 func (r *persistentRunner) Call(ctx context.Context, req *Request, dispatched func() error) *Result {
-	log := r.log.With().Str("call_id", req.Context.CallID).Str("tool_ref", req.ToolRef).Logger()
 	if n := int64(len(req.Input)); n > r.spec.MaxPayload {
 		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerPayloadTooLarge,
 			"input of %d bytes is over max_payload_bytes %d", n, r.spec.MaxPayload))
@@ -168,7 +167,7 @@ func (r *persistentRunner) Call(ctx context.Context, req *Request, dispatched fu
 	p.write(body)
 	res := <-c.done
 	if hostFailure(res) {
-		ev := log.Warn().Int("pid", p.pid).Str("outcome", res.Outcome)
+		ev := r.log.Warn().Str("call_id", req.Context.CallID).Str("tool_ref", req.ToolRef).Int("pid", p.pid).Str("outcome", res.Outcome)
 		if res.Err != nil {
 			ev = ev.Str("code", res.Err.Code).Str("reason", res.Err.Message)
 		}

@@ -293,7 +293,7 @@ func (p *proc) stdoutEnded() {
 // answers no call in flight ends the process (SPEC §4.1); once the process
 // is ending, answers no longer count.
 func (p *proc) deliver(line []byte) {
-	w, _, perr := parseResponse(line)
+	w, werr, perr := parseResponse(line)
 	p.mu.Lock()
 	if p.failErr != nil {
 		p.mu.Unlock()
@@ -320,7 +320,7 @@ func (p *proc) deliver(line []byte) {
 	p.answered++
 	p.settleLocked()
 	p.mu.Unlock()
-	c.done <- interpret(c.req, line)
+	c.done <- interpretParsed(c.req, w, werr)
 }
 
 // supervise waits for the process to exit, reads what it wrote before,

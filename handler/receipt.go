@@ -3,6 +3,7 @@ package handler
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
@@ -65,11 +66,17 @@ func parseResponse(doc []byte) (*wireResponse, *wireError, error) {
 	if len(doc) == 0 {
 		return nil, nil, fmt.Errorf("no response document")
 	}
-	if doc[0] != '{' || !json.Valid(doc) {
+	if doc[0] != '{' {
 		return nil, nil, fmt.Errorf("response is not one JSON object")
 	}
+	// Unmarshal checks the whole document first: anything but one valid
+	// JSON value is a syntax error.
 	var w wireResponse
 	if err := json.Unmarshal(doc, &w); err != nil {
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) {
+			return nil, nil, fmt.Errorf("response is not one JSON object")
+		}
 		return nil, nil, fmt.Errorf("decode response: %w", err)
 	}
 	if w.OK == nil {
@@ -137,6 +144,11 @@ func interpret(req *Request, doc []byte) *Result {
 	if err != nil {
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerProtocolError, "%v", err))
 	}
+	return interpretParsed(req, w, werr)
+}
+
+// interpretParsed is interpret of a document parseResponse accepted.
+func interpretParsed(req *Request, w *wireResponse, werr *wireError) *Result {
 	res := &Result{Dispatched: true}
 	receipt := w.EffectReceipt
 	if werr == nil {
