@@ -167,7 +167,7 @@ func (r *persistentRunner) Call(ctx context.Context, req *Request, dispatched fu
 	p.write(body)
 	res := <-c.done
 	if hostFailure(res) {
-		ev := r.log.Warn().Str("call_id", req.Context.CallID).Str("tool_ref", req.ToolRef).Int("pid", p.pid).Str("outcome", res.Outcome)
+		ev := r.log.Warn().Str("call_id", req.Context.CallID).Int("pid", p.pid).Str("outcome", res.Outcome)
 		if res.Err != nil {
 			ev = ev.Str("code", res.Err.Code).Str("reason", res.Err.Message)
 		}
