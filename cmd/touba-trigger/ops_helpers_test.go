@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -37,7 +36,10 @@ func opHandler(tb testing.TB) string {
 			return
 		}
 		opHandlerPath = filepath.Join(dir, "handler")
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		gobin, err := exec.LookPath("go")
+		if err != nil {
+			gobin = "/usr/local/go/bin/go"
+		}
 		out, err := exec.Command(gobin, "build", "-o", opHandlerPath, "./testdata/handler").CombinedOutput()
 		if err != nil {
 			opHandlerErr = err
