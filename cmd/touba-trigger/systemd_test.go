@@ -281,3 +281,37 @@ func TestSDNotify(t *testing.T) {
 	}
 	d.wait(t)
 }
+
+// TestSIGHUPReloads: a valid new program is served after SIGHUP; an
+// invalid one is logged and the running one kept.
+func TestSIGHUPReloads(t *testing.T) {
+	e := newOpEnv(t, stubProgram, stubManifest)
+	d := e.serve(t)
+	url := d.URL() + "/triggers/ops/"
+	if status, _ := send(t, url+"Receipts", "r-1", `{}`); status != 404 {
+		t.Fatalf("unknown trigger before reload: %d", status)
+	}
+	next := strings.Replace(stubProgram, `]}]}`, `]},
+  {"ref": "trigger:ops/Receipts", "source": {"kind": "webhook"},
+   "steps": [{"id": "bill", "tool": "tool:ops/Bill", "input": {"bill": {"$ref": "/event/body"}}}]}]}`, 1)
+	if err := os.WriteFile(e.program, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.Signal(syscall.SIGHUP)
+	d.WaitLog(`"configuration reloaded"`, opWait)
+	if status, _ := send(t, url+"Receipts", "r-1", `{}`); status != 202 {
+		t.Fatalf("new trigger after reload: %d", status)
+	}
+	if err := os.WriteFile(e.program, []byte(`{"air_version": "touba-air-v1", "triggers": [{"ref": "nope"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.Signal(syscall.SIGHUP)
+	d.WaitLog(`"reload refused; keeping the running configuration"`, opWait)
+	if status, _ := send(t, url+"Receipts", "r-2", `{}`); status != 202 {
+		t.Fatalf("trigger after a refused reload: %d", status)
+	}
+	d.Signal(syscall.SIGTERM)
+	if code := d.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, d.Log())
+	}
+}
