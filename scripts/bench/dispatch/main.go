@@ -161,9 +161,9 @@ func main() {
 	jc := int64(j.Stats().Commits - jc0)
 	mode := *kind
 	if *kind == "process" {
-		mode = "process-per-call"
+		mode = "process-per-call(" + filepath.Base(*command) + ")"
 		if *persistent {
-			mode = fmt.Sprintf("persistent(max_in_flight=%d)", *maxInFlight)
+			mode = fmt.Sprintf("persistent(%s,max_in_flight=%d)", filepath.Base(*command), *maxInFlight)
 		}
 	}
 	fmt.Printf("handler=%s contract=%s workers=%d entries=%d elapsed=%v effects_per_s=%.0f us_per_effect=%.0f fsyncs_per_effect=%.2f (queue %.2f, state %.2f, journal %.2f)\n",
