@@ -106,3 +106,26 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 func (c *Config) trigger(ref string) (*trigger.Trigger, bool) {
 	return c.Program.Lookup(strings.TrimPrefix(ref, "trigger:"))
 }
+
+// CloseRunners closes the runners of c that next does not use any more,
+// after a reload swapped next in (persistent handler processes of the old
+// configuration then exit instead of lingering until their idle timeout).
+// A run still using the old configuration has its in-flight calls
+// answered; a later call on a closed runner is refused unsent and retried.
+// With next nil every runner is closed, at shutdown.
+func (c *Config) CloseRunners(next *Config) {
+	if c == nil {
+		return
+	}
+	kept := map[any]bool{}
+	if next != nil {
+		for _, b := range next.Bindings {
+			kept[b.Runner] = true
+		}
+	}
+	for _, b := range c.Bindings {
+		if !kept[b.Runner] {
+			b.Runner.Close()
+		}
+	}
+}

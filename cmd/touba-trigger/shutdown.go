@@ -46,6 +46,7 @@ func (d *daemon) stopServers() {
 	if d.disp != nil {
 		d.disp.Close(d.f.shutdownTimeout)
 	}
+	d.current.Load().CloseRunners(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if d.adminSrv != nil {
@@ -96,10 +97,11 @@ func (d *daemon) reloads(ctx context.Context, hup chan os.Signal) {
 			continue
 		}
 		d.intake.SetConfig(next.intake)
-		d.current.Store(nd)
+		old := d.current.Swap(nd)
 		if d.disp != nil {
 			d.disp.SetConfig(nd)
 		}
+		old.CloseRunners(nd)
 		d.log.Info().Msg("configuration reloaded")
 	}
 }
