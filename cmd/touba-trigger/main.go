@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	touba "github.com/touba/touba-trigger"
@@ -28,6 +29,12 @@ const (
 var Version = "dev"
 
 func main() {
+	// The live heap is small (deliveries wait on disk, not in memory), so
+	// trading a few MB for less GC work buys intake throughput: about +10%
+	// in scripts/bench-ingest for +7 MB RSS. GOGC in the environment wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(300)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	os.Exit(Run(ctx, os.Args[1:], os.Stdout, os.Stderr))
