@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,27 +27,39 @@ type Outcome struct {
 }
 
 const qDispatch = `UPDATE effects SET state = 'dispatched', updated_at = ?
-	WHERE scope = ? AND effect_id = ? AND state = 'prepared' AND call_id = ?`
+	WHERE scope = ? AND effect_id = ? AND state = 'prepared' AND call_id = ? AND owner = ?
+	RETURNING attempts`
 
 // Dispatch moves the effect held by callID from prepared to dispatched,
 // durably, just before the request leaves (SPEC §5).
 func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
 	return j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
-		r, err := j.heldRow(ctx, tx, scope, effectID, callID, touba.EffectDispatched)
-		if err != nil {
-			return err
-		}
-		if r.State != touba.EffectPrepared {
-			return fmt.Errorf("dispatch effect %s/%s: %w: %s -> dispatched", scope, effectID, ErrTransition, r.State)
-		}
+		// The guarded update is the check: it matches only the row callID
+		// holds in prepared. Only when it matches nothing is the row read,
+		// to say why.
 		now := j.stamp()
-		if _, err := tx.ExecContext(ctx, qDispatch, now, scope, effectID, callID); err != nil {
+		var attempts int
+		err := errNotHeld
+		if j.holds(scope, effectID, callID) {
+			err = tx.QueryRowContext(ctx, qDispatch, now, scope, effectID, callID, j.owner).Scan(&attempts)
+		}
+		if errors.Is(err, sql.ErrNoRows) || errors.Is(err, errNotHeld) {
+			r, herr := j.heldRow(ctx, tx, scope, effectID, callID, touba.EffectDispatched)
+			if herr != nil {
+				return herr
+			}
+			return fmt.Errorf("dispatch effect %s/%s: %w: %s -> dispatched", scope, effectID, ErrTransition, r.State)
+		} else if err != nil {
 			return fmt.Errorf("dispatch effect: %w", err)
 		}
 		return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now,
-			fmt.Sprintf("dispatch attempt %d", r.Attempts))
+			fmt.Sprintf("dispatch attempt %d", attempts))
 	})
 }
+
+// errNotHeld stands for "this process does not hold the claim": the slow
+// path then reads the row to name the reason.
+var errNotHeld = errors.New("claim not held")
 
 // heldRow reads an effect that callID must hold: in this process (the
 // claim) and on disk (call_id and owner). An effect in no state that a call
@@ -77,7 +90,8 @@ func (j *Journal) heldRow(ctx context.Context, tx *wtx, scope, effectID, callID,
 }
 
 const qFinish = `UPDATE effects SET state = ?, receipt_ref = ?, result = ?, error_code = ?,
-	receipt_error_code = ?, updated_at = ?, owner = NULL WHERE scope = ? AND effect_id = ?`
+	receipt_error_code = ?, updated_at = ?, owner = NULL
+	WHERE scope = ? AND effect_id = ? AND state IN ('prepared', 'dispatched') AND call_id = ? AND owner = ?`
 
 // Finish records the outcome of the call that holds the effect (from
 // dispatched, or from prepared when the request never left) and releases
@@ -111,17 +125,27 @@ func (j *Journal) Finish(ctx context.Context, o Outcome) error {
 		detail += describe(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail)
 	}
 	err := j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
-		if _, err := j.heldRow(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State); err != nil {
-			return err
-		}
 		now := j.stamp()
 		var result any
 		if o.Result != nil {
 			result = string(o.Result)
 		}
-		if _, err := tx.ExecContext(ctx, qFinish, o.State, nullable(o.ReceiptRef), result, nullable(o.ErrorCode), nullable(o.ReceiptErrorCode), now,
-			o.Scope, o.EffectID); err != nil {
-			return fmt.Errorf("finish effect: %w", err)
+		// As in Dispatch: the guarded update is the check, and the row is
+		// read only to explain an update that matched nothing.
+		var n int64
+		if j.holds(o.Scope, o.EffectID, o.CallID) {
+			res, err := tx.ExecContext(ctx, qFinish, o.State, nullable(o.ReceiptRef), result, nullable(o.ErrorCode),
+				nullable(o.ReceiptErrorCode), now, o.Scope, o.EffectID, o.CallID, j.owner)
+			if err != nil {
+				return fmt.Errorf("finish effect: %w", err)
+			}
+			n, _ = res.RowsAffected()
+		}
+		if n != 1 {
+			if _, err := j.heldRow(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State); err != nil {
+				return err
+			}
+			return fmt.Errorf("finish effect %s/%s: %w", o.Scope, o.EffectID, ErrTransition)
 		}
 		return appendEvent(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State, now, detail)
 	})
