@@ -2,12 +2,12 @@ package dispatcher_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/touba/touba-trigger/internal/gobuild"
 
 	"github.com/rs/zerolog"
 
@@ -26,27 +26,7 @@ import (
 var handlerBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "touba-dispatcher-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-		}
-		handlerBin = filepath.Join(dir, "handler")
-		cmd := exec.Command(gobin, "build", "-o", handlerBin, "./testdata/handler")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build test handler:", err)
-			return 1
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+	gobuild.Main(m, map[string]*string{"./testdata/handler": &handlerBin})
 }
 
 // waitFor bounds every wait on a condition; generous, since -race and a

@@ -2,11 +2,9 @@ package handler_test
 
 import (
 	"encoding/json"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/touba/touba-trigger/internal/gobuild"
 
 	"github.com/touba/touba-trigger/handler"
 )
@@ -17,33 +15,9 @@ import (
 var fixture, pfixture, sdkecho string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "touba-handler-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = "/usr/local/go/bin/go"
-		}
-		fixture = filepath.Join(dir, "fixture")
-		pfixture = filepath.Join(dir, "persistent")
-		sdkecho = filepath.Join(dir, "sdkecho")
-		for _, b := range []struct{ out, pkg string }{
-			{fixture, "./testdata/fixture"}, {pfixture, "./testdata/persistent"}, {sdkecho, "./testdata/sdkecho"},
-		} {
-			cmd := exec.Command(gobin, "build", "-o", b.out, b.pkg)
-			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-			if err := cmd.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "build", b.pkg+":", err)
-				return 1
-			}
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+	gobuild.Main(m, map[string]*string{
+		"./testdata/fixture": &fixture, "./testdata/persistent": &pfixture, "./testdata/sdkecho": &sdkecho,
+	})
 }
 
 const testTool = "tool:test/Echo"

@@ -11,37 +11,16 @@ package crash_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	"github.com/touba/touba-trigger/internal/gobuild"
 )
 
 // remoteBin is the handler program of testdata/remote, built by TestMain.
 var remoteBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "touba-crash-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = "/usr/local/go/bin/go" // the toolchain of this project's machines
-		}
-		remoteBin = filepath.Join(dir, "remote")
-		cmd := exec.Command(gobin, "build", "-o", remoteBin, "./testdata/remote")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build testdata/remote:", err)
-			return 1
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+	gobuild.Main(m, map[string]*string{"./testdata/remote": &remoteBin})
 }
 
 // The program has two external-write steps on the same binding: the

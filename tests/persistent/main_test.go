@@ -17,12 +17,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/touba/touba-trigger/internal/gobuild"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testdaemon"
@@ -34,27 +35,7 @@ import (
 var remoteBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "touba-persistent-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := func() int {
-		defer os.RemoveAll(dir)
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = "/usr/local/go/bin/go"
-		}
-		remoteBin = filepath.Join(dir, "remote")
-		cmd := exec.Command(gobin, "build", "-o", remoteBin, "./testdata/remote")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build testdata/remote:", err)
-			return 1
-		}
-		return m.Run()
-	}()
-	os.Exit(code)
+	gobuild.Main(m, map[string]*string{"./testdata/remote": &remoteBin})
 }
 
 const program = `{"air_version": "touba-air-v1", "triggers": [
