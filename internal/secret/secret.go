@@ -162,3 +162,35 @@ func (s *Set) Len() int {
 	}
 	return len(s.values)
 }
+
+// ContainsJSON reports whether the JSON document doc holds a recorded value,
+// in its text or in any string or number once decoded: a JSON escape
+// ("\u0061", "\/") hides a value from a plain search of the text, yet
+// whoever decodes the document sees it. A document that is not JSON is
+// searched as text only.
+func (s *Set) ContainsJSON(doc []byte) bool {
+	if s.Len() == 0 || len(doc) == 0 {
+		return false
+	}
+	if s.Contains(string(doc)) {
+		return true
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil { // io.EOF, or not JSON
+			return false
+		}
+		switch v := tok.(type) {
+		case string:
+			if s.Contains(v) {
+				return true
+			}
+		case json.Number:
+			if s.Contains(v.String()) {
+				return true
+			}
+		}
+	}
+}
