@@ -116,6 +116,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 	return nil
 }
 
+// StopLeasing makes the dispatcher lease nothing more; running entries go
+// on. Shutdown calls it first (SPEC §3.3), then Close.
+func (d *Dispatcher) StopLeasing() { d.once.Do(func() { close(d.stop) }) }
+
 // Close stops leasing and waits for running entries. Handlers still
 // running after grace are killed (their effects end unknown) and their
 // entries are left for the next start to resume.

@@ -110,8 +110,11 @@ func (q *Queue) commit(batch []*enqueueReq) {
 		for _, r := range batch {
 			r.res, r.err = Result{}, nil
 			if r.op != nil {
-				n, err := runOp(ctx, tx, r.op)
-				r.err = err
+				n, opErr, err := runOp(ctx, tx, r.op)
+				if err != nil {
+					return err // the transaction itself is gone: fail the batch
+				}
+				r.err = opErr
 				moved += n
 				continue
 			}
@@ -173,19 +176,25 @@ func (q *Queue) commit(batch []*enqueueReq) {
 }
 
 // runOp runs one state change inside the batch under a savepoint, so
-// that its failure undoes only its own writes.
-func runOp(ctx context.Context, tx *sql.Tx, op func(context.Context, *sql.Tx) (int64, error)) (int64, error) {
+// that its failure undoes only its own writes. A savepoint that cannot be
+// rolled back or released means SQLite already rolled the whole
+// transaction back (it does on SQLITE_FULL or an I/O error): the statements
+// after it would each commit on their own, so that is fatal to the batch.
+func runOp(ctx context.Context, tx *sql.Tx, op func(context.Context, *sql.Tx) (int64, error)) (n int64, opErr, fatal error) {
 	if _, err := tx.ExecContext(ctx, `SAVEPOINT op`); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	n, err := op(ctx, tx)
-	if err != nil {
-		tx.ExecContext(ctx, `ROLLBACK TO op`)
-		tx.ExecContext(ctx, `RELEASE op`)
-		return 0, err
+	n, opErr = op(ctx, tx)
+	if opErr != nil {
+		if _, err := tx.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
+			return 0, nil, fmt.Errorf("after %v: %w", opErr, err)
+		}
+		n = 0
 	}
-	_, err = tx.ExecContext(ctx, `RELEASE op`)
-	return n, err
+	if _, err := tx.ExecContext(ctx, `RELEASE op`); err != nil {
+		return 0, nil, err
+	}
+	return n, opErr, nil
 }
 
 func lookup(ctx context.Context, find *sql.Stmt, d *touba.Delivery) (Result, bool, error) {

@@ -27,23 +27,30 @@ func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
 // returns them with their attempt count already incremented.
 func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	now := q.now()
-	rows, err := q.db.Write.QueryContext(ctx, `UPDATE entries SET status = 'running', attempts = attempts + 1, updated_at = ?
-		WHERE queue_id IN (SELECT queue_id FROM entries WHERE status = 'pending' AND (not_before IS NULL OR not_before <= ?)
-		                   ORDER BY queue_id LIMIT ?)
-		RETURNING `+entryColumns, now, now, n)
-	if err != nil {
-		return nil, fmt.Errorf("lease: %w", err)
-	}
-	defer rows.Close()
 	var out []*touba.Delivery
-	for rows.Next() {
-		d, err := scanEntry(rows)
+	// In an explicit transaction: UPDATE ... RETURNING changes every row
+	// before the first is read, so a failure while reading must undo it all
+	// rather than leave entries running that nobody runs.
+	err := sqlitex.InTx(context.WithoutCancel(ctx), q.db.Write, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, `UPDATE entries SET status = 'running', attempts = attempts + 1, updated_at = ?
+			WHERE queue_id IN (SELECT queue_id FROM entries WHERE status = 'pending' AND (not_before IS NULL OR not_before <= ?)
+			                   ORDER BY queue_id LIMIT ?)
+			RETURNING `+entryColumns, now, now, n)
 		if err != nil {
-			return nil, fmt.Errorf("lease: %w", err)
+			return err
 		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			d, err := scanEntry(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, d)
+		}
+		return rows.Err()
+	})
+	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
 	q.pending.Add(-int64(len(out)))

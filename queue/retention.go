@@ -31,7 +31,7 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 		}
 		var n int64
 		err := q.submit(&enqueueReq{ch: make(chan struct{}), op: func(ctx context.Context, tx *sql.Tx) (int64, error) {
-			res, err := tx.ExecContext(ctx, `UPDATE entries SET body = NULL
+			res, err := tx.ExecContext(ctx, `UPDATE entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM entries
 					WHERE status = 'done' AND updated_at < ? AND body IS NOT NULL LIMIT ?)`, before, purgeChunk)
 			if err != nil {

@@ -37,18 +37,33 @@ func (s *State) Log(d *Delivery) {
 	if d.At.IsZero() {
 		d.At = s.opts.Now()
 	}
+	// Rows waiting in the buffer hold their bodies in memory: past a cap
+	// the row is still logged, without its body.
+	held := int64(0)
+	if d.BodyStored && len(d.Body) > 0 {
+		held = int64(len(d.Body))
+		if s.buffered.Add(held) > maxBufferedBodyBytes {
+			s.buffered.Add(-held)
+			held, d.Body, d.BodyStored = 0, nil, false
+		}
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
+		s.buffered.Add(-held)
 		s.dropped.Add(1)
 		return
 	}
 	select {
 	case s.rows <- d:
 	default:
+		s.buffered.Add(-held)
 		s.dropped.Add(1)
 	}
 }
+
+// maxBufferedBodyBytes bounds the bodies of rows waiting to be written.
+const maxBufferedBodyBytes = 64 << 20
 
 // Flush waits until every row logged before the call is written.
 func (s *State) Flush(ctx context.Context) error {
@@ -144,6 +159,11 @@ func (s *State) write(batch []*Delivery) {
 		_, err = tx.ExecContext(ctx, `UPDATE log_meta SET value = value + ? WHERE key = 'body_bytes'`, bodyBytes)
 		return err
 	})
+	for _, d := range batch {
+		if d.BodyStored {
+			s.buffered.Add(-int64(len(d.Body)))
+		}
+	}
 	if err != nil {
 		s.dropped.Add(int64(len(batch)))
 		s.opts.Log.Error().Err(err).Int("rows", len(batch)).Msg("delivery log write failed")

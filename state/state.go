@@ -44,8 +44,9 @@ type State struct {
 	done    chan struct{}
 	flushes chan chan struct{}
 
-	written atomic.Int64
-	dropped atomic.Int64
+	written  atomic.Int64
+	dropped  atomic.Int64
+	buffered atomic.Int64 // body bytes of rows waiting in the buffer
 }
 
 // Open opens or creates the state file and starts the log writer.

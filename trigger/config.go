@@ -14,7 +14,7 @@ import (
 // is a config error: the daemon must not start accepting unverifiable
 // deliveries.
 func NewConfig(p *Program, env secret.Env, secrets *secret.Set) (*Config, error) {
-	c := &Config{Program: p, Verifiers: map[string]Verifier{}}
+	c := &Config{Program: p, Verifiers: map[string]Verifier{}, Secrets: secrets}
 	w := walker{file: p.Path}
 	base := filepath.Dir(p.Path)
 	for i, t := range p.Triggers {

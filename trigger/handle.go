@@ -14,6 +14,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
 	"github.com/touba/touba-trigger/internal/jsonptr"
+	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/queue"
 	"github.com/touba/touba-trigger/state"
 )
@@ -27,6 +28,7 @@ type request struct {
 	digest     string
 	body       []byte
 	verified   bool // signature passed (or none configured): body may be kept
+	known      bool // triggerRef names a trigger of the program
 	headers    map[string]string
 }
 
@@ -45,6 +47,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		in.reject(w, r, req, touba.ETriggerNotFound, fmt.Sprintf("no trigger %q", req.triggerRef), "")
 		return
 	}
+	req.known = true
 	max := t.Source.MaxBodyBytes
 	if r.ContentLength > max {
 		in.reject(w, r, req, touba.ETriggerPayloadTooLarge, fmt.Sprintf("body of %d bytes is over %d", r.ContentLength, max), "")
@@ -60,7 +63,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	req.body, req.digest = body, dedupe.Digest(body)
-	req.headers = keptHeaders(r.Header)
+	req.headers = keptHeaders(r.Header, cfg.Secrets)
 
 	id, err := eventID(t.Source.EventID, r.Header, body)
 	if err != nil {
@@ -118,7 +121,13 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 func (in *Intake) reject(w http.ResponseWriter, r *http.Request, req *request, code, msg, queueID string) {
 	status := writeError(w, code, msg, queueID)
 	in.record(r, req, status, code, queueID)
-	in.observe(req.triggerRef, code, status)
+	// A path that names no trigger is the sender's text: as a metric label
+	// it would let anyone add series without end.
+	label := unknownTrigger
+	if req.known {
+		label = req.triggerRef
+	}
+	in.observe(label, code, status)
 	in.Logger.Debug().Str("trigger_ref", req.triggerRef).Str("event_id", req.eventID).Str("queue_id", queueID).
 		Str("code", code).Int("status", status).Msg("delivery rejected")
 }
@@ -141,14 +150,22 @@ func (in *Intake) observe(ref, code string, status int) {
 	}
 }
 
+// unknownTrigger is the metric label of requests that name no trigger.
+const unknownTrigger = "unknown"
+
 var errTooLarge = errors.New("body too large")
 
 // readBody reads at most max+1 bytes: one more than allowed tells a body
 // that is too large without holding more of it.
 func readBody(r *http.Request, max int64) ([]byte, error) {
+	// The declared length sizes the buffer, up to 64 KiB: a sender that
+	// declares a large body and sends nothing must not pin the memory.
 	n := r.ContentLength
 	if n < 0 || n > max {
 		n = 512
+	}
+	if n > 64<<10 {
+		n = 64 << 10
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, n+1))
 	if _, err := buf.ReadFrom(io.LimitReader(r.Body, max+1)); err != nil {
@@ -204,13 +221,20 @@ func eventIDFromBody(ptr string, body []byte) (string, error) {
 // kept with the entry nor shown to handlers.
 var dropped = map[string]bool{"Authorization": true, "Proxy-Authorization": true, "Cookie": true}
 
-func keptHeaders(h http.Header) map[string]string {
+// keptHeaders are the headers an entry keeps: lower-cased, without the
+// credential headers above and without any whose value holds a secret of
+// the configuration (a sender sharing a token in a header, say).
+func keptHeaders(h http.Header, secrets *secret.Set) map[string]string {
 	out := make(map[string]string, len(h))
 	for k, v := range h {
 		if dropped[k] {
 			continue
 		}
-		out[strings.ToLower(k)] = strings.Join(v, ", ")
+		val := strings.Join(v, ", ")
+		if secrets.Contains(val) {
+			continue
+		}
+		out[strings.ToLower(k)] = val
 	}
 	return out
 }

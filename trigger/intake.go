@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/queue"
 	"github.com/touba/touba-trigger/state"
 )
@@ -36,6 +37,7 @@ type Verifier interface {
 type Config struct {
 	Program   *Program
 	Verifiers map[string]Verifier
+	Secrets   *secret.Set // header values holding one are not kept
 }
 
 // Intake is the HTTP ingestion handler of SPEC §3.1.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/metrics"
 	"github.com/touba/touba-trigger/queue"
@@ -34,14 +36,16 @@ type daemon struct {
 	log         zerolog.Logger
 	notify      *notifier
 
-	metrics *metrics.Metrics
-	stubs   *dispatcher.Stubs
-	current atomic.Pointer[dispatcher.Config] // what compensations and delivery replays use; swapped on reload
-	jr      *journal.Journal
-	q       *queue.Queue
-	st      *state.State
-	disp    *dispatcher.Dispatcher
-	intake  *trigger.Intake
+	metrics  *metrics.Metrics
+	stubs    *dispatcher.Stubs
+	current  atomic.Pointer[dispatcher.Config] // what compensations and delivery replays use; swapped on reload
+	secrets  *secret.Set                       // every resolved value since start; the journal checks against it
+	deadline time.Time                         // of the shutdown in progress
+	jr       *journal.Journal
+	q        *queue.Queue
+	st       *state.State
+	disp     *dispatcher.Dispatcher
+	intake   *trigger.Intake
 
 	httpSrv, metricsSrv *http.Server
 	conns               *connTracker // the webhook listener and its connections
@@ -72,6 +76,7 @@ func (d *daemon) open(ctx context.Context) error {
 		return err
 	}
 	d.current.Store(dcfg)
+	d.secrets = cfg.secrets
 	d.metrics = metrics.New()
 
 	if f.journal != "" {
@@ -107,6 +112,13 @@ func (d *daemon) open(ctx context.Context) error {
 		return err
 	}
 	d.closers = append(d.closers, d.q.Close)
+	// Entries left running by a crash are pending again (SPEC §3.2), even
+	// with no dispatcher to run them now.
+	if n, err := d.q.RequeueRunning(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		log.Warn().Int64("entries", n).Msg("entries left running by a crash are pending again")
+	}
 	d.st, err = state.Open(ctx, f.state, state.Options{LogMaxRows: f.logMaxRows, LogMaxAge: f.logMaxAge,
 		LogMaxBodyBytes: f.logMaxBodyBytes, Log: log.With().Str("component", "deliverylog").Logger()})
 	if err != nil {
@@ -252,8 +264,30 @@ func (d *daemon) ready(ctx context.Context) error {
 	if err := d.q.Ping(ctx); err != nil {
 		return fmt.Errorf("queue: %w", err)
 	}
+	for _, path := range []string{d.f.queue, d.f.state, d.f.journal} {
+		if path == "" {
+			continue
+		}
+		var fs syscall.Statfs_t
+		if err := syscall.Statfs(filepath.Dir(path), &fs); err != nil {
+			return fmt.Errorf("disk of %s: %w", path, err)
+		}
+		if free := fs.Bavail * uint64(fs.Bsize); free < minFreeBytes {
+			return fmt.Errorf("disk of %s: %d bytes free, under %d", path, free, minFreeBytes)
+		}
+	}
+	if d.f.journal != "" {
+		rec, err := journal.ReadLock(d.f.journal)
+		if err != nil || rec == nil || rec.PID != os.Getpid() {
+			return fmt.Errorf("journal lock is not held by this process")
+		}
+	}
 	return nil
 }
+
+// minFreeBytes is the free space under which /readyz reports the disk
+// as not writable: a commit needs room for its WAL frames.
+const minFreeBytes = 16 << 20
 
 // wait blocks until ctx ends or a server fails.
 func (d *daemon) wait(ctx context.Context) error {

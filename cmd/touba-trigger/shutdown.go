@@ -21,7 +21,13 @@ import (
 // Without it, requests still arriving on accepted connections get 503.
 func (d *daemon) shutdown(ctx context.Context) {
 	d.stopping.Store(true)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.f.shutdownTimeout)
+	// One deadline for everything: the HTTP drain and the handlers' grace
+	// run at the same time, so a stop never takes two timeouts.
+	d.deadline = time.Now().Add(d.f.shutdownTimeout)
+	if d.disp != nil {
+		d.disp.StopLeasing()
+	}
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), d.deadline)
 	defer cancel()
 	if d.httpSrv != nil {
 		if !d.activated {
@@ -44,7 +50,11 @@ func (d *daemon) stopServers() {
 		d.httpSrv.Close()
 	}
 	if d.disp != nil {
-		d.disp.Close(d.f.shutdownTimeout)
+		grace := d.f.shutdownTimeout
+		if !d.deadline.IsZero() {
+			grace = max(time.Until(d.deadline), 0)
+		}
+		d.disp.Close(grace)
 	}
 	d.current.Load().CloseRunners(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -96,11 +106,15 @@ func (d *daemon) reloads(ctx context.Context, hup chan os.Signal) {
 			d.log.Error().Err(err).Msg("reload refused; keeping the running configuration")
 			continue
 		}
-		d.intake.SetConfig(next.intake)
+		// The dispatcher first: an entry the new intake accepts must find
+		// its trigger there. The secrets only grow: the journal checks
+		// against the same set.
+		d.secrets.Merge(next.secrets)
 		old := d.current.Swap(nd)
 		if d.disp != nil {
 			d.disp.SetConfig(nd)
 		}
+		d.intake.SetConfig(next.intake)
 		old.CloseRunners(nd)
 		d.log.Info().Msg("configuration reloaded")
 	}

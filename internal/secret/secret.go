@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // Ref is one secret reference: exactly one of its fields is set.
@@ -132,13 +133,39 @@ func (r Ref) Resolve(env Env, baseDir string) (string, error) {
 
 // Set is the set of resolved secret values of a configuration, used to
 // refuse storing anything that holds one (SPEC §5, SecretValueRefused).
-type Set struct{ values []string }
+// It only grows (a reload adds the new configuration's values; an old value
+// may still sit in files written before) and is safe for concurrent use.
+type Set struct {
+	mu     sync.RWMutex
+	values []string
+}
 
 // Add records a resolved value. Values shorter than 4 bytes are kept too:
 // a short secret is still a secret.
 func (s *Set) Add(v string) {
-	if v != "" {
-		s.values = append(s.values, v)
+	if v == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, old := range s.values {
+		if old == v {
+			return
+		}
+	}
+	s.values = append(s.values, v)
+}
+
+// Merge adds every value of other.
+func (s *Set) Merge(other *Set) {
+	if other == nil || other == s {
+		return
+	}
+	other.mu.RLock()
+	vals := append([]string(nil), other.values...)
+	other.mu.RUnlock()
+	for _, v := range vals {
+		s.Add(v)
 	}
 }
 
@@ -147,6 +174,8 @@ func (s *Set) Contains(text string) bool {
 	if s == nil {
 		return false
 	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	for _, v := range s.values {
 		if strings.Contains(text, v) {
 			return true
@@ -160,6 +189,8 @@ func (s *Set) Len() int {
 	if s == nil {
 		return 0
 	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return len(s.values)
 }
 
