@@ -520,3 +520,12 @@ func TestParseProgram_SecretFieldCaseRefused(t *testing.T) {
 		assertConfigError(t, err, "p.json", "$.triggers[0].source.verify.secret")
 	}
 }
+
+// A key given twice is refused at its path, not silently the last one.
+func TestParseProgram_DuplicateKeyRefused(t *testing.T) {
+	_, err := trigger.ParseProgram("p.json", []byte(`{"air_version": "touba-air-v1", "triggers": [
+		{"ref": "trigger:a", "ref": "trigger:b", "source": {"kind": "webhook"}, "steps": [{"id": "s", "tool": "tool:a/B"}]}]}`))
+	if err == nil || err.Error() != "p.json: $.triggers[0].ref: duplicate key" {
+		t.Fatalf("err=%v, want the duplicate ref refused", err)
+	}
+}

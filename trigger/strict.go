@@ -41,6 +41,9 @@ func (w walker) object(path string, raw json.RawMessage, allowed []string, requi
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, w.fail(path, "must be an object")
 	}
+	if k, ok := duplicateKey(raw); ok {
+		return nil, w.fail(path+"."+k, "duplicate key")
+	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -99,6 +102,33 @@ func (w walker) array(path string, raw json.RawMessage) ([]json.RawMessage, erro
 		return nil, w.fail(path, "must be an array")
 	}
 	return a, nil
+}
+
+// duplicateKey finds a key given twice in the object raw: encoding/json
+// would silently keep the last one, so a second "max_body_bytes" could
+// raise a limit nobody reads in the file.
+func duplicateKey(raw json.RawMessage) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		k, _ := tok.(string)
+		if seen[k] {
+			return k, true
+		}
+		seen[k] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
