@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
@@ -20,7 +21,12 @@ import (
 // the run. An external write goes through the journal (SPEC §5).
 func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, runID string, st trigger.Step,
 	rc *runContext, log zerolog.Logger) (json.RawMessage, *verdict) {
-	b := cfg.Bindings[st.Tool]
+	// The binding of the configuration in force now, not the one the run
+	// started with: a reload closes runners nobody uses any more.
+	b := d.cfg.Load().Bindings[st.Tool]
+	if b == nil {
+		b = cfg.Bindings[st.Tool]
+	}
 	if b == nil {
 		return nil, stop(fail, "ToolNotBound", "tool %s has no binding", st.Tool)
 	}
@@ -85,7 +91,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	if outcome == touba.EffectApplied {
 		o.Result = rawOrNull(res.Output)
 	}
-	if err := d.journal.Finish(context.WithoutCancel(ctx), o); touba.ErrorCode(err) == touba.ESecretValueRefused {
+	if err := d.finish(ctx, o, log); touba.ErrorCode(err) == touba.ESecretValueRefused {
 		// The outcome state is journaled; what held a secret was dropped.
 		// An applied result that cannot be stored cannot be restored
 		// either, so the run stops here for an operator.
@@ -104,6 +110,12 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 
 	switch outcome {
 	case touba.EffectApplied:
+		if !res.OK && res.Err != nil {
+			// Applied, says the receipt, yet the handler answered an error:
+			// the journal keeps the truth (applied), and the run stops for
+			// an operator rather than feed later steps as if all went well.
+			return nil, stop(park, res.Err.Code, "effect %s applied with an error answer: %s", effectID, res.Err.Message)
+		}
 		return rawOrNull(res.Output), nil
 	case touba.EffectNotApplied:
 		err := res.Err
@@ -127,6 +139,25 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	default:
 		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome of %s is unknown (%s); not safe to replay", effectID, code)
 	}
+}
+
+// finish journals an outcome, retrying a failed commit a few times: the
+// call happened, and an outcome left unwritten blocks its identity until
+// the next start turns it unknown.
+func (d *Dispatcher) finish(ctx context.Context, o journal.Outcome, log zerolog.Logger) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, time.Second, 5*time.Second
+	return backoff.Retry(func() error {
+		err := d.journal.Finish(context.WithoutCancel(ctx), o)
+		switch code := touba.ErrorCode(err); {
+		case err == nil:
+			return nil
+		case code == touba.ESecretValueRefused, errors.Is(err, journal.ErrTransition), code == touba.EEffectInProgress:
+			return backoff.Permanent(err)
+		}
+		log.Warn().Err(err).Msg("journal outcome write failed; retrying")
+		return err
+	}, bo)
 }
 
 // refused turns a Prepare refusal into the §5 table's answer.

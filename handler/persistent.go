@@ -169,7 +169,7 @@ func (r *persistentRunner) Call(ctx context.Context, req *Request, dispatched fu
 	if hostFailure(res) {
 		ev := r.log.Warn().Str("call_id", req.Context.CallID).Int("pid", p.pid).Str("outcome", res.Outcome)
 		if res.Err != nil {
-			ev = ev.Str("code", res.Err.Code).Str("reason", res.Err.Message)
+			ev = ev.Str("code", res.Err.Code).Str("reason", r.redact(res.Err.Message))
 		}
 		ev.Str("receipt_error", res.ReceiptErrorCode).Msg("handler call")
 	}

@@ -145,7 +145,8 @@ func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func(
 		if final || !repeatable && t.kind != tryNeverLeft && t.kind != tryRetryStatus ||
 			n >= w.spec.MaxTries || ctx.Err() != nil {
 			if hostFailure(res) {
-				log.Warn().Int("tries", n).Str("code", res.Err.Code).Str("outcome", res.Outcome).Msg(res.Err.Message)
+				// The code only: the message may quote the remote's answer.
+				log.Warn().Int("tries", n).Str("code", res.Err.Code).Str("outcome", res.Outcome).Msg("webhook call failed")
 			}
 			return res
 		}

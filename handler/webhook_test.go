@@ -228,13 +228,15 @@ func TestWebhookRejectedAfterAnUncertainTry(t *testing.T) {
 	check(t, res, touba.EffectUnknown, touba.EWebhookRejected, s, 2)
 }
 
+// A redirect is not followed, and says neither applied nor refused: a
+// "303 See Other" may answer a write that was made.
 func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 	req := newRequest(t, `{}`, touba.RetryNone)
 	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, r *http.Request, _ []byte) {
-		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+		http.Redirect(w, r, "/elsewhere", http.StatusSeeOther)
 	})
 	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
-	check(t, res, touba.EffectNotApplied, touba.EWebhookRejected, s, 1)
+	check(t, res, touba.EffectUnknown, touba.EHandlerFailed, s, 1)
 }
 
 func TestWebhookConnectionLostAfterSending(t *testing.T) {

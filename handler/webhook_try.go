@@ -52,6 +52,12 @@ func (t tryResult) result(req *Request, spec WebhookSpec, earlier bool) (*Result
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerPayloadTooLarge,
 			"webhook answered %d with a body over max_payload_bytes %d", t.status, spec.MaxPayload)), true
 	case tryRejected:
+		// Only a 4xx says the write was refused (SPEC §2.2). A 1xx or 3xx
+		// (a "303 See Other" after creating, say) says nothing of it.
+		if t.status < 400 || t.status > 499 {
+			return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed,
+				"webhook answered %d %s, which says neither applied nor refused", t.status, http.StatusText(t.status))), true
+		}
 		return fail(req, notApplied, true, touba.Errorf(touba.EWebhookRejected,
 			"webhook answered %d %s", t.status, http.StatusText(t.status))), true
 	case tryRetryStatus:

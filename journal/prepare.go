@@ -192,12 +192,19 @@ func (j *Journal) refusePrepare(r *row, p Prepare) *RefusedError {
 			return refuse(touba.EEffectInProgress, "prepared by call %s of another journal handle", r.CallID)
 		}
 	case touba.EffectUnknown:
-		switch r.RetryMode {
+		// The stricter of the stored mode and the binding's mode now: an
+		// unknown effect of an idempotency_key binding reloaded as none
+		// must not be re-sent to a remote that no longer deduplicates.
+		mode := r.RetryMode
+		if mode == touba.RetryIdempotencyKey {
+			mode = p.RetryMode
+		}
+		switch mode {
 		case touba.RetryIdempotencyKey:
 		case touba.RetryReconcile:
 			return refuse(touba.EEffectReconciliationRequired, "outcome unknown; retry mode reconcile needs an operator")
 		default:
-			return refuse(touba.EEffectOutcomeUnknown, "outcome unknown; retry mode %s is not safe to repeat", r.RetryMode)
+			return refuse(touba.EEffectOutcomeUnknown, "outcome unknown; retry mode %s is not safe to repeat", mode)
 		}
 	}
 	return nil
