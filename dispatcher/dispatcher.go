@@ -26,6 +26,7 @@ type Queue interface {
 	Lease(ctx context.Context, n int) ([]*touba.Delivery, error)
 	Finish(ctx context.Context, queueID, status, code, message string) error
 	Retry(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
+	Postpone(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
 }
 
 // State is what the dispatcher needs of the state file.

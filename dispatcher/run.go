@@ -117,7 +117,7 @@ func (d *Dispatcher) settle(e *touba.Delivery, run *state.Run, t *trigger.Trigge
 		err = d.queue.Retry(bg, e.QueueID, d.opts.Now(), v.code, v.message)
 	case v.action == later:
 		status, code, msg = "retry", v.code, v.message
-		err = d.queue.Retry(bg, e.QueueID, d.opts.Now().Add(time.Second), v.code, v.message)
+		err = d.queue.Postpone(bg, e.QueueID, d.opts.Now().Add(time.Second), v.code, v.message)
 	case v.action == retry && t != nil && e.Attempts < t.Retry.MaxAttempts:
 		status, code, msg = "retry", v.code, v.message
 		wait := delay(t.Retry, e.Attempts)

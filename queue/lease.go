@@ -76,6 +76,16 @@ func (q *Queue) Retry(ctx context.Context, queueID string, notBefore time.Time, 
 		code, message, touba.FormatTime(notBefore), q.now(), queueID)
 }
 
+// Postpone puts a running entry back to pending, due at notBefore, and
+// gives back the attempt its lease counted: the run could not start (its
+// effect was held elsewhere, a file did not answer), which is no try.
+func (q *Queue) Postpone(ctx context.Context, queueID string, notBefore time.Time, code, message string) error {
+	return q.transition(queueID, 1, `UPDATE entries SET status = 'pending', attempts = MAX(attempts - 1, 0),
+		error_code = NULLIF(?, ''), error_message = NULLIF(?, ''), not_before = ?, updated_at = ?
+		WHERE queue_id = ? AND status = 'running'`,
+		code, message, touba.FormatTime(notBefore), q.now(), queueID)
+}
+
 // transition runs one guarded update through the writer; pending is how
 // the pending count moves when it applies.
 func (q *Queue) transition(queueID string, pending int64, query string, args ...any) error {

@@ -146,3 +146,17 @@ func TestMaxPendingAnswersKnownIdentities(t *testing.T) {
 		t.Fatalf("known identity at max pending: %+v", r)
 	}
 }
+
+func TestPostponeGivesTheAttemptBack(t *testing.T) {
+	ctx := context.Background()
+	q := mustOpen(t, filepath.Join(t.TempDir(), "q.sqlite"), queue.Options{})
+	a := enqueue(t, q, "a", "1")
+	q.Lease(ctx, 1)
+	if err := q.Postpone(ctx, a.QueueID, time.Now(), touba.EEffectInProgress, "held"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := q.Lease(ctx, 1)
+	if len(got) != 1 || got[0].Attempts != 1 {
+		t.Fatalf("lease after postpone: %+v, want attempt 1 again", got)
+	}
+}
