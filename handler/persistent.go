@@ -164,7 +164,7 @@ func (r *persistentRunner) Call(ctx context.Context, req *Request, dispatched fu
 			"call %s cancelled (%v); handler process group killed", req.Context.CallID, context.Cause(ctx)))
 	})
 	defer stop()
-	p.write(body)
+	p.write(c, body)
 	res := <-c.done
 	if hostFailure(res) {
 		ev := r.log.Warn().Str("call_id", req.Context.CallID).Int("pid", p.pid).Str("outcome", res.Outcome)

@@ -18,8 +18,9 @@ const exitGrace = 5 * time.Second
 
 // pcall is one call written (or being written) to a persistent process.
 type pcall struct {
-	req  *Request
-	done chan *Result // buffered; receives exactly one Result
+	req     *Request
+	done    chan *Result // buffered; receives exactly one Result
+	started bool         // its request line began to be written (guarded by proc.mu)
 }
 
 // proc is one persistent handler process. A request is reserved on it
@@ -133,9 +134,18 @@ func (p *proc) register(c *pcall) *touba.Error {
 
 // write writes the request line of a registered call. Whatever happens,
 // the call's Result then comes to c.done.
-func (p *proc) write(body []byte) {
+func (p *proc) write(c *pcall, body []byte) {
 	p.wmu.Lock()
-	_, err := p.c.stdin.Write(body)
+	// A process that already ended gets nothing more: the call was never
+	// sent, and its reaper answers it not_applied rather than unknown.
+	p.mu.Lock()
+	ended := p.exited || p.failErr != nil
+	c.started = !ended
+	p.mu.Unlock()
+	var err error
+	if !ended {
+		_, err = p.c.stdin.Write(body)
+	}
 	p.wmu.Unlock()
 
 	p.mu.Lock()
@@ -347,6 +357,10 @@ func (p *proc) supervise() {
 		}
 	}
 	pending, cause := p.pending, p.failErr
+	started := make(map[*pcall]bool, len(pending))
+	for _, c := range pending {
+		started[c] = c.started
+	}
 	p.pending = map[string]*pcall{}
 	sent, answered, closed, overstayed := p.sent, p.answered, p.stdinClosed, p.overstayed
 	p.mu.Unlock()
@@ -359,6 +373,11 @@ func (p *proc) supervise() {
 		cause = crashError(p.pid, status, len(pending))
 	}
 	for _, c := range pending {
+		if !started[c] {
+			c.done <- fail(c.req, touba.EffectNotApplied, true, touba.Errorf(cause.Code,
+				"%s; this call's request was never written", cause.Message))
+			continue
+		}
 		c.done <- fail(c.req, touba.EffectUnknown, true, cause)
 	}
 	select {
