@@ -1,0 +1,105 @@
+// Package ledger_test runs the ledger example (a Go handler on the SDK, in
+// persistent mode) through the real daemon.
+package ledger_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/touba/touba-trigger/internal/testdaemon"
+)
+
+func TestLedgerExample(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"program.air.json", "touba.manifest.json"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "examples", "ledger", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "handler"), "../../examples/ledger/handler")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build handler: %v\n%s", err, out)
+	}
+	d := testdaemon.Start(t, nil, "serve", filepath.Join(dir, "program.air.json"),
+		"--manifest", filepath.Join(dir, "touba.manifest.json"), "--queue", filepath.Join(dir, "q.sqlite"),
+		"--state", filepath.Join(dir, "s.sqlite"), "--effect-journal", filepath.Join(dir, "j.sqlite"),
+		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-socket", filepath.Join(dir, "admin.sock"))
+	post := func(body string) int {
+		resp, err := http.Post(d.URL()+"/triggers/examples.ledger/Invoice", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := 0; i < 5; i++ {
+		if got := post(fmt.Sprintf(`{"invoice_id": "inv-%d", "amount": %d}`, i, 10*i)); got != 202 {
+			t.Fatalf("invoice %d: status %d", i, got)
+		}
+	}
+	ledger := filepath.Join(dir, ".touba", "ledger.jsonl")
+	deadline := time.Now().Add(60 * time.Second)
+	for bookings(t, ledger) < 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ledger has %d bookings after 60s\n%s", bookings(t, ledger), d.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Once consumed, the same event is refused; the ledger keeps 5 lines.
+	deadline = time.Now().Add(30 * time.Second)
+	for post(`{"invoice_id": "inv-0", "amount": 0}`) != 409 {
+		if time.Now().After(deadline) {
+			t.Fatal("redelivery of a consumed invoice never answered 409")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	d.Signal(syscall.SIGTERM)
+	if code := d.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, d.Log())
+	}
+	if n := bookings(t, ledger); n != 5 {
+		t.Fatalf("%d bookings, want 5", n)
+	}
+	if strings.Count(d.Log(), `"run done"`) != 5 {
+		t.Fatalf("want 5 runs done in the log:\n%s", d.Log())
+	}
+}
+
+// bookings counts distinct effect ids in the ledger.
+func bookings(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return 0
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var b struct {
+			EffectID string `json:"effect_id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &b) == nil {
+			if seen[b.EffectID] {
+				t.Fatalf("effect %s booked twice", b.EffectID)
+			}
+			seen[b.EffectID] = true
+		}
+	}
+	return len(seen)
+}
