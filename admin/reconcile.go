@@ -56,6 +56,11 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 		return nil, fmt.Errorf("read resolved effect %s: %v", target, err)
 	}
 	out := &ResolveResult{Effect: *after}
+	// Resolving a compensation settles the compensation only: the entry it
+	// undid must not go on from the step it undid.
+	if _, comp := journal.IsCompensation(r.EffectID); comp {
+		return out, nil
+	}
 	if err := s.release(ctx, r.Scope, out); err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
-	"github.com/touba/touba-trigger/internal/uuidv7"
 	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/queue"
 	"github.com/touba/touba-trigger/state"
@@ -175,9 +174,12 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 	if s.HasTrigger != nil && !s.HasTrigger(row.TriggerRef) {
 		return refuse(touba.ETriggerNotFound, "the running program has no trigger "+row.TriggerRef)
 	}
+	// A fresh identity is derived from the delivery, not drawn at random:
+	// running the same command again (after a lost answer, say) then finds
+	// the entry it made instead of applying every write once more.
 	eventID := row.EventID
-	if r.NewEventID {
-		eventID = "replay-" + uuidv7.New()
+	if r.NewEventID || eventID == "" {
+		eventID = "replay-" + row.DeliveryID
 	}
 	d := &touba.Delivery{TriggerRef: row.TriggerRef, EventID: eventID, Digest: dedupe.Digest(row.Body), Body: row.Body,
 		Headers: row.Headers, RemoteAddr: row.RemoteAddr}

@@ -242,7 +242,7 @@ func (d *daemon) background(ctx context.Context) {
 		d.bg.Add(1)
 		go func() {
 			defer d.bg.Done()
-			d.notify.runWatchdog(ctx, every, d.ready, log)
+			d.notify.runWatchdog(ctx, every, d.alive, log)
 		}()
 	}
 	// Registered before the daemon says it listens: SIGHUP's default
@@ -254,6 +254,16 @@ func (d *daemon) background(ctx context.Context) {
 		defer d.bg.Done()
 		d.reloads(ctx, hup)
 	}()
+}
+
+// alive is what the watchdog pings for: the queue file answers. Not the
+// readiness conditions (draining, low disk): a watchdog kill would stop
+// handlers mid-call for a condition a restart does not cure.
+func (d *daemon) alive(ctx context.Context) error {
+	if err := d.q.Ping(ctx); err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
+	return nil
 }
 
 // ready is /readyz beyond draining: not stopping, files answering.

@@ -35,6 +35,11 @@ func parseArgs(fs *flag.FlagSet, args []string, noEnv ...string) ([]string, erro
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// --state-file and --state name one value: given either way on the
+	// command line, TOUBA_STATE must not replace it.
+	if set["state-file"] {
+		set["state"] = true
+	}
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] || err != nil || slices.Contains(noEnv, f.Name) {

@@ -57,7 +57,9 @@ func cell(s string, max int) string {
 			break
 		}
 		switch {
-		case r == '\t' || r == '\n' || r == '\r' || r < 0x20 || r == 0x7f || r == utf8.RuneError:
+		case r == '\t' || r == '\n' || r == '\r' || r < 0x20 || r == 0x7f || r == utf8.RuneError,
+			r >= 0x80 && r <= 0x9f, // C1 controls (CSI as one byte, say)
+			r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069: // bidi overrides
 			fmt.Fprintf(&b, "%q", string(r))
 		default:
 			b.WriteRune(r)
@@ -113,7 +115,8 @@ func printBody(w io.Writer, label string, b *admin.Body, purged bool) {
 	}
 	fmt.Fprintf(w, "%-12s %d bytes, %s\n", label, b.Bytes, kind)
 	for _, line := range strings.Split(text, "\n") {
-		fmt.Fprintf(w, "  %s\n", line)
+		// A body is the sender's bytes: escape what a terminal would act on.
+		fmt.Fprintf(w, "  %s\n", cell(line, len(line)+1))
 	}
 	if cut != "" {
 		fmt.Fprintln(w, cut)
