@@ -223,3 +223,17 @@ func TestServeInvalidTool(t *testing.T) {
 		}
 	}
 }
+
+// A Run that returns a nil *Error in its error result succeeded: its
+// receipt must reach the host, not turn into a panic answer.
+func TestTypedNilErrorIsSuccess(t *testing.T) {
+	tool := newTool(t, func(_ context.Context, c *handler.Call) (*handler.Result, error) {
+		var herr *handler.Error
+		return handler.Output(map[string]int{"n": 1}).WithReceipt(c.Receipt(handler.Applied, "r:1")), herr
+	})
+	req, _ := json.Marshal(newRequest("c1", map[string]int{"n": 1}, true))
+	resp := serveOne(t, tool, req)
+	if !resp.OK || resp.EffectReceipt == nil {
+		t.Fatalf("answer %+v: want ok with its receipt", resp)
+	}
+}

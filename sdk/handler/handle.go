@@ -111,6 +111,10 @@ func (t *Tool) run(ctx context.Context, c *Call) (resp *wireResponse) {
 		defer cancel()
 	}
 	res, err := t.Run(ctx, c)
+	// A nil *Error returned as error is not nil: it must mean success.
+	if he, ok := err.(*Error); ok && he == nil {
+		err = nil
+	}
 	if err != nil {
 		return t.errorResponse(c, err)
 	}

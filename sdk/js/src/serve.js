@@ -112,6 +112,11 @@ export async function defineTool(definition) {
   };
   process.on("SIGTERM", onSignal);
   process.on("SIGINT", onSignal);
+  // A promise a handler forgot to await must not kill the process and
+  // with it every call in flight (Node 20 exits on an unhandled rejection).
+  process.on("unhandledRejection", (err) => {
+    process.stderr.write(`${tool.toolRef}: unhandled rejection: ${err?.message ?? err}\n`);
+  });
   let code = 0;
   try {
     if (process.env[MODE_ENV] === "persistent") {

@@ -173,3 +173,17 @@ class ChecksTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DeepNesting(unittest.TestCase):
+    """A request nested past the parser's recursion limit is answered, not a crash."""
+
+    def test_answered_as_protocol_error(self):
+        tool = Tool(TOOL_REF, echo, log=Quiet())
+        text = '{"x": ' + "[" * 5000 + "]" * 5000 + "}"
+        line = tool.handle_line(text)
+        self.assertTrue(line.endswith(b"\n"))
+        import json
+        resp = json.loads(line)
+        self.assertFalse(resp["ok"])
+        self.assertEqual(resp["error"]["code"], "HandlerProtocolError")

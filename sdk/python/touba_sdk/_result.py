@@ -3,6 +3,8 @@ or a ToubaHandlerError. Receipts are bound to the call that made them."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -43,7 +45,7 @@ class Effect(_ReadOnly):
     def __init__(self, issuer: object, call: object, data: dict) -> None:
         if issuer is not _ISSUER:
             raise TypeError("Effect objects are made by the SDK; use context['effect']")
-        object.__setattr__(self, "_data", dict(data))
+        object.__setattr__(self, "_data", MappingProxyType(dict(data)))
         object.__setattr__(self, "_call", call)
 
 
@@ -57,7 +59,7 @@ class EffectReceipt(_ReadOnly):
     def __init__(self, issuer: object, call: object, data: dict) -> None:
         if issuer is not _ISSUER:
             raise TypeError("receipts are made by create_effect_receipt")
-        object.__setattr__(self, "_data", dict(data))
+        object.__setattr__(self, "_data", MappingProxyType(dict(data)))
         object.__setattr__(self, "_call", call)
 
 

@@ -44,7 +44,7 @@ def _read_one_document(stream: BinaryIO) -> bytes:
             try:
                 p.loads(buf.decode("utf-8"))
                 return buf
-            except ValueError:
+            except (ValueError, RecursionError):
                 pass  # not whole yet (or never: the end of input decides)
 
 

@@ -92,8 +92,8 @@ class Tool:
             if isinstance(text, bytes):
                 text = text.decode("utf-8")
             doc = p.loads(text)
-        except ValueError as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-            resp = _failure(p.CODE_PROTOCOL_ERROR, f"request is not JSON: {err}")
+        except (ValueError, RecursionError) as err:  # bad UTF-8 or JSON, or nested past the parser's depth
+            resp = _failure(p.CODE_PROTOCOL_ERROR, f"request is not JSON this handler can read: {type(err).__name__}")
         else:
             try:
                 resp = self.answer(doc, stop_event)
