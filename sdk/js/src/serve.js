@@ -25,7 +25,12 @@ export async function serveOne(tool, input, output, { signal } = {}) {
 // text ending in "}" is the whole request.
 function readOneDocument(input) {
   return new Promise((resolve, reject) => {
-    const chunks = [];
+    // A parse is tried when the text ends in "}" and the stream paused (a
+    // short chunk) or the text doubled since the last try, and at the end:
+    // parsing at every "}" would cost O(n^2) on a large request.
+    let chunks = [];
+    let total = 0;
+    let tried = 0;
     const done = (text) => {
       input.off("data", onData);
       input.off("end", onEnd);
@@ -34,15 +39,22 @@ function readOneDocument(input) {
       resolve(text);
     };
     const onData = (chunk) => {
-      chunks.push(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
-      const text = Buffer.concat(chunks).toString("utf8");
-      if (text.trimEnd().endsWith("}")) {
-        try {
-          JSON.parse(text);
-          done(text);
-        } catch {
-          // not whole yet
-        }
+      const buf = typeof chunk === "string" ? Buffer.from(chunk) : chunk;
+      chunks.push(buf);
+      total += buf.length;
+      const short = buf.length < (input.readableHighWaterMark || 65536);
+      if (!buf.toString("utf8", Math.max(0, buf.length - 64)).trimEnd().endsWith("}") || !(short || total >= 2 * tried)) {
+        return;
+      }
+      tried = total;
+      const whole = Buffer.concat(chunks);
+      chunks = [whole];
+      const text = whole.toString("utf8");
+      try {
+        JSON.parse(text);
+        done(text);
+      } catch {
+        // not whole yet
       }
     };
     const onEnd = () => done(Buffer.concat(chunks).toString("utf8"));
