@@ -153,9 +153,6 @@ func (d *daemon) start(ctx context.Context) error {
 		}
 		d.disp = dispatcher.New(d.q, d.st, j, d.current.Load(), dispatcher.Options{Workers: f.workers,
 			Log: log.With().Str("component", "dispatcher").Logger(), Observe: d.metrics.ObserveCall})
-		if err := d.disp.Start(ctx); err != nil {
-			return err
-		}
 		d.intake.Enqueued = d.disp.Notify
 	}
 	if f.adminSocket != "" {
@@ -194,6 +191,17 @@ func (d *daemon) start(ctx context.Context) error {
 		}
 	}
 
+	// The dispatcher starts once every socket is bound: a port in use
+	// then stops the daemon before any handler was called.
+	if d.disp != nil {
+		if err := d.disp.Start(ctx); err != nil {
+			ln.Close()
+			if mln != nil {
+				mln.Close()
+			}
+			return err
+		}
+	}
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.bgCancel = cancel
 	d.background(bgCtx)
