@@ -58,7 +58,7 @@ func cell(s string, max int) string {
 		}
 		switch {
 		case r == '\t' || r == '\n' || r == '\r' || r < 0x20 || r == 0x7f || r == utf8.RuneError,
-			r >= 0x80 && r <= 0x9f, // C1 controls (CSI as one byte, say)
+			r >= 0x80 && r <= 0x9f,                                 // C1 controls (CSI as one byte, say)
 			r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069: // bidi overrides
 			fmt.Fprintf(&b, "%q", string(r))
 		default:
