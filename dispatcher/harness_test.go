@@ -127,9 +127,6 @@ func (w *world) open() {
 	if w.st, err = state.Open(ctx, w.path("state.sqlite"), state.Options{}); err != nil {
 		w.tb.Fatal(err)
 	}
-	if _, err := w.st.InterruptRuns(ctx); err != nil {
-		w.tb.Fatal(err)
-	}
 }
 
 // start runs a dispatcher with three workers on the open files.

@@ -115,14 +115,3 @@ func (s *State) Runs(ctx context.Context, queueID string) ([]Run, error) {
 	}
 	return out, rows.Err()
 }
-
-// InterruptRuns marks runs left "running" by a crash as interrupted, at
-// start-up, before the dispatcher runs anything.
-func (s *State) InterruptRuns(ctx context.Context) (int64, error) {
-	res, err := s.db.Write.ExecContext(ctx, `UPDATE runs SET status = 'interrupted', ended_at = ? WHERE status = 'running'`,
-		touba.FormatTime(s.opts.Now()))
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}

@@ -125,11 +125,6 @@ func (d *daemon) open(ctx context.Context) error {
 		return err
 	}
 	d.closers = append(d.closers, d.st.Close)
-	if n, err := d.st.InterruptRuns(ctx); err != nil {
-		return err
-	} else if n > 0 {
-		log.Warn().Int64("runs", n).Msg("runs interrupted by a crash")
-	}
 	var jm metrics.Journal
 	if d.jr != nil {
 		jm = d.jr
