@@ -143,6 +143,13 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*dispatc
 	} else if entry == nil {
 		return nil, notFound("no queue entry %s: the original input cannot be rebuilt", r.Scope)
 	}
+	// Undoing a write under a run that may still build on it would race
+	// the dispatcher: a run is compensated once it stopped.
+	if entry.Status == touba.StatusPending || entry.Status == touba.StatusRunning {
+		why := "entry " + r.Scope + " is " + entry.Status + "; compensate once its run has stopped (done, failed or parked)"
+		s.audit(ctx, state.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why})
+		return nil, badRequest("%s", why)
+	}
 	steps, err := s.State.Steps(ctx, r.Scope)
 	if err != nil {
 		return nil, err
