@@ -2,6 +2,7 @@ package state_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -84,5 +85,48 @@ func TestLogNeverBlocks(t *testing.T) {
 	written, dropped := s.LogStats()
 	if written+dropped != 20000 || written == 0 {
 		t.Fatalf("written=%d dropped=%d, want a total of 20000 with some written", written, dropped)
+	}
+}
+
+// TestBufferedBodiesAreBounded: rows waiting for the writer hold at most
+// 64 MiB of bodies; past that a row is logged without its body. Another
+// connection holds the file's write lock, so nothing drains meanwhile.
+func TestBufferedBodiesAreBounded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sqlite")
+	s, err := state.Open(context.Background(), path, state.Options{LogMaxBodyBytes: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	blocker, err := sql.Open("sqlite3", "file:"+path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Close()
+	tx, err := blocker.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, 1<<20)
+	for i := 0; i < 100; i++ {
+		s.Log(&state.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprint(i), StatusCode: 409,
+			ErrorCode: "TriggerEventPayloadConflict", Body: body, BodyStored: true})
+	}
+	tx.Rollback()
+	if err := s.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Deliveries(context.Background(), state.LogFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for _, r := range got {
+		if r.BodyStored {
+			stored++
+		}
+	}
+	if len(got) != 100 || stored != 64 {
+		t.Fatalf("%d rows, %d with their body; want 100 rows, 64 bodies (64 MiB of 1 MiB bodies)", len(got), stored)
 	}
 }

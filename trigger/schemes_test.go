@@ -137,3 +137,39 @@ func TestSchemesThroughIntake(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderHoldingASecretIsNotKept: a sender that puts a configured
+// secret in a header (a shared token) does not get it stored.
+func TestHeaderHoldingASecretIsNotKept(t *testing.T) {
+	secrets := &secret.Set{}
+	secrets.Add("shared-token-value")
+	p, err := trigger.ParseProgram("p.json", []byte(testProgram))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	q, err := queue.Open(context.Background(), filepath.Join(dir, "q.sqlite"), queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	in := &trigger.Intake{Queue: q}
+	in.SetConfig(&trigger.Config{Program: p, Secrets: secrets})
+	srv := httptest.NewServer(in.Router(nil))
+	defer srv.Close()
+	req, _ := http.NewRequest("POST", srv.URL+"/triggers/t/plain", strings.NewReader(`{}`))
+	req.Header.Set("X-Gitlab-Token", "shared-token-value")
+	req.Header.Set("X-Other", "fine")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	entries, _ := q.List(context.Background(), queue.Filter{})
+	if len(entries) != 1 {
+		t.Fatalf("%d entries", len(entries))
+	}
+	if _, ok := entries[0].Headers["x-gitlab-token"]; ok || entries[0].Headers["x-other"] != "fine" {
+		t.Fatalf("headers kept: %v", entries[0].Headers)
+	}
+}
