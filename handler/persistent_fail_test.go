@@ -75,8 +75,10 @@ func TestPersistentTimeoutEndsEveryCallInFlight(t *testing.T) {
 }
 
 func TestPersistentTimeoutKillsGrandchild(t *testing.T) {
+	// Generous: the handler must have started its grandchild (and written
+	// its pid) before the timeout kills, even on a loaded machine.
 	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
-	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = 500 * time.Millisecond })
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = 3 * time.Second })
 	res := r.Call(context.Background(), preq(t, "spawn", op("spawn", "pid_file", pidFile), true), func() error { return nil })
 	wantUnknown(t, "spawn", res, touba.EHandlerTimeout)
 	waitGone(t, readPID(t, pidFile))

@@ -121,7 +121,7 @@ func TestProcessBusinessError(t *testing.T) {
 
 func TestProcessTimeoutKillsGrandchild(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
-	r := mustProcess(t, func(s *handler.ProcessSpec) { s.Timeout = 500 * time.Millisecond }, "spawn", pidFile)
+	r := mustProcess(t, func(s *handler.ProcessSpec) { s.Timeout = 3 * time.Second }, "spawn", pidFile)
 	start := time.Now()
 	res := r.Call(context.Background(), newRequest(t, `{}`, touba.RetryReconcile), func() error { return nil })
 	if got, want := errCode(res), touba.EHandlerTimeout; got != want {
