@@ -172,12 +172,3 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 	}
 	return out, nil
 }
-
-// Compensate runs Compensate with the dispatcher's current configuration.
-func (d *Dispatcher) Compensate(ctx context.Context, entry *touba.Delivery, steps map[string]state.StepOutput,
-	original *journal.Effect) (*Compensation, error) {
-	if d.journal == nil {
-		return nil, touba.Errorf(touba.EEffectJournalRequired, "no effect journal: nothing to compensate")
-	}
-	return Compensate(ctx, d.cfg.Load(), d.journal, entry, steps, original)
-}

@@ -41,6 +41,7 @@ type compWorld struct {
 	st    *state.State
 	j     *journal.Journal
 	d     *dispatcher.Dispatcher
+	cfg   *dispatcher.Config
 	stubs *dispatcher.Stubs
 }
 
@@ -81,6 +82,7 @@ func newCompWorld(tb testing.TB) *compWorld {
 	if w.st, err = state.Open(ctx, filepath.Join(dir, "s.sqlite"), state.Options{}); err != nil {
 		tb.Fatal(err)
 	}
+	w.cfg = cfg
 	w.d = dispatcher.New(w.q, w.st, w.j, cfg, dispatcher.Options{Workers: 2, PollInterval: 10 * time.Millisecond})
 	if err := w.d.Start(ctx); err != nil {
 		tb.Fatal(err)
@@ -131,7 +133,7 @@ func (w *compWorld) compensate(tb testing.TB, e *touba.Delivery, stepID string) 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return w.d.Compensate(ctx, e, steps, orig)
+	return dispatcher.Compensate(ctx, w.cfg, w.j, e, steps, orig)
 }
 
 func TestCompensateIsADistinctEffect(t *testing.T) {
@@ -204,19 +206,19 @@ func TestCompensateRefusals(t *testing.T) {
 	ctx := context.Background()
 	orig, _ := w.j.Get(ctx, e.QueueID, e.QueueID+":bill")
 	steps, _ := w.st.Steps(ctx, e.QueueID)
-	if _, err := w.d.Compensate(ctx, &purged, steps, orig); touba.ErrorCode(err) != dispatcher.ECompensationInputUnavailable {
+	if _, err := dispatcher.Compensate(ctx, w.cfg, w.j, &purged, steps, orig); touba.ErrorCode(err) != dispatcher.ECompensationInputUnavailable {
 		t.Fatalf("compensate with the body purged: %v, want %s", err, dispatcher.ECompensationInputUnavailable)
 	}
 	// Another body under the same entry would send another input.
 	other := *e
 	other.Body = []byte(`{"id": 8}`)
-	if _, err := w.d.Compensate(ctx, &other, steps, orig); touba.ErrorCode(err) != dispatcher.ECompensationInputUnavailable {
+	if _, err := dispatcher.Compensate(ctx, w.cfg, w.j, &other, steps, orig); touba.ErrorCode(err) != dispatcher.ECompensationInputUnavailable {
 		t.Fatalf("compensate with another body: %v, want %s", err, dispatcher.ECompensationInputUnavailable)
 	}
 	// Only an applied effect is compensated.
 	unknown := *orig
 	unknown.State = touba.EffectUnknown
-	if _, err := w.d.Compensate(ctx, e, steps, &unknown); touba.ErrorCode(err) != dispatcher.EEffectNotCompensable {
+	if _, err := dispatcher.Compensate(ctx, w.cfg, w.j, e, steps, &unknown); touba.ErrorCode(err) != dispatcher.EEffectNotCompensable {
 		t.Fatalf("compensate an unknown effect: %v, want %s", err, dispatcher.EEffectNotCompensable)
 	}
 	if got := calls(); got != before {

@@ -57,9 +57,6 @@ func New() *Metrics {
 	return m
 }
 
-// Registry returns the registry, for tests and extra collectors.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // Handler serves the registry in the Prometheus text format. A collector
 // that fails (a file that does not answer) leaves its metrics out of that
 // scrape and the rest is still served.
