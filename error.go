@@ -20,7 +20,6 @@ const (
 	ETriggerReplayRejected        = "TriggerReplayRejected"
 	ETriggerUnavailable           = "TriggerUnavailable"
 	EMethodNotAllowed             = "MethodNotAllowed"
-	ETriggerDuplicate             = "TriggerDuplicate" // delivery-log code of a 202 duplicate
 	EStepInputUnresolved          = "StepInputUnresolved"
 	EEffectJournalRequired        = "EffectJournalRequired"
 	EJournalLocked                = "JournalLocked"
@@ -86,3 +85,19 @@ func ErrorMessage(err error) string {
 	}
 	return "internal error"
 }
+
+// ConfigError is one refusal of a configuration file (the program or the
+// manifest): the file, the JSON path of the offending value, such as
+// `$.bindings["tool:a/B"].effect_contract.kind`, and the rule it breaks.
+// Its public code is ConfigInvalid (exit 2).
+type ConfigError struct {
+	File string
+	Path string
+	Rule string
+}
+
+// Error renders "<file>: <path>: <rule>".
+func (e *ConfigError) Error() string { return e.File + ": " + e.Path + ": " + e.Rule }
+
+// Unwrap exposes the public code, so that ErrorCode reports ECONFIG.
+func (e *ConfigError) Unwrap() error { return &Error{Code: ECONFIG, Message: e.Error()} }

@@ -10,26 +10,9 @@ import (
 	touba "github.com/touba/touba-trigger"
 )
 
-// ConfigError is one refusal of a manifest: the file, the JSON path of the
-// offending value (for example `$.bindings["tool:a/B"].effect_contract.kind`)
-// and the rule it breaks.
-type ConfigError struct {
-	File string
-	Path string
-	Rule string
-}
-
-// Error renders "<file>: <path>: <rule>".
-func (e *ConfigError) Error() string {
-	return e.File + ": " + e.Path + ": " + e.Rule
-}
-
-// Unwrap exposes the public code ConfigInvalid, so that touba.ErrorCode
-// classifies every manifest refusal as a configuration error (exit 2)
-// without the root package knowing about this one.
-func (e *ConfigError) Unwrap() error {
-	return &touba.Error{Code: touba.ECONFIG, Message: e.Error()}
-}
+// ConfigError is one refusal of a manifest; the program loader refuses
+// with the same type.
+type ConfigError = touba.ConfigError
 
 // maxErrors bounds how many refusals one load reports: past a few dozen the
 // list stops helping, and a hostile file must not produce megabytes of text.

@@ -10,18 +10,9 @@ import (
 	touba "github.com/touba/touba-trigger"
 )
 
-// ConfigError is a refusal of the program file: the file, the JSON path of
-// the offending value and the rule it breaks.
-type ConfigError struct {
-	File string
-	Path string
-	Rule string
-}
-
-func (e *ConfigError) Error() string { return fmt.Sprintf("%s: %s: %s", e.File, e.Path, e.Rule) }
-
-// Unwrap makes touba.ErrorCode report ConfigInvalid.
-func (e *ConfigError) Unwrap() error { return &touba.Error{Code: touba.ECONFIG, Message: e.Error()} }
+// ConfigError is a refusal of the program file; the manifest loader
+// refuses with the same type.
+type ConfigError = touba.ConfigError
 
 // walker decodes a JSON document piece by piece so that every refusal can
 // name the exact path.
