@@ -36,7 +36,6 @@ var (
 	toolPattern   = regexp.MustCompile(`^tool:[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
 	stepIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	headerPattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-	schemes       = []string{"hmac-sha256", "github", "stripe", "standard-webhooks", "slack"}
 )
 
 // Program is a loaded program file.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/verify"
 )
 
 func (w walker) source(path string, raw json.RawMessage) (Source, error) {
@@ -67,11 +68,11 @@ func (w walker) source(path string, raw json.RawMessage) (Source, error) {
 func defaultEventID(v *Verify) EventIDSource {
 	if v != nil {
 		switch v.Scheme {
-		case "standard-webhooks":
-			return EventIDSource{Header: "Webhook-Id"}
-		case "stripe":
+		case verify.SchemeStandardWebhooks:
+			return EventIDSource{Header: verify.StandardIDHeader}
+		case verify.SchemeStripe:
 			return EventIDSource{JSONPointer: "/id"}
-		case "github":
+		case verify.SchemeGitHub:
 			return EventIDSource{Header: "X-Github-Delivery"}
 		}
 	}
@@ -87,7 +88,7 @@ func (w walker) verify(path string, raw json.RawMessage) (*Verify, error) {
 	if v.Scheme, err = w.str(path+".scheme", m["scheme"]); err != nil {
 		return nil, err
 	}
-	if !contains(schemes, v.Scheme) {
+	if !verify.Known(v.Scheme) {
 		return nil, w.fail(path+".scheme", "unknown scheme %q (want one of hmac-sha256, github, stripe, standard-webhooks, slack)", v.Scheme)
 	}
 	one, hasOne := m["secret"]
@@ -124,7 +125,7 @@ func (w walker) verify(path string, raw json.RawMessage) (*Verify, error) {
 		}
 	}
 	if h, ok := m["header"]; ok {
-		if v.Scheme != "hmac-sha256" {
+		if v.Scheme != verify.SchemeHMACSHA256 {
 			return nil, w.fail(path+".header", "only the hmac-sha256 scheme takes a header name")
 		}
 		if v.Header, err = w.str(path+".header", h); err != nil {
