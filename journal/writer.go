@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // maxBatch bounds one commit, so that one transaction never grows without
@@ -101,9 +103,9 @@ var hotQueries = []string{qSavepoint, qRollbackTo, qRelease, qGetEffect, qInsert
 	qPrepareAgain, qDispatch, qFinish}
 
 const (
-	qSavepoint  = `SAVEPOINT t`
-	qRollbackTo = `ROLLBACK TO t`
-	qRelease    = `RELEASE t`
+	qSavepoint  = sqlitex.SavepointBegin
+	qRollbackTo = sqlitex.SavepointRollback
+	qRelease    = sqlitex.SavepointRelease
 )
 
 func (w *writer) start(ctx context.Context, j *Journal) error {
@@ -200,16 +202,9 @@ func (w *writer) commit(batch []*op) {
 		defer sqltx.Rollback()
 		tx := &wtx{Tx: sqltx, stmts: w.stmts}
 		for i, o := range batch {
-			if _, err := tx.ExecContext(ctx, qSavepoint); err != nil {
-				return fmt.Errorf("savepoint: %w", err)
-			}
-			if errs[i] = o.fn(ctx, tx); errs[i] != nil {
-				if _, err := tx.ExecContext(ctx, qRollbackTo); err != nil {
-					return fmt.Errorf("rollback to savepoint: %w", err)
-				}
-			}
-			if _, err := tx.ExecContext(ctx, qRelease); err != nil {
-				return fmt.Errorf("release savepoint: %w", err)
+			var fatal error
+			if errs[i], fatal = sqlitex.Savepoint(ctx, tx, func() error { return o.fn(ctx, tx) }); fatal != nil {
+				return fatal
 			}
 		}
 		Crashpoint(CrashBeforeCommit)

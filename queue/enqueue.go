@@ -9,6 +9,7 @@ import (
 	"runtime"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // Result is the writer's answer to one Enqueue. When Created is false the
@@ -176,25 +177,17 @@ func (q *Queue) commit(batch []*enqueueReq) {
 }
 
 // runOp runs one state change inside the batch under a savepoint, so
-// that its failure undoes only its own writes. A savepoint that cannot be
-// rolled back or released means SQLite already rolled the whole
-// transaction back (it does on SQLITE_FULL or an I/O error): the statements
-// after it would each commit on their own, so that is fatal to the batch.
+// that its failure undoes only its own writes (sqlitex.Savepoint).
 func runOp(ctx context.Context, tx *sql.Tx, op func(context.Context, *sql.Tx) (int64, error)) (n int64, opErr, fatal error) {
-	if _, err := tx.ExecContext(ctx, `SAVEPOINT op`); err != nil {
-		return 0, nil, err
-	}
-	n, opErr = op(ctx, tx)
-	if opErr != nil {
-		if _, err := tx.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
-			return 0, nil, fmt.Errorf("after %v: %w", opErr, err)
-		}
+	opErr, fatal = sqlitex.Savepoint(ctx, tx, func() error {
+		var err error
+		n, err = op(ctx, tx)
+		return err
+	})
+	if opErr != nil || fatal != nil {
 		n = 0
 	}
-	if _, err := tx.ExecContext(ctx, `RELEASE op`); err != nil {
-		return 0, nil, err
-	}
-	return n, opErr, nil
+	return n, opErr, fatal
 }
 
 func lookup(ctx context.Context, find *sql.Stmt, d *touba.Delivery) (Result, bool, error) {

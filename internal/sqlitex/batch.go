@@ -115,16 +115,9 @@ func (b *Batcher) commit(batch []*batchOp) {
 	ctx := context.Background()
 	err := InTx(ctx, b.db, func(tx *sql.Tx) error {
 		for _, op := range batch {
-			if _, err := tx.ExecContext(ctx, `SAVEPOINT op`); err != nil {
-				return err
-			}
-			if op.err = op.fn(ctx, tx); op.err != nil {
-				if _, err := tx.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
-					return err
-				}
-			}
-			if _, err := tx.ExecContext(ctx, `RELEASE op`); err != nil {
-				return err
+			var fatal error
+			if op.err, fatal = Savepoint(ctx, tx, func() error { return op.fn(ctx, tx) }); fatal != nil {
+				return fatal
 			}
 		}
 		return nil
