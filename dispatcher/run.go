@@ -87,7 +87,7 @@ func (d *Dispatcher) steps(cfg *Config, t *trigger.Trigger, e *touba.Delivery, r
 		if v != nil {
 			return v
 		}
-		if holdsSecret(cfg.Secrets, out) {
+		if cfg.Secrets.ContainsJSON(out) {
 			return stop(park, touba.ESecretValueRefused, "output of step %s holds a secret value; not stored", st.ID)
 		}
 		if err := rc.setOutput(st.ID, out); err != nil {
