@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/touba/touba-trigger/internal/gobuild"
 	"github.com/touba/touba-trigger/internal/testdaemon"
 )
 
@@ -36,18 +37,12 @@ func opHandler(tb testing.TB) string {
 			return
 		}
 		opHandlerPath = filepath.Join(dir, "handler")
-		gobin, err := exec.LookPath("go")
-		if err != nil {
-			gobin = "/usr/local/go/bin/go"
-		}
-		out, err := exec.Command(gobin, "build", "-o", opHandlerPath, "./testdata/handler").CombinedOutput()
-		if err != nil {
+		if err := gobuild.Build("", "./testdata/handler", opHandlerPath); err != nil {
 			opHandlerErr = err
-			opHandlerPath = string(out)
 		}
 	})
 	if opHandlerErr != nil {
-		tb.Fatalf("build test handler: %v\n%s", opHandlerErr, opHandlerPath)
+		tb.Fatal(opHandlerErr)
 	}
 	return opHandlerPath
 }

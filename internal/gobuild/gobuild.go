@@ -26,18 +26,26 @@ func run(m *testing.M, progs map[string]*string) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = "/usr/local/go/bin/go" // the toolchain of this project's machines
-	}
 	for pkg, out := range progs {
 		*out = filepath.Join(dir, filepath.Base(pkg))
-		cmd := exec.Command(gobin, "build", "-o", *out, pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
+		if err := Build("", pkg, *out); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
 	return m.Run()
+}
+
+// Build runs `go build -o out pkg` in dir ("" for the current folder).
+func Build(dir, pkg, out string) error {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = "/usr/local/go/bin/go" // the toolchain of this project's machines
+	}
+	cmd := exec.Command(gobin, "build", "-o", out, pkg)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
 }

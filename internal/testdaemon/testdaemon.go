@@ -7,7 +7,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/touba/touba-trigger/internal/gobuild"
 )
 
 var (
@@ -41,11 +42,7 @@ func Binary(tb testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "touba-trigger")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/touba-trigger")
-		cmd.Dir = moduleRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		buildErr = gobuild.Build(moduleRoot(), "./cmd/touba-trigger", binPath)
 	})
 	if buildErr != nil {
 		tb.Fatal(buildErr)

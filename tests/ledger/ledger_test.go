@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/touba/touba-trigger/internal/gobuild"
 	"github.com/touba/touba-trigger/internal/testdaemon"
 )
 
@@ -29,9 +29,8 @@ func TestLedgerExample(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "bin", "handler"), "../../examples/ledger/handler")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build handler: %v\n%s", err, out)
+	if err := gobuild.Build("", "../../examples/ledger/handler", filepath.Join(dir, "bin", "handler")); err != nil {
+		t.Fatal(err)
 	}
 	d := testdaemon.Start(t, nil, "serve", filepath.Join(dir, "program.air.json"),
 		"--manifest", filepath.Join(dir, "touba.manifest.json"), "--queue", filepath.Join(dir, "q.sqlite"),
