@@ -168,20 +168,9 @@ func (w *writer) submit(ctx context.Context, fn txFunc) error {
 func (w *writer) run() {
 	defer close(w.done)
 	defer w.closeStmts()
+	var batch []*op
 	for first := range w.ops {
-		batch := []*op{first}
-	fill:
-		for len(batch) < maxBatch {
-			select {
-			case o, ok := <-w.ops:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, o)
-			default:
-				break fill
-			}
-		}
+		batch = sqlitex.Gather(batch, first, w.ops, maxBatch)
 		w.commit(batch)
 	}
 }

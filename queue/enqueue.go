@@ -78,19 +78,7 @@ func (q *Queue) writer() {
 	runtime.LockOSThread()
 	batch := make([]*enqueueReq, 0, q.opts.MaxBatch)
 	for r := range q.reqs {
-		batch = append(batch[:0], r)
-	drain:
-		for len(batch) < q.opts.MaxBatch {
-			select {
-			case r, ok := <-q.reqs:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, r)
-			default:
-				break drain
-			}
-		}
+		batch = sqlitex.Gather(batch, r, q.reqs, q.opts.MaxBatch)
 		q.commit(batch)
 	}
 }

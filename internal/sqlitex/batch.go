@@ -94,19 +94,7 @@ func (b *Batcher) run() {
 	runtime.LockOSThread()
 	batch := make([]*batchOp, 0, b.maxBatch)
 	for op := range b.ops {
-		batch = append(batch[:0], op)
-	drain:
-		for len(batch) < b.maxBatch {
-			select {
-			case op, ok := <-b.ops:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, op)
-			default:
-				break drain
-			}
-		}
+		batch = Gather(batch, op, b.ops, b.maxBatch)
 		b.commit(batch)
 	}
 }
