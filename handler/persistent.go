@@ -112,9 +112,9 @@ func (r *persistentRunner) wait() { r.procs.Wait() }
 // Call sends req to the binding's process, starting one if none is
 // serving, and waits for the response carrying req's call id. See Runner.
 func (r *persistentRunner) Call(ctx context.Context, req *Request, dispatched func() error) *Result {
-	if n := int64(len(req.Input)); n > r.spec.MaxPayload {
-		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerPayloadTooLarge,
-			"input of %d bytes is over max_payload_bytes %d", n, r.spec.MaxPayload))
+	// Closed is answered later, where the process is taken.
+	if res := refuseUnsent(req, false, r.spec.MaxPayload); res != nil {
+		return res
 	}
 	if req.Context.CallID == "" {
 		// Answers are matched by call id; without one nothing could match.

@@ -102,12 +102,8 @@ func (p *processRunner) Close() error {
 // from its stdout. See Runner.
 func (p *processRunner) Call(ctx context.Context, req *Request, dispatched func() error) *Result {
 	log := p.log.With().Str("call_id", req.Context.CallID).Str("tool_ref", req.ToolRef).Logger()
-	if p.closed.Load() {
-		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerFailed, "handler runner is closed"))
-	}
-	if n := int64(len(req.Input)); n > p.spec.MaxPayload {
-		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerPayloadTooLarge,
-			"input of %d bytes is over max_payload_bytes %d", n, p.spec.MaxPayload))
+	if res := refuseUnsent(req, p.closed.Load(), p.spec.MaxPayload); res != nil {
+		return res
 	}
 	body, err := encodeRequest(req, callDeadline(ctx, p.spec.Timeout))
 	if err != nil {

@@ -199,3 +199,16 @@ func hookError(err error) *touba.Error {
 	}
 	return touba.Errorf(touba.ErrorCode(err), "dispatch: %v", err)
 }
+
+// refuseUnsent is the Result of a call that is not sent because the runner
+// is closed or the input is over maxPayload, or nil when it may go on.
+func refuseUnsent(req *Request, closed bool, maxPayload int64) *Result {
+	if closed {
+		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerFailed, "handler runner is closed"))
+	}
+	if n := int64(len(req.Input)); maxPayload > 0 && n > maxPayload {
+		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerPayloadTooLarge,
+			"input of %d bytes is over max_payload_bytes %d", n, maxPayload))
+	}
+	return nil
+}

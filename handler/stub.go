@@ -55,8 +55,8 @@ func (s *AccountingStub) Call(ctx context.Context, req *Request, dispatched func
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
-	if closed {
-		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerFailed, "handler runner is closed"))
+	if res := refuseUnsent(req, closed, 0); res != nil {
+		return res
 	}
 	if err := context.Cause(ctx); err != nil {
 		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerTimeout, "call cancelled before sending: %v", err))

@@ -102,12 +102,8 @@ func (w *webhookRunner) Close() error {
 // Call POSTs req, retrying as SPEC §2.2 says. See Runner.
 func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func() error) *Result {
 	log := w.log.With().Str("call_id", req.Context.CallID).Str("tool_ref", req.ToolRef).Logger()
-	if w.closed.Load() {
-		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerFailed, "handler runner is closed"))
-	}
-	if n := int64(len(req.Input)); n > w.spec.MaxPayload {
-		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerPayloadTooLarge,
-			"input of %d bytes is over max_payload_bytes %d", n, w.spec.MaxPayload))
+	if res := refuseUnsent(req, w.closed.Load(), w.spec.MaxPayload); res != nil {
+		return res
 	}
 	body, err := encodeRequest(req, callDeadline(ctx, 0))
 	if err != nil {
