@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -25,22 +24,7 @@ const (
 // Compensation is the outcome of an operator's compensation of an applied
 // effect: a distinct journaled effect, CompensationID, whose operation is
 // compensate. The original effect stays applied.
-type Compensation struct {
-	Scope          string          `json:"scope"`
-	EffectID       string          `json:"effect_id"`
-	CompensationID string          `json:"compensation_id"`
-	ToolRef        string          `json:"tool_ref"`
-	State          string          `json:"state"` // applied, not_applied or unknown
-	Attempt        int             `json:"attempt"`
-	CallID         string          `json:"call_id,omitempty"`
-	ReceiptRef     string          `json:"receipt_ref,omitempty"`
-	Output         json.RawMessage `json:"output,omitempty"`
-	ErrorCode      string          `json:"error_code,omitempty"`
-	Message        string          `json:"message,omitempty"`
-	// Already is true when the compensation had been applied before: its
-	// journaled result is returned and no handler was called.
-	Already bool `json:"already,omitempty"`
-}
+type Compensation = touba.Compensation
 
 // Compensate calls, on an operator's command, the binding of the step that
 // wrote original with operation compensate and the original step's input.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	touba "github.com/touba/touba-trigger"
 )
@@ -15,50 +14,22 @@ import (
 // Effect is one row of the effects table: the journaled state of one
 // external write, identified by (Scope, EffectID). Its JSON names are the
 // table's column names, for `effects ls --json`.
-type Effect struct {
-	Scope            string          `json:"scope"`
-	EffectID         string          `json:"effect_id"`
-	ToolRef          string          `json:"tool_ref"`
-	Operation        string          `json:"operation"`
-	Fingerprint      string          `json:"fingerprint"`
-	RetryMode        string          `json:"retry_mode"`
-	State            string          `json:"state"`
-	Attempts         int             `json:"attempts"`
-	CallID           string          `json:"call_id,omitempty"`
-	ReceiptRef       string          `json:"receipt_ref,omitempty"`
-	ErrorCode        string          `json:"error_code,omitempty"`
-	ReceiptErrorCode string          `json:"receipt_error_code,omitempty"`
-	Result           json.RawMessage `json:"result,omitempty"` // nil when none is stored
-	CreatedAt        time.Time       `json:"created_at"`
-	UpdatedAt        time.Time       `json:"updated_at"`
-}
+type Effect = touba.Effect
 
 // Event is one row of the append-only effect_events audit trail.
-type Event struct {
-	Seq      int64     `json:"seq"`
-	Scope    string    `json:"scope"`
-	EffectID string    `json:"effect_id"`
-	CallID   string    `json:"call_id,omitempty"`
-	State    string    `json:"state"`
-	At       time.Time `json:"at"`
-	Detail   string    `json:"detail,omitempty"`
-}
+type Event = touba.EffectEvent
 
 // Filter selects effects for List; empty fields select all.
-type Filter struct {
-	State string
-	Scope string
-	Limit int // 0: no limit
-}
+type Filter = touba.EffectFilter
 
 // CompensationID is the effect id of the compensation of effectID (SPEC §5):
 // a distinct effect, so the original stays applied.
-func CompensationID(effectID string) string { return effectID + ":compensate" }
+func CompensationID(effectID string) string { return touba.CompensationID(effectID) }
 
 // IsCompensation reports whether effectID names a compensation, and of
 // which effect.
 func IsCompensation(effectID string) (original string, ok bool) {
-	return strings.CutSuffix(effectID, ":compensate")
+	return touba.IsCompensation(effectID)
 }
 
 const effectCols = `scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state, attempts,

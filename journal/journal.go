@@ -35,8 +35,8 @@ const Format = "touba-effect-journal-v1"
 // Operations of an effect (SPEC §4): a normal call, or an operator's
 // compensation of an applied effect.
 const (
-	OperationInvoke     = "invoke"
-	OperationCompensate = "compensate"
+	OperationInvoke     = touba.OperationInvoke
+	OperationCompensate = touba.OperationCompensate
 )
 
 //go:embed migrations/*.sql
@@ -215,3 +215,8 @@ func (j *Journal) release(scope, effectID, callID string) {
 		delete(j.claims, k)
 	}
 }
+
+var _ touba.EffectJournal = (*Journal)(nil)
+
+// JournalStats returns a snapshot of the writer's counters.
+func (j *Journal) JournalStats() touba.JournalStats { return j.Stats() }

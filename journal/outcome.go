@@ -13,18 +13,10 @@ import (
 
 // ErrTransition is matched (errors.Is) by the error of a transition the
 // state machine does not allow, such as any change of an applied effect.
-var ErrTransition = errors.New("effect transition not allowed")
+var ErrTransition = touba.ErrTransition
 
 // Outcome is the result of one call, as Finish records it.
-type Outcome struct {
-	Scope, EffectID, CallID string
-	State                   string // touba.EffectApplied, EffectNotApplied or EffectUnknown
-	ReceiptRef              string
-	Result                  json.RawMessage // the step's output; nil for none
-	ErrorCode               string          // the call's public error code, if any
-	ReceiptErrorCode        string          // EffectReceiptMissing, ...Mismatch, ...Invalid
-	Detail                  string          // optional words for the audit event
-}
+type Outcome = touba.EffectOutcome
 
 const qDispatch = `UPDATE effects SET state = 'dispatched', updated_at = ?
 	WHERE scope = ? AND effect_id = ? AND state = 'prepared' AND call_id = ? AND owner = ?

@@ -9,23 +9,15 @@ import (
 )
 
 // Prepare names the effect a call is about to attempt.
-type Prepare struct {
-	Scope       string // the queue_id of the entry
-	EffectID    string // "<queue_id>:<step id>", or CompensationID of one
-	ToolRef     string
-	Operation   string // OperationInvoke or OperationCompensate
-	Fingerprint string // "sha256:<hex>" of the request
-	RetryMode   string // touba.RetryIdempotencyKey, RetryReconcile or RetryNone
-	CallID      string // this attempt; it holds the effect until its outcome
-}
+type Prepare = touba.EffectPrepare
 
 // ErrApplied is matched (errors.Is) by the error of a Prepare that found the
 // effect applied: no new attempt; the stored result is what the run uses.
-var ErrApplied = errors.New("effect already applied")
+var ErrApplied = touba.ErrEffectApplied
 
 // ErrNotCompensable is matched (errors.Is) by the error of a compensation
 // whose original effect is missing or not applied.
-var ErrNotCompensable = errors.New("only an applied effect can be compensated")
+var ErrNotCompensable = touba.ErrNotCompensable
 
 // RefusedError is the error of a Prepare that found a stored effect allowing
 // no new attempt now. Effect is the stored row, so the dispatcher can use an
@@ -52,7 +44,7 @@ func (e *RefusedError) Unwrap() error {
 	return &touba.Error{Code: e.Code, Message: e.Reason}
 }
 
-func (p Prepare) validate() error {
+func validatePrepare(p Prepare) error {
 	switch {
 	case p.Scope == "" || p.EffectID == "":
 		return errors.New("prepare effect: scope and effect id are required")
@@ -86,7 +78,7 @@ func (p Prepare) validate() error {
 // is returned with a *RefusedError too. A compensation (operation
 // compensate, CompensationID) requires its original effect to be applied.
 func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
-	if err := p.validate(); err != nil {
+	if err := validatePrepare(p); err != nil {
 		return nil, err
 	}
 	if j.holdsSecret(p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.CallID) {

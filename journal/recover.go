@@ -13,12 +13,7 @@ import (
 
 // Resolution is an operator's verdict on an unknown effect
 // (`touba-trigger effects resolve`).
-type Resolution struct {
-	State      string          // touba.EffectApplied or touba.EffectNotApplied
-	ReceiptRef string          // required for applied
-	Result     json.RawMessage // for applied; default {"receipt_ref": ReceiptRef}
-	Operator   string          // who resolved, for the audit event; optional
-}
+type Resolution = touba.EffectResolution
 
 // Applied is the resolution of an effect the operator found applied.
 func Applied(receiptRef string, result json.RawMessage) Resolution {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
@@ -79,13 +80,7 @@ type writer struct {
 }
 
 // Stats counts the writer's work since Open.
-type Stats struct {
-	Commits      uint64 // transactions committed (one fsync each)
-	Transitions  uint64 // transitions committed
-	Failed       uint64 // transitions that failed (their own error, or their batch's)
-	LargestBatch uint64 // most transitions in one commit
-	Pending      int64  // transitions submitted and not answered yet
-}
+type Stats = touba.JournalStats
 
 // Stats returns the writer's counters.
 func (j *Journal) Stats() Stats {

@@ -12,11 +12,7 @@ import (
 
 // Detail is what an operator needs of an entry beyond touba.Delivery: why it
 // stopped and when it may run next.
-type Detail struct {
-	ErrorMessage string
-	NotBefore    *time.Time // set while a retry waits
-	BodyBytes    int64      // -1 once retention purged the body
-}
+type Detail = touba.EntryDetail
 
 // Detail returns the entry's error message, retry time and body size, or
 // nil and no error when there is no such entry.

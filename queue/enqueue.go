@@ -15,12 +15,7 @@ import (
 // Result is the writer's answer to one Enqueue. When Created is false the
 // identity already had an entry: QueueID, Digest and Status are that
 // entry's, read in the same transaction that would have inserted.
-type Result struct {
-	QueueID string
-	Created bool
-	Digest  string
-	Status  string
-}
+type Result = touba.EnqueueResult
 
 // enqueueReq is one unit of the writer's work: an enqueue (d set) or a
 // state change (op set), each answered after its batch committed.

@@ -102,11 +102,7 @@ func (q *Queue) transition(queueID string, pending int64, query string, args ...
 }
 
 // ReplayResult says what Replay did with one queue id.
-type ReplayResult struct {
-	QueueID string `json:"queue_id"`
-	From    string `json:"from,omitempty"` // the state it left; "" when nothing was done
-	Reason  string `json:"reason,omitempty"`
-}
+type ReplayResult = touba.ReplayResult
 
 // Replay puts failed and parked entries back to pending with the same
 // queue id, so effects already applied are read back, not repeated. Ids in

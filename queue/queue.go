@@ -138,3 +138,10 @@ func (q *Queue) Ping(ctx context.Context) error {
 }
 
 func (q *Queue) now() string { return touba.FormatTime(q.opts.Now()) }
+
+var _ touba.QueueStore = (*Queue)(nil)
+
+// QueueStats returns a snapshot of the writer's counters.
+func (q *Queue) QueueStats() touba.QueueStats {
+	return touba.QueueStats{Commits: q.stats.Commits.Load(), Enqueued: q.stats.Enqueued.Load(), Batched: q.stats.Batched.Load()}
+}

@@ -46,11 +46,7 @@ func (q *Queue) Get(ctx context.Context, queueID string) (*touba.Delivery, error
 }
 
 // Filter selects entries for List. Empty fields match everything.
-type Filter struct {
-	Status     string
-	TriggerRef string
-	Limit      int // default 100
-}
+type Filter = touba.EntryFilter
 
 // List returns entries in queue order (oldest first).
 func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {

@@ -12,20 +12,7 @@ import (
 )
 
 // Delivery is one row of the delivery log.
-type Delivery struct {
-	DeliveryID string            `json:"delivery_id"`
-	At         time.Time         `json:"at"`
-	TriggerRef string            `json:"trigger_ref"`
-	EventID    string            `json:"event_id"`
-	Digest     string            `json:"digest"`
-	StatusCode int               `json:"status_code"`
-	ErrorCode  string            `json:"error_code"` // "" for a 202 duplicate
-	QueueID    string            `json:"queue_id"`
-	RemoteAddr string            `json:"remote_addr"`
-	Headers    map[string]string `json:"headers"`
-	Body       []byte            `json:"-"`
-	BodyStored bool              `json:"body_stored"`
-}
+type Delivery = touba.LoggedDelivery
 
 // Log queues one row for the writer without waiting. When the buffer is
 // full the row is dropped and counted: acceptance must never wait on the

@@ -3,22 +3,12 @@ package state
 import (
 	"context"
 	"fmt"
-	"time"
 
 	touba "github.com/touba/touba-trigger"
 )
 
 // OperatorEvent is one row of the operator's audit trail.
-type OperatorEvent struct {
-	Seq      int64     `json:"seq"`
-	At       time.Time `json:"at"`
-	Action   string    `json:"action"`
-	QueueID  string    `json:"queue_id,omitempty"`
-	Target   string    `json:"target"`
-	Outcome  string    `json:"outcome"`
-	Operator string    `json:"operator"`
-	Detail   string    `json:"detail"`
-}
+type OperatorEvent = touba.OperatorEvent
 
 // RecordOperator appends ev to the audit trail, durably (one transaction):
 // operator actions are rare and each deserves its own fsync.

@@ -6,20 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"time"
 
 	touba "github.com/touba/touba-trigger"
 )
 
 // LogFilter selects delivery log rows. Empty fields match everything.
-type LogFilter struct {
-	Rejected   bool // status code 400 and above only
-	Code       string
-	TriggerRef string
-	QueueID    string
-	Since      time.Time
-	Limit      int // default 100
-}
+type LogFilter = touba.LogFilter
 
 const logColumns = `delivery_id, at, trigger_ref, event_id, digest, status_code, error_code, queue_id, remote_addr, headers, body`
 

@@ -5,31 +5,15 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	touba "github.com/touba/touba-trigger"
 )
 
 // Run is one dispatcher run of a queue entry.
-type Run struct {
-	RunID        string     `json:"run_id"`
-	QueueID      string     `json:"queue_id"`
-	TriggerRef   string     `json:"trigger_ref"`
-	Attempt      int        `json:"attempt"`
-	Status       string     `json:"status"`
-	ErrorCode    string     `json:"error_code,omitempty"`
-	ErrorMessage string     `json:"error_message,omitempty"`
-	StartedAt    time.Time  `json:"started_at"`
-	EndedAt      *time.Time `json:"ended_at,omitempty"`
-}
+type Run = touba.Run
 
 // StepOutput is a checkpointed step.
-type StepOutput struct {
-	StepID string          `json:"step_id"`
-	RunID  string          `json:"run_id"`
-	Output json.RawMessage `json:"output"`
-	At     time.Time       `json:"at"`
-}
+type StepOutput = touba.StepOutput
 
 // RecordRun writes one finished run to the history. Run rows are history,
 // not state the dispatcher depends on, so nobody waits for their fsync:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
@@ -108,3 +109,9 @@ func (s *State) LogStats() (written, dropped int64) { return s.written.Load(), s
 
 // BatchStats returns the checkpoint writer's commits and operations.
 func (s *State) BatchStats() (commits, ops int64) { return s.batch.Stats() }
+
+var (
+	_ touba.RunStore    = (*State)(nil)
+	_ touba.DeliveryLog = (*State)(nil)
+	_ touba.AuditLog    = (*State)(nil)
+)

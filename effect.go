@@ -1,0 +1,129 @@
+package touba
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Operations of an effect (SPEC §4): a normal call, or an operator's
+// compensation of an applied effect.
+const (
+	OperationInvoke     = "invoke"
+	OperationCompensate = "compensate"
+)
+
+// Sentinels of the effect journal, matched with errors.Is.
+var (
+	// ErrEffectApplied: the effect is applied and can never be rewritten.
+	ErrEffectApplied = errors.New("effect already applied")
+	// ErrTransition: the journal's state machine does not allow the change.
+	ErrTransition = errors.New("effect transition not allowed")
+	// ErrNotCompensable: only an applied effect can be compensated.
+	ErrNotCompensable = errors.New("only an applied effect can be compensated")
+)
+
+// CompensationID names the compensation of effectID: a distinct effect in
+// the same journal (SPEC §5).
+func CompensationID(effectID string) string { return effectID + ":compensate" }
+
+// IsCompensation reports whether effectID names a compensation, and of
+// which effect.
+func IsCompensation(effectID string) (original string, ok bool) {
+	return strings.CutSuffix(effectID, ":compensate")
+}
+
+// Effect is one row of the effect journal (SPEC §5).
+type Effect struct {
+	Scope            string          `json:"scope"`
+	EffectID         string          `json:"effect_id"`
+	ToolRef          string          `json:"tool_ref"`
+	Operation        string          `json:"operation"`
+	Fingerprint      string          `json:"fingerprint"`
+	RetryMode        string          `json:"retry_mode"`
+	State            string          `json:"state"`
+	Attempts         int             `json:"attempts"`
+	CallID           string          `json:"call_id,omitempty"`
+	ReceiptRef       string          `json:"receipt_ref,omitempty"`
+	ErrorCode        string          `json:"error_code,omitempty"`
+	ReceiptErrorCode string          `json:"receipt_error_code,omitempty"`
+	Result           json.RawMessage `json:"result,omitempty"` // nil when none is stored
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+}
+
+// EffectEvent is one entry of an effect's append-only audit trail.
+type EffectEvent struct {
+	Seq      int64     `json:"seq"`
+	Scope    string    `json:"scope"`
+	EffectID string    `json:"effect_id"`
+	CallID   string    `json:"call_id,omitempty"`
+	State    string    `json:"state"`
+	At       time.Time `json:"at"`
+	Detail   string    `json:"detail,omitempty"`
+}
+
+// EffectFilter selects journal rows for listings.
+type EffectFilter struct {
+	State string
+	Scope string
+	Limit int // 0: no limit
+}
+
+// EffectPrepare is the reservation of an effect before its handler starts.
+type EffectPrepare struct {
+	Scope       string // the queue_id of the entry
+	EffectID    string // "<queue_id>:<step id>", or CompensationID of one
+	ToolRef     string
+	Operation   string // OperationInvoke or OperationCompensate
+	Fingerprint string // "sha256:<hex>" of the request
+	RetryMode   string // RetryIdempotencyKey, RetryReconcile or RetryNone
+	CallID      string // this attempt; it holds the effect until its outcome
+}
+
+// EffectOutcome is the result of one call, as the journal records it.
+type EffectOutcome struct {
+	Scope, EffectID, CallID string
+	State                   string // EffectApplied, EffectNotApplied or EffectUnknown
+	ReceiptRef              string
+	Result                  json.RawMessage // the step's output; nil for none
+	ErrorCode               string          // the call's public error code, if any
+	ReceiptErrorCode        string          // EffectReceiptMissing, ...Mismatch, ...Invalid
+	Detail                  string          // optional words for the audit event
+}
+
+// EffectResolution is an operator's settlement of an unknown effect.
+type EffectResolution struct {
+	State      string          // EffectApplied or EffectNotApplied
+	ReceiptRef string          // required for applied
+	Result     json.RawMessage // for applied; default {"receipt_ref": ReceiptRef}
+	Operator   string          // who resolved, for the audit event; optional
+}
+
+// JournalStats counts the journal writer's work, for metrics.
+type JournalStats struct {
+	Commits      uint64 // transactions committed (one fsync each)
+	Transitions  uint64 // transitions committed
+	Failed       uint64 // transitions that failed (their own error, or their batch's)
+	LargestBatch uint64 // most transitions in one commit
+	Pending      int64  // transitions submitted and not answered yet
+}
+
+// Compensation is what an operator's compensation of an applied effect did.
+type Compensation struct {
+	Scope          string          `json:"scope"`
+	EffectID       string          `json:"effect_id"`
+	CompensationID string          `json:"compensation_id"`
+	ToolRef        string          `json:"tool_ref"`
+	State          string          `json:"state"` // applied, not_applied or unknown
+	Attempt        int             `json:"attempt"`
+	CallID         string          `json:"call_id,omitempty"`
+	ReceiptRef     string          `json:"receipt_ref,omitempty"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty"`
+	Message        string          `json:"message,omitempty"`
+	// Already is true when the compensation had been applied before: its
+	// journaled result is returned and no handler was called.
+	Already bool `json:"already,omitempty"`
+}

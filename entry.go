@@ -1,0 +1,42 @@
+package touba
+
+import "time"
+
+// EnqueueResult is the queue's identity decision for one delivery, taken in
+// the same transaction as the enqueue: Created is true for a new entry;
+// otherwise QueueID, Digest and Status are those of the entry that already
+// holds the identity.
+type EnqueueResult struct {
+	QueueID string
+	Created bool
+	Digest  string
+	Status  string
+}
+
+// EntryFilter selects queue entries for listings; the newest come first.
+type EntryFilter struct {
+	Status     string
+	TriggerRef string
+	Limit      int // default 100
+}
+
+// EntryDetail is what a listing leaves out of one entry.
+type EntryDetail struct {
+	ErrorMessage string
+	NotBefore    *time.Time // set while a retry waits
+	BodyBytes    int64      // -1 once retention purged the body
+}
+
+// ReplayResult says what an operator's replay did to one entry.
+type ReplayResult struct {
+	QueueID string `json:"queue_id"`
+	From    string `json:"from,omitempty"` // the state it left; "" when nothing was done
+	Reason  string `json:"reason,omitempty"`
+}
+
+// QueueStats counts the queue writer's work, for metrics and benchmarks.
+type QueueStats struct {
+	Commits  int64
+	Enqueued int64
+	Batched  int64 // requests handled in commits, so Batched/Commits is the mean batch
+}

@@ -1,0 +1,91 @@
+package touba
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// The storage interfaces: what the intake, the dispatcher, the admin
+// service and the metrics need of the stores. The SQLite files implement
+// them (package sqlite); storetest checks any implementation against the
+// behaviour the daemon relies on.
+
+// QueueStore holds the accepted deliveries and their identities.
+type QueueStore interface {
+	// Enqueue takes the identity decision and stores a new entry in one
+	// step, and returns only once the outcome is durable.
+	Enqueue(ctx context.Context, d *Delivery) (EnqueueResult, error)
+	// Lease moves up to n due pending entries to running and returns them.
+	Lease(ctx context.Context, n int) ([]*Delivery, error)
+	// Finish ends a running entry as done, failed or parked.
+	Finish(ctx context.Context, queueID, status, code, message string) error
+	// Retry puts a running entry back to pending, due at notBefore, having
+	// spent an attempt.
+	Retry(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
+	// Postpone is Retry without spending an attempt.
+	Postpone(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
+	// RequeueRunning puts every running entry back to pending (start-up).
+	RequeueRunning(ctx context.Context) (int64, error)
+	// Replay puts failed and parked entries back to pending.
+	Replay(ctx context.Context, ids []string) ([]ReplayResult, error)
+
+	Get(ctx context.Context, queueID string) (*Delivery, error)
+	Detail(ctx context.Context, queueID string) (*EntryDetail, error)
+	List(ctx context.Context, f EntryFilter) ([]*Delivery, error)
+	IDsByStatus(ctx context.Context, status, triggerRef string) ([]string, error)
+	CountByStatus(ctx context.Context) (map[string]int64, error)
+	OldestPending(ctx context.Context) (time.Time, bool, error)
+	// Pending is the number of pending entries, kept in memory.
+	Pending() int64
+	// PurgeBodies drops the bodies and headers of entries done before cutoff.
+	PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error)
+	// Ping checks that the store answers, for readiness.
+	Ping(ctx context.Context) error
+	QueueStats() QueueStats
+}
+
+// RunStore holds run history and step checkpoints.
+type RunStore interface {
+	// RecordRun records a run's start or end; it does not wait for disk.
+	RecordRun(r *Run)
+	// SaveStep checkpoints a step's output durably.
+	SaveStep(queueID, stepID, runID string, output json.RawMessage) error
+	Steps(ctx context.Context, queueID string) (map[string]StepOutput, error)
+	Runs(ctx context.Context, queueID string) ([]Run, error)
+}
+
+// DeliveryLog records every request that did not create an entry. Log
+// never blocks intake: rows are written in batches and bounded.
+type DeliveryLog interface {
+	Log(d *LoggedDelivery)
+	Deliveries(ctx context.Context, f LogFilter) ([]*LoggedDelivery, error)
+	Delivery(ctx context.Context, id string) (*LoggedDelivery, error)
+	// Flush waits until the rows logged so far are written.
+	Flush(ctx context.Context) error
+	LogStats() (written, dropped int64)
+}
+
+// AuditLog is the operators' audit trail.
+type AuditLog interface {
+	RecordOperator(ctx context.Context, ev OperatorEvent) error
+	OperatorEvents(ctx context.Context, queueID string, limit int) ([]OperatorEvent, error)
+}
+
+// EffectJournal is the effect journal (SPEC §5).
+type EffectJournal interface {
+	// Prepare reserves the effect for p.CallID, durably; a second caller of
+	// a held identity gets EffectInProgress.
+	Prepare(ctx context.Context, p EffectPrepare) (*Effect, error)
+	Dispatch(ctx context.Context, scope, effectID, callID string) error
+	Finish(ctx context.Context, o EffectOutcome) error
+	Resolve(ctx context.Context, scope, effectID string, r EffectResolution) error
+	// Recover turns every dispatched effect into unknown (start-up).
+	Recover(ctx context.Context) ([]Effect, error)
+
+	Get(ctx context.Context, scope, effectID string) (*Effect, error)
+	List(ctx context.Context, f EffectFilter) ([]Effect, error)
+	Events(ctx context.Context, scope, effectID string) ([]EffectEvent, error)
+	CountByState(ctx context.Context) (map[string]int64, error)
+	JournalStats() JournalStats
+}
