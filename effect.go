@@ -3,6 +3,7 @@ package touba
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -126,4 +127,28 @@ type Compensation struct {
 	// Already is true when the compensation had been applied before: its
 	// journaled result is returned and no handler was called.
 	Already bool `json:"already,omitempty"`
+}
+
+// RefusedError is a Prepare refused by the stored row: Code is
+// EffectInProgress, EffectRequestConflict, EffectReconciliationRequired,
+// EffectOutcomeUnknown, or "" for an applied effect (match ErrEffectApplied).
+// Effect is the row as stored.
+type RefusedError struct {
+	Effect Effect
+	Code   string
+	Reason string
+}
+
+// Error implements error.
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("prepare effect %s/%s: %s", e.Effect.Scope, e.Effect.EffectID, e.Reason)
+}
+
+// Unwrap gives errors.Is/As the sentinel of an applied effect, or the
+// *Error that carries the public code.
+func (e *RefusedError) Unwrap() error {
+	if e.Code == "" {
+		return ErrEffectApplied
+	}
+	return &Error{Code: e.Code, Message: e.Reason}
 }

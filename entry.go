@@ -1,6 +1,9 @@
 package touba
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // EnqueueResult is the queue's identity decision for one delivery, taken in
 // the same transaction as the enqueue: Created is true for a new entry;
@@ -40,3 +43,11 @@ type QueueStats struct {
 	Enqueued int64
 	Batched  int64 // requests handled in commits, so Batched/Commits is the mean batch
 }
+
+// Sentinels of the stores, matched with errors.Is.
+var (
+	// ErrClosed: the store was closed (the daemon is shutting down).
+	ErrClosed = errors.New("store closed")
+	// ErrQueueFull: --max-pending entries are pending.
+	ErrQueueFull = errors.New("queue at max pending")
+)

@@ -89,3 +89,11 @@ type EffectJournal interface {
 	CountByState(ctx context.Context) (map[string]int64, error)
 	JournalStats() JournalStats
 }
+
+// StateStore is the state side of a store: run history, the delivery log
+// and the operators' audit trail.
+type StateStore interface {
+	RunStore
+	DeliveryLog
+	AuditLog
+}

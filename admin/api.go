@@ -16,9 +16,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/state"
+	touba "github.com/touba/touba-trigger"
 )
 
 // Error codes of the admin API beyond the contract's own.
@@ -33,12 +31,12 @@ type API interface {
 	Entries(ctx context.Context, f EntryFilter) ([]Entry, error)
 	Entry(ctx context.Context, queueID string) (*EntryDetail, error)
 	ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayReport, error)
-	Deliveries(ctx context.Context, f DeliveryFilter) ([]state.Delivery, error)
+	Deliveries(ctx context.Context, f DeliveryFilter) ([]touba.LoggedDelivery, error)
 	Delivery(ctx context.Context, deliveryID string) (*DeliveryDetail, error)
 	ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (*DeliveryReplay, error)
-	Effects(ctx context.Context, f EffectFilter) ([]journal.Effect, error)
+	Effects(ctx context.Context, f EffectFilter) ([]touba.Effect, error)
 	Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult, error)
-	Compensate(ctx context.Context, r CompensateRequest) (*dispatcher.Compensation, error)
+	Compensate(ctx context.Context, r CompensateRequest) (*touba.Compensation, error)
 }
 
 // EntryFilter selects queue entries; empty fields match all.
@@ -75,22 +73,22 @@ type Body struct {
 // EntryDetail is everything known of one entry: `queue show`.
 type EntryDetail struct {
 	Entry
-	ErrorMessage string                `json:"error_message,omitempty"`
-	NotBefore    *time.Time            `json:"not_before,omitempty"`
-	Headers      map[string]string     `json:"headers"`
-	Body         *Body                 `json:"body,omitempty"`
-	Runs         []state.Run           `json:"runs"`
-	Steps        []state.StepOutput    `json:"steps"`
-	Effects      []EffectDetail        `json:"effects"`
-	Deliveries   []state.Delivery      `json:"deliveries"` // redeliveries and rejections naming this entry
-	Operator     []state.OperatorEvent `json:"operator_events"`
-	Next         []string              `json:"next,omitempty"` // what an operator can do now
+	ErrorMessage string                 `json:"error_message,omitempty"`
+	NotBefore    *time.Time             `json:"not_before,omitempty"`
+	Headers      map[string]string      `json:"headers"`
+	Body         *Body                  `json:"body,omitempty"`
+	Runs         []touba.Run            `json:"runs"`
+	Steps        []touba.StepOutput     `json:"steps"`
+	Effects      []EffectDetail         `json:"effects"`
+	Deliveries   []touba.LoggedDelivery `json:"deliveries"` // redeliveries and rejections naming this entry
+	Operator     []touba.OperatorEvent  `json:"operator_events"`
+	Next         []string               `json:"next,omitempty"` // what an operator can do now
 }
 
 // EffectDetail is an effect with its audit trail.
 type EffectDetail struct {
-	journal.Effect
-	Events []journal.Event `json:"events"`
+	touba.Effect
+	Events []touba.EffectEvent `json:"events"`
 }
 
 // ReplayRequest names entries to put back to pending: IDs, or every entry
@@ -132,7 +130,7 @@ type DeliveryFilter struct {
 // DeliveryDetail is one delivery log row with its stored body, and whether
 // `deliveries replay` can use it.
 type DeliveryDetail struct {
-	state.Delivery
+	touba.LoggedDelivery
 	Body       *Body  `json:"body,omitempty"`
 	Replayable bool   `json:"replayable"`
 	Hint       string `json:"hint,omitempty"`
@@ -182,10 +180,10 @@ type ResolveRequest struct {
 // ResolveResult is the effect as now journaled and what became of its
 // entry.
 type ResolveResult struct {
-	Effect      journal.Effect `json:"effect"`
-	EntryStatus string         `json:"entry_status,omitempty"` // after the resolve
-	Replayed    bool           `json:"replayed"`               // the parked entry is pending again
-	Note        string         `json:"note,omitempty"`
+	Effect      touba.Effect `json:"effect"`
+	EntryStatus string       `json:"entry_status,omitempty"` // after the resolve
+	Replayed    bool         `json:"replayed"`               // the parked entry is pending again
+	Note        string       `json:"note,omitempty"`
 }
 
 // CompensateRequest asks for the compensation of an applied effect.

@@ -14,9 +14,6 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/state"
 )
 
 // ErrNoDaemon is returned by Dial when no daemon serves the socket: the
@@ -121,12 +118,12 @@ func (c *Client) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayRep
 }
 
 // Deliveries implements API.
-func (c *Client) Deliveries(ctx context.Context, f DeliveryFilter) ([]state.Delivery, error) {
+func (c *Client) Deliveries(ctx context.Context, f DeliveryFilter) ([]touba.LoggedDelivery, error) {
 	since := ""
 	if !f.Since.IsZero() {
 		since = f.Since.UTC().Format(time.RFC3339Nano)
 	}
-	return get[[]state.Delivery](ctx, c, "/v1/deliveries"+queryOf("rejected", strconv.FormatBool(f.Rejected), "code", f.Code,
+	return get[[]touba.LoggedDelivery](ctx, c, "/v1/deliveries"+queryOf("rejected", strconv.FormatBool(f.Rejected), "code", f.Code,
 		"trigger_ref", f.TriggerRef, "since", since, "limit", strconv.Itoa(f.Limit)))
 }
 
@@ -141,8 +138,8 @@ func (c *Client) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (*
 }
 
 // Effects implements API.
-func (c *Client) Effects(ctx context.Context, f EffectFilter) ([]journal.Effect, error) {
-	return get[[]journal.Effect](ctx, c, "/v1/effects"+queryOf("state", f.State, "scope", f.Scope, "limit", strconv.Itoa(f.Limit)))
+func (c *Client) Effects(ctx context.Context, f EffectFilter) ([]touba.Effect, error) {
+	return get[[]touba.Effect](ctx, c, "/v1/effects"+queryOf("state", f.State, "scope", f.Scope, "limit", strconv.Itoa(f.Limit)))
 }
 
 // Resolve implements API.
@@ -151,6 +148,6 @@ func (c *Client) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult,
 }
 
 // Compensate implements API.
-func (c *Client) Compensate(ctx context.Context, r CompensateRequest) (*dispatcher.Compensation, error) {
-	return post[*dispatcher.Compensation](ctx, c, "/v1/effects/compensate", r)
+func (c *Client) Compensate(ctx context.Context, r CompensateRequest) (*touba.Compensation, error) {
+	return post[*touba.Compensation](ctx, c, "/v1/effects/compensate", r)
 }

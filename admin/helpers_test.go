@@ -87,14 +87,14 @@ func (f *files) effect(tb testing.TB, scope, step, retryMode, outcome string) st
 	ctx := context.Background()
 	id := scope + ":" + step
 	call := "call-" + id
-	if _, err := f.j.Prepare(ctx, journal.Prepare{Scope: scope, EffectID: id, ToolRef: "tool:t", Operation: journal.OperationInvoke,
+	if _, err := f.j.Prepare(ctx, touba.EffectPrepare{Scope: scope, EffectID: id, ToolRef: "tool:t", Operation: touba.OperationInvoke,
 		Fingerprint: "sha256:" + step, RetryMode: retryMode, CallID: call}); err != nil {
 		tb.Fatal(err)
 	}
 	if err := f.j.Dispatch(ctx, scope, id, call); err != nil {
 		tb.Fatal(err)
 	}
-	o := journal.Outcome{Scope: scope, EffectID: id, CallID: call, State: outcome}
+	o := touba.EffectOutcome{Scope: scope, EffectID: id, CallID: call, State: outcome}
 	if outcome == touba.EffectApplied {
 		o.ReceiptRef, o.Result = "r-"+step, []byte(`{"ok":true}`)
 	}
@@ -105,7 +105,7 @@ func (f *files) effect(tb testing.TB, scope, step, retryMode, outcome string) st
 }
 
 // logRow writes one delivery log row and waits until it is stored.
-func (f *files) logRow(tb testing.TB, d *state.Delivery) string {
+func (f *files) logRow(tb testing.TB, d *touba.LoggedDelivery) string {
 	tb.Helper()
 	f.st.Log(d)
 	if err := f.st.Flush(context.Background()); err != nil {
@@ -124,7 +124,7 @@ func (f *files) status(tb testing.TB, queueID string) string {
 }
 
 // operatorEvents returns the audit rows of an entry.
-func (f *files) operatorEvents(tb testing.TB, queueID string) []state.OperatorEvent {
+func (f *files) operatorEvents(tb testing.TB, queueID string) []touba.OperatorEvent {
 	tb.Helper()
 	ev, err := f.st.OperatorEvents(context.Background(), queueID, 0)
 	if err != nil {

@@ -6,9 +6,6 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/state"
 )
 
 // Resolve records an operator's verdict on an unknown effect (SPEC §6) and
@@ -20,7 +17,7 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 	if s.Journal == nil {
 		return nil, touba.Errorf(touba.EEffectJournalRequired, "no effect journal is configured")
 	}
-	var res journal.Resolution
+	var res touba.EffectResolution
 	switch r.State {
 	case touba.EffectApplied:
 		if r.ReceiptRef == "" {
@@ -29,12 +26,12 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 		if r.Result != nil && !json.Valid(r.Result) {
 			return nil, badRequest("--result is not valid JSON")
 		}
-		res = journal.Applied(r.ReceiptRef, r.Result)
+		res = touba.EffectResolution{State: touba.EffectApplied, ReceiptRef: r.ReceiptRef, Result: r.Result}
 	case touba.EffectNotApplied:
 		if r.ReceiptRef != "" || r.Result != nil {
 			return nil, badRequest("--not-applied takes no --receipt-ref or --result")
 		}
-		res = journal.NotApplied()
+		res = touba.EffectResolution{State: touba.EffectNotApplied}
 	default:
 		return nil, badRequest("verdict %q: want applied or not_applied", r.State)
 	}
@@ -47,7 +44,7 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 		return nil, notFound("no effect %s in the journal", target)
 	}
 	if err := s.Journal.Resolve(context.WithoutCancel(ctx), r.Scope, r.EffectID, res); err != nil {
-		s.audit(ctx, state.OperatorEvent{Action: "effects.resolve", QueueID: r.Scope, Target: target, Outcome: "refused",
+		s.audit(ctx, touba.OperatorEvent{Action: "effects.resolve", QueueID: r.Scope, Target: target, Outcome: "refused",
 			Detail: r.State + ": " + errText(err)})
 		return nil, err
 	}
@@ -58,7 +55,7 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 	out := &ResolveResult{Effect: *after}
 	// Resolving a compensation settles the compensation only: the entry it
 	// undid must not go on from the step it undid.
-	if _, comp := journal.IsCompensation(r.EffectID); comp {
+	if _, comp := touba.IsCompensation(r.EffectID); comp {
 		return out, nil
 	}
 	if err := s.release(ctx, r.Scope, out); err != nil {
@@ -68,7 +65,7 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 	if r.ReceiptRef != "" {
 		detail += " receipt_ref=" + r.ReceiptRef
 	}
-	s.audit(ctx, state.OperatorEvent{Action: "effects.resolve", QueueID: r.Scope, Target: target, Outcome: "done",
+	s.audit(ctx, touba.OperatorEvent{Action: "effects.resolve", QueueID: r.Scope, Target: target, Outcome: "done",
 		Detail: detail + "; " + out.Note})
 	return out, nil
 }
@@ -94,7 +91,7 @@ func (s *Service) release(ctx context.Context, scope string, out *ResolveResult)
 		out.Note = "entry is " + e.Status + "; nothing to put back to pending"
 		return nil
 	}
-	others, err := s.Journal.List(ctx, journal.Filter{Scope: scope, State: touba.EffectUnknown})
+	others, err := s.Journal.List(ctx, touba.EffectFilter{Scope: scope, State: touba.EffectUnknown})
 	if err != nil {
 		return err
 	}
@@ -123,7 +120,7 @@ func (s *Service) release(ctx context.Context, scope string, out *ResolveResult)
 // Compensate runs the compensation of an applied effect whose binding
 // declares support for it (SPEC §5). A CLI that goes away does not cut the
 // call short: its outcome must be journaled either way.
-func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*dispatcher.Compensation, error) {
+func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.Compensation, error) {
 	if s.Journal == nil {
 		return nil, touba.Errorf(touba.EEffectJournalRequired, "no effect journal is configured")
 	}
@@ -147,7 +144,7 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*dispatc
 	// the dispatcher: a run is compensated once it stopped.
 	if entry.Status == touba.StatusPending || entry.Status == touba.StatusRunning {
 		why := "entry " + r.Scope + " is " + entry.Status + "; compensate once its run has stopped (done, failed or parked)"
-		s.audit(ctx, state.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why})
+		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why})
 		return nil, badRequest("%s", why)
 	}
 	steps, err := s.State.Steps(ctx, r.Scope)
@@ -156,7 +153,7 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*dispatc
 	}
 	c, err := s.Compensator(context.WithoutCancel(ctx), entry, steps, orig)
 	if err != nil {
-		s.audit(ctx, state.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused",
+		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused",
 			Detail: errText(err)})
 		return nil, err
 	}
@@ -167,6 +164,6 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*dispatc
 	if c.ErrorCode != "" {
 		detail += " " + c.ErrorCode
 	}
-	s.audit(ctx, state.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "done", Detail: detail})
+	s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "done", Detail: detail})
 	return c, nil
 }

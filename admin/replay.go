@@ -7,9 +7,6 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
 )
 
 // ReplayEntries puts failed and parked entries back to pending with their
@@ -79,7 +76,7 @@ func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayRe
 		s.Wake()
 	}
 	for _, it := range items {
-		ev := state.OperatorEvent{Action: "queue.replay", QueueID: it.QueueID, Target: it.QueueID, Outcome: "done",
+		ev := touba.OperatorEvent{Action: "queue.replay", QueueID: it.QueueID, Target: it.QueueID, Outcome: "done",
 			Detail: it.From + " -> pending"}
 		if !it.Replayed {
 			ev.Outcome, ev.Detail = "refused", it.Reason
@@ -108,7 +105,7 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 		if s.Journal == nil {
 			return nil
 		}
-		effs, err := s.Journal.List(ctx, journal.Filter{Scope: id, State: touba.EffectUnknown})
+		effs, err := s.Journal.List(ctx, touba.EffectFilter{Scope: id, State: touba.EffectUnknown})
 		if err != nil {
 			return err
 		}
@@ -137,7 +134,7 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 
 // unreplayable says why a delivery log row cannot be enqueued again, or ""
 // when it can.
-func unreplayable(r *state.Delivery) string {
+func unreplayable(r *touba.LoggedDelivery) string {
 	switch {
 	case r.StatusCode < 400:
 		return fmt.Sprintf("this delivery was answered %d %s for entry %s: there is nothing to replay; see touba-trigger queue show %s",
@@ -164,7 +161,7 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 		return nil, notFound("no delivery %s in the delivery log", r.DeliveryID)
 	}
 	refuse := func(code, why string) (*DeliveryReplay, error) {
-		s.audit(ctx, state.OperatorEvent{Action: "deliveries.replay", QueueID: row.QueueID, Target: row.DeliveryID,
+		s.audit(ctx, touba.OperatorEvent{Action: "deliveries.replay", QueueID: row.QueueID, Target: row.DeliveryID,
 			Outcome: "refused", Detail: why})
 		return nil, touba.Errorf(code, "delivery %s cannot be replayed: %s", row.DeliveryID, why)
 	}
@@ -186,9 +183,9 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 	out := &DeliveryReplay{DeliveryID: row.DeliveryID, TriggerRef: row.TriggerRef, EventID: eventID}
 	res, err := s.Queue.Enqueue(ctx, d)
 	switch {
-	case errors.Is(err, queue.ErrFull):
+	case errors.Is(err, touba.ErrQueueFull):
 		return refuse(touba.ETriggerUnavailable, "the queue is at --max-pending; try again later")
-	case errors.Is(err, queue.ErrClosed):
+	case errors.Is(err, touba.ErrClosed):
 		return refuse(touba.ETriggerUnavailable, "the daemon is shutting down")
 	case err != nil:
 		return nil, err
@@ -213,7 +210,7 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 			out.Hint = "to run it again as a new entry: touba-trigger deliveries replay " + row.DeliveryID + " --new-event-id"
 		}
 	}
-	ev := state.OperatorEvent{Action: "deliveries.replay", QueueID: out.QueueID, Target: row.DeliveryID, Outcome: "done",
+	ev := touba.OperatorEvent{Action: "deliveries.replay", QueueID: out.QueueID, Target: row.DeliveryID, Outcome: "done",
 		Detail: fmt.Sprintf("event %s: %s%s", eventID, out.Status, out.Code)}
 	if out.Status == "" {
 		ev.Outcome = "refused"

@@ -12,24 +12,20 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
 )
 
 // Service answers the admin API from the open files. The daemon runs one
 // behind its socket; the CLI runs one on the files when no daemon does.
 type Service struct {
-	Queue   *queue.Queue
-	State   *state.State
-	Journal *journal.Journal // nil when the daemon runs without one
+	Queue   touba.QueueStore
+	State   touba.StateStore
+	Journal touba.EffectJournal // nil when the daemon runs without one
 	// Wake, when set, tells the dispatcher that entries are pending again.
 	Wake func()
 	// Compensator runs a compensation with the running configuration; nil
 	// when none is loaded (the CLI on files without --program).
-	Compensator func(ctx context.Context, entry *touba.Delivery, steps map[string]state.StepOutput,
-		original *journal.Effect) (*dispatcher.Compensation, error)
+	Compensator func(ctx context.Context, entry *touba.Delivery, steps map[string]touba.StepOutput,
+		original *touba.Effect) (*touba.Compensation, error)
 	// HasTrigger, when set, tells whether the running program has a trigger;
 	// a delivery replay for a trigger it lacks is refused.
 	HasTrigger func(ref string) bool
@@ -96,7 +92,7 @@ func bodyOf(b []byte) *Body {
 
 // Entries lists queue entries, oldest first.
 func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
-	list, err := s.Queue.List(ctx, queue.Filter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Limit: f.Limit})
+	list, err := s.Queue.List(ctx, touba.EntryFilter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +123,8 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 		return nil, err
 	}
 	out := &EntryDetail{Entry: entryOf(d, extra.BodyBytes), ErrorMessage: extra.ErrorMessage, NotBefore: extra.NotBefore,
-		Headers: d.Headers, Runs: []state.Run{}, Steps: []state.StepOutput{}, Effects: []EffectDetail{},
-		Deliveries: []state.Delivery{}, Operator: []state.OperatorEvent{}}
+		Headers: d.Headers, Runs: []touba.Run{}, Steps: []touba.StepOutput{}, Effects: []EffectDetail{},
+		Deliveries: []touba.LoggedDelivery{}, Operator: []touba.OperatorEvent{}}
 	if d.Body != nil {
 		out.Body = bodyOf(d.Body)
 	}
@@ -146,7 +142,7 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 	}
 	sort.Slice(out.Steps, func(i, k int) bool { return out.Steps[i].At.Before(out.Steps[k].At) })
 	if s.Journal != nil {
-		effs, err := s.Journal.List(ctx, journal.Filter{Scope: queueID})
+		effs, err := s.Journal.List(ctx, touba.EffectFilter{Scope: queueID})
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +154,7 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 			out.Effects = append(out.Effects, EffectDetail{Effect: e, Events: ev})
 		}
 	}
-	if rows, err := s.State.Deliveries(ctx, state.LogFilter{QueueID: queueID, Limit: 1000}); err != nil {
+	if rows, err := s.State.Deliveries(ctx, touba.LogFilter{QueueID: queueID, Limit: 1000}); err != nil {
 		return nil, err
 	} else {
 		for _, r := range rows {
@@ -203,7 +199,7 @@ func (s *Service) next(ctx context.Context, d *touba.Delivery, det *EntryDetail)
 
 // blocking reports whether an effect stops its run until an operator
 // gives a verdict: unknown, and not safe to send again.
-func blocking(e journal.Effect) bool {
+func blocking(e touba.Effect) bool {
 	return e.State == touba.EffectUnknown && e.RetryMode != touba.RetryIdempotencyKey
 }
 
@@ -215,7 +211,7 @@ func resolveHint(scope, effectID string) string {
 // doneHint tells how to run a done entry's event again: a replay would
 // only read its effects back from the journal.
 func doneHint(ctx context.Context, s *Service, d *touba.Delivery) string {
-	rows, err := s.State.Deliveries(ctx, state.LogFilter{QueueID: d.QueueID, Rejected: true, Limit: 100})
+	rows, err := s.State.Deliveries(ctx, touba.LogFilter{QueueID: d.QueueID, Rejected: true, Limit: 100})
 	if err == nil {
 		for _, r := range rows {
 			if r.BodyStored {
@@ -228,13 +224,13 @@ func doneHint(ctx context.Context, s *Service, d *touba.Delivery) string {
 }
 
 // Deliveries lists delivery log rows, newest first.
-func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]state.Delivery, error) {
-	rows, err := s.State.Deliveries(ctx, state.LogFilter{Rejected: f.Rejected, Code: f.Code,
+func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]touba.LoggedDelivery, error) {
+	rows, err := s.State.Deliveries(ctx, touba.LogFilter{Rejected: f.Rejected, Code: f.Code,
 		TriggerRef: TriggerRef(f.TriggerRef), Since: f.Since, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]state.Delivery, 0, len(rows))
+	out := make([]touba.LoggedDelivery, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
@@ -249,7 +245,7 @@ func (s *Service) Delivery(ctx context.Context, id string) (*DeliveryDetail, err
 	} else if r == nil {
 		return nil, notFound("no delivery %s in the delivery log", id)
 	}
-	out := &DeliveryDetail{Delivery: *r}
+	out := &DeliveryDetail{LoggedDelivery: *r}
 	if r.BodyStored {
 		out.Body = bodyOf(r.Body)
 	}
@@ -262,23 +258,23 @@ func (s *Service) Delivery(ctx context.Context, id string) (*DeliveryDetail, err
 }
 
 // Effects lists journaled effects, oldest first.
-func (s *Service) Effects(ctx context.Context, f EffectFilter) ([]journal.Effect, error) {
+func (s *Service) Effects(ctx context.Context, f EffectFilter) ([]touba.Effect, error) {
 	if s.Journal == nil {
 		return nil, touba.Errorf(touba.EEffectJournalRequired, "no effect journal is configured")
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	out, err := s.Journal.List(ctx, journal.Filter{State: f.State, Scope: f.Scope, Limit: f.Limit})
+	out, err := s.Journal.List(ctx, touba.EffectFilter{State: f.State, Scope: f.Scope, Limit: f.Limit})
 	if out == nil {
-		out = []journal.Effect{}
+		out = []touba.Effect{}
 	}
 	return out, err
 }
 
 // audit records an operator action durably and in the log. A failure to
 // record is logged: the action itself already happened.
-func (s *Service) audit(ctx context.Context, ev state.OperatorEvent) {
+func (s *Service) audit(ctx context.Context, ev touba.OperatorEvent) {
 	ev.Operator, ev.At = Operator(ctx), time.Now()
 	if err := s.State.RecordOperator(context.WithoutCancel(ctx), ev); err != nil {
 		s.Log.Error().Err(err).Str("action", ev.Action).Msg("cannot record the operator event")

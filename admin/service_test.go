@@ -8,7 +8,6 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
-	"github.com/touba/touba-trigger/state"
 )
 
 // TestReplayEntriesExplainsEveryID replays one id in each state: only the
@@ -22,7 +21,7 @@ func TestReplayEntriesExplainsEveryID(t *testing.T) {
 	parkedBlocked := f.entry(t, "parked-blocked", "3", touba.StatusParked)
 	effect := f.effect(t, parkedBlocked, "charge", touba.RetryReconcile, touba.EffectUnknown)
 	done := f.entry(t, "done", "4", touba.StatusDone)
-	redelivery := f.logRow(t, &state.Delivery{TriggerRef: "trigger:t", EventID: "done", StatusCode: 409,
+	redelivery := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "done", StatusCode: 409,
 		ErrorCode: touba.ETriggerReplayRejected, QueueID: done, Body: []byte("4"), BodyStored: true})
 	running := f.entry(t, "running", "6", touba.StatusRunning)
 	pending := f.entry(t, "pending", "5", touba.StatusPending) // after: entry leases the oldest
@@ -190,16 +189,16 @@ func TestReplayDelivery(t *testing.T) {
 	f := mustFiles(t)
 	ctx := context.Background()
 	done := f.entry(t, "evt-done", `{"n":1}`, touba.StatusDone)
-	rejected := f.logRow(t, &state.Delivery{TriggerRef: "trigger:t", EventID: "evt-done", StatusCode: 409,
+	rejected := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "evt-done", StatusCode: 409,
 		ErrorCode: touba.ETriggerReplayRejected, QueueID: done, Body: []byte(`{"n":1}`), BodyStored: true,
 		Headers: map[string]string{"content-type": "application/json"}})
-	conflict := f.logRow(t, &state.Delivery{TriggerRef: "trigger:t", EventID: "evt-done", StatusCode: 409,
+	conflict := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "evt-done", StatusCode: 409,
 		ErrorCode: touba.ETriggerEventPayloadConflict, QueueID: done, Body: []byte(`{"n":2}`), BodyStored: true})
-	unavailable := f.logRow(t, &state.Delivery{TriggerRef: "trigger:t", EventID: "evt-new", StatusCode: 503,
+	unavailable := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "evt-new", StatusCode: 503,
 		ErrorCode: touba.ETriggerUnavailable, Body: []byte(`{"n":3}`), BodyStored: true})
-	badSig := f.logRow(t, &state.Delivery{TriggerRef: "trigger:t", EventID: "evt-x", StatusCode: 401,
+	badSig := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "evt-x", StatusCode: 401,
 		ErrorCode: touba.ETriggerSignatureInvalid})
-	dup := f.logRow(t, &state.Delivery{TriggerRef: "trigger:t", EventID: "evt-done", StatusCode: 202, QueueID: done})
+	dup := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "evt-done", StatusCode: 202, QueueID: done})
 
 	// The same identity again: intake's answers, nothing enqueued.
 	r, err := f.svc.ReplayDelivery(ctx, admin.DeliveryReplayRequest{DeliveryID: rejected})
@@ -257,7 +256,7 @@ func TestEntryShowsItsStory(t *testing.T) {
 	ctx := context.Background()
 	q := f.entry(t, "e", `{"n":1}`, touba.StatusParked)
 	id := f.effect(t, q, "charge", touba.RetryReconcile, touba.EffectUnknown)
-	f.logRow(t, &state.Delivery{TriggerRef: "trigger:t", EventID: "e", StatusCode: 202, QueueID: q})
+	f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "e", StatusCode: 202, QueueID: q})
 	d, err := f.svc.Entry(ctx, q)
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,6 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
 	"github.com/touba/touba-trigger/internal/uuidv7"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/state"
 )
 
 // Codes of an operator's compensation that cannot start (SPEC §5: only for
@@ -41,9 +39,9 @@ type Compensation = touba.Compensation
 // (prepared, dispatched, then its outcome), under the effect id
 // CompensationID(original) and the binding's retry mode; an unknown outcome
 // is resolved with `effects resolve` like any other.
-func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delivery, steps map[string]state.StepOutput,
-	original *journal.Effect) (*Compensation, error) {
-	if _, ok := journal.IsCompensation(original.EffectID); ok {
+func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delivery, steps map[string]touba.StepOutput,
+	original *touba.Effect) (*Compensation, error) {
+	if _, ok := touba.IsCompensation(original.EffectID); ok {
 		return nil, touba.Errorf(EEffectNotCompensable, "%s is itself a compensation", original.EffectID)
 	}
 	if original.State != touba.EffectApplied {
@@ -102,18 +100,18 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 		return nil, fmt.Errorf("compensation fingerprint: %w", err)
 	}
 
-	compID := journal.CompensationID(original.EffectID)
+	compID := touba.CompensationID(original.EffectID)
 	callID := uuidv7.New()
 	out := &Compensation{Scope: original.Scope, EffectID: original.EffectID, CompensationID: compID, ToolRef: st.Tool, CallID: callID}
-	eff, err := j.Prepare(ctx, journal.Prepare{Scope: original.Scope, EffectID: compID, ToolRef: st.Tool,
-		Operation: journal.OperationCompensate, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID})
-	var refused *journal.RefusedError
+	eff, err := j.Prepare(ctx, touba.EffectPrepare{Scope: original.Scope, EffectID: compID, ToolRef: st.Tool,
+		Operation: touba.OperationCompensate, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID})
+	var refused *touba.RefusedError
 	switch {
-	case errors.As(err, &refused) && errors.Is(err, journal.ErrApplied):
+	case errors.As(err, &refused) && errors.Is(err, touba.ErrEffectApplied):
 		out.State, out.Attempt, out.ReceiptRef, out.Output = touba.EffectApplied, refused.Effect.Attempts, refused.Effect.ReceiptRef, refused.Effect.Result
 		out.CallID, out.Already = refused.Effect.CallID, true
 		return out, nil
-	case errors.Is(err, journal.ErrNotCompensable):
+	case errors.Is(err, touba.ErrNotCompensable):
 		return nil, touba.Errorf(EEffectNotCompensable, "effect %s is not applied", original.EffectID)
 	case err != nil:
 		return nil, err
@@ -135,7 +133,7 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 			outcome = touba.EffectUnknown
 		}
 	}
-	o := journal.Outcome{Scope: original.Scope, EffectID: compID, CallID: callID, State: outcome,
+	o := touba.EffectOutcome{Scope: original.Scope, EffectID: compID, CallID: callID, State: outcome,
 		ReceiptRef: res.ReceiptRef, ReceiptErrorCode: res.ReceiptErrorCode, Detail: "operator compensation of " + original.EffectID}
 	if res.Err != nil {
 		o.ErrorCode = res.Err.Code

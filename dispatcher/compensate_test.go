@@ -122,7 +122,7 @@ func (w *compWorld) run(tb testing.TB, eventID, body string) *touba.Delivery {
 	}
 }
 
-func (w *compWorld) compensate(tb testing.TB, e *touba.Delivery, stepID string) (*dispatcher.Compensation, error) {
+func (w *compWorld) compensate(tb testing.TB, e *touba.Delivery, stepID string) (*touba.Compensation, error) {
 	tb.Helper()
 	ctx := context.Background()
 	orig, err := w.j.Get(ctx, e.QueueID, e.QueueID+":"+stepID)
@@ -171,10 +171,10 @@ func TestCompensateIsADistinctEffect(t *testing.T) {
 	ctx := context.Background()
 	orig, _ := w.j.Get(ctx, e.QueueID, e.QueueID+":bill")
 	comp, _ := w.j.Get(ctx, e.QueueID, c.CompensationID)
-	if orig.State != touba.EffectApplied || orig.Operation != journal.OperationInvoke {
+	if orig.State != touba.EffectApplied || orig.Operation != touba.OperationInvoke {
 		t.Fatalf("original is %s/%s, want applied/invoke", orig.State, orig.Operation)
 	}
-	if comp == nil || comp.State != touba.EffectApplied || comp.Operation != journal.OperationCompensate {
+	if comp == nil || comp.State != touba.EffectApplied || comp.Operation != touba.OperationCompensate {
 		t.Fatalf("compensation effect %+v, want applied/compensate", comp)
 	}
 

@@ -16,8 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/state"
 )
 
 // Queue is what the dispatcher needs of the queue file.
@@ -31,16 +29,16 @@ type Queue interface {
 
 // State is what the dispatcher needs of the state file.
 type State interface {
-	RecordRun(r *state.Run)
+	RecordRun(r *touba.Run)
 	SaveStep(queueID, stepID, runID string, output json.RawMessage) error
-	Steps(ctx context.Context, queueID string) (map[string]state.StepOutput, error)
+	Steps(ctx context.Context, queueID string) (map[string]touba.StepOutput, error)
 }
 
 // Journal is what the dispatcher needs of the effect journal.
 type Journal interface {
-	Prepare(ctx context.Context, p journal.Prepare) (*journal.Effect, error)
+	Prepare(ctx context.Context, p touba.EffectPrepare) (*touba.Effect, error)
 	Dispatch(ctx context.Context, scope, effectID, callID string) error
-	Finish(ctx context.Context, o journal.Outcome) error
+	Finish(ctx context.Context, o touba.EffectOutcome) error
 }
 
 // Options configure a Dispatcher.

@@ -11,7 +11,6 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
-	"github.com/touba/touba-trigger/journal"
 )
 
 // The tools of the test programs: toolW is the step under test, bound to
@@ -174,8 +173,8 @@ func (w *world) seed(qid, stepID, fp, retryMode string, dispatched bool, outcome
 	w.tb.Helper()
 	ctx := context.Background()
 	callID := "seed-" + stepID
-	if _, err := w.j.Prepare(ctx, journal.Prepare{Scope: qid, EffectID: qid + ":" + stepID, ToolRef: toolW,
-		Operation: journal.OperationInvoke, Fingerprint: fp, RetryMode: retryMode, CallID: callID}); err != nil {
+	if _, err := w.j.Prepare(ctx, touba.EffectPrepare{Scope: qid, EffectID: qid + ":" + stepID, ToolRef: toolW,
+		Operation: touba.OperationInvoke, Fingerprint: fp, RetryMode: retryMode, CallID: callID}); err != nil {
 		w.tb.Fatal(err)
 	}
 	if dispatched {
@@ -186,7 +185,7 @@ func (w *world) seed(qid, stepID, fp, retryMode string, dispatched bool, outcome
 	if outcome == "" {
 		return nil
 	}
-	return w.j.Finish(ctx, journal.Outcome{Scope: qid, EffectID: qid + ":" + stepID, CallID: callID, State: outcome,
+	return w.j.Finish(ctx, touba.EffectOutcome{Scope: qid, EffectID: qid + ":" + stepID, CallID: callID, State: outcome,
 		Result: result})
 }
 

@@ -9,8 +9,6 @@ import (
 	_ "github.com/mattn/go-sqlite3"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/state"
 )
 
 // What a test reads of a world's files, waits for, or changes behind the
@@ -80,7 +78,7 @@ func (w *world) replay(qid string) {
 }
 
 // effect returns the journaled effect of step stepID of entry qid, or nil.
-func (w *world) effect(qid, stepID string) *journal.Effect {
+func (w *world) effect(qid, stepID string) *touba.Effect {
 	w.tb.Helper()
 	e, err := w.j.Get(context.Background(), qid, qid+":"+stepID)
 	if err != nil {
@@ -90,9 +88,9 @@ func (w *world) effect(qid, stepID string) *journal.Effect {
 }
 
 // effects returns every journaled effect of entry qid.
-func (w *world) effects(qid string) []journal.Effect {
+func (w *world) effects(qid string) []touba.Effect {
 	w.tb.Helper()
-	es, err := w.j.List(context.Background(), journal.Filter{Scope: qid})
+	es, err := w.j.List(context.Background(), touba.EffectFilter{Scope: qid})
 	if err != nil {
 		w.tb.Fatal(err)
 	}
@@ -100,7 +98,7 @@ func (w *world) effects(qid string) []journal.Effect {
 }
 
 // steps returns the checkpointed step outputs of entry qid.
-func (w *world) steps(qid string) map[string]state.StepOutput {
+func (w *world) steps(qid string) map[string]touba.StepOutput {
 	w.tb.Helper()
 	s, err := w.st.Steps(context.Background(), qid)
 	if err != nil {
@@ -140,9 +138,9 @@ func (w *world) journalSQL(query string, args ...any) {
 // waitRuns waits until the run history of entry qid holds n runs (it is
 // written after the entry's state, without waiting for its commit) and
 // returns them, oldest first.
-func (w *world) waitRuns(qid string, n int) []state.Run {
+func (w *world) waitRuns(qid string, n int) []touba.Run {
 	w.tb.Helper()
-	var rs []state.Run
+	var rs []touba.Run
 	w.until(fmt.Sprintf("%d runs of %s", n, qid), func() bool {
 		var err error
 		if rs, err = w.st.Runs(context.Background(), qid); err != nil {

@@ -8,9 +8,8 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/uuidv7"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/state"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -56,7 +55,7 @@ func fromError(err *touba.Error) *verdict {
 func (d *Dispatcher) run(e *touba.Delivery) {
 	cfg := d.cfg.Load()
 	log := d.log.With().Str("trigger_ref", e.TriggerRef).Str("event_id", e.EventID).Str("queue_id", e.QueueID).Logger()
-	run := &state.Run{RunID: uuidv7.New(), QueueID: e.QueueID, TriggerRef: e.TriggerRef, Attempt: e.Attempts,
+	run := &touba.Run{RunID: uuidv7.New(), QueueID: e.QueueID, TriggerRef: e.TriggerRef, Attempt: e.Attempts,
 		StartedAt: d.opts.Now()}
 	runID := run.RunID
 	t, ok := cfg.trigger(e.TriggerRef)
@@ -101,13 +100,13 @@ func (d *Dispatcher) steps(cfg *Config, t *trigger.Trigger, e *touba.Delivery, r
 }
 
 // settle ends the run: the entry done, failed, parked or pending again.
-func (d *Dispatcher) settle(e *touba.Delivery, run *state.Run, t *trigger.Trigger, v *verdict, log zerolog.Logger) {
+func (d *Dispatcher) settle(e *touba.Delivery, run *touba.Run, t *trigger.Trigger, v *verdict, log zerolog.Logger) {
 	bg := context.Background()
 	status, code, msg := touba.StatusDone, "", ""
 	var err error
 	switch {
 	case v == nil:
-		journal.Crashpoint(CrashAfterCheckpoint)
+		crashpoint.Hit(CrashAfterCheckpoint)
 		err = d.queue.Finish(bg, e.QueueID, touba.StatusDone, "", "")
 		log.Info().Str("run_id", run.RunID).Int("attempt", e.Attempts).Msg("run done")
 	case d.stopping() && d.runCtx.Err() != nil:

@@ -11,9 +11,9 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/uuidv7"
-	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -59,22 +59,22 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	}
 	scope, effectID, callID := e.QueueID, e.QueueID+":"+st.ID, req.Context.CallID
 	log = log.With().Str("effect_id", effectID).Logger()
-	eff, err := d.journal.Prepare(ctx, journal.Prepare{Scope: scope, EffectID: effectID, ToolRef: st.Tool,
-		Operation: journal.OperationInvoke, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID})
+	eff, err := d.journal.Prepare(ctx, touba.EffectPrepare{Scope: scope, EffectID: effectID, ToolRef: st.Tool,
+		Operation: touba.OperationInvoke, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID})
 	if err != nil {
 		return d.refused(err, log)
 	}
-	journal.Crashpoint(CrashAfterPrepared)
+	crashpoint.Hit(CrashAfterPrepared)
 	req.Context.Effect = &handler.Effect{Scope: scope, EffectID: effectID, Fingerprint: fp,
 		RetryMode: b.Contract.RetryMode, Attempt: eff.Attempts}
 	res := d.call(ctx, secrets, b, req, func() error {
 		if err := d.journal.Dispatch(context.WithoutCancel(ctx), scope, effectID, callID); err != nil {
 			return err
 		}
-		journal.Crashpoint(CrashAfterDispatched)
+		crashpoint.Hit(CrashAfterDispatched)
 		return nil
 	})
-	journal.Crashpoint(CrashAfterAnswer)
+	crashpoint.Hit(CrashAfterAnswer)
 
 	outcome := res.Outcome
 	if outcome == "" {
@@ -83,7 +83,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 			outcome = touba.EffectUnknown
 		}
 	}
-	o := journal.Outcome{Scope: scope, EffectID: effectID, CallID: callID, State: outcome, ReceiptRef: res.ReceiptRef,
+	o := touba.EffectOutcome{Scope: scope, EffectID: effectID, CallID: callID, State: outcome, ReceiptRef: res.ReceiptRef,
 		ReceiptErrorCode: res.ReceiptErrorCode}
 	if res.Err != nil {
 		o.ErrorCode = res.Err.Code
@@ -106,7 +106,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		log.Error().Err(err).Str("outcome", outcome).Msg("cannot record the effect outcome")
 		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome %s of %s could not be journaled: %v", outcome, effectID, err)
 	}
-	journal.Crashpoint(CrashAfterOutcome)
+	crashpoint.Hit(CrashAfterOutcome)
 
 	switch outcome {
 	case touba.EffectApplied:
@@ -144,7 +144,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 // finish journals an outcome, retrying a failed commit a few times: the
 // call happened, and an outcome left unwritten blocks its identity until
 // the next start turns it unknown.
-func (d *Dispatcher) finish(ctx context.Context, o journal.Outcome, log zerolog.Logger) error {
+func (d *Dispatcher) finish(ctx context.Context, o touba.EffectOutcome, log zerolog.Logger) error {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, time.Second, 5*time.Second
 	return backoff.Retry(func() error {
@@ -152,7 +152,7 @@ func (d *Dispatcher) finish(ctx context.Context, o journal.Outcome, log zerolog.
 		switch code := touba.ErrorCode(err); {
 		case err == nil:
 			return nil
-		case code == touba.ESecretValueRefused, errors.Is(err, journal.ErrTransition), code == touba.EEffectInProgress:
+		case code == touba.ESecretValueRefused, errors.Is(err, touba.ErrTransition), code == touba.EEffectInProgress:
 			return backoff.Permanent(err)
 		}
 		log.Warn().Err(err).Msg("journal outcome write failed; retrying")
@@ -162,8 +162,8 @@ func (d *Dispatcher) finish(ctx context.Context, o journal.Outcome, log zerolog.
 
 // refused turns a Prepare refusal into the §5 table's answer.
 func (d *Dispatcher) refused(err error, log zerolog.Logger) (json.RawMessage, *verdict) {
-	var re *journal.RefusedError
-	if errors.As(err, &re) && errors.Is(err, journal.ErrApplied) {
+	var re *touba.RefusedError
+	if errors.As(err, &re) && errors.Is(err, touba.ErrEffectApplied) {
 		if len(re.Effect.Result) == 0 || !json.Valid(re.Effect.Result) {
 			return nil, stop(park, touba.EEffectResultUnavailable, "effect %s is applied and its result cannot be restored", re.Effect.EffectID)
 		}

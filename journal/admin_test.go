@@ -21,7 +21,7 @@ func TestCountByState(t *testing.T) {
 	}
 	for i, outcome := range []string{touba.EffectApplied, touba.EffectApplied, touba.EffectUnknown, ""} {
 		id := string(rune('a' + i))
-		p := journal.Prepare{Scope: "q", EffectID: "q:" + id, ToolRef: "tool:t", Operation: journal.OperationInvoke,
+		p := touba.EffectPrepare{Scope: "q", EffectID: "q:" + id, ToolRef: "tool:t", Operation: touba.OperationInvoke,
 			Fingerprint: "sha256:" + id, RetryMode: touba.RetryReconcile, CallID: "c" + id}
 		if _, err := j.Prepare(ctx, p); err != nil {
 			t.Fatal(err)
@@ -32,7 +32,7 @@ func TestCountByState(t *testing.T) {
 		if err := j.Dispatch(ctx, "q", p.EffectID, p.CallID); err != nil {
 			t.Fatal(err)
 		}
-		if err := j.Finish(ctx, journal.Outcome{Scope: "q", EffectID: p.EffectID, CallID: p.CallID, State: outcome,
+		if err := j.Finish(ctx, touba.EffectOutcome{Scope: "q", EffectID: p.EffectID, CallID: p.CallID, State: outcome,
 			ReceiptRef: "r", Result: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}

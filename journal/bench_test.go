@@ -46,7 +46,7 @@ func BenchmarkFinishParallel(b *testing.B) {
 					b.Error(err)
 					return
 				}
-				if err := j.Finish(ctx, journal.Outcome{Scope: fmt.Sprintf("q%d", i), EffectID: id, CallID: call,
+				if err := j.Finish(ctx, touba.EffectOutcome{Scope: fmt.Sprintf("q%d", i), EffectID: id, CallID: call,
 					State: touba.EffectApplied, ReceiptRef: "BILL-1", Result: result}); err != nil {
 					b.Error(err)
 					return

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/journal"
 )
 
@@ -31,7 +32,7 @@ func TestCrashDurability(t *testing.T) {
 		t.Run(tt.point, func(t *testing.T) {
 			ctx := context.Background()
 			path := journalPath(t)
-			cmd, _ := startChild(t, "dispatch", path, journal.CrashpointEnv+"="+tt.point)
+			cmd, _ := startChild(t, "dispatch", path, crashpoint.Env+"="+tt.point)
 			waitKilled(t, cmd)
 
 			j := mustOpen(t, path, journal.Options{})

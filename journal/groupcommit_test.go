@@ -82,7 +82,7 @@ func TestGroupCommit(t *testing.T) {
 	if got := st.Commits - base.Commits; got >= n || got > 2 {
 		t.Fatalf("commits=%d for %d transitions, want 2 (one stuck, then one batch)", got, n)
 	}
-	if got, err := j.List(ctx, journal.Filter{State: touba.EffectPrepared}); err != nil || len(got) != n {
+	if got, err := j.List(ctx, touba.EffectFilter{State: touba.EffectPrepared}); err != nil || len(got) != n {
 		t.Fatalf("stored %d prepared (%v), want %d", len(got), err, n)
 	}
 }
@@ -102,7 +102,7 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 	}
 	calls := []call{
 		{"finish applied again", func() error {
-			return j.Finish(ctx, journal.Outcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: touba.EffectNotApplied})
+			return j.Finish(ctx, touba.EffectOutcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: touba.EffectNotApplied})
 		}, "ErrTransition"},
 		{"resolve applied", func() error { return j.Resolve(ctx, "q", "q:step", journal.NotApplied()) }, touba.EEffectNotUnknown},
 		{"dispatch missing", func() error { return j.Dispatch(ctx, "q", "q:missing", "c9") }, touba.EINTERNAL},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/journal"
 )
@@ -61,12 +62,12 @@ func childDispatch(path string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	journal.Crashpoint("test.after_prepare")
+	crashpoint.Hit("test.after_prepare")
 	if err := j.Dispatch(ctx, "q1", "q1:charge", "call-1"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	journal.Crashpoint("test.after_dispatch")
+	crashpoint.Hit("test.after_dispatch")
 	fmt.Fprintln(os.Stderr, "crash point not reached")
 	os.Exit(3)
 }
@@ -132,14 +133,14 @@ func mustOpen(tb testing.TB, path string, opts journal.Options) *journal.Journal
 }
 
 // prep is a valid Prepare of an idempotency_key effect.
-func prep(scope, effectID, callID string) journal.Prepare {
-	return journal.Prepare{Scope: scope, EffectID: effectID, ToolRef: "tool:examples.orders/CreateOrder",
-		Operation: journal.OperationInvoke, Fingerprint: "sha256:00ff", RetryMode: touba.RetryIdempotencyKey,
+func prep(scope, effectID, callID string) touba.EffectPrepare {
+	return touba.EffectPrepare{Scope: scope, EffectID: effectID, ToolRef: "tool:examples.orders/CreateOrder",
+		Operation: touba.OperationInvoke, Fingerprint: "sha256:00ff", RetryMode: touba.RetryIdempotencyKey,
 		CallID: callID}
 }
 
 // mustGet reads an effect that must exist.
-func mustGet(tb testing.TB, j *journal.Journal, scope, effectID string) *journal.Effect {
+func mustGet(tb testing.TB, j *journal.Journal, scope, effectID string) *touba.Effect {
 	tb.Helper()
 	e, err := j.Get(context.Background(), scope, effectID)
 	if err != nil {
@@ -150,7 +151,7 @@ func mustGet(tb testing.TB, j *journal.Journal, scope, effectID string) *journal
 	return e
 }
 
-func mustEvents(tb testing.TB, j *journal.Journal, scope, effectID string) []journal.Event {
+func mustEvents(tb testing.TB, j *journal.Journal, scope, effectID string) []touba.EffectEvent {
 	tb.Helper()
 	ev, err := j.Events(context.Background(), scope, effectID)
 	if err != nil {
@@ -164,9 +165,9 @@ func errorIs(err error) string {
 	switch {
 	case err == nil:
 		return ""
-	case errors.Is(err, journal.ErrApplied):
+	case errors.Is(err, touba.ErrEffectApplied):
 		return "ErrApplied"
-	case errors.Is(err, journal.ErrTransition):
+	case errors.Is(err, touba.ErrTransition):
 		return "ErrTransition"
 	}
 	return touba.ErrorCode(err)

@@ -25,7 +25,7 @@ func TestUnknownStaysUnsafeAfterAModeChange(t *testing.T) {
 		if err := j.Dispatch(ctx, "q", "q:s", "c1"); err != nil {
 			t.Fatal(err)
 		}
-		if err := j.Finish(ctx, journal.Outcome{Scope: "q", EffectID: "q:s", CallID: "c1", State: touba.EffectUnknown}); err != nil {
+		if err := j.Finish(ctx, touba.EffectOutcome{Scope: "q", EffectID: "q:s", CallID: "c1", State: touba.EffectUnknown}); err != nil {
 			t.Fatal(err)
 		}
 		again := prep("q", "q:s", "c2")

@@ -24,25 +24,7 @@ var ErrNotCompensable = touba.ErrNotCompensable
 // applied result or park the entry. Code is the public code:
 // EffectInProgress, EffectRequestConflict, EffectReconciliationRequired,
 // EffectOutcomeUnknown, or "" for an applied effect (match ErrApplied).
-type RefusedError struct {
-	Effect Effect
-	Code   string
-	Reason string
-}
-
-// Error implements error.
-func (e *RefusedError) Error() string {
-	return fmt.Sprintf("prepare effect %s/%s: %s", e.Effect.Scope, e.Effect.EffectID, e.Reason)
-}
-
-// Unwrap gives errors.Is/As the sentinel of an applied effect, or the
-// *touba.Error that carries the public code.
-func (e *RefusedError) Unwrap() error {
-	if e.Code == "" {
-		return ErrApplied
-	}
-	return &touba.Error{Code: e.Code, Message: e.Reason}
-}
+type RefusedError = touba.RefusedError
 
 func validatePrepare(p Prepare) error {
 	switch {

@@ -70,7 +70,7 @@ func TestPrepareRaceOnDisk(t *testing.T) {
 	}
 	// Only the winner's handle and call may finish it.
 	winner, loser := handles[won[0]%2], handles[(won[0]+1)%2]
-	o := journal.Outcome{Scope: "q", EffectID: "q:step", CallID: fmt.Sprintf("call-%d", won[0]), State: touba.EffectNotApplied}
+	o := touba.EffectOutcome{Scope: "q", EffectID: "q:step", CallID: fmt.Sprintf("call-%d", won[0]), State: touba.EffectNotApplied}
 	if got, want := touba.ErrorCode(loser.Finish(ctx, o)), touba.EEffectInProgress; got != want {
 		t.Fatalf("finish by the other handle: code=%s, want %s", got, want)
 	}
@@ -109,7 +109,7 @@ func TestCloseReleasesHeldEffects(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	err = a.Finish(ctx, journal.Outcome{Scope: "q", EffectID: "q:dispatched", CallID: "c2", State: touba.EffectApplied})
+	err = a.Finish(ctx, touba.EffectOutcome{Scope: "q", EffectID: "q:dispatched", CallID: "c2", State: touba.EffectApplied})
 	if err != journal.ErrClosed {
 		t.Fatalf("finish after close: %v, want ErrClosed", err)
 	}

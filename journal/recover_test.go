@@ -30,7 +30,7 @@ func TestRecover(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := a.Finish(ctx, journal.Outcome{Scope: "q", EffectID: "q:applied", CallID: "c-q:applied",
+	if err := a.Finish(ctx, touba.EffectOutcome{Scope: "q", EffectID: "q:applied", CallID: "c-q:applied",
 		State: touba.EffectApplied, ReceiptRef: "r1", Result: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestResolve(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		j := mustOpen(t, journalPath(t), journal.Options{})
 		bringTo(t, j, touba.EffectUnknown, touba.RetryNone)
-		for name, r := range map[string]journal.Resolution{
+		for name, r := range map[string]touba.EffectResolution{
 			"applied without receipt":    journal.Applied("", nil),
 			"invalid result":             journal.Applied("r", json.RawMessage(`{`)),
 			"not applied with a receipt": {State: touba.EffectNotApplied, ReceiptRef: "r"},
@@ -171,7 +171,7 @@ func TestLateFinishAfterRecovery(t *testing.T) {
 	if _, err := mustOpen(t, path, journal.Options{}).Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	err := a.Finish(ctx, journal.Outcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: touba.EffectApplied})
+	err := a.Finish(ctx, touba.EffectOutcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: touba.EffectApplied})
 	if got, want := errorIs(err), "ErrTransition"; got != want {
 		t.Fatalf("late finish: %q (%v), want %q", got, err, want)
 	}

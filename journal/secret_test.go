@@ -43,7 +43,7 @@ func fileHolds(t *testing.T, path string, b []byte) bool {
 func TestSecretRefusedInIdentity(t *testing.T) {
 	ctx := context.Background()
 	j, path := secretJournal(t)
-	for name, p := range map[string]journal.Prepare{
+	for name, p := range map[string]touba.EffectPrepare{
 		"scope":     prep("q-"+theSecret, "q:step", "c1"),
 		"effect id": prep("q", "q:"+theSecret, "c1"),
 		"call id":   prep("q", "q:step", theSecret),
@@ -56,7 +56,7 @@ func TestSecretRefusedInIdentity(t *testing.T) {
 			t.Errorf("%s: returned %v / message %q", name, e, err)
 		}
 	}
-	if got, err := j.List(ctx, journal.Filter{}); err != nil || len(got) != 0 {
+	if got, err := j.List(ctx, touba.EffectFilter{}); err != nil || len(got) != 0 {
 		t.Fatalf("stored %d effects (%v), want none", len(got), err)
 	}
 	if fileHolds(t, path, []byte(theSecret)) {
@@ -66,7 +66,7 @@ func TestSecretRefusedInIdentity(t *testing.T) {
 
 func TestSecretRefusedInOutcome(t *testing.T) {
 	escaped := `"hunter2-tok\/en"` // the same string, JSON-escaped
-	for name, o := range map[string]journal.Outcome{
+	for name, o := range map[string]touba.EffectOutcome{
 		"result":         {Result: json.RawMessage(`{"token":"` + theSecret + `"}`)},
 		"escaped result": {Result: json.RawMessage(`{"token":` + escaped + `}`)},
 		"receipt":        {ReceiptRef: "order:" + theSecret, Result: json.RawMessage(`{}`)},
@@ -101,7 +101,7 @@ func TestSecretRefusedInResolve(t *testing.T) {
 	ctx := context.Background()
 	j, path := secretJournal(t)
 	bringTo(t, j, touba.EffectUnknown, touba.RetryNone)
-	for _, r := range []journal.Resolution{
+	for _, r := range []touba.EffectResolution{
 		journal.Applied(theSecret, nil),
 		journal.Applied("order:1", json.RawMessage(`["`+theSecret+`"]`)),
 	} {

@@ -34,7 +34,7 @@ func bringTo(tb testing.TB, j *journal.Journal, state, retryMode string) {
 			return
 		}
 	}
-	o := journal.Outcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: state}
+	o := touba.EffectOutcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: state}
 	if state == touba.EffectApplied {
 		o.ReceiptRef, o.Result = "order:42", json.RawMessage(`{"id":42}`)
 	}
@@ -47,7 +47,7 @@ func TestTransitions(t *testing.T) {
 	ctx := context.Background()
 	finish := func(state string) func(*journal.Journal) error {
 		return func(j *journal.Journal) error {
-			return j.Finish(ctx, journal.Outcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: state})
+			return j.Finish(ctx, touba.EffectOutcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: state})
 		}
 	}
 	prepare := func(call string) func(*journal.Journal) error {
@@ -56,7 +56,7 @@ func TestTransitions(t *testing.T) {
 	dispatch := func(call string) func(*journal.Journal) error {
 		return func(j *journal.Journal) error { return j.Dispatch(ctx, "q", "q:step", call) }
 	}
-	resolve := func(r journal.Resolution) func(*journal.Journal) error {
+	resolve := func(r touba.EffectResolution) func(*journal.Journal) error {
 		return func(j *journal.Journal) error { return j.Resolve(ctx, "q", "q:step", r) }
 	}
 	conflicting := func(j *journal.Journal) error {
@@ -150,7 +150,7 @@ func TestPrepareNewAttemptCountsAndClears(t *testing.T) {
 		t.Fatalf("call_id=%s, want %s", got, want)
 	}
 	// The old holder has lost the effect: its late answer is refused.
-	err = j.Finish(ctx, journal.Outcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: touba.EffectApplied})
+	err = j.Finish(ctx, touba.EffectOutcome{Scope: "q", EffectID: "q:step", CallID: "c1", State: touba.EffectApplied})
 	if got, want := touba.ErrorCode(err), touba.EEffectInProgress; got != want {
 		t.Fatalf("late finish code=%s (%v), want %s", got, err, want)
 	}
@@ -161,7 +161,7 @@ func TestPrepareRefusedReturnsStoredEffect(t *testing.T) {
 	j := mustOpen(t, journalPath(t), journal.Options{})
 	bringTo(t, j, touba.EffectApplied, touba.RetryNone)
 	e, err := j.Prepare(ctx, prep("q", "q:step", "c2"))
-	var refused *journal.RefusedError
+	var refused *touba.RefusedError
 	if !errorsAs(err, &refused) || e == nil {
 		t.Fatalf("prepare of applied: %v, %v; want a RefusedError and the stored effect", e, err)
 	}
@@ -197,13 +197,13 @@ func TestFileRefusesRewrites(t *testing.T) {
 func TestCompensation(t *testing.T) {
 	ctx := context.Background()
 	j := mustOpen(t, journalPath(t), journal.Options{})
-	comp := prep("q", journal.CompensationID("q:step"), "k1")
-	comp.Operation = journal.OperationCompensate
-	if _, err := j.Prepare(ctx, comp); !errors.Is(err, journal.ErrNotCompensable) {
+	comp := prep("q", touba.CompensationID("q:step"), "k1")
+	comp.Operation = touba.OperationCompensate
+	if _, err := j.Prepare(ctx, comp); !errors.Is(err, touba.ErrNotCompensable) {
 		t.Fatalf("compensation of a missing effect: %v, want ErrNotCompensable", err)
 	}
 	bringTo(t, j, touba.EffectApplied, touba.RetryIdempotencyKey)
-	bad := prep("q", journal.CompensationID("q:step"), "k1")
+	bad := prep("q", touba.CompensationID("q:step"), "k1")
 	if _, err := j.Prepare(ctx, bad); err == nil {
 		t.Fatal("operation invoke on a :compensate id accepted")
 	}
@@ -214,13 +214,13 @@ func TestCompensation(t *testing.T) {
 	if got, want := e.EffectID, "q:step:compensate"; got != want {
 		t.Fatalf("effect_id=%s, want %s", got, want)
 	}
-	if got, want := e.Operation, journal.OperationCompensate; got != want {
+	if got, want := e.Operation, touba.OperationCompensate; got != want {
 		t.Fatalf("operation=%s, want %s", got, want)
 	}
 	if got, want := mustGet(t, j, "q", "q:step").State, touba.EffectApplied; got != want {
 		t.Fatalf("original state=%s, want %s", got, want)
 	}
-	if orig, ok := journal.IsCompensation(e.EffectID); !ok || orig != "q:step" {
+	if orig, ok := touba.IsCompensation(e.EffectID); !ok || orig != "q:step" {
 		t.Fatalf("IsCompensation=%q,%v, want q:step,true", orig, ok)
 	}
 }
@@ -236,19 +236,19 @@ func TestListAndFilter(t *testing.T) {
 	if _, err := j.Prepare(ctx, prep("q2", "q2:a", "call-q2")); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Finish(ctx, journal.Outcome{Scope: "q1", EffectID: "q1:b", CallID: "call-b", State: touba.EffectNotApplied}); err != nil {
+	if err := j.Finish(ctx, touba.EffectOutcome{Scope: "q1", EffectID: "q1:b", CallID: "call-b", State: touba.EffectNotApplied}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct {
-		f    journal.Filter
+		f    touba.EffectFilter
 		want int
 	}{
-		{journal.Filter{}, 4},
-		{journal.Filter{Scope: "q1"}, 3},
-		{journal.Filter{State: touba.EffectPrepared}, 3},
-		{journal.Filter{State: touba.EffectNotApplied, Scope: "q1"}, 1},
-		{journal.Filter{Scope: "q1", Limit: 2}, 2},
-		{journal.Filter{Scope: "nope"}, 0},
+		{touba.EffectFilter{}, 4},
+		{touba.EffectFilter{Scope: "q1"}, 3},
+		{touba.EffectFilter{State: touba.EffectPrepared}, 3},
+		{touba.EffectFilter{State: touba.EffectNotApplied, Scope: "q1"}, 1},
+		{touba.EffectFilter{Scope: "q1", Limit: 2}, 2},
+		{touba.EffectFilter{Scope: "nope"}, 0},
 	} {
 		got, err := j.List(ctx, tt.f)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
@@ -191,11 +192,11 @@ func (w *writer) commit(batch []*op) {
 				return fatal
 			}
 		}
-		Crashpoint(CrashBeforeCommit)
+		crashpoint.Hit(CrashBeforeCommit)
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
-		Crashpoint(CrashAfterCommit)
+		crashpoint.Hit(CrashAfterCommit)
 		return nil
 	}()
 	if err != nil {

@@ -7,25 +7,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
 )
 
-// Queue is what the metrics read of the queue file; *queue.Queue is one.
+// Queue is what the metrics read of the queue.
 type Queue interface {
 	CountByStatus(ctx context.Context) (map[string]int64, error)
 	OldestPending(ctx context.Context) (time.Time, bool, error)
-	Stats() *queue.Stats
+	QueueStats() touba.QueueStats
 }
 
-// Journal is what the metrics read of the effect journal; *journal.Journal
-// is one.
+// Journal is what the metrics read of the effect journal.
 type Journal interface {
 	CountByState(ctx context.Context) (map[string]int64, error)
-	Stats() journal.Stats
+	JournalStats() touba.JournalStats
 }
 
-// DeliveryLog reports the delivery log's writes; *state.State is one.
+// DeliveryLog reports the delivery log's writes.
 type DeliveryLog interface {
 	LogStats() (written, dropped int64)
 }
@@ -98,10 +95,10 @@ func (f *files) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(f.oldest, prometheus.GaugeValue, age)
 	}
-	st := f.q.Stats()
-	ch <- prometheus.MustNewConstMetric(f.qCommits, prometheus.CounterValue, float64(st.Commits.Load()))
-	ch <- prometheus.MustNewConstMetric(f.qBatched, prometheus.CounterValue, float64(st.Batched.Load()))
-	ch <- prometheus.MustNewConstMetric(f.qEnqueued, prometheus.CounterValue, float64(st.Enqueued.Load()))
+	st := f.q.QueueStats()
+	ch <- prometheus.MustNewConstMetric(f.qCommits, prometheus.CounterValue, float64(st.Commits))
+	ch <- prometheus.MustNewConstMetric(f.qBatched, prometheus.CounterValue, float64(st.Batched))
+	ch <- prometheus.MustNewConstMetric(f.qEnqueued, prometheus.CounterValue, float64(st.Enqueued))
 	if f.j != nil {
 		if counts, err := f.j.CountByState(ctx); err != nil {
 			ch <- prometheus.NewInvalidMetric(f.effects, err)
@@ -110,7 +107,7 @@ func (f *files) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(f.effects, prometheus.GaugeValue, float64(counts[s]), s)
 			}
 		}
-		js := f.j.Stats()
+		js := f.j.JournalStats()
 		ch <- prometheus.MustNewConstMetric(f.jCommits, prometheus.CounterValue, float64(js.Commits))
 		ch <- prometheus.MustNewConstMetric(f.jTransitions, prometheus.CounterValue, float64(js.Transitions))
 		ch <- prometheus.MustNewConstMetric(f.jFailed, prometheus.CounterValue, float64(js.Failed))

@@ -101,13 +101,13 @@ func TestScrapeAfterKnownWork(t *testing.T) {
 	q.Finish(ctx, ids[0], touba.StatusDone, "", "")
 	q.Finish(ctx, ids[1], touba.StatusFailed, touba.EHandlerFailed, "x")
 	// One applied effect: prepared, dispatched, applied.
-	p := journal.Prepare{Scope: ids[0], EffectID: ids[0] + ":s", ToolRef: "tool:m", Operation: journal.OperationInvoke,
+	p := touba.EffectPrepare{Scope: ids[0], EffectID: ids[0] + ":s", ToolRef: "tool:m", Operation: touba.OperationInvoke,
 		Fingerprint: "sha256:x", RetryMode: touba.RetryIdempotencyKey, CallID: "c"}
 	if _, err := j.Prepare(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	j.Dispatch(ctx, p.Scope, p.EffectID, "c")
-	if err := j.Finish(ctx, journal.Outcome{Scope: p.Scope, EffectID: p.EffectID, CallID: "c", State: touba.EffectApplied,
+	if err := j.Finish(ctx, touba.EffectOutcome{Scope: p.Scope, EffectID: p.EffectID, CallID: "c", State: touba.EffectApplied,
 		ReceiptRef: "r", Result: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -23,10 +22,10 @@ import (
 var schema embed.FS
 
 // ErrClosed is returned by Enqueue once Close has begun.
-var ErrClosed = errors.New("queue closed")
+var ErrClosed = touba.ErrClosed
 
 // ErrFull is returned by Enqueue when --max-pending entries are pending.
-var ErrFull = errors.New("queue at max pending")
+var ErrFull = touba.ErrQueueFull
 
 // Options tune a Queue. Zero values take the defaults.
 type Options struct {

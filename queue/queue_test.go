@@ -23,7 +23,7 @@ func mustOpen(tb testing.TB, path string, opts queue.Options) *queue.Queue {
 	return q
 }
 
-func enqueue(tb testing.TB, q *queue.Queue, eventID, body string) queue.Result {
+func enqueue(tb testing.TB, q *queue.Queue, eventID, body string) touba.EnqueueResult {
 	tb.Helper()
 	r, err := q.Enqueue(context.Background(), &touba.Delivery{TriggerRef: "trigger:t", EventID: eventID,
 		Digest: dedupe.Digest([]byte(body)), Body: []byte(body)})
@@ -139,7 +139,7 @@ func TestEnqueueRace(t *testing.T) {
 func TestMaxPendingAnswersKnownIdentities(t *testing.T) {
 	q := mustOpen(t, filepath.Join(t.TempDir(), "q.sqlite"), queue.Options{MaxPending: 1})
 	a := enqueue(t, q, "a", "1")
-	if _, err := q.Enqueue(context.Background(), &touba.Delivery{TriggerRef: "trigger:t", EventID: "b", Digest: "d"}); err != queue.ErrFull {
+	if _, err := q.Enqueue(context.Background(), &touba.Delivery{TriggerRef: "trigger:t", EventID: "b", Digest: "d"}); err != touba.ErrQueueFull {
 		t.Fatalf("err=%v, want ErrFull", err)
 	}
 	if r := enqueue(t, q, "a", "1"); r.QueueID != a.QueueID || r.Created {

@@ -49,7 +49,7 @@ func TestOpThatLosesTheTransaction(t *testing.T) {
 			failed++
 		}
 	}
-	entries, err := q.List(ctx, queue.Filter{Limit: 100})
+	entries, err := q.List(ctx, touba.EntryFilter{Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/state"
 )
 
@@ -28,11 +29,11 @@ func TestDeliveryLogBounds(t *testing.T) {
 	ctx := context.Background()
 	// 10 rows two hours old, then 100 fresh ones with 100-byte bodies.
 	for i := 0; i < 10; i++ {
-		s.Log(&state.Delivery{At: now.Add(-2 * time.Hour), TriggerRef: "trigger:t", EventID: fmt.Sprintf("old-%d", i),
+		s.Log(&touba.LoggedDelivery{At: now.Add(-2 * time.Hour), TriggerRef: "trigger:t", EventID: fmt.Sprintf("old-%d", i),
 			StatusCode: 409, ErrorCode: "TriggerEventPayloadConflict"})
 	}
 	for i := 0; i < 100; i++ {
-		s.Log(&state.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprintf("new-%03d", i), StatusCode: 409,
+		s.Log(&touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: fmt.Sprintf("new-%03d", i), StatusCode: 409,
 			ErrorCode: "TriggerEventPayloadConflict", Body: make([]byte, 100), BodyStored: true})
 	}
 	if err := s.Flush(ctx); err != nil {
@@ -41,7 +42,7 @@ func TestDeliveryLogBounds(t *testing.T) {
 	if err := s.Prune(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := s.Deliveries(ctx, state.LogFilter{Limit: 1000})
+	rows, err := s.Deliveries(ctx, touba.LogFilter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestLogNeverBlocks(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		for i := 0; i < 20000; i++ {
-			s.Log(&state.Delivery{TriggerRef: "trigger:t", StatusCode: 401, ErrorCode: "TriggerSignatureInvalid"})
+			s.Log(&touba.LoggedDelivery{TriggerRef: "trigger:t", StatusCode: 401, ErrorCode: "TriggerSignatureInvalid"})
 		}
 		close(done)
 	}()
@@ -109,14 +110,14 @@ func TestBufferedBodiesAreBounded(t *testing.T) {
 	}
 	body := make([]byte, 1<<20)
 	for i := 0; i < 100; i++ {
-		s.Log(&state.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprint(i), StatusCode: 409,
+		s.Log(&touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: fmt.Sprint(i), StatusCode: 409,
 			ErrorCode: "TriggerEventPayloadConflict", Body: body, BodyStored: true})
 	}
 	tx.Rollback()
 	if err := s.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Deliveries(context.Background(), state.LogFilter{Limit: 1000})
+	got, err := s.Deliveries(context.Background(), touba.LogFilter{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

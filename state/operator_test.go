@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/state"
 )
 
@@ -15,7 +16,7 @@ func TestOperatorEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ev := range []state.OperatorEvent{
+	for _, ev := range []touba.OperatorEvent{
 		{Action: "queue.replay", QueueID: "q1", Target: "q1", Outcome: "done", Operator: "uid 0", Detail: "failed -> pending"},
 		{Action: "deliveries.replay", QueueID: "q2", Target: "d1", Outcome: "done", Operator: "uid 0", Detail: "enqueued"},
 		{Action: "queue.replay", QueueID: "q1", Target: "q1", Outcome: "refused", Operator: "uid 0", Detail: "entry is done"},

@@ -15,8 +15,6 @@ import (
 	"github.com/touba/touba-trigger/dedupe"
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/secret"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
 )
 
 // request is what intake learned of one request so far; it becomes the
@@ -86,9 +84,9 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	res, err := in.Queue.Enqueue(r.Context(), d)
 	if err != nil {
 		msg := "queue unavailable, retry later"
-		if errors.Is(err, queue.ErrFull) {
+		if errors.Is(err, touba.ErrQueueFull) {
 			msg = "queue is full, retry later"
-		} else if !errors.Is(err, queue.ErrClosed) {
+		} else if !errors.Is(err, touba.ErrClosed) {
 			in.Logger.Error().Err(err).Str("trigger_ref", t.Ref).Str("event_id", id).Msg("enqueue failed")
 		}
 		in.reject(w, r, req, touba.ETriggerUnavailable, msg, "")
@@ -136,7 +134,7 @@ func (in *Intake) record(r *http.Request, req *request, status int, code, queueI
 	if in.Log == nil {
 		return
 	}
-	row := &state.Delivery{At: req.at, TriggerRef: req.triggerRef, EventID: req.eventID, Digest: req.digest,
+	row := &touba.LoggedDelivery{At: req.at, TriggerRef: req.triggerRef, EventID: req.eventID, Digest: req.digest,
 		StatusCode: status, ErrorCode: code, QueueID: queueID, RemoteAddr: r.RemoteAddr, Headers: req.headers}
 	if req.verified {
 		row.Body, row.BodyStored = req.body, true

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/queue"
 	"github.com/touba/touba-trigger/state"
 	"github.com/touba/touba-trigger/trigger"
@@ -123,19 +124,19 @@ func (f *fixture) do(req *http.Request) reply {
 
 func (f *fixture) count(t *testing.T) int {
 	t.Helper()
-	got, err := f.queue.List(context.Background(), queue.Filter{Limit: 100000})
+	got, err := f.queue.List(context.Background(), touba.EntryFilter{Limit: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return len(got)
 }
 
-func (f *fixture) logRows(t *testing.T) []*state.Delivery {
+func (f *fixture) logRows(t *testing.T) []*touba.LoggedDelivery {
 	t.Helper()
 	if err := f.state.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := f.state.Deliveries(context.Background(), state.LogFilter{Limit: 100000})
+	rows, err := f.state.Deliveries(context.Background(), touba.LogFilter{Limit: 100000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,19 +12,17 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/secret"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
 )
 
 // Enqueuer stores accepted deliveries; *queue.Queue is one.
 type Enqueuer interface {
-	Enqueue(ctx context.Context, d *touba.Delivery) (queue.Result, error)
+	Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueResult, error)
 }
 
 // DeliveryLog records requests that did not create an entry; *state.State
 // is one. Log must not block.
 type DeliveryLog interface {
-	Log(d *state.Delivery)
+	Log(d *touba.LoggedDelivery)
 }
 
 // Verifier checks a request's signature; *verify.Verifier is one.

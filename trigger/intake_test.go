@@ -83,7 +83,7 @@ func TestIntakeTable(t *testing.T) {
 			var first string
 			if tc.before != nil {
 				tc.before(f)
-				ids, _ := f.queue.List(context.Background(), queue.Filter{})
+				ids, _ := f.queue.List(context.Background(), touba.EntryFilter{})
 				if len(ids) > 0 {
 					first = ids[0].QueueID
 				}

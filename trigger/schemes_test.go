@@ -114,7 +114,7 @@ func TestSchemesThroughIntake(t *testing.T) {
 		}
 	}
 	// The scheme's own id is the identity: Stripe's /id, Standard Webhooks' webhook-id.
-	entries, err := q.List(context.Background(), queue.Filter{})
+	entries, err := q.List(context.Background(), touba.EntryFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestSchemesThroughIntake(t *testing.T) {
 	}
 	// Rejected signatures keep no body.
 	st.Flush(context.Background())
-	rows, _ := st.Deliveries(context.Background(), state.LogFilter{Code: touba.ETriggerSignatureInvalid, Limit: 100})
+	rows, _ := st.Deliveries(context.Background(), touba.LogFilter{Code: touba.ETriggerSignatureInvalid, Limit: 100})
 	if len(rows) != 13 {
 		t.Fatalf("%d signature rejections logged, want 13", len(rows))
 	}
@@ -165,7 +165,7 @@ func TestHeaderHoldingASecretIsNotKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	entries, _ := q.List(context.Background(), queue.Filter{})
+	entries, _ := q.List(context.Background(), touba.EntryFilter{})
 	if len(entries) != 1 {
 		t.Fatalf("%d entries", len(entries))
 	}

@@ -165,8 +165,8 @@ func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (s *session, 
 		})
 		if svc.Journal != nil {
 			j := svc.Journal
-			svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]state.StepOutput,
-				orig *journal.Effect) (*dispatcher.Compensation, error) {
+			svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]touba.StepOutput,
+				orig *touba.Effect) (*touba.Compensation, error) {
 				return dispatcher.Compensate(ctx, dcfg, j, e, steps, orig)
 			}
 		}

@@ -327,8 +327,8 @@ func (d *daemon) adminService() *admin.Service {
 	}
 	if d.jr != nil {
 		svc.Journal = d.jr
-		svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]state.StepOutput,
-			orig *journal.Effect) (*dispatcher.Compensation, error) {
+		svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]touba.StepOutput,
+			orig *touba.Effect) (*touba.Compensation, error) {
 			return dispatcher.Compensate(ctx, d.current.Load(), d.jr, e, steps, orig)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testdaemon"
 	"github.com/touba/touba-trigger/queue"
 )
@@ -126,7 +127,7 @@ func TestKillAfterLastAcceptLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	all, err := q.List(context.Background(), queue.Filter{Limit: 10 * n})
+	all, err := q.List(context.Background(), touba.EntryFilter{Limit: 10 * n})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testdaemon"
 	"github.com/touba/touba-trigger/queue"
 )
@@ -202,7 +203,7 @@ func TestRestartUnderSocketActivation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	all, err := q.List(context.Background(), queue.Filter{Limit: 10 * len(acked)})
+	all, err := q.List(context.Background(), touba.EntryFilter{Limit: 10 * len(acked)})
 	if err != nil {
 		t.Fatal(err)
 	}

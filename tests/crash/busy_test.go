@@ -9,7 +9,6 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/journal"
 )
 
 // TestCrashPointsBusy is TestCrashPoints with four workers: when the first
@@ -62,7 +61,7 @@ func (w *world) endsFromCrash(point, log string) map[string]end {
 	marked := false
 	want := map[string]end{}
 	for qid, e := range entries {
-		var st [2]journal.Effect
+		var st [2]touba.Effect
 		var ok [2]bool
 		for i, step := range stepIDs {
 			st[i], ok[i] = effects[effectID(qid, step)]
@@ -94,7 +93,7 @@ func (w *world) endsFromCrash(point, log string) map[string]end {
 
 // endFrom is SPEC §5's table applied to the effects of one entry as the
 // crash left them (ok[i] false for none) and the remote's request counts.
-func (w *world) endFrom(st [2]journal.Effect, ok [2]bool, requests map[string]int) end {
+func (w *world) endFrom(st [2]touba.Effect, ok [2]bool, requests map[string]int) end {
 	x := end{status: touba.StatusDone}
 	for i := range stepIDs {
 		if x.status == touba.StatusParked {

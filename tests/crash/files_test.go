@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/queue"
 )
@@ -56,7 +57,7 @@ func (w *world) remoteLines() []remoteLine {
 
 // effects reads the journal's effects and their audit trails. Only with no
 // daemon running: the journal file is the daemon's own.
-func (w *world) effects() (map[string]journal.Effect, map[string][]journal.Event) {
+func (w *world) effects() (map[string]touba.Effect, map[string][]touba.EffectEvent) {
 	w.t.Helper()
 	ctx := context.Background()
 	j, err := journal.Open(ctx, w.journal, journal.Options{})
@@ -64,11 +65,11 @@ func (w *world) effects() (map[string]journal.Effect, map[string][]journal.Event
 		w.t.Fatal(err)
 	}
 	defer j.Close()
-	list, err := j.List(ctx, journal.Filter{})
+	list, err := j.List(ctx, touba.EffectFilter{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	effects, events := map[string]journal.Effect{}, map[string][]journal.Event{}
+	effects, events := map[string]touba.Effect{}, map[string][]touba.EffectEvent{}
 	for _, e := range list {
 		effects[e.EffectID] = e
 		if events[e.EffectID], err = j.Events(ctx, e.Scope, e.EffectID); err != nil {
@@ -87,7 +88,7 @@ func (w *world) entries() map[string]entry {
 		w.t.Fatal(err)
 	}
 	defer q.Close()
-	all, err := q.List(ctx, queue.Filter{Limit: 1000})
+	all, err := q.List(ctx, touba.EntryFilter{Limit: 1000})
 	if err != nil {
 		w.t.Fatal(err)
 	}

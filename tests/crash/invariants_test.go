@@ -189,7 +189,7 @@ func (w *world) check(want map[string]end) {
 // checkEvents asserts the audit trail of one effect: it starts prepared,
 // an unknown after dispatched is the recovery's, and after an applied
 // event there is no other state event.
-func checkEvents(w *world, id string, evs []journal.Event) {
+func checkEvents(w *world, id string, evs []touba.EffectEvent) {
 	w.t.Helper()
 	if len(evs) == 0 || evs[0].State != touba.EffectPrepared {
 		w.t.Errorf("effect %s: audit trail %+v does not start prepared", id, evs)

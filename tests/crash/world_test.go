@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/testdaemon"
-	"github.com/touba/touba-trigger/journal"
 )
 
 // world is one test's files: program, manifest, the three SQLite files and
@@ -127,7 +127,7 @@ func stop(tb testing.TB, d *testdaemon.Daemon) {
 func (w *world) crash(point string, workers int, extra ...string) string {
 	w.t.Helper()
 	cmd := exec.Command(testdaemon.Binary(w.t), w.args(append([]string{"--workers", fmt.Sprint(workers)}, extra...)...)...)
-	cmd.Env = append(os.Environ(), journal.CrashpointEnv+"="+point)
+	cmd.Env = append(os.Environ(), crashpoint.Env+"="+point)
 	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {

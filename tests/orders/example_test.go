@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testdaemon"
 	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/queue"
@@ -244,7 +245,7 @@ func (e *example) entryStatus(queueID string) string {
 }
 
 // effect returns one journaled effect, read once the daemon has stopped.
-func (e *example) effect(queueID, step string) *journal.Effect {
+func (e *example) effect(queueID, step string) *touba.Effect {
 	e.t.Helper()
 	j, err := journal.Open(context.Background(), e.journal, journal.Options{})
 	if err != nil {

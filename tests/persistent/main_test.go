@@ -160,7 +160,7 @@ func waitFor(tb testing.TB, timeout time.Duration, what string, d *testdaemon.Da
 }
 
 // effects reads the journal by effect id. Only with no daemon running.
-func (w *world) effects() map[string]journal.Effect {
+func (w *world) effects() map[string]touba.Effect {
 	w.t.Helper()
 	ctx := context.Background()
 	j, err := journal.Open(ctx, w.journal, journal.Options{})
@@ -168,11 +168,11 @@ func (w *world) effects() map[string]journal.Effect {
 		w.t.Fatal(err)
 	}
 	defer j.Close()
-	list, err := j.List(ctx, journal.Filter{})
+	list, err := j.List(ctx, touba.EffectFilter{})
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	out := map[string]journal.Effect{}
+	out := map[string]touba.Effect{}
 	for _, e := range list {
 		out[e.EffectID] = e
 	}
@@ -188,7 +188,7 @@ func (w *world) entries() map[string]*touba.Delivery {
 		w.t.Fatal(err)
 	}
 	defer q.Close()
-	all, err := q.List(ctx, queue.Filter{Limit: 1000})
+	all, err := q.List(ctx, touba.EntryFilter{Limit: 1000})
 	if err != nil {
 		w.t.Fatal(err)
 	}

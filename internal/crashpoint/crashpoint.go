@@ -1,4 +1,6 @@
-package journal
+// Package crashpoint lets tests kill the daemon abruptly at named points
+// between two durable steps (DESIGN: crash points are testable).
+package crashpoint
 
 import (
 	"os"
@@ -6,17 +8,17 @@ import (
 )
 
 // CrashpointEnv names the environment variable that arms one crash point.
-const CrashpointEnv = "TOUBA_CRASHPOINT"
+const Env = "TOUBA_CRASHPOINT"
 
 // armed is read once: a crash point costs one string comparison when unset.
-var armed = os.Getenv(CrashpointEnv)
+var armed = os.Getenv(Env)
 
-// Crashpoint kills the process with SIGKILL when TOUBA_CRASHPOINT equals
+// Hit kills the process with SIGKILL when TOUBA_CRASHPOINT equals
 // name, so tests can stop it abruptly between two durable steps and check,
 // after a restart, that nothing acknowledged was lost and nothing applied
 // was repeated. SIGKILL, not os.Exit: no deferred call, no flush, no
 // clean-up may run, exactly as in a real crash.
-func Crashpoint(name string) {
+func Hit(name string) {
 	if armed == "" || armed != name {
 		return
 	}
