@@ -3,6 +3,7 @@ package touba
 import (
 	"errors"
 	"fmt"
+	"net/http"
 )
 
 // Public error codes of the contract (SPEC §3.1, §4, §5, §6). The code is
@@ -42,7 +43,41 @@ const (
 	EEffectReceiptInvalid   = "EffectReceiptInvalid"
 	EWebhookRejected        = "WebhookRejected"
 	EGrantMissing           = "GrantMissing"
+
+	// Operators (§6): the admin API, the CLI and the console.
+	ENotFound                     = "NotFound"
+	EBadRequest                   = "BadRequest"
+	EDeliveryNotReplayable        = "DeliveryNotReplayable"
+	ECompensationNotSupported     = "CompensationNotSupported"
+	EEffectNotCompensable         = "EffectNotCompensable"
+	ECompensationInputUnavailable = "CompensationInputUnavailable"
 )
+
+// statuses is the one code → HTTP status table, for intake (SPEC §3.1) and
+// the operators' APIs alike.
+var statuses = map[string]int{
+	ETriggerNotFound:             http.StatusNotFound,
+	ENotFound:                    http.StatusNotFound,
+	ETriggerPayloadTooLarge:      http.StatusRequestEntityTooLarge,
+	ETriggerEventIDInvalid:       http.StatusBadRequest,
+	EBadRequest:                  http.StatusBadRequest,
+	ETriggerSignatureInvalid:     http.StatusUnauthorized,
+	ETriggerEventPayloadConflict: http.StatusConflict,
+	ETriggerReplayRejected:       http.StatusConflict,
+	EEffectNotUnknown:            http.StatusConflict,
+	EMethodNotAllowed:            http.StatusMethodNotAllowed,
+	ETriggerUnavailable:          http.StatusServiceUnavailable,
+	EINTERNAL:                    http.StatusInternalServerError,
+}
+
+// HTTPStatus maps a public error code to its HTTP status. A code the table
+// does not name is a refusal of a well-formed request: 422.
+func HTTPStatus(code string) int {
+	if s, ok := statuses[code]; ok {
+		return s
+	}
+	return http.StatusUnprocessableEntity
+}
 
 // Error is an error with a public code. QueueID is set where the error
 // concerns an existing queue entry, so callers can point to it.

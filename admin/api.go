@@ -19,12 +19,6 @@ import (
 	touba "github.com/touba/touba-trigger"
 )
 
-// Error codes of the admin API beyond the contract's own.
-const (
-	ENotFound   = "NotFound"
-	EBadRequest = "BadRequest"
-)
-
 // API is what the CLI can ask of a daemon, or of the files when none runs.
 // *Service and *Client implement it.
 type API interface {

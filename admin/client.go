@@ -14,6 +14,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/httpjson"
 )
 
 // ErrNoDaemon is returned by Dial when no daemon serves the socket: the
@@ -78,7 +79,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	defer resp.Body.Close()
 	dec := json.NewDecoder(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		var eb errorBody
+		var eb httpjson.ErrorBody
 		if err := dec.Decode(&eb); err != nil || eb.Error.Code == "" {
 			return fmt.Errorf("admin socket %s: answered %s", c.path, resp.Status)
 		}

@@ -166,7 +166,7 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 		return nil, touba.Errorf(code, "delivery %s cannot be replayed: %s", row.DeliveryID, why)
 	}
 	if why := unreplayable(row); why != "" {
-		return refuse("DeliveryNotReplayable", why)
+		return refuse(touba.EDeliveryNotReplayable, why)
 	}
 	if s.HasTrigger != nil && !s.HasTrigger(row.TriggerRef) {
 		return refuse(touba.ETriggerNotFound, "the running program has no trigger "+row.TriggerRef)

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/httpjson"
 )
 
 // Handler serves api as JSON over HTTP: GETs for listings, POSTs for
@@ -92,7 +92,7 @@ func reply(w http.ResponseWriter) func(v any, err error) {
 			fail(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, v)
+		httpjson.Write(w, http.StatusOK, v)
 	}
 }
 
@@ -107,38 +107,9 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 func fail(w http.ResponseWriter, err error) {
-	var b errorBody
-	b.Error.Code, b.Error.Message = touba.ErrorCode(err), errText(err)
-	status := http.StatusUnprocessableEntity
-	switch b.Error.Code {
-	case ENotFound:
-		status = http.StatusNotFound
-	case EBadRequest:
-		status = http.StatusBadRequest
-	case touba.EEffectNotUnknown:
-		status = http.StatusConflict
-	case touba.EINTERNAL:
-		status = http.StatusInternalServerError
-	}
-	writeJSON(w, status, b)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(v); err != nil {
-		status, buf = http.StatusInternalServerError, *bytes.NewBufferString(`{"error":{"code":"Internal","message":"encode answer"}}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(buf.Bytes())
+	code := touba.ErrorCode(err)
+	httpjson.Error(w, touba.HTTPStatus(code), code, errText(err), "")
 }
 
 // Server is the admin API on its unix socket.

@@ -76,10 +76,10 @@ func TestSocketModeAndRoundTrip(t *testing.T) {
 		t.Fatalf("effects over the socket: %v %+v", err, effs)
 	}
 	// Codes survive the trip.
-	if _, err := c.Entry(ctx, "nope"); touba.ErrorCode(err) != admin.ENotFound {
+	if _, err := c.Entry(ctx, "nope"); touba.ErrorCode(err) != touba.ENotFound {
 		t.Fatalf("missing entry over the socket: %v", err)
 	}
-	if _, err := c.ReplayEntries(ctx, admin.ReplayRequest{Status: "done"}); touba.ErrorCode(err) != admin.EBadRequest {
+	if _, err := c.ReplayEntries(ctx, admin.ReplayRequest{Status: "done"}); touba.ErrorCode(err) != touba.EBadRequest {
 		t.Fatalf("bad replay over the socket: %v", err)
 	}
 	res, err := c.Resolve(ctx, admin.ResolveRequest{Scope: q, EffectID: id, State: touba.EffectApplied, ReceiptRef: "order:1"})

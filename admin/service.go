@@ -59,9 +59,11 @@ func errText(err error) string {
 	return err.Error()
 }
 
-func notFound(format string, args ...any) error { return touba.Errorf(ENotFound, format, args...) }
+func notFound(format string, args ...any) error {
+	return touba.Errorf(touba.ENotFound, format, args...)
+}
 func badRequest(format string, args ...any) error {
-	return touba.Errorf(EBadRequest, format, args...)
+	return touba.Errorf(touba.EBadRequest, format, args...)
 }
 
 // TriggerRef accepts a trigger as "trigger:name" or as its bare name.

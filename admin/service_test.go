@@ -89,8 +89,8 @@ func TestReplayEntriesByStatus(t *testing.T) {
 		t.Fatalf("second replay: %v %+v", err, rep)
 	}
 	for _, bad := range []admin.ReplayRequest{{}, {Status: "done"}, {IDs: []string{a}, Status: "failed"}} {
-		if _, err := f.svc.ReplayEntries(ctx, bad); touba.ErrorCode(err) != admin.EBadRequest {
-			t.Errorf("replay %+v: %v, want %s", bad, err, admin.EBadRequest)
+		if _, err := f.svc.ReplayEntries(ctx, bad); touba.ErrorCode(err) != touba.EBadRequest {
+			t.Errorf("replay %+v: %v, want %s", bad, err, touba.EBadRequest)
 		}
 	}
 }
@@ -171,10 +171,10 @@ func TestResolveRefusals(t *testing.T) {
 		code string
 	}{
 		{admin.ResolveRequest{Scope: q, EffectID: applied, State: touba.EffectNotApplied}, touba.EEffectNotUnknown},
-		{admin.ResolveRequest{Scope: q, EffectID: "missing", State: touba.EffectNotApplied}, admin.ENotFound},
-		{admin.ResolveRequest{Scope: q, EffectID: applied, State: touba.EffectApplied}, admin.EBadRequest},
-		{admin.ResolveRequest{Scope: q, EffectID: applied, State: touba.EffectApplied, ReceiptRef: "r", Result: json.RawMessage(`{`)}, admin.EBadRequest},
-		{admin.ResolveRequest{Scope: q, EffectID: applied, State: "cancelled"}, admin.EBadRequest},
+		{admin.ResolveRequest{Scope: q, EffectID: "missing", State: touba.EffectNotApplied}, touba.ENotFound},
+		{admin.ResolveRequest{Scope: q, EffectID: applied, State: touba.EffectApplied}, touba.EBadRequest},
+		{admin.ResolveRequest{Scope: q, EffectID: applied, State: touba.EffectApplied, ReceiptRef: "r", Result: json.RawMessage(`{`)}, touba.EBadRequest},
+		{admin.ResolveRequest{Scope: q, EffectID: applied, State: "cancelled"}, touba.EBadRequest},
 	} {
 		if _, err := f.svc.Resolve(ctx, c.req); touba.ErrorCode(err) != c.code {
 			t.Errorf("resolve %+v: %v, want %s", c.req, err, c.code)
@@ -238,7 +238,7 @@ func TestReplayDelivery(t *testing.T) {
 			t.Errorf("replay of %s: %v, want %q", id, err, why)
 		}
 	}
-	if _, err := f.svc.ReplayDelivery(ctx, admin.DeliveryReplayRequest{DeliveryID: "nope"}); touba.ErrorCode(err) != admin.ENotFound {
+	if _, err := f.svc.ReplayDelivery(ctx, admin.DeliveryReplayRequest{DeliveryID: "nope"}); touba.ErrorCode(err) != touba.ENotFound {
 		t.Fatalf("replay of a missing delivery: %v", err)
 	}
 	// A trigger the running program lacks is refused.
@@ -270,7 +270,7 @@ func TestEntryShowsItsStory(t *testing.T) {
 	if len(d.Deliveries) != 1 || len(d.Next) != 1 || !strings.Contains(d.Next[0], "effects resolve "+q+" "+id) {
 		t.Fatalf("deliveries %+v next %v", d.Deliveries, d.Next)
 	}
-	if _, err := f.svc.Entry(ctx, "nope"); touba.ErrorCode(err) != admin.ENotFound {
+	if _, err := f.svc.Entry(ctx, "nope"); touba.ErrorCode(err) != touba.ENotFound {
 		t.Fatalf("show of a missing entry: %v", err)
 	}
 }

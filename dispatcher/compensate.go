@@ -11,14 +11,6 @@ import (
 	"github.com/touba/touba-trigger/internal/uuidv7"
 )
 
-// Codes of an operator's compensation that cannot start (SPEC §5: only for
-// bindings that declare compensation support, only of an applied effect).
-const (
-	ECompensationNotSupported     = "CompensationNotSupported"
-	EEffectNotCompensable         = "EffectNotCompensable"
-	ECompensationInputUnavailable = "CompensationInputUnavailable"
-)
-
 // Compensation is the outcome of an operator's compensation of an applied
 // effect: a distinct journaled effect, CompensationID, whose operation is
 // compensate. The original effect stays applied.
@@ -42,20 +34,20 @@ type Compensation = touba.Compensation
 func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delivery, steps map[string]touba.StepOutput,
 	original *touba.Effect) (*Compensation, error) {
 	if _, ok := touba.IsCompensation(original.EffectID); ok {
-		return nil, touba.Errorf(EEffectNotCompensable, "%s is itself a compensation", original.EffectID)
+		return nil, touba.Errorf(touba.EEffectNotCompensable, "%s is itself a compensation", original.EffectID)
 	}
 	if original.State != touba.EffectApplied {
-		return nil, touba.Errorf(EEffectNotCompensable, "effect %s is %s; only an applied effect is compensated",
+		return nil, touba.Errorf(touba.EEffectNotCompensable, "effect %s is %s; only an applied effect is compensated",
 			original.EffectID, original.State)
 	}
 	stepID, ok := strings.CutPrefix(original.EffectID, original.Scope+":")
 	if !ok || entry == nil || entry.QueueID != original.Scope {
-		return nil, touba.Errorf(ECompensationInputUnavailable, "effect %s does not name a step of entry %s",
+		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "effect %s does not name a step of entry %s",
 			original.EffectID, original.Scope)
 	}
 	t, ok := cfg.trigger(entry.TriggerRef)
 	if !ok {
-		return nil, touba.Errorf(ECompensationInputUnavailable, "trigger %s is not in the running program", entry.TriggerRef)
+		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "trigger %s is not in the running program", entry.TriggerRef)
 	}
 	idx := -1
 	for i, st := range t.Steps {
@@ -64,15 +56,15 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 		}
 	}
 	if idx < 0 {
-		return nil, touba.Errorf(ECompensationInputUnavailable, "trigger %s has no step %q any more", t.Ref, stepID)
+		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "trigger %s has no step %q any more", t.Ref, stepID)
 	}
 	st := t.Steps[idx]
 	b := cfg.Bindings[st.Tool]
 	if b == nil || !b.ExternalWrite() {
-		return nil, touba.Errorf(ECompensationNotSupported, "tool %s of step %s is not an external_write binding", st.Tool, stepID)
+		return nil, touba.Errorf(touba.ECompensationNotSupported, "tool %s of step %s is not an external_write binding", st.Tool, stepID)
 	}
 	if !b.Compensation {
-		return nil, touba.Errorf(ECompensationNotSupported,
+		return nil, touba.Errorf(touba.ECompensationNotSupported,
 			`binding %s does not declare "compensation": {"supported": true}`, st.Tool)
 	}
 
@@ -82,16 +74,16 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 	for _, prev := range t.Steps[:idx] {
 		if so, ok := steps[prev.ID]; ok {
 			if err := rc.setOutput(prev.ID, so.Output); err != nil {
-				return nil, touba.Errorf(ECompensationInputUnavailable, "checkpoint of step %s: %v", prev.ID, err)
+				return nil, touba.Errorf(touba.ECompensationInputUnavailable, "checkpoint of step %s: %v", prev.ID, err)
 			}
 		}
 	}
 	input, err := rc.resolve(st.Input)
 	if err != nil {
-		return nil, touba.Errorf(ECompensationInputUnavailable, "cannot rebuild the input of step %s: %s", stepID, touba.ErrorMessage(err))
+		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "cannot rebuild the input of step %s: %s", stepID, touba.ErrorMessage(err))
 	}
 	if fp, err := handler.Fingerprint(st.Tool, handler.OperationInvoke, input); err != nil || fp != original.Fingerprint {
-		return nil, touba.Errorf(ECompensationInputUnavailable,
+		return nil, touba.Errorf(touba.ECompensationInputUnavailable,
 			"the rebuilt input of step %s is not the one the original call sent (fingerprint %s, journaled %s); "+
 				"the program, a checkpoint or the body (retention) changed since", stepID, fp, original.Fingerprint)
 	}
@@ -112,7 +104,7 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 		out.CallID, out.Already = refused.Effect.CallID, true
 		return out, nil
 	case errors.Is(err, touba.ErrNotCompensable):
-		return nil, touba.Errorf(EEffectNotCompensable, "effect %s is not applied", original.EffectID)
+		return nil, touba.Errorf(touba.EEffectNotCompensable, "effect %s is not applied", original.EffectID)
 	case err != nil:
 		return nil, err
 	}

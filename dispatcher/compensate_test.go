@@ -197,8 +197,8 @@ func TestCompensateRefusals(t *testing.T) {
 	before := calls()
 
 	// A binding that does not declare compensation support.
-	if _, err := w.compensate(t, e, "note"); touba.ErrorCode(err) != dispatcher.ECompensationNotSupported {
-		t.Fatalf("compensate note: %v, want %s", err, dispatcher.ECompensationNotSupported)
+	if _, err := w.compensate(t, e, "note"); touba.ErrorCode(err) != touba.ECompensationNotSupported {
+		t.Fatalf("compensate note: %v, want %s", err, touba.ECompensationNotSupported)
 	}
 	// The body is gone (retention): the input cannot be rebuilt.
 	purged := *e
@@ -206,20 +206,20 @@ func TestCompensateRefusals(t *testing.T) {
 	ctx := context.Background()
 	orig, _ := w.j.Get(ctx, e.QueueID, e.QueueID+":bill")
 	steps, _ := w.st.Steps(ctx, e.QueueID)
-	if _, err := dispatcher.Compensate(ctx, w.cfg, w.j, &purged, steps, orig); touba.ErrorCode(err) != dispatcher.ECompensationInputUnavailable {
-		t.Fatalf("compensate with the body purged: %v, want %s", err, dispatcher.ECompensationInputUnavailable)
+	if _, err := dispatcher.Compensate(ctx, w.cfg, w.j, &purged, steps, orig); touba.ErrorCode(err) != touba.ECompensationInputUnavailable {
+		t.Fatalf("compensate with the body purged: %v, want %s", err, touba.ECompensationInputUnavailable)
 	}
 	// Another body under the same entry would send another input.
 	other := *e
 	other.Body = []byte(`{"id": 8}`)
-	if _, err := dispatcher.Compensate(ctx, w.cfg, w.j, &other, steps, orig); touba.ErrorCode(err) != dispatcher.ECompensationInputUnavailable {
-		t.Fatalf("compensate with another body: %v, want %s", err, dispatcher.ECompensationInputUnavailable)
+	if _, err := dispatcher.Compensate(ctx, w.cfg, w.j, &other, steps, orig); touba.ErrorCode(err) != touba.ECompensationInputUnavailable {
+		t.Fatalf("compensate with another body: %v, want %s", err, touba.ECompensationInputUnavailable)
 	}
 	// Only an applied effect is compensated.
 	unknown := *orig
 	unknown.State = touba.EffectUnknown
-	if _, err := dispatcher.Compensate(ctx, w.cfg, w.j, e, steps, &unknown); touba.ErrorCode(err) != dispatcher.EEffectNotCompensable {
-		t.Fatalf("compensate an unknown effect: %v, want %s", err, dispatcher.EEffectNotCompensable)
+	if _, err := dispatcher.Compensate(ctx, w.cfg, w.j, e, steps, &unknown); touba.ErrorCode(err) != touba.EEffectNotCompensable {
+		t.Fatalf("compensate an unknown effect: %v, want %s", err, touba.EEffectNotCompensable)
 	}
 	if got := calls(); got != before {
 		t.Fatalf("a refused compensation called a handler (%d calls, want %d)", got, before)

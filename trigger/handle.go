@@ -13,6 +13,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
+	"github.com/touba/touba-trigger/internal/httpjson"
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/secret"
 )
@@ -96,14 +97,14 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		if in.Enqueued != nil {
 			in.Enqueued()
 		}
-		writeJSON(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeEnqueued})
+		httpjson.Write(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeEnqueued})
 		in.observe(t.Ref, touba.IntakeEnqueued, http.StatusAccepted)
 		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", id).Str("queue_id", res.QueueID).Msg("delivery enqueued")
 		return
 	}
 	switch dedupe.Decide(res.Digest, res.Status, req.digest) {
 	case dedupe.Duplicate:
-		writeJSON(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeDuplicate})
+		httpjson.Write(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeDuplicate})
 		in.record(r, req, http.StatusAccepted, "", res.QueueID)
 		in.observe(t.Ref, touba.IntakeDuplicate, http.StatusAccepted)
 	case dedupe.Conflict:

@@ -2,7 +2,6 @@ package trigger
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/httpjson"
 	"github.com/touba/touba-trigger/internal/secret"
 )
 
@@ -79,50 +79,11 @@ type answer struct {
 	Status  string `json:"status"`
 }
 
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		QueueID string `json:"queue_id,omitempty"`
-	} `json:"error"`
-}
-
-// StatusOf maps a public error code to its HTTP status (SPEC §3.1).
-func StatusOf(code string) int {
-	switch code {
-	case touba.ETriggerNotFound, "NotFound":
-		return http.StatusNotFound
-	case touba.ETriggerPayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case touba.ETriggerEventIDInvalid:
-		return http.StatusBadRequest
-	case touba.ETriggerSignatureInvalid:
-		return http.StatusUnauthorized
-	case touba.ETriggerEventPayloadConflict, touba.ETriggerReplayRejected:
-		return http.StatusConflict
-	case touba.EMethodNotAllowed:
-		return http.StatusMethodNotAllowed
-	case touba.ETriggerUnavailable:
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, _ := json.Marshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
-
 func writeError(w http.ResponseWriter, code, message, queueID string) int {
-	status := StatusOf(code)
+	status := touba.HTTPStatus(code)
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSec))
 	}
-	var b errorBody
-	b.Error.Code, b.Error.Message, b.Error.QueueID = code, message, queueID
-	writeJSON(w, status, b)
+	httpjson.Error(w, status, code, message, queueID)
 	return status
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/httpjson"
 )
 
 // Router returns the daemon's HTTP handler: POST /triggers/<name>,
@@ -27,7 +28,7 @@ func (in *Intake) Router(ready func(context.Context) error) http.Handler {
 		in.Serve(w, r, strings.TrimPrefix(ps.ByName("name"), "/"))
 	})
 	rt.GET("/healthz", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpjson.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	rt.GET("/readyz", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		if in.Draining() {
@@ -42,7 +43,7 @@ func (in *Intake) Router(ready func(context.Context) error) http.Handler {
 				return
 			}
 		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+		httpjson.Write(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	rt.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		req := &request{at: in.now()}
