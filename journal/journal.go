@@ -66,7 +66,6 @@ type Journal struct {
 	now     func() time.Time
 	secrets *secret.Set
 	log     zerolog.Logger
-	onCmt   func(int, time.Duration)
 	owner   string // this handle's id in effects.owner
 
 	// claims holds the identities this process is working on right now,
@@ -75,7 +74,7 @@ type Journal struct {
 	claimMu sync.Mutex
 	claims  map[string]string
 
-	w         writer
+	w         *sqlitex.Writer
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -99,14 +98,13 @@ func Open(ctx context.Context, path string, opts Options) (*Journal, error) {
 		now:     opts.Now,
 		secrets: opts.Secrets,
 		log:     opts.Log.With().Str("component", "journal").Logger(),
-		onCmt:   opts.OnCommit,
 		owner:   uuidv7.New(),
 		claims:  make(map[string]string),
 	}
 	if j.now == nil {
 		j.now = time.Now
 	}
-	if err := j.w.start(ctx, j); err != nil {
+	if err := j.startWriter(ctx, opts.OnCommit); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open effect journal: %w", err)
 	}
@@ -171,7 +169,7 @@ func checkFormat(ctx context.Context, db *sqlitex.DB, beforeMigrate bool) error 
 // idempotent.
 func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
-		j.w.stop()
+		j.w.Close()
 		err := j.abandon(context.Background())
 		j.closeErr = errors.Join(err, j.db.Close())
 	})

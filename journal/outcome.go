@@ -25,7 +25,7 @@ const qDispatch = `UPDATE effects SET state = 'dispatched', updated_at = ?
 // Dispatch moves the effect held by callID from prepared to dispatched,
 // durably, just before the request leaves (SPEC §5).
 func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
-	return j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
+	return j.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		// The guarded update is the check: it matches only the row callID
 		// holds in prepared. Only when it matches nothing is the row read,
 		// to say why.
@@ -116,7 +116,7 @@ func (j *Journal) Finish(ctx context.Context, o Outcome) error {
 	default:
 		detail += describe(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail)
 	}
-	err := j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
+	err := j.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		now := j.stamp()
 		var result any
 		if o.Result != nil {

@@ -70,7 +70,7 @@ func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
 		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s is in progress in this process", p.Scope, p.EffectID)
 	}
 	var out *Effect
-	err := j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
+	err := j.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		e, err := j.prepareTx(ctx, tx, p)
 		out = e
 		return err

@@ -64,7 +64,7 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r Resolut
 	if r.Operator != "" {
 		detail += " by " + r.Operator
 	}
-	return j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
+	return j.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		cur, err := getRow(ctx, tx, scope, effectID)
 		if err != nil {
 			return fmt.Errorf("resolve effect: %w", err)
@@ -106,7 +106,7 @@ func recoveryDetail(retryMode string) string {
 // the first Prepare.
 func (j *Journal) Recover(ctx context.Context) ([]Effect, error) {
 	var out []Effect
-	err := j.w.submit(ctx, func(ctx context.Context, tx *wtx) error {
+	err := j.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		out = nil
 		rows, err := tx.QueryContext(ctx, `SELECT `+effectCols+` FROM effects
 			WHERE state = 'dispatched' AND (owner IS NULL OR owner != ?) ORDER BY created_at, scope, effect_id`, j.owner)
@@ -178,7 +178,7 @@ func (j *Journal) abandon(ctx context.Context) error {
 		return fmt.Errorf("close effect journal: %w", err)
 	}
 	err = sqlitex.InTx(ctx, j.db.Write, func(sqltx *sql.Tx) error {
-		tx := &wtx{Tx: sqltx} // the writer and its statements are gone
+		tx := &wtx{Tx: sqltx} // the writer and its statements are gone: unprepared
 		now := j.stamp()
 		for _, r := range found {
 			j.log.Warn().Str("scope", r.Scope).Str("effect_id", r.EffectID).Str("call_id", r.CallID).

@@ -1,0 +1,273 @@
+// Package commit is the one group-commit engine of the stores: a single
+// writer goroutine takes every operation waiting for it, runs them in one
+// transaction, commits once (one fsync, or one round trip), and only then
+// answers each caller. The queue's enqueues, the journal's transitions, the
+// run checkpoints and the delivery log all go through it, whatever the
+// backend: a Backend says how to begin, commit and isolate one operation.
+//
+// Batching needs no timer: while one batch commits, the next callers queue
+// up and form the next batch, so the commit itself is the linger.
+package commit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrClosed is returned for operations submitted after Close.
+var ErrClosed = errors.New("writer closed")
+
+// Backend is what the writer needs of a store's transactions.
+type Backend[Tx any] interface {
+	// Begin starts the batch's transaction.
+	Begin(ctx context.Context) (Tx, error)
+	// Commit makes the batch durable. Once it returns nil, every operation
+	// of the batch may be answered as done.
+	Commit(ctx context.Context, tx Tx) error
+	// Rollback ends a transaction that will not commit.
+	Rollback(tx Tx)
+	// Isolate runs fn so that its error undoes only its own writes (a
+	// savepoint). fatal means the transaction itself is gone: the whole
+	// batch fails.
+	Isolate(ctx context.Context, tx Tx, fn func() error) (opErr, fatal error)
+}
+
+// Op is one operation of a batch. It must not keep tx.
+type Op[Tx any] func(ctx context.Context, tx Tx) error
+
+// Options configure a Writer. The zero value works.
+type Options struct {
+	// MaxBatch bounds one transaction, so that a flood never grows one
+	// without limit; default 512.
+	MaxBatch int
+	// Queue is how many operations may wait for the writer; default MaxBatch.
+	Queue int
+	// LockThread gives the writer an OS thread of its own, so the OS shares
+	// the CPU between it and the request threads instead of Go sharing one
+	// thread between the writer and every request goroutine.
+	LockThread bool
+	// BeforeCommit and AfterCommit run around each commit: crash points.
+	BeforeCommit, AfterCommit func()
+	// OnBatch sees every batch: its size, how long it took and its error.
+	OnBatch func(ops int, took time.Duration, err error)
+}
+
+// Stats counts a writer's work.
+type Stats struct {
+	Commits int64 // batches committed
+	Ops     int64 // operations done (committed, without an error of their own)
+	Failed  int64 // operations that failed (their own error, or their batch's)
+	Largest int64 // most operations in one commit
+	Pending int64 // operations submitted and not answered yet
+}
+
+type op[Tx any] struct {
+	fn       Op[Tx]
+	isolated bool
+	err      error
+	done     chan struct{}
+	onErr    func(error) // set by Go: nobody waits on done
+}
+
+// Writer is the group-commit writer of one store.
+type Writer[Tx any] struct {
+	b    Backend[Tx]
+	opts Options
+	ops  chan *op[Tx]
+	mu   sync.RWMutex // held for reading while sending; Close takes it to stop sends
+	shut bool
+	done chan struct{}
+
+	commits, nops, failed, largest, pending atomic.Int64
+}
+
+// New starts a writer on b.
+func New[Tx any](b Backend[Tx], opts Options) *Writer[Tx] {
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 512
+	}
+	if opts.Queue <= 0 {
+		opts.Queue = opts.MaxBatch
+	}
+	w := &Writer[Tx]{b: b, opts: opts, ops: make(chan *op[Tx], opts.Queue), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// Do runs fn in the next batch, isolated from the other operations, and
+// returns once that batch committed (or failed). ctx bounds only the wait to
+// be taken into a batch: once taken, fn may commit, so the caller waits for
+// the truth rather than return early and believe it failed.
+func (w *Writer[Tx]) Do(ctx context.Context, fn Op[Tx]) error {
+	return w.submit(ctx, &op[Tx]{fn: fn, isolated: true, done: make(chan struct{})})
+}
+
+// DoShared is Do without isolation, for the hot path: an error of fn fails
+// its whole batch, so fn must return one only when the transaction is
+// broken, and report a refusal of its own through what it captured.
+func (w *Writer[Tx]) DoShared(ctx context.Context, fn Op[Tx]) error {
+	return w.submit(ctx, &op[Tx]{fn: fn, done: make(chan struct{})})
+}
+
+// Go runs fn in the next batch without waiting for it: for records whose
+// loss in a crash is harmless. Operations keep their order, so a later Do
+// commits after it. Errors go to onErr when set.
+func (w *Writer[Tx]) Go(fn Op[Tx], onErr func(error)) {
+	o := &op[Tx]{fn: fn, isolated: true, done: make(chan struct{}), onErr: onErr}
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.shut {
+		if onErr != nil {
+			onErr(ErrClosed)
+		}
+		return
+	}
+	w.pending.Add(1)
+	w.ops <- o
+}
+
+func (w *Writer[Tx]) submit(ctx context.Context, o *op[Tx]) error {
+	w.mu.RLock()
+	if w.shut {
+		w.mu.RUnlock()
+		return ErrClosed
+	}
+	w.pending.Add(1)
+	select {
+	case w.ops <- o:
+	case <-ctx.Done():
+		w.pending.Add(-1)
+		w.mu.RUnlock()
+		return ctx.Err()
+	}
+	w.mu.RUnlock()
+	<-o.done
+	return o.err
+}
+
+// Close runs what was submitted, then stops. Idempotent.
+func (w *Writer[Tx]) Close() {
+	w.mu.Lock()
+	if !w.shut {
+		w.shut = true
+		close(w.ops)
+	}
+	w.mu.Unlock()
+	<-w.done
+}
+
+// Stats returns the writer's counters.
+func (w *Writer[Tx]) Stats() Stats {
+	return Stats{Commits: w.commits.Load(), Ops: w.nops.Load(), Failed: w.failed.Load(),
+		Largest: w.largest.Load(), Pending: w.pending.Load()}
+}
+
+func (w *Writer[Tx]) run() {
+	defer close(w.done)
+	if w.opts.LockThread {
+		runtime.LockOSThread()
+	}
+	batch := make([]*op[Tx], 0, w.opts.MaxBatch)
+	for first := range w.ops {
+		batch = Gather(batch, first, w.ops, w.opts.MaxBatch)
+		w.commit(batch)
+	}
+}
+
+// commit runs one batch in one transaction. An operation's own error undoes
+// only itself and fails only its caller; an error of the transaction fails
+// every operation of the batch: none of them may be reported done.
+func (w *Writer[Tx]) commit(batch []*op[Tx]) {
+	// No caller's context may cancel a transaction shared with others.
+	ctx := context.Background()
+	start := time.Now()
+	err := w.run1(ctx, batch)
+	if err != nil {
+		err = fmt.Errorf("batch of %d: %w", len(batch), err)
+	} else {
+		w.commits.Add(1)
+		if n := int64(len(batch)); n > w.largest.Load() {
+			w.largest.Store(n) // only this goroutine writes it
+		}
+	}
+	if w.opts.OnBatch != nil {
+		w.opts.OnBatch(len(batch), time.Since(start), err)
+	}
+	for _, o := range batch {
+		if err != nil {
+			o.err = errors.Join(o.err, err)
+		}
+		if o.err != nil {
+			w.failed.Add(1)
+			if o.onErr != nil {
+				o.onErr(o.err)
+			}
+		} else {
+			w.nops.Add(1)
+		}
+		w.pending.Add(-1)
+		close(o.done)
+	}
+}
+
+func (w *Writer[Tx]) run1(ctx context.Context, batch []*op[Tx]) error {
+	tx, err := w.b.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			w.b.Rollback(tx)
+		}
+	}()
+	for _, o := range batch {
+		o.err = nil
+		if !o.isolated {
+			if err := o.fn(ctx, tx); err != nil {
+				return err
+			}
+			continue
+		}
+		var fatal error
+		if o.err, fatal = w.b.Isolate(ctx, tx, func() error { return o.fn(ctx, tx) }); fatal != nil {
+			return fatal
+		}
+	}
+	if w.opts.BeforeCommit != nil {
+		w.opts.BeforeCommit()
+	}
+	if err := w.b.Commit(ctx, tx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	committed = true
+	if w.opts.AfterCommit != nil {
+		w.opts.AfterCommit()
+	}
+	return nil
+}
+
+// Gather appends first and then every value already waiting on ch to
+// batch[:0], max in all: the batch of one group commit. It never waits, so
+// the requests that arrive while a batch commits form the next one. It
+// stops early when ch closes.
+func Gather[T any](batch []T, first T, ch <-chan T, max int) []T {
+	batch = append(batch[:0], first)
+	for len(batch) < max {
+		select {
+		case v, ok := <-ch:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, v)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
