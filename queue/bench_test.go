@@ -35,6 +35,6 @@ func BenchmarkEnqueueParallel(b *testing.B) {
 			}
 		}
 	})
-	st := q.Stats()
-	b.ReportMetric(float64(st.Batched.Load())/float64(st.Commits.Load()), "reqs/commit")
+	st := q.QueueStats()
+	b.ReportMetric(float64(st.Batched)/float64(st.Commits), "reqs/commit")
 }

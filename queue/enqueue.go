@@ -6,9 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
@@ -17,30 +18,30 @@ import (
 // entry's, read in the same transaction that would have inserted.
 type Result = touba.EnqueueResult
 
-// enqueueReq is one unit of the writer's work: an enqueue (d set) or a
-// state change (op set), each answered after its batch committed.
-type enqueueReq struct {
-	d       *touba.Delivery
-	headers string
-	op      func(ctx context.Context, tx *sql.Tx) (pendingDelta int64, err error)
-	res     Result
-	err     error
-	ch      chan struct{}
+// op is a state change run by the writer: it returns how the pending
+// count moves when it commits.
+type op func(ctx context.Context, tx *sqlitex.Tx) (pendingDelta int64, err error)
+
+// change runs op in the writer's next batch, under its own savepoint, and
+// waits for the batch. It waits even if the caller's context ends: the
+// change may be committing, and the caller must not act before knowing.
+func (q *Queue) change(o op) error {
+	return q.closedErr(q.w.Do(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
+		n, err := o(ctx, tx)
+		if err == nil {
+			q.batchMoved += n
+		}
+		return err
+	}))
 }
 
-// submit hands r to the writer and waits for its batch.
-func (q *Queue) submit(r *enqueueReq) error {
-	q.mu.RLock()
-	if q.closed {
-		q.mu.RUnlock()
+func (q *Queue) closedErr(err error) error {
+	if errors.Is(err, commit.ErrClosed) {
 		return ErrClosed
+	} else if err != nil {
+		return fmt.Errorf("queue commit: %w", err)
 	}
-	q.reqs <- r
-	q.mu.RUnlock()
-	// Wait even if the caller's context ends: the change may be
-	// committing, and the caller must not act before knowing.
-	<-r.ch
-	return r.err
+	return nil
 }
 
 // Enqueue stores d durably unless its identity exists. It returns only
@@ -58,124 +59,82 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) 
 	if d.ReceivedAt.IsZero() {
 		d.ReceivedAt = q.opts.Now()
 	}
-	r := &enqueueReq{d: d, headers: string(hdr), ch: make(chan struct{})}
-	if err := q.submit(r); err != nil {
-		return Result{}, err
-	}
-	return r.res, nil
-}
-
-func (q *Queue) writer() {
-	defer close(q.done)
-	// A thread of its own: the OS then shares the CPU between the writer
-	// and the HTTP threads, instead of Go sharing one thread between the
-	// writer and every request goroutine.
-	runtime.LockOSThread()
-	batch := make([]*enqueueReq, 0, q.opts.MaxBatch)
-	for r := range q.reqs {
-		batch = sqlitex.Gather(batch, r, q.reqs, q.opts.MaxBatch)
-		q.commit(batch)
-	}
-}
-
-// commit runs one batch in one transaction. A failed commit fails every
-// request of the batch: none of them may be answered 202.
-func (q *Queue) commit(batch []*enqueueReq) {
-	ctx := context.Background()
-	var added, moved int64 // new entries; pending moves by state changes
-	err := func() error {
-		tx, err := q.db.Write.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		ins, find := tx.StmtContext(ctx, q.insert), tx.StmtContext(ctx, q.find)
-		now := q.now()
-		for _, r := range batch {
-			r.res, r.err = Result{}, nil
-			if r.op != nil {
-				n, opErr, err := runOp(ctx, tx, r.op)
-				if err != nil {
-					return err // the transaction itself is gone: fail the batch
-				}
-				r.err = opErr
-				moved += n
-				continue
-			}
-			d := r.d
-			if q.pending.Load()+added >= q.opts.MaxPending {
-				// Full: a known identity still gets its true answer.
-				if d.EventID != "" {
-					if ex, ok, err := lookup(ctx, find, d); err != nil {
-						return err
-					} else if ok {
-						r.res = ex
-						continue
-					}
-				}
-				r.err = ErrFull
-				continue
-			}
-			if d.QueueID == "" {
-				d.QueueID = q.opts.NewID()
-			}
-			// The insert is the identity decision: the partial unique index
-			// refuses a second entry for (trigger_ref, event_id), so a new
-			// delivery costs one statement and a known one two.
-			res, err := ins.ExecContext(ctx, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, r.headers,
-				d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now)
-			if err != nil {
-				return err
-			}
-			if n, _ := res.RowsAffected(); n == 1 {
-				r.res = Result{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}
-				added++
-				continue
-			}
-			ex, ok, err := lookup(ctx, find, d)
-			if err != nil {
-				return err
-			} else if !ok {
-				return fmt.Errorf("entry for %s/%s neither inserted nor found", d.TriggerRef, d.EventID)
-			}
-			d.QueueID = ""
-			r.res = ex
-		}
-		return tx.Commit()
-	}()
-	if err != nil {
-		err = fmt.Errorf("queue commit: %w", err)
-		added, moved = 0, 0
-	}
-	q.pending.Add(added + moved)
-	q.stats.Commits.Add(1)
-	q.stats.Batched.Add(int64(len(batch)))
-	q.stats.Enqueued.Add(added)
-	for _, r := range batch {
-		if err != nil {
-			r.res, r.err = Result{}, err
-		}
-		close(r.ch)
-	}
-}
-
-// runOp runs one state change inside the batch under a savepoint, so
-// that its failure undoes only its own writes (sqlitex.Savepoint).
-func runOp(ctx context.Context, tx *sql.Tx, op func(context.Context, *sql.Tx) (int64, error)) (n int64, opErr, fatal error) {
-	opErr, fatal = sqlitex.Savepoint(ctx, tx, func() error {
+	var res Result
+	var refused error
+	// Shared, not isolated: the hot path costs one statement, and an error
+	// here is the transaction's, which fails the batch.
+	err := q.w.DoShared(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
 		var err error
-		n, err = op(ctx, tx)
+		res, refused, err = q.enqueueTx(ctx, tx, d, string(hdr))
 		return err
 	})
-	if opErr != nil || fatal != nil {
-		n = 0
+	if err = q.closedErr(err); err != nil {
+		return Result{}, err
+	} else if refused != nil {
+		return Result{}, refused
 	}
-	return n, opErr, fatal
+	return res, nil
 }
 
-func lookup(ctx context.Context, find *sql.Stmt, d *touba.Delivery) (Result, bool, error) {
+// enqueueTx is the identity decision and the insert, in the writer's batch.
+func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, headers string) (Result, error, error) {
+	if q.pending.Load()+q.batchAdded >= q.opts.MaxPending {
+		// Full: a known identity still gets its true answer.
+		if d.EventID != "" {
+			if ex, ok, err := lookup(ctx, tx, d); err != nil {
+				return Result{}, nil, err
+			} else if ok {
+				return ex, nil, nil
+			}
+		}
+		return Result{}, ErrFull, nil
+	}
+	if d.QueueID == "" {
+		d.QueueID = q.opts.NewID()
+	}
+	// The insert is the identity decision: the partial unique index refuses
+	// a second entry for (trigger_ref, event_id), so a new delivery costs
+	// one statement and a known one two.
+	res, err := tx.ExecContext(ctx, qInsert, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, headers,
+		d.RemoteAddr, touba.FormatTime(d.ReceivedAt), q.now())
+	if err != nil {
+		return Result{}, nil, err
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		q.batchAdded++
+		return Result{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}, nil, nil
+	}
+	ex, ok, err := lookup(ctx, tx, d)
+	if err != nil {
+		return Result{}, nil, err
+	} else if !ok {
+		return Result{}, nil, fmt.Errorf("entry for %s/%s neither inserted nor found", d.TriggerRef, d.EventID)
+	}
+	d.QueueID = ""
+	return ex, nil, nil
+}
+
+// onBatch runs in the writer after each batch: the pending count moves
+// only by what committed.
+func (q *Queue) onBatch(_ int, _ time.Duration, err error) {
+	if err == nil {
+		q.pending.Add(q.batchAdded + q.batchMoved)
+		q.enqueued.Add(q.batchAdded)
+	}
+	q.batchAdded, q.batchMoved = 0, 0
+}
+
+const (
+	qInsert = `INSERT INTO entries
+		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)
+		ON CONFLICT (trigger_ref, event_id) WHERE event_id != '' DO NOTHING`
+	qFind = `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`
+)
+
+func lookup(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery) (Result, bool, error) {
 	var ex Result
-	err := find.QueryRowContext(ctx, d.TriggerRef, d.EventID).Scan(&ex.QueueID, &ex.Digest, &ex.Status)
+	err := tx.QueryRowContext(ctx, qFind, d.TriggerRef, d.EventID).Scan(&ex.QueueID, &ex.Digest, &ex.Status)
 	if errors.Is(err, sql.ErrNoRows) {
 		return ex, false, nil
 	}

@@ -2,10 +2,11 @@ package queue
 
 import (
 	"context"
-	"database/sql"
+
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // SubmitOp runs op through the writer like a state change, for tests.
-func (q *Queue) SubmitOp(op func(context.Context, *sql.Tx) (int64, error)) error {
-	return q.submit(&enqueueReq{ch: make(chan struct{}), op: op})
+func (q *Queue) SubmitOp(op func(context.Context, *sqlitex.Tx) (int64, error)) error {
+	return q.change(op)
 }

@@ -89,7 +89,7 @@ func (q *Queue) Postpone(ctx context.Context, queueID string, notBefore time.Tim
 // transition runs one guarded update through the writer; pending is how
 // the pending count moves when it applies.
 func (q *Queue) transition(queueID string, pending int64, query string, args ...any) error {
-	return q.submit(&enqueueReq{ch: make(chan struct{}), op: func(ctx context.Context, tx *sql.Tx) (int64, error) {
+	return q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return 0, fmt.Errorf("entry %s: %w", queueID, err)
@@ -98,7 +98,7 @@ func (q *Queue) transition(queueID string, pending int64, query string, args ...
 			return 0, fmt.Errorf("entry %s: not running", queueID)
 		}
 		return pending, nil
-	}})
+	})
 }
 
 // ReplayResult says what Replay did with one queue id.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 	"github.com/touba/touba-trigger/internal/uuidv7"
 )
@@ -40,21 +41,14 @@ type Queue struct {
 	db   *sqlitex.DB
 	opts Options
 
-	insert  *sql.Stmt
-	find    *sql.Stmt
-	reqs    chan *enqueueReq
-	mu      sync.RWMutex // guards closed against sends on reqs
-	closed  bool
-	done    chan struct{}
-	pending atomic.Int64
-	stats   Stats
-}
-
-// Stats counts the writer's work, for metrics and benchmarks.
-type Stats struct {
-	Commits  atomic.Int64
-	Enqueued atomic.Int64
-	Batched  atomic.Int64 // requests handled in commits, so Batched/Commits is the mean batch
+	w        *sqlitex.Writer
+	pending  atomic.Int64
+	enqueued atomic.Int64
+	// Touched by the writer goroutine only: how the batch being written
+	// moves the pending count.
+	batchAdded, batchMoved int64
+	closeOnce              sync.Once
+	closeErr               error
 }
 
 // Open opens or creates the queue file at path and starts its writer.
@@ -79,51 +73,33 @@ func Open(ctx context.Context, path string, opts Options) (*Queue, error) {
 		db.Close()
 		return nil, fmt.Errorf("queue: %w", err)
 	}
-	q := &Queue{db: db, opts: opts, reqs: make(chan *enqueueReq, 4096), done: make(chan struct{})}
+	q := &Queue{db: db, opts: opts}
 	var n int64
 	if err := db.Write.QueryRowContext(ctx, `SELECT COUNT(*) FROM entries WHERE status = 'pending'`).Scan(&n); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("queue: count pending: %w", err)
 	}
 	q.pending.Store(n)
-	if q.insert, err = db.Write.PrepareContext(ctx, `INSERT INTO entries
-		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)
-		ON CONFLICT (trigger_ref, event_id) WHERE event_id != '' DO NOTHING`); err != nil {
+	if q.w, err = sqlitex.NewWriter(ctx, db.Write, []string{qInsert, qFind}, commit.Options{
+		MaxBatch: opts.MaxBatch, Queue: 4096, LockThread: true, OnBatch: q.onBatch}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("queue: %w", err)
 	}
-	if q.find, err = db.Write.PrepareContext(ctx,
-		`SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("queue: %w", err)
-	}
-	go q.writer()
 	return q, nil
 }
 
 // Close stops accepting, commits what was already submitted, and closes
 // the file. It is safe to call more than once.
 func (q *Queue) Close() error {
-	q.mu.Lock()
-	if q.closed {
-		q.mu.Unlock()
-		return nil
-	}
-	q.closed = true
-	close(q.reqs)
-	q.mu.Unlock()
-	<-q.done
-	q.insert.Close()
-	q.find.Close()
-	return q.db.Close()
+	q.closeOnce.Do(func() {
+		q.w.Close()
+		q.closeErr = q.db.Close()
+	})
+	return q.closeErr
 }
 
 // Pending returns the number of pending entries.
 func (q *Queue) Pending() int64 { return q.pending.Load() }
-
-// Stats returns the writer's counters.
-func (q *Queue) Stats() *Stats { return &q.stats }
 
 // Path returns the file path.
 func (q *Queue) Path() string { return q.db.Path }
@@ -142,5 +118,6 @@ var _ touba.QueueStore = (*Queue)(nil)
 
 // QueueStats returns a snapshot of the writer's counters.
 func (q *Queue) QueueStats() touba.QueueStats {
-	return touba.QueueStats{Commits: q.stats.Commits.Load(), Enqueued: q.stats.Enqueued.Load(), Batched: q.stats.Batched.Load()}
+	st := q.w.Stats()
+	return touba.QueueStats{Commits: st.Commits, Enqueued: q.enqueued.Load(), Batched: st.Ops}
 }

@@ -131,8 +131,8 @@ func TestEnqueueRace(t *testing.T) {
 	if created != 1 || len(ids) != 1 {
 		t.Fatalf("created=%d distinct ids=%d, want 1 and 1", created, len(ids))
 	}
-	if st := q.Stats(); st.Commits.Load() >= 100 {
-		t.Fatalf("%d commits for 100 concurrent enqueues: no group commit", st.Commits.Load())
+	if st := q.QueueStats(); st.Commits >= 100 {
+		t.Fatalf("%d commits for 100 concurrent enqueues: no group commit", st.Commits)
 	}
 }
 

@@ -2,11 +2,11 @@ package queue
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // purgeChunk bounds one retention transaction, so that a large backlog of
@@ -30,7 +30,7 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 			return total, err
 		}
 		var n int64
-		err := q.submit(&enqueueReq{ch: make(chan struct{}), op: func(ctx context.Context, tx *sql.Tx) (int64, error) {
+		err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 			res, err := tx.ExecContext(ctx, `UPDATE entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM entries
 					WHERE status = 'done' AND updated_at < ? AND body IS NOT NULL LIMIT ?)`, before, purgeChunk)
@@ -39,7 +39,7 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 			}
 			n, _ = res.RowsAffected()
 			return 0, nil
-		}})
+		})
 		if err != nil {
 			return total, err
 		}

@@ -2,7 +2,6 @@ package queue_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 	"github.com/touba/touba-trigger/queue"
 )
 
@@ -26,7 +26,7 @@ func TestOpThatLosesTheTransaction(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		<-start
-		results <- q.SubmitOp(func(ctx context.Context, tx *sql.Tx) (int64, error) {
+		results <- q.SubmitOp(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 			tx.ExecContext(ctx, `ROLLBACK`)
 			return 0, errors.New("disk full")
 		})

@@ -124,7 +124,7 @@ func main() {
 		log.Fatal(err)
 	}
 	cq := &countingQueue{Queue: q}
-	qc0 := q.Stats().Commits.Load()
+	qc0 := q.QueueStats().Commits
 	jc0 := j.Stats().Commits
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -157,7 +157,7 @@ func main() {
 	elapsed := time.Since(start)
 	d.Close(time.Second)
 	sc, _ := st.BatchStats()
-	qc := q.Stats().Commits.Load() - qc0 + cq.leases.Load()
+	qc := q.QueueStats().Commits - qc0 + cq.leases.Load()
 	jc := int64(j.Stats().Commits - jc0)
 	mode := *kind
 	if *kind == "process" {

@@ -70,9 +70,9 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	st := q.Stats()
+	st := q.QueueStats()
 	if err := q.Close(); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("prefilled %d entries in %v (%d commits)\n", *n, time.Since(start).Round(time.Millisecond), st.Commits.Load())
+	fmt.Printf("prefilled %d entries in %v (%d commits)\n", *n, time.Since(start).Round(time.Millisecond), st.Commits)
 }
