@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // Run is one dispatcher run of a queue entry.
@@ -21,9 +22,8 @@ type StepOutput = touba.StepOutput
 // newest (the entry's own state and checkpoints are what recovery uses).
 func (s *State) RecordRun(r *Run) {
 	ended := s.opts.Now()
-	s.batch.Go(func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
-			started_at, ended_at) VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, ?)`,
+	s.w.Go(func(ctx context.Context, tx *sqlitex.Tx) error {
+		_, err := tx.ExecContext(ctx, qInsertRun,
 			r.RunID, r.QueueID, r.TriggerRef, r.Attempt, r.Status, r.ErrorCode, r.ErrorMessage,
 			touba.FormatTime(r.StartedAt), touba.FormatTime(ended))
 		return err
@@ -38,9 +38,8 @@ func (s *State) runErr(err error) {
 // returns. A step is checkpointed once: a second save keeps the first.
 func (s *State) SaveStep(queueID, stepID, runID string, output json.RawMessage) error {
 	now := touba.FormatTime(s.opts.Now())
-	return s.batch.Do(func(ctx context.Context, tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO run_steps (queue_id, step_id, run_id, output, at) VALUES (?, ?, ?, ?, ?)
-			ON CONFLICT (queue_id, step_id) DO NOTHING`, queueID, stepID, runID, string(output), now)
+	return s.w.Do(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
+		_, err := tx.ExecContext(ctx, qSaveStep, queueID, stepID, runID, string(output), now)
 		return err
 	})
 }
@@ -99,3 +98,10 @@ func (s *State) Runs(ctx context.Context, queueID string) ([]Run, error) {
 	}
 	return out, rows.Err()
 }
+
+const (
+	qInsertRun = `INSERT INTO runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
+		started_at, ended_at) VALUES (?, ?, ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), ?, ?)`
+	qSaveStep = `INSERT INTO run_steps (queue_id, step_id, run_id, output, at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (queue_id, step_id) DO NOTHING`
+)

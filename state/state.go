@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
@@ -35,9 +36,9 @@ type Options struct {
 
 // State is an open state file.
 type State struct {
-	db    *sqlitex.DB
-	opts  Options
-	batch *sqlitex.Batcher // run checkpoints, group-committed
+	db   *sqlitex.DB
+	opts Options
+	w    *sqlitex.Writer // run checkpoints, group-committed
 
 	rows    chan *Delivery
 	mu      sync.RWMutex
@@ -80,7 +81,10 @@ func Open(ctx context.Context, path string, opts Options) (*State, error) {
 	}
 	s := &State{db: db, opts: opts, rows: make(chan *Delivery, opts.LogBuffer),
 		done: make(chan struct{}), flushes: make(chan chan struct{})}
-	s.batch = sqlitex.NewBatcher(db.Write, 512)
+	if s.w, err = sqlitex.NewWriter(ctx, db.Write, []string{qInsertRun, qSaveStep}, commit.Options{}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("state: %w", err)
+	}
 	go s.logWriter()
 	return s, nil
 }
@@ -96,7 +100,7 @@ func (s *State) Close() error {
 	close(s.rows)
 	s.mu.Unlock()
 	<-s.done
-	s.batch.Close()
+	s.w.Close()
 	return s.db.Close()
 }
 
@@ -108,7 +112,10 @@ func (s *State) DB() *sqlitex.DB { return s.db }
 func (s *State) LogStats() (written, dropped int64) { return s.written.Load(), s.dropped.Load() }
 
 // BatchStats returns the checkpoint writer's commits and operations.
-func (s *State) BatchStats() (commits, ops int64) { return s.batch.Stats() }
+func (s *State) BatchStats() (commits, ops int64) {
+	st := s.w.Stats()
+	return st.Commits, st.Ops
+}
 
 var (
 	_ touba.RunStore    = (*State)(nil)

@@ -2,7 +2,6 @@ package sqlitex_test
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"testing/fstest"
 
+	"github.com/touba/touba-trigger/internal/commit"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
@@ -73,20 +73,24 @@ func TestMigrateOnceEach(t *testing.T) {
 	}
 }
 
-// TestBatcher: concurrent operations share commits, and one failing
+// TestWriter: concurrent operations share commits, and one failing
 // operation undoes only its own writes.
-func TestBatcher(t *testing.T) {
+func TestWriter(t *testing.T) {
 	db := open(t)
 	db.Write.Exec(`CREATE TABLE t (k INTEGER PRIMARY KEY)`)
-	b := sqlitex.NewBatcher(db.Write, 0)
+	const insert = `INSERT INTO t VALUES (?)`
+	w, err := sqlitex.NewWriter(context.Background(), db.Write, []string{insert}, commit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, 100)
 	for i := 0; i < 100; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			errs[i] = b.Do(func(ctx context.Context, tx *sql.Tx) error {
-				if _, err := tx.ExecContext(ctx, `INSERT INTO t VALUES (?)`, i); err != nil {
+			errs[i] = w.Do(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
+				if _, err := tx.ExecContext(ctx, insert, i); err != nil {
 					return err
 				}
 				if i%10 == 0 {
@@ -97,7 +101,7 @@ func TestBatcher(t *testing.T) {
 		}(i)
 	}
 	wg.Wait()
-	b.Close()
+	w.Close()
 	for i, err := range errs {
 		if (err != nil) != (i%10 == 0) {
 			t.Fatalf("op %d: err=%v", i, err)
@@ -108,10 +112,10 @@ func TestBatcher(t *testing.T) {
 	if n != 90 {
 		t.Fatalf("rows=%d, want 90", n)
 	}
-	if commits, ops := b.Stats(); ops != 100 || commits >= 100 {
-		t.Fatalf("commits=%d ops=%d: no batching", commits, ops)
+	if st := w.Stats(); st.Ops != 90 || st.Failed != 10 || st.Commits >= 100 {
+		t.Fatalf("stats=%+v: want 90 done, 10 failed, fewer commits than operations", st)
 	}
-	if err := b.Do(func(context.Context, *sql.Tx) error { return nil }); !errors.Is(err, sqlitex.ErrBatcherClosed) {
+	if err := w.Do(context.Background(), func(context.Context, *sqlitex.Tx) error { return nil }); !errors.Is(err, commit.ErrClosed) {
 		t.Fatalf("Do after Close: %v", err)
 	}
 }

@@ -1,0 +1,142 @@
+package commit_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/touba/touba-trigger/internal/commit"
+)
+
+// memTx records what its batch wrote; memBackend commits it into a log,
+// or fails the commit when told. The engine's rules are about batches and
+// answers, not storage: the SQLite backend has its own test (sqlitex).
+type memTx struct{ writes []int }
+
+type memBackend struct {
+	mu        sync.Mutex
+	failAt    int // the number of the commit that fails; 0 for none
+	committed []int
+	batches   int
+}
+
+func (b *memBackend) Begin(context.Context) (*memTx, error) { return &memTx{}, nil }
+func (b *memBackend) Rollback(*memTx)                       {}
+func (b *memBackend) Commit(_ context.Context, tx *memTx) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.batches++
+	if b.batches == b.failAt {
+		return errors.New("disk full")
+	}
+	b.committed = append(b.committed, tx.writes...)
+	return nil
+}
+func (b *memBackend) Isolate(_ context.Context, tx *memTx, fn func() error) (error, error) {
+	n := len(tx.writes)
+	if err := fn(); err != nil {
+		tx.writes = tx.writes[:n]
+		return err, nil
+	}
+	return nil, nil
+}
+
+func write(v int, fail bool) commit.Op[*memTx] {
+	return func(_ context.Context, tx *memTx) error {
+		tx.writes = append(tx.writes, v)
+		if fail {
+			return errors.New("refused")
+		}
+		return nil
+	}
+}
+
+// A failed commit fails every operation of its batch, even those whose
+// own work succeeded: none of them may be reported done.
+func TestFailedCommitFailsTheWholeBatch(t *testing.T) {
+	// The first op holds the writer in batch 1 until the ten others are
+	// queued, so they form batch 2, whose commit fails.
+	b := &memBackend{failAt: 2}
+	entered, release := make(chan struct{}), make(chan struct{})
+	w := commit.New[*memTx](b, commit.Options{MaxBatch: 64, Queue: 64})
+	defer w.Close()
+	w.Go(func(context.Context, *memTx) error { close(entered); <-release; return nil }, nil)
+	<-entered
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	for i := range errs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = w.Do(context.Background(), write(i, false)) }()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Stats().Pending < 11 { // the blocker and the ten
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatalf("only %d ops queued", w.Stats().Pending)
+		}
+		time.Sleep(time.Millisecond) // polling a counter the engine exposes, with a deadline
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil {
+			t.Fatalf("op %d reported done in a batch whose commit failed", i)
+		}
+	}
+	if len(b.committed) != 0 {
+		t.Fatalf("committed=%v, want nothing", b.committed)
+	}
+}
+
+// An isolated op's error undoes only itself; a shared op's error fails the
+// batch.
+func TestIsolatedAndSharedErrors(t *testing.T) {
+	b := &memBackend{}
+	w := commit.New[*memTx](b, commit.Options{})
+	defer w.Close()
+	ctx := context.Background()
+	if err := w.Do(ctx, write(1, true)); err == nil {
+		t.Fatal("isolated op's own error was not returned")
+	}
+	if err := w.Do(ctx, write(2, false)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.DoShared(ctx, write(3, true)); err == nil {
+		t.Fatal("shared op's error was not returned")
+	}
+	if got := b.committed; len(got) != 1 || got[0] != 2 {
+		t.Fatalf("committed=%v, want [2]", got)
+	}
+	if st := w.Stats(); st.Ops != 1 || st.Failed != 2 || st.Pending != 0 {
+		t.Fatalf("stats=%+v", st)
+	}
+}
+
+// Go keeps submission order with later Do calls, and Close drains what was
+// submitted before refusing more.
+func TestGoOrderAndClose(t *testing.T) {
+	b := &memBackend{}
+	w := commit.New[*memTx](b, commit.Options{})
+	for i := range 5 {
+		w.Go(write(i, false), nil)
+	}
+	if err := w.Do(context.Background(), write(5, false)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	for i, v := range b.committed {
+		if v != i {
+			t.Fatalf("committed=%v: out of order", b.committed)
+		}
+	}
+	if err := w.Do(context.Background(), write(9, false)); !errors.Is(err, commit.ErrClosed) {
+		t.Fatalf("Do after Close: %v", err)
+	}
+	var got error
+	w.Go(write(9, false), func(err error) { got = err })
+	if !errors.Is(got, commit.ErrClosed) {
+		t.Fatalf("Go after Close reported %v", got)
+	}
+}
