@@ -2,7 +2,8 @@ package dispatcher
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,11 +64,7 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 			"binding %s is an external_write and no --effect-journal is set", strings.Join(ew, ", "))
 	}
 	c := &Config{Program: p, Bindings: map[string]*Binding{}, Secrets: res.Values}
-	refs := make([]string, 0, len(m.Bindings))
-	for ref := range m.Bindings {
-		refs = append(refs, ref)
-	}
-	sort.Strings(refs)
+	refs := slices.Sorted(maps.Keys(m.Bindings))
 	for _, ref := range refs {
 		b := m.Bindings[ref]
 		bl := log.With().Str("tool_ref", ref).Logger()

@@ -2,8 +2,10 @@ package handler
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -112,11 +114,7 @@ func handlerEnv(lookup func(string) (string, bool), secrets map[string]string) [
 			env = append(env, name+"="+v)
 		}
 	}
-	names := make([]string, 0, len(secrets))
-	for name := range secrets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(secrets))
 	for _, name := range names {
 		env = append(env, name+"="+secrets[name])
 	}

@@ -7,6 +7,7 @@
 package manifest
 
 import (
+	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -130,11 +131,7 @@ func (m *Manifest) WorkDir(b *Binding) string {
 
 // Refs returns the bound tool refs, sorted.
 func (m *Manifest) Refs() []string {
-	refs := make([]string, 0, len(m.Bindings))
-	for ref := range m.Bindings {
-		refs = append(refs, ref)
-	}
-	slices.Sort(refs)
+	refs := slices.Sorted(maps.Keys(m.Bindings))
 	return refs
 }
 

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 
@@ -92,11 +93,7 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 		b := m.Bindings[ref]
 		path := child("$.bindings", ref)
 		vars := map[string]string{}
-		names := make([]string, 0, len(b.Secrets))
-		for name := range b.Secrets {
-			names = append(names, name)
-		}
-		slices.Sort(names)
+		names := slices.Sorted(maps.Keys(b.Secrets))
 		for _, name := range names {
 			r := b.Secrets[name]
 			v, err := r.Resolve(env, m.Dir)

@@ -8,8 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -316,11 +318,7 @@ func (w walker) refs(path string, raw json.RawMessage, earlier map[string]bool) 
 				}
 				return nil
 			}
-			keys := make([]string, 0, len(x))
-			for k := range x {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
+			keys := slices.Sorted(maps.Keys(x))
 			for _, k := range keys {
 				if err := walk(p+"."+k, x[k]); err != nil {
 					return err

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 
 	touba "github.com/touba/touba-trigger"
@@ -35,11 +36,7 @@ func (w walker) object(path string, raw json.RawMessage, allowed []string, requi
 	if k, ok := duplicateKey(raw); ok {
 		return nil, w.fail(path+"."+k, "duplicate key")
 	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(m))
 	for _, k := range keys {
 		if !contains(allowed, k) {
 			return nil, w.fail(path+"."+k, "unknown field")

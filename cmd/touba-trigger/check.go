@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 )
 
 // runCheck validates a program and its manifest and prints a summary.
@@ -35,11 +36,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  event_id=%s  steps=%d\n",
 			t.Ref, t.Name, scheme, id, len(t.Steps))
 	}
-	refs := make([]string, 0, len(c.manifest.Bindings))
-	for ref := range c.manifest.Bindings {
-		refs = append(refs, ref)
-	}
-	sort.Strings(refs)
+	refs := slices.Sorted(maps.Keys(c.manifest.Bindings))
 	fmt.Fprintf(stdout, "manifest %s: %d binding(s)\n", c.manifest.Path, len(refs))
 	for _, ref := range refs {
 		b := c.manifest.Bindings[ref]

@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -113,11 +114,7 @@ func printDelivery(w io.Writer, d *admin.DeliveryDetail) {
 	field(w, "queue id", d.QueueID)
 	field(w, "remote", d.RemoteAddr)
 	field(w, "digest", d.Digest)
-	names := make([]string, 0, len(d.Headers))
-	for k := range d.Headers {
-		names = append(names, k)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(d.Headers))
 	fmt.Fprintln(w, "headers")
 	for _, k := range names {
 		fmt.Fprintf(w, "  %s: %s\n", cell(k, 80), cell(d.Headers[k], 200))
