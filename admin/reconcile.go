@@ -94,15 +94,13 @@ func (s *Service) release(ctx context.Context, scope string, out *ResolveResult)
 		out.Note = "entry is " + e.Status + "; nothing to put back to pending"
 		return nil
 	}
-	others, err := s.Journal.List(ctx, journal.Filter{Scope: scope, State: touba.EffectUnknown})
+	others, err := s.awaitingVerdict(ctx, scope)
 	if err != nil {
 		return err
 	}
-	for _, o := range others {
-		if blocking(o) {
-			out.Note = "entry stays parked: effect " + o.EffectID + " also awaits a verdict"
-			return nil
-		}
+	if len(others) > 0 {
+		out.Note = "entry stays parked: effect " + others[0].EffectID + " also awaits a verdict"
+		return nil
 	}
 	res, err := s.Queue.Replay(ctx, []string{scope})
 	if err != nil {

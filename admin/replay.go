@@ -7,7 +7,6 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
-	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/queue"
 	"github.com/touba/touba-trigger/state"
 )
@@ -108,17 +107,15 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 		if s.Journal == nil {
 			return nil
 		}
-		effs, err := s.Journal.List(ctx, journal.Filter{Scope: id, State: touba.EffectUnknown})
+		effs, err := s.awaitingVerdict(ctx, id)
 		if err != nil {
 			return err
 		}
-		for _, e := range effs {
-			if blocking(e) {
-				it.Reason = fmt.Sprintf("parked on effect %s, whose outcome is unknown (retry mode %s): a replay would park it again",
-					e.EffectID, e.RetryMode)
-				it.Hint = resolveHint(e.Scope, e.EffectID) + " (either one puts the entry back to pending)"
-				return nil
-			}
+		if len(effs) > 0 {
+			e := effs[0]
+			it.Reason = fmt.Sprintf("parked on effect %s, whose outcome is unknown (retry mode %s): a replay would park it again",
+				e.EffectID, e.RetryMode)
+			it.Hint = resolveHint(e.Scope, e.EffectID) + " (either one puts the entry back to pending)"
 		}
 		return nil
 	case touba.StatusDone:

@@ -180,7 +180,7 @@ func (s *Service) next(ctx context.Context, d *touba.Delivery, det *EntryDetail)
 	case touba.StatusParked:
 		var out []string
 		for _, e := range det.Effects {
-			if blocking(e.Effect) {
+			if s.blocks(ctx, e.Effect) {
 				out = append(out, resolveHint(e.Scope, e.EffectID))
 			}
 		}
@@ -205,6 +205,32 @@ func (s *Service) next(ctx context.Context, d *touba.Delivery, det *EntryDetail)
 // gives a verdict: unknown, and not safe to send again.
 func blocking(e journal.Effect) bool {
 	return e.State == touba.EffectUnknown && e.RetryMode != touba.RetryIdempotencyKey
+}
+
+// blocks is blocking, counting as unknown a dispatched effect that no call
+// of the daemon holds any more (its outcome failed to commit): the next
+// attempt or `effects resolve` records it unknown.
+func (s *Service) blocks(ctx context.Context, e journal.Effect) bool {
+	if e.State == touba.EffectDispatched && e.RetryMode != touba.RetryIdempotencyKey && s.Journal != nil {
+		return s.Journal.Orphaned(ctx, e.Scope, e.EffectID)
+	}
+	return blocking(e)
+}
+
+// awaitingVerdict returns the effects of entry scope that block its run
+// until an operator resolves them.
+func (s *Service) awaitingVerdict(ctx context.Context, scope string) ([]journal.Effect, error) {
+	effs, err := s.Journal.List(ctx, journal.Filter{Scope: scope})
+	if err != nil {
+		return nil, err
+	}
+	var out []journal.Effect
+	for _, e := range effs {
+		if s.blocks(ctx, e) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 func resolveHint(scope, effectID string) string {

@@ -41,6 +41,9 @@ type Journal interface {
 	Prepare(ctx context.Context, p journal.Prepare) (*journal.Effect, error)
 	Dispatch(ctx context.Context, scope, effectID, callID string) error
 	Finish(ctx context.Context, o journal.Outcome) error
+	// Abandon releases an effect whose call ended without its outcome
+	// journaled, and records it unknown (see journal.Journal.Abandon).
+	Abandon(ctx context.Context, scope, effectID, callID string) error
 }
 
 // Options configure a Dispatcher.

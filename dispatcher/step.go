@@ -101,10 +101,17 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		}
 	} else if err != nil {
 		// The call happened and its outcome is not on disk: only an
-		// operator can say what it did. At the next start the journal
-		// turns the dispatched record unknown.
+		// operator can say what it did. The call has ended, so its claim
+		// is released and the record turned unknown (now, or by the next
+		// Prepare or Resolve of it if the journal still cannot write):
+		// a replay then parks once on it instead of looping on
+		// EffectInProgress, and `effects resolve` accepts it.
 		log.Error().Err(err).Str("outcome", outcome).Msg("cannot record the effect outcome")
-		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome %s of %s could not be journaled: %v", outcome, effectID, err)
+		if aerr := d.journal.Abandon(context.WithoutCancel(ctx), scope, effectID, callID); aerr != nil {
+			log.Error().Err(aerr).Msg("cannot record the effect unknown either; it is turned unknown at its next use")
+		}
+		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome %s of %s could not be journaled (%v); it is unknown: "+
+			"find out whether it happened, then touba-trigger effects resolve %s %s", outcome, effectID, err, scope, effectID)
 	}
 	journal.Crashpoint(CrashAfterOutcome)
 
