@@ -59,9 +59,8 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 	// Resolving a compensation settles the compensation only: the entry it
 	// undid must not go on from the step it undid.
 	if _, comp := journal.IsCompensation(r.EffectID); comp {
-		return out, nil
-	}
-	if err := s.release(ctx, r.Scope, out); err != nil {
+		out.Note = "a compensation: its entry is left as it is"
+	} else if err := s.release(ctx, r.Scope, out); err != nil {
 		return nil, err
 	}
 	detail := r.State

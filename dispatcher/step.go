@@ -193,16 +193,7 @@ func (d *Dispatcher) refused(err error, log zerolog.Logger) (json.RawMessage, *v
 func (d *Dispatcher) call(ctx context.Context, secrets *secret.Set, b *Binding, req *handler.Request, dispatched func() error) *handler.Result {
 	start := time.Now()
 	res := b.Runner.Call(ctx, req, dispatched)
-	// A handler's error is logged and stored (queue entry, run history):
-	// one holding a secret value keeps its code only, or becomes
-	// SecretValueRefused when the code holds it (SPEC §5).
-	if e := res.Err; e != nil && (secrets.Contains(e.Code) || secrets.Contains(e.Message)) {
-		code := e.Code
-		if secrets.Contains(code) {
-			code = touba.ESecretValueRefused
-		}
-		res.Err = touba.Errorf(code, "the handler's error message held a secret value; withheld")
-	}
+	withholdSecretError(secrets, res)
 	if d.opts.Observe != nil {
 		outcome := res.Outcome
 		if outcome == "" {
@@ -222,4 +213,18 @@ func asTouba(err error) *touba.Error {
 		return te
 	}
 	return &touba.Error{Code: touba.EINTERNAL, Message: err.Error()}
+}
+
+// withholdSecretError filters a handler's error, which is logged, stored
+// (queue entry, run history) and shown to operators: one holding a secret
+// value keeps its code only, or becomes SecretValueRefused when the code
+// holds it (SPEC §5).
+func withholdSecretError(secrets *secret.Set, res *handler.Result) {
+	if e := res.Err; e != nil && (secrets.Contains(e.Code) || secrets.Contains(e.Message)) {
+		code := e.Code
+		if secrets.Contains(code) {
+			code = touba.ESecretValueRefused
+		}
+		res.Err = touba.Errorf(code, "the handler's error message held a secret value; withheld")
+	}
 }

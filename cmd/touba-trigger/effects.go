@@ -12,6 +12,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/dispatcher"
 )
 
 // runEffects is `touba-trigger effects ls|resolve|compensate` (SPEC §6):
@@ -63,33 +64,42 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil || f.json {
 			if err == nil && c.State != touba.EffectApplied {
 				printJSON(stdout, c)
-				return fmt.Errorf("compensation %s is %s", c.CompensationID, c.State)
+				return fmt.Errorf("compensation %s is %s", cell(c.CompensationID, 200), cell(c.State, 40))
 			}
 			return orJSON(stdout, c, err)
 		}
-		fmt.Fprintf(stdout, "compensation %s: %s (attempt %d)\n", c.CompensationID, c.State, c.Attempt)
-		if c.Already {
-			fmt.Fprintln(stdout, "it had been applied before: its journaled result is shown and no handler was called")
-		}
-		if c.ReceiptRef != "" {
-			fmt.Fprintf(stdout, "receipt   %s\n", c.ReceiptRef)
-		}
-		if len(c.Output) > 0 {
-			fmt.Fprintf(stdout, "output    %s\n", cell(string(c.Output), 400))
-		}
-		if c.ErrorCode != "" {
-			fmt.Fprintf(stdout, "error     %s\n", codeAndMessage(c.ErrorCode, c.Message))
-		}
-		fmt.Fprintf(stdout, "the original %s stays applied\n", c.EffectID)
-		if c.State != touba.EffectApplied {
-			if c.State == touba.EffectUnknown {
-				fmt.Fprintf(stdout, "find out whether it happened, then: touba-trigger effects resolve %s %s --applied --receipt-ref REF | --not-applied\n",
-					c.Scope, c.CompensationID)
-			}
-			return fmt.Errorf("compensation %s is %s", c.CompensationID, c.State)
-		}
-		return nil
+		return printCompensation(stdout, c)
 	})
+}
+
+// printCompensation shows an operator's compensation. Everything in it
+// came from a handler or an operator's argument: escaped, as every cell of
+// a table is, so a control character in a receipt or an error message
+// cannot act on the terminal.
+func printCompensation(stdout io.Writer, c *dispatcher.Compensation) error {
+	compID := cell(c.CompensationID, 200)
+	fmt.Fprintf(stdout, "compensation %s: %s (attempt %d)\n", compID, cell(c.State, 40), c.Attempt)
+	if c.Already {
+		fmt.Fprintln(stdout, "it had been applied before: its journaled result is shown and no handler was called")
+	}
+	if c.ReceiptRef != "" {
+		fmt.Fprintf(stdout, "receipt   %s\n", cell(c.ReceiptRef, 400))
+	}
+	if len(c.Output) > 0 {
+		fmt.Fprintf(stdout, "output    %s\n", cell(string(c.Output), 400))
+	}
+	if c.ErrorCode != "" {
+		fmt.Fprintf(stdout, "error     %s\n", cell(codeAndMessage(c.ErrorCode, c.Message), 400))
+	}
+	fmt.Fprintf(stdout, "the original %s stays applied\n", cell(c.EffectID, 200))
+	if c.State != touba.EffectApplied {
+		if c.State == touba.EffectUnknown {
+			fmt.Fprintf(stdout, "find out whether it happened, then: touba-trigger effects resolve %s %s --applied --receipt-ref REF | --not-applied\n",
+				cell(c.Scope, 200), compID)
+		}
+		return fmt.Errorf("compensation %s is %s", compID, cell(c.State, 40))
+	}
+	return nil
 }
 
 // runResolve is `effects resolve SCOPE EFFECT_ID --applied --receipt-ref
@@ -136,9 +146,9 @@ func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []strin
 		if err != nil || f.json {
 			return orJSON(stdout, res, err)
 		}
-		fmt.Fprintf(stdout, "effect %s %s: %s", res.Effect.Scope, res.Effect.EffectID, res.Effect.State)
+		fmt.Fprintf(stdout, "effect %s %s: %s", cell(res.Effect.Scope, 200), cell(res.Effect.EffectID, 200), res.Effect.State)
 		if res.Effect.ReceiptRef != "" {
-			fmt.Fprintf(stdout, " (receipt %s)", res.Effect.ReceiptRef)
+			fmt.Fprintf(stdout, " (receipt %s)", cell(res.Effect.ReceiptRef, 400))
 		}
 		fmt.Fprintln(stdout)
 		if len(res.Effect.Result) > 0 {
