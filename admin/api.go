@@ -25,6 +25,12 @@ import (
 const (
 	ENotFound   = "NotFound"
 	EBadRequest = "BadRequest"
+	// EEntryBusy: another operator action (a compensation, a replay) is
+	// working on the entry right now.
+	EEntryBusy = "EntryBusy"
+	// EAdminForbidden: the admin socket's peer is neither root nor the
+	// daemon's own user.
+	EAdminForbidden = "AdminForbidden"
 )
 
 // API is what the CLI can ask of a daemon, or of the files when none runs.

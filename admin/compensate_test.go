@@ -2,11 +2,14 @@ package admin_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/dispatcher"
 	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/state"
 )
 
 // Resolving a compensation is an operator action like any other: it is in
@@ -39,5 +42,44 @@ func TestResolveCompensationIsAudited(t *testing.T) {
 	if len(ev) != 1 || ev[0].Action != "effects.resolve" || ev[0].Outcome != "done" || ev[0].Target != q+"/"+comp ||
 		ev[0].Operator != "uid 0 pid 1 (test)" {
 		t.Fatalf("audit trail: %+v, want one effects.resolve of %s by the operator", ev, comp)
+	}
+}
+
+// The race of `effects compensate` and `queue replay`, forced: a replay
+// that comes between the compensation's status check and its handler call
+// is refused, so the entry does not run again while its write is undone.
+func TestCompensateHoldsEntryAgainstReplay(t *testing.T) {
+	f := mustFiles(t)
+	ctx := context.Background()
+	q := f.entry(t, "e", "1", touba.StatusParked)
+	orig := f.effect(t, q, "charge", touba.RetryReconcile, touba.EffectApplied)
+	var statusAtCall string
+	f.svc.Compensator = func(ctx context.Context, e *touba.Delivery, _ map[string]state.StepOutput,
+		o *journal.Effect) (*dispatcher.Compensation, error) {
+		statusAtCall = f.status(t, q)
+		return &dispatcher.Compensation{Scope: q, EffectID: o.EffectID, CompensationID: journal.CompensationID(o.EffectID),
+			State: touba.EffectApplied}, nil
+	}
+	var rep *admin.ReplayReport
+	var repErr error
+	admin.SetCompensateHook(f.svc, func() {
+		rep, repErr = f.svc.ReplayEntries(ctx, admin.ReplayRequest{IDs: []string{q}})
+	})
+	if _, err := f.svc.Compensate(ctx, admin.CompensateRequest{Scope: q, EffectID: orig}); err != nil {
+		t.Fatal(err)
+	}
+	if repErr != nil || rep == nil || len(rep.Items) != 1 {
+		t.Fatalf("replay during the compensation: %+v %v", rep, repErr)
+	}
+	if it := rep.Items[0]; it.Replayed || !strings.Contains(it.Reason, "compensation") {
+		t.Fatalf("replay during the compensation: %+v, want refused naming the compensation", it)
+	}
+	if statusAtCall != touba.StatusParked || f.status(t, q) != touba.StatusParked {
+		t.Fatalf("entry was %s at the handler call and is %s now, want parked throughout", statusAtCall, f.status(t, q))
+	}
+	// Once the compensation ended, the replay goes through.
+	admin.SetCompensateHook(f.svc, nil)
+	if rep, err := f.svc.ReplayEntries(ctx, admin.ReplayRequest{IDs: []string{q}}); err != nil || rep.Replayed != 1 {
+		t.Fatalf("replay after the compensation: %+v %v", rep, err)
 	}
 }

@@ -101,7 +101,12 @@ func (s *Service) release(ctx context.Context, scope string, out *ResolveResult)
 		out.Note = "entry stays parked: effect " + others[0].EffectID + " also awaits a verdict"
 		return nil
 	}
+	if held := s.busy.take(scope, "replay"); held != "" {
+		out.Note = "entry stays parked: a " + held + " of it is running; replay it once that ended"
+		return nil
+	}
 	res, err := s.Queue.Replay(ctx, []string{scope})
+	s.busy.drop(scope)
 	if err != nil {
 		return err
 	}
@@ -134,6 +139,14 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*dispatc
 	} else if orig == nil {
 		return nil, notFound("no effect %s in the journal", target)
 	}
+	// The entry is claimed before its status is checked, and held until
+	// the call ends: a replay cannot resume it in between (see busy).
+	if held := s.busy.take(r.Scope, "compensation"); held != "" {
+		why := "entry " + r.Scope + " is busy with a " + held + "; try again once it ended"
+		s.audit(ctx, state.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why})
+		return nil, touba.Errorf(EEntryBusy, "%s", why)
+	}
+	defer s.busy.drop(r.Scope)
 	entry, err := s.Queue.Get(ctx, r.Scope)
 	if err != nil {
 		return nil, err
@@ -146,6 +159,9 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*dispatc
 		why := "entry " + r.Scope + " is " + entry.Status + "; compensate once its run has stopped (done, failed or parked)"
 		s.audit(ctx, state.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why})
 		return nil, badRequest("%s", why)
+	}
+	if s.afterCompensateCheck != nil {
+		s.afterCompensateCheck()
 	}
 	steps, err := s.State.Steps(ctx, r.Scope)
 	if err != nil {

@@ -51,6 +51,14 @@ func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayRe
 			continue
 		}
 		at[id] = i
+		// Claimed before the check, held until the queue update: a
+		// compensation cannot start on it in between (see busy).
+		if held := s.busy.take(id, "replay"); held != "" {
+			items[i].Reason = "a " + held + " of this entry is running"
+			items[i].Hint = "replay it once that ended: touba-trigger queue replay " + id
+			continue
+		}
+		defer s.busy.drop(id)
 		if err := s.checkReplay(ctx, id, &items[i]); err != nil {
 			return nil, err
 		}

@@ -123,8 +123,10 @@ func fail(w http.ResponseWriter, err error) {
 		status = http.StatusNotFound
 	case EBadRequest:
 		status = http.StatusBadRequest
-	case touba.EEffectNotUnknown:
+	case touba.EEffectNotUnknown, EEntryBusy:
 		status = http.StatusConflict
+	case EAdminForbidden:
+		status = http.StatusForbidden
 	case touba.EINTERNAL:
 		status = http.StatusInternalServerError
 	}

@@ -34,6 +34,11 @@ type Service struct {
 	// a delivery replay for a trigger it lacks is refused.
 	HasTrigger func(ref string) bool
 	Log        zerolog.Logger
+
+	busy busy // entries an operator action is working on
+	// afterCompensateCheck, set by tests, runs between a compensation's
+	// status check and its call.
+	afterCompensateCheck func()
 }
 
 var _ API = (*Service)(nil)
