@@ -45,6 +45,7 @@ type API interface {
 	Effects(ctx context.Context, f EffectFilter) ([]journal.Effect, error)
 	Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult, error)
 	Compensate(ctx context.Context, r CompensateRequest) (*dispatcher.Compensation, error)
+	Health(ctx context.Context) (*Health, error)
 }
 
 // EntryFilter selects queue entries; empty fields match all.

@@ -79,6 +79,9 @@ func Handler(api API) http.Handler {
 			reply(w)(api.Compensate(r.Context(), req))
 		}
 	})
+	rt.GET("/v1/health", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		reply(w)(api.Health(r.Context()))
+	})
 	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fail(w, notFound("no admin route %s %s", r.Method, r.URL.Path))
 	})

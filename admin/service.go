@@ -33,7 +33,10 @@ type Service struct {
 	// HasTrigger, when set, tells whether the running program has a trigger;
 	// a delivery replay for a trigger it lacks is refused.
 	HasTrigger func(ref string) bool
-	Log        zerolog.Logger
+	// Probe, when set, returns the daemon's last health check (the admin
+	// health endpoint); nil on the CLI's own files.
+	Probe func() *Health
+	Log   zerolog.Logger
 
 	busy busy // entries an operator action is working on
 	// afterCompensateCheck, set by tests, runs between a compensation's

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,7 +53,8 @@ type daemon struct {
 	stopping            atomic.Bool
 	serveErr            chan error
 
-	bgCancel context.CancelFunc // retention, watchdog, reload
+	bgCancel context.CancelFunc           // retention, watchdog, reload
+	health   atomic.Pointer[admin.Health] // the last readiness check, for /readyz and the admin socket
 	bg       sync.WaitGroup
 
 	closers   []func() error // run in reverse by close
@@ -199,6 +199,9 @@ func (d *daemon) start(ctx context.Context) error {
 	}
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.bgCancel = cancel
+	// The first health check before the first /readyz; then in the
+	// background (runHealth).
+	d.health.Store(d.checkHealth(ctx))
 	d.background(bgCtx)
 	d.serveErr = make(chan error, 2)
 	d.conns = newConnTracker(ln)
@@ -248,6 +251,11 @@ func (d *daemon) background(ctx context.Context) {
 			d.notify.runWatchdog(ctx, every, d.alive, log)
 		}()
 	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		d.runHealth(ctx)
+	}()
 	// Registered before the daemon says it listens: SIGHUP's default
 	// action would end the process.
 	hup := make(chan os.Signal, 1)
@@ -269,39 +277,6 @@ func (d *daemon) alive(ctx context.Context) error {
 	return nil
 }
 
-// ready is /readyz beyond draining: not stopping, files answering.
-func (d *daemon) ready(ctx context.Context) error {
-	if d.stopping.Load() {
-		return errors.New("stopping")
-	}
-	if err := d.q.Ping(ctx); err != nil {
-		return fmt.Errorf("queue: %w", err)
-	}
-	for _, path := range []string{d.f.queue, d.f.state, d.f.journal} {
-		if path == "" {
-			continue
-		}
-		var fs syscall.Statfs_t
-		if err := syscall.Statfs(filepath.Dir(path), &fs); err != nil {
-			return fmt.Errorf("disk of %s: %w", path, err)
-		}
-		if free := fs.Bavail * uint64(fs.Bsize); free < minFreeBytes {
-			return fmt.Errorf("disk of %s: %d bytes free, under %d", path, free, minFreeBytes)
-		}
-	}
-	if d.f.journal != "" {
-		rec, err := journal.ReadLock(d.f.journal)
-		if err != nil || rec == nil || rec.PID != os.Getpid() {
-			return fmt.Errorf("journal lock is not held by this process")
-		}
-	}
-	return nil
-}
-
-// minFreeBytes is the free space under which /readyz reports the disk
-// as not writable: a commit needs room for its WAL frames.
-const minFreeBytes = 16 << 20
-
 // wait blocks until ctx ends or a server fails.
 func (d *daemon) wait(ctx context.Context) error {
 	select {
@@ -318,6 +293,7 @@ func (d *daemon) wait(ctx context.Context) error {
 // adminService is the admin API over the daemon's own files.
 func (d *daemon) adminService() *admin.Service {
 	svc := &admin.Service{Queue: d.q, State: d.st, Log: d.log.With().Str("component", "admin").Logger(),
+		Probe: d.health.Load,
 		HasTrigger: func(ref string) bool {
 			_, ok := d.current.Load().Program.Lookup(strings.TrimPrefix(ref, "trigger:"))
 			return ok
