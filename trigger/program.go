@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"sort"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/verify"
 )
 
 // AIRVersion is the only program format this build reads.
@@ -336,4 +338,24 @@ func (w walker) refs(path string, raw json.RawMessage, earlier map[string]bool) 
 		return nil
 	}
 	return walk(path, v)
+}
+
+// UnsignedEventID says, for a verified trigger whose signature does not
+// cover its event id, why a captured request can be replayed: sent again
+// with a fresh id in an unsigned header, it passes verification and is a
+// new event, so deduplication does not stop it (only the scheme's
+// timestamp tolerance does, where it has one). It returns "" when the id
+// is signed (read from the signed body, or Standard Webhooks' webhook-id)
+// or the trigger is not verified at all.
+func (t *Trigger) UnsignedEventID() string {
+	v, id := t.Source.Verify, t.Source.EventID
+	if v == nil || id.Header == "" {
+		return ""
+	}
+	if v.Scheme == verify.SchemeStandardWebhooks && http.CanonicalHeaderKey(id.Header) == verify.StandardIDHeader {
+		return ""
+	}
+	return fmt.Sprintf("the %s signature does not cover the event id header %s: a captured request re-sent with a fresh id "+
+		"passes verification as a new event; read the id from the signed body (event_id.json_pointer) if the sender puts it there",
+		v.Scheme, id.Header)
 }

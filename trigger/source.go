@@ -74,6 +74,9 @@ func defaultEventID(v *Verify) EventIDSource {
 			return EventIDSource{JSONPointer: "/id"}
 		case verify.SchemeGitHub:
 			return EventIDSource{Header: "X-Github-Delivery"}
+		case verify.SchemeSlack:
+			// Slack's Events API carries its id in the signed body.
+			return EventIDSource{JSONPointer: "/event_id"}
 		}
 	}
 	return EventIDSource{Header: http.CanonicalHeaderKey(DefaultEventIDHeader)}

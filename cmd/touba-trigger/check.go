@@ -35,6 +35,11 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  event_id=%s  steps=%d\n",
 			t.Ref, t.Name, scheme, id, len(t.Steps))
 	}
+	for _, t := range c.program.Triggers {
+		if why := t.UnsignedEventID(); why != "" {
+			fmt.Fprintf(stdout, "warning: %s: %s\n", t.Ref, why)
+		}
+	}
 	refs := make([]string, 0, len(c.manifest.Bindings))
 	for ref := range c.manifest.Bindings {
 		refs = append(refs, ref)

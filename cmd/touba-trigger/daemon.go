@@ -77,6 +77,11 @@ func (d *daemon) open(ctx context.Context) error {
 	}
 	d.current.Store(dcfg)
 	d.secrets = cfg.secrets
+	for _, t := range cfg.program.Triggers {
+		if why := t.UnsignedEventID(); why != "" {
+			log.Warn().Str("trigger_ref", t.Ref).Str("reason", why).Msg("replayable: the signature does not cover the event id")
+		}
+	}
 	d.metrics = metrics.New()
 
 	if f.journal != "" {
