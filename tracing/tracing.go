@@ -94,6 +94,12 @@ func Setup(ctx context.Context, version string, log zerolog.Logger) (*Tracing, e
 	return &Tracing{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version)), sdk: tp}, nil
 }
 
+// WithProvider returns a Tracing on tp, for tests that record spans in
+// process (the SDK's tracetest.SpanRecorder).
+func WithProvider(tp *sdktrace.TracerProvider) *Tracing {
+	return &Tracing{tracer: tp.Tracer(instrumentation), sdk: tp}
+}
+
 // Enabled reports whether spans may be recorded and exported.
 func (t *Tracing) Enabled() bool { return t != nil && t.sdk != nil }
 
