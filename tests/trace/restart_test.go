@@ -105,10 +105,10 @@ func TestTraceAcrossRestart(t *testing.T) {
 }
 
 // TestTracingOff runs a delivery with a traceparent through a daemon with
-// no OTLP endpoint: nothing is exported, the handlers get no traceparent
-// and the logs no trace_id. The receiver stands ready, reachable through
-// the signal-specific variables' neighbours, so an exporter started by
-// mistake from another OTEL_* variable would be seen.
+// no OTLP traces endpoint: no exporter starts (no start-up line, nothing
+// reaches the receiver, which is named only as the metrics endpoint, so an
+// exporter started from any OTLP variable would reach it), the handlers get
+// no traceparent although the sender sent one, and the logs no trace_id.
 func TestTracingOff(t *testing.T) {
 	rcv := newReceiver(t)
 	s := newSetup(t)
