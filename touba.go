@@ -54,6 +54,9 @@ type Delivery struct {
 	Attempts   int
 	ErrorCode  string
 	UpdatedAt  time.Time
+	// TraceParent is the W3C traceparent of the intake span, kept so each
+	// run attempt joins the delivery's trace; "" when tracing was off.
+	TraceParent string
 }
 
 // TimeFormat is how every timestamp is stored: UTC with milliseconds, so

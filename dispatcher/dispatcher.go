@@ -18,6 +18,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/tracing"
 )
 
 // Queue is what the dispatcher needs of the queue file.
@@ -56,6 +57,9 @@ type Options struct {
 	Log          zerolog.Logger
 	// Observe, when set, sees each handler call's outcome and duration.
 	Observe func(toolRef, outcome string, d time.Duration)
+	// Tracing makes the touba.run, touba.step and touba.handler.call
+	// spans; nil means off.
+	Tracing *tracing.Tracing
 }
 
 // Dispatcher runs queue entries with a fixed number of workers.
@@ -85,6 +89,9 @@ func New(q Queue, s State, j Journal, cfg *Config, opts Options) *Dispatcher {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Tracing == nil {
+		opts.Tracing = tracing.Off()
 	}
 	d := &Dispatcher{queue: q, state: s, journal: j, opts: opts, log: opts.Log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}

@@ -11,6 +11,7 @@ import (
 	"github.com/touba/touba-trigger/internal/uuidv7"
 	"github.com/touba/touba-trigger/journal"
 	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -59,18 +60,24 @@ func (d *Dispatcher) run(e *touba.Delivery) {
 	run := &state.Run{RunID: uuidv7.New(), QueueID: e.QueueID, TriggerRef: e.TriggerRef, Attempt: e.Attempts,
 		StartedAt: d.opts.Now()}
 	runID := run.RunID
+	ctx, span := d.opts.Tracing.StartRun(d.runCtx, tracing.Run{TraceParent: e.TraceParent, TriggerRef: e.TriggerRef,
+		EventID: e.EventID, QueueID: e.QueueID, RunID: runID, Attempt: e.Attempts})
+	defer func() { tracing.EndRun(span, run.Status, run.ErrorCode, run.ErrorMessage) }()
+	if id := tracing.TraceID(ctx); id != "" {
+		log = log.With().Str(tracing.FieldTraceID, id).Logger()
+	}
 	t, ok := cfg.trigger(e.TriggerRef)
 	if !ok {
 		d.settle(e, run, nil, stop(fail, touba.ETriggerNotFound, "trigger %s is not in the program any more", e.TriggerRef), log)
 		return
 	}
 	log.Debug().Str("run_id", runID).Int("attempt", e.Attempts).Msg("run started")
-	d.settle(e, run, t, d.steps(cfg, t, e, runID, log), log)
+	d.settle(e, run, t, d.steps(ctx, cfg, t, e, runID, log), log)
 }
 
 // steps runs the trigger's steps from the first one without a checkpoint.
-func (d *Dispatcher) steps(cfg *Config, t *trigger.Trigger, e *touba.Delivery, runID string, log zerolog.Logger) *verdict {
-	ctx := d.runCtx
+// ctx is the run's: d.runCtx with the run's span.
+func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger, e *touba.Delivery, runID string, log zerolog.Logger) *verdict {
 	done, err := d.state.Steps(ctx, e.QueueID)
 	if err != nil {
 		return &verdict{action: later, code: touba.EINTERNAL, message: err.Error()}
@@ -83,10 +90,13 @@ func (d *Dispatcher) steps(cfg *Config, t *trigger.Trigger, e *touba.Delivery, r
 			}
 			continue
 		}
-		out, v := d.step(ctx, cfg, e, runID, st, rc, log)
+		sctx, sspan := d.opts.Tracing.StartStep(ctx, st.ID, st.Tool)
+		out, v := d.step(sctx, cfg, e, runID, st, rc, log)
 		if v != nil {
+			tracing.EndStep(sspan, v.code, v.message)
 			return v
 		}
+		tracing.EndStep(sspan, "", "")
 		if cfg.Secrets.ContainsJSON(out) {
 			return stop(park, touba.ESecretValueRefused, "output of step %s holds a secret value; not stored", st.ID)
 		}

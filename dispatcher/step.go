@@ -14,6 +14,7 @@ import (
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/uuidv7"
 	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -192,18 +193,21 @@ func (d *Dispatcher) refused(err error, log zerolog.Logger) (json.RawMessage, *v
 
 func (d *Dispatcher) call(ctx context.Context, secrets *secret.Set, b *Binding, req *handler.Request, dispatched func() error) *handler.Result {
 	start := time.Now()
+	ctx, span := d.opts.Tracing.StartCall(ctx, callSpan(b, req))
+	req.Context.TraceParent = tracing.TraceParent(ctx)
 	res := b.Runner.Call(ctx, req, dispatched)
 	withholdSecretError(secrets, res)
-	if d.opts.Observe != nil {
-		outcome := res.Outcome
-		if outcome == "" {
-			outcome = "ok"
-			if !res.OK {
-				outcome = "error"
-			}
+	outcome := res.Outcome
+	if outcome == "" {
+		outcome = "ok"
+		if !res.OK {
+			outcome = "error"
 		}
+	}
+	if d.opts.Observe != nil {
 		d.opts.Observe(b.Ref, outcome, time.Since(start))
 	}
+	endCallSpan(span, outcome, res)
 	return res
 }
 

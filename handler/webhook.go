@@ -116,6 +116,9 @@ func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func(
 	if key := effectID(req); key != "" {
 		hdr.Set("Idempotency-Key", key)
 	}
+	if tp := req.Context.TraceParent; tp != "" {
+		hdr.Set("Traceparent", tp) // W3C trace context: the remote service joins the trace
+	}
 	if len(w.spec.HMACSecret) > 0 {
 		hdr.Set(verify.OutboundHeader, verify.Sign(w.spec.HMACSecret, body))
 	}

@@ -128,7 +128,7 @@ func (q *Queue) commit(batch []*enqueueReq) {
 			// refuses a second entry for (trigger_ref, event_id), so a new
 			// delivery costs one statement and a known one two.
 			res, err := ins.ExecContext(ctx, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, r.headers,
-				d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now)
+				d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now, d.TraceParent)
 			if err != nil {
 				return err
 			}

@@ -88,8 +88,8 @@ func Open(ctx context.Context, path string, opts Options) (*Queue, error) {
 	}
 	q.pending.Store(n)
 	if q.insert, err = db.Write.PrepareContext(ctx, `INSERT INTO entries
-		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)
+		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at, traceparent)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
 		ON CONFLICT (trigger_ref, event_id) WHERE event_id != '' DO NOTHING`); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("queue: %w", err)

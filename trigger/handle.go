@@ -17,6 +17,7 @@ import (
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/queue"
 	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/tracing"
 )
 
 // request is what intake learned of one request so far; it becomes the
@@ -82,7 +83,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	req.verified = true
 
 	d := &touba.Delivery{TriggerRef: t.Ref, EventID: id, Digest: req.digest, Body: body,
-		Headers: req.headers, ReceivedAt: req.at, RemoteAddr: r.RemoteAddr}
+		Headers: req.headers, ReceivedAt: req.at, RemoteAddr: r.RemoteAddr, TraceParent: tracing.TraceParent(r.Context())}
 	res, err := in.Queue.Enqueue(r.Context(), d)
 	if err != nil {
 		msg := "queue unavailable, retry later"
@@ -100,7 +101,9 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		writeJSON(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeEnqueued})
 		in.observe(t.Ref, touba.IntakeEnqueued, http.StatusAccepted)
-		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", id).Str("queue_id", res.QueueID).Msg("delivery enqueued")
+		annotate(r, req, touba.IntakeEnqueued, res.QueueID)
+		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", id).Str("queue_id", res.QueueID).
+			Ctx(r.Context()).Msg("delivery enqueued")
 		return
 	}
 	switch dedupe.Decide(res.Digest, res.Status, req.digest) {
@@ -108,6 +111,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		writeJSON(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeDuplicate})
 		in.record(r, req, http.StatusAccepted, "", res.QueueID)
 		in.observe(t.Ref, touba.IntakeDuplicate, http.StatusAccepted)
+		annotate(r, req, touba.IntakeDuplicate, res.QueueID)
 	case dedupe.Conflict:
 		in.reject(w, r, req, touba.ETriggerEventPayloadConflict,
 			"event id already bound to a different body", res.QueueID)
@@ -128,8 +132,9 @@ func (in *Intake) reject(w http.ResponseWriter, r *http.Request, req *request, c
 		label = req.triggerRef
 	}
 	in.observe(label, code, status)
+	annotate(r, req, code, queueID)
 	in.Logger.Debug().Str("trigger_ref", req.triggerRef).Str("event_id", req.eventID).Str("queue_id", queueID).
-		Str("code", code).Int("status", status).Msg("delivery rejected")
+		Str("code", code).Int("status", status).Ctx(r.Context()).Msg("delivery rejected")
 }
 
 func (in *Intake) record(r *http.Request, req *request, status int, code, queueID string) {

@@ -24,6 +24,7 @@ import (
 	"github.com/touba/touba-trigger/metrics"
 	"github.com/touba/touba-trigger/queue"
 	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -34,6 +35,7 @@ type daemon struct {
 	programPath string
 	log         zerolog.Logger
 	notify      *notifier
+	tracing     *tracing.Tracing
 
 	metrics  *metrics.Metrics
 	stubs    *dispatcher.Stubs
@@ -152,7 +154,8 @@ func (d *daemon) start(ctx context.Context) error {
 			j = d.jr
 		}
 		d.disp = dispatcher.New(d.q, d.st, j, d.current.Load(), dispatcher.Options{Workers: f.workers,
-			Log: log.With().Str("component", "dispatcher").Logger(), Observe: d.metrics.ObserveCall})
+			Log: log.With().Str("component", "dispatcher").Logger(), Observe: d.metrics.ObserveCall,
+			Tracing: d.tracing})
 		d.intake.Enqueued = d.disp.Notify
 	}
 	if f.adminSocket != "" {
@@ -211,7 +214,7 @@ func (d *daemon) start(ctx context.Context) error {
 	d.serveErr = make(chan error, 2)
 	d.conns = newConnTracker(ln)
 	d.httpSrv = &http.Server{
-		Handler:           d.intake.Router(d.ready),
+		Handler:           d.tracing.Middleware(d.intake.Router(d.ready)),
 		ConnState:         d.conns.ConnState,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,

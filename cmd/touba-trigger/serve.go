@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/touba/touba-trigger/tracing"
 )
 
 // serveFlags are the flags of SPEC §3.
@@ -101,7 +103,21 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	d := &daemon{f: f, programPath: programPath, log: log, notify: newNotifier()}
+	// Tracing is set up first and shut down last (defers run in reverse):
+	// spans of the final drain are flushed after the files are closed.
+	tr, err := tracing.Setup(ctx, Version, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := tr.Shutdown(5 * time.Second); err != nil {
+			log.Warn().Err(err).Msg("trace flush at shutdown failed")
+		}
+	}()
+	if tr.Enabled() {
+		log = log.Hook(tracing.LogHook{})
+	}
+	d := &daemon{f: f, programPath: programPath, log: log, notify: newNotifier(), tracing: tr}
 	defer d.close()
 	if err := d.open(ctx); err != nil {
 		return err
