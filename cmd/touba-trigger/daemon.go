@@ -321,6 +321,11 @@ func (d *daemon) adminService() *admin.Service {
 		HasTrigger: func(ref string) bool {
 			_, ok := d.current.Load().Program.Lookup(strings.TrimPrefix(ref, "trigger:"))
 			return ok
+		},
+		Keyed: func(e *touba.Delivery) {
+			if t, ok := d.current.Load().Program.Lookup(strings.TrimPrefix(e.TriggerRef, "trigger:")); ok {
+				t.SetConcurrencyKey(e)
+			}
 		}}
 	if d.disp != nil {
 		svc.Wake = d.disp.Notify

@@ -1,0 +1,123 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// Per-key concurrency (SPEC §2.1 `concurrency`), kept in the queue file so
+// that it holds across retries, restarts and crashes; see
+// schema/0002_concurrency.sql for the model. In short: a pending entry is
+// held while it is not among the first conc_max active (pending, running
+// or parked) entries of its key in acceptance order, and Lease takes only
+// entries that are not held.
+
+// activeOfKey counts, up to a limit, the active entries of a key. It reads
+// the entries_key index and stops at the limit, so a long line behind a
+// key costs no more than a short one.
+const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM entries
+	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+	LIMIT ?)`
+
+// releaseNext un-holds the first conc_max active entries of a key: after
+// an entry of the key left the active set, the next in line may start.
+const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND queue_id IN (
+	SELECT queue_id FROM entries
+	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+	ORDER BY queue_id LIMIT ?)`
+
+// rehold recomputes held for every pending entry of a key: after a failed
+// entry came back (replay) ahead of later ones, those later ones wait
+// behind it again.
+const rehold = `UPDATE entries SET held = CASE WHEN queue_id IN (
+		SELECT queue_id FROM entries
+		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+		ORDER BY queue_id LIMIT ?3) THEN 0 ELSE 1 END
+	WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+	  AND status = 'pending'`
+
+// keyOf reads the key of an entry; ok is false for an unkeyed one.
+func keyOf(ctx context.Context, tx *sql.Tx, queueID string) (ref, key string, max int, ok bool, err error) {
+	var k sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT trigger_ref, conc_key, conc_max FROM entries WHERE queue_id = ?`, queueID).
+		Scan(&ref, &k, &max)
+	if err != nil {
+		return "", "", 0, false, err
+	}
+	return ref, k.String, max, k.Valid && max > 0, nil
+}
+
+// releaseKey lets the next entries of queueID's key start, once queueID
+// left the active set (done or failed).
+func releaseKey(ctx context.Context, tx *sql.Tx, queueID string) error {
+	ref, key, max, ok, err := keyOf(ctx, tx, queueID)
+	if err != nil || !ok {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, releaseNext, ref, key, max); err != nil {
+		return fmt.Errorf("release key of %s: %w", queueID, err)
+	}
+	return nil
+}
+
+// reholdKey recomputes the held entries of queueID's key.
+func reholdKey(ctx context.Context, tx *sql.Tx, queueID string) error {
+	ref, key, max, ok, err := keyOf(ctx, tx, queueID)
+	if err != nil || !ok {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, rehold, ref, key, max); err != nil {
+		return fmt.Errorf("re-hold key of %s: %w", queueID, err)
+	}
+	return nil
+}
+
+// heldAtEnqueue tells whether a new entry of key must wait: its key already
+// has max active entries (earlier entries of the same batch included).
+func heldAtEnqueue(ctx context.Context, count *sql.Stmt, ref, key string, max int) (bool, error) {
+	var n int
+	if err := count.QueryRowContext(ctx, ref, key, max).Scan(&n); err != nil {
+		return false, fmt.Errorf("count active entries of key: %w", err)
+	}
+	return n >= max, nil
+}
+
+// finishAndRelease is Finish's state change: the entry ends, and when it
+// ends done or failed (no longer active), the next of its key are let go,
+// in the same transaction.
+func (q *Queue) finishAndRelease(queueID, status string, query string, args ...any) error {
+	return q.submit(&enqueueReq{ch: make(chan struct{}), op: func(ctx context.Context, tx *sql.Tx) (int64, error) {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return 0, fmt.Errorf("entry %s: %w", queueID, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return 0, fmt.Errorf("entry %s: not running", queueID)
+		}
+		if status != "parked" {
+			if err := releaseKey(ctx, tx, queueID); err != nil {
+				return 0, err
+			}
+		}
+		return 0, nil
+	}})
+}
+
+// HeldKeys counts the keys that hold back at least one entry, for metrics
+// and the console.
+func (q *Queue) HeldKeys(ctx context.Context) (int64, error) {
+	var n int64
+	err := q.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT trigger_ref, conc_key FROM entries
+		WHERE conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked') AND status = 'pending' AND held = 1)`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("held keys: %w", err)
+	}
+	return n, nil
+}
+
+// underMax is the lease's guard for a keyed entry e: fewer than its max
+// entries of its key are running. Not held already implies it but for an
+// entry replayed from failed ahead of running ones, which this catches.
+const underMax = `(SELECT COUNT(*) FROM entries r WHERE r.trigger_ref = e.trigger_ref AND r.conc_key = e.conc_key
+	AND r.conc_key IS NOT NULL AND r.status IN ('pending', 'running', 'parked') AND r.status = 'running') < e.conc_max`
