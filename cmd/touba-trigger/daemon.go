@@ -130,9 +130,15 @@ func (d *daemon) open(ctx context.Context) error {
 		jm = d.jr
 	}
 	d.metrics.WatchFiles(d.q, jm, d.st)
+	d.metrics.WatchFlow(d.q.HeldKeys, func() int64 {
+		if disp := d.disp; disp != nil {
+			return disp.WaitingForSlot()
+		}
+		return 0
+	})
 
 	d.intake = &trigger.Intake{Queue: d.q, Log: d.st, Logger: log.With().Str("component", "intake").Logger(),
-		Observe: d.metrics.ObserveDelivery}
+		Observe: d.metrics.ObserveDelivery, TrustedProxies: f.trustedProxies}
 	d.intake.SetConfig(cfg.intake)
 	return nil
 }
