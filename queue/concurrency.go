@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 )
 
@@ -29,11 +30,17 @@ const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND queue_id IN 
 
 // rehold recomputes held for every pending entry of a key: after a failed
 // entry came back (replay) ahead of later ones, those later ones wait
-// behind it again.
+// behind it again. While max entries of the key run (later ones, started
+// when the replayed one had failed), every pending one waits: the next
+// release lets the first in line go.
 const rehold = `UPDATE entries SET held = CASE WHEN queue_id IN (
 		SELECT queue_id FROM entries
 		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
-		ORDER BY queue_id LIMIT ?3) THEN 0 ELSE 1 END
+		ORDER BY queue_id LIMIT ?3)
+	  AND (SELECT COUNT(*) FROM entries
+		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+		  AND status = 'running') < ?3
+	THEN 0 ELSE 1 END
 	WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
 	  AND status = 'pending'`
 
@@ -46,19 +53,6 @@ func keyOf(ctx context.Context, tx *sql.Tx, queueID string) (ref, key string, ma
 		return "", "", 0, false, err
 	}
 	return ref, k.String, max, k.Valid && max > 0, nil
-}
-
-// releaseKey lets the next entries of queueID's key start, once queueID
-// left the active set (done or failed).
-func releaseKey(ctx context.Context, tx *sql.Tx, queueID string) error {
-	ref, key, max, ok, err := keyOf(ctx, tx, queueID)
-	if err != nil || !ok {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, releaseNext, ref, key, max); err != nil {
-		return fmt.Errorf("release key of %s: %w", queueID, err)
-	}
-	return nil
 }
 
 // reholdKey recomputes the held entries of queueID's key.
@@ -83,21 +77,25 @@ func heldAtEnqueue(ctx context.Context, count *sql.Stmt, ref, key string, max in
 	return n >= max, nil
 }
 
-// finishAndRelease is Finish's state change: the entry ends, and when it
-// ends done or failed (no longer active), the next of its key are let go,
-// in the same transaction.
+// finishAndRelease is Finish's state change (query, an UPDATE without
+// RETURNING): the entry ends, and when it ends done or failed (no longer
+// active), the next of its key are let go, in the same transaction. The
+// key comes back from the update itself, so an unkeyed entry costs
+// nothing more.
 func (q *Queue) finishAndRelease(queueID, status string, query string, args ...any) error {
 	return q.submit(&enqueueReq{ch: make(chan struct{}), op: func(ctx context.Context, tx *sql.Tx) (int64, error) {
-		res, err := tx.ExecContext(ctx, query, args...)
-		if err != nil {
+		var ref string
+		var key sql.NullString
+		var max int
+		err := tx.QueryRowContext(ctx, query+` RETURNING trigger_ref, conc_key, conc_max`, args...).Scan(&ref, &key, &max)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("entry %s: not running", queueID)
+		} else if err != nil {
 			return 0, fmt.Errorf("entry %s: %w", queueID, err)
 		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return 0, fmt.Errorf("entry %s: not running", queueID)
-		}
-		if status != "parked" {
-			if err := releaseKey(ctx, tx, queueID); err != nil {
-				return 0, err
+		if status != "parked" && key.Valid && max > 0 {
+			if _, err := tx.ExecContext(ctx, releaseNext, ref, key.String, max); err != nil {
+				return 0, fmt.Errorf("release key of %s: %w", queueID, err)
 			}
 		}
 		return 0, nil
@@ -115,9 +113,3 @@ func (q *Queue) HeldKeys(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
-
-// underMax is the lease's guard for a keyed entry e: fewer than its max
-// entries of its key are running. Not held already implies it but for an
-// entry replayed from failed ahead of running ones, which this catches.
-const underMax = `(SELECT COUNT(*) FROM entries r WHERE r.trigger_ref = e.trigger_ref AND r.conc_key = e.conc_key
-	AND r.conc_key IS NOT NULL AND r.status IN ('pending', 'running', 'parked') AND r.status = 'running') < e.conc_max`

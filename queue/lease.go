@@ -35,7 +35,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE entries SET status = 'running', attempts = attempts + 1, updated_at = ?
 			WHERE queue_id IN (SELECT queue_id FROM entries e WHERE status = 'pending' AND held = 0
-			                     AND (not_before IS NULL OR not_before <= ?) AND (conc_key IS NULL OR `+underMax+`)
+			                     AND (not_before IS NULL OR not_before <= ?)
 			                   ORDER BY queue_id LIMIT ?)
 			RETURNING `+entryColumns, now, now, n)
 		if err != nil {
