@@ -22,9 +22,9 @@ import (
 )
 
 type world struct {
-	t                                            *testing.T
+	t                                             *testing.T
 	dir, program, manifest, queue, state, journal string
-	sock                                         string
+	sock                                          string
 }
 
 // newWorld writes a program whose trigger has concurrency (when keyed) and
