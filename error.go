@@ -19,6 +19,8 @@ const (
 	ETriggerEventPayloadConflict  = "TriggerEventPayloadConflict"
 	ETriggerReplayRejected        = "TriggerReplayRejected"
 	ETriggerUnavailable           = "TriggerUnavailable"
+	ETriggerSourceForbidden       = "TriggerSourceForbidden"
+	ETriggerRateLimited           = "TriggerRateLimited"
 	EMethodNotAllowed             = "MethodNotAllowed"
 	EStepInputUnresolved          = "StepInputUnresolved"
 	EEffectJournalRequired        = "EffectJournalRequired"

@@ -144,6 +144,8 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 // when it can.
 func unreplayable(r *state.Delivery) string {
 	switch {
+	case r.ErrorCode == touba.IntakeFiltered && r.BodyStored:
+		return "" // filtered out on purpose; an operator may still run it
 	case r.StatusCode < 400:
 		return fmt.Sprintf("this delivery was answered %d %s for entry %s: there is nothing to replay; see touba-trigger queue show %s",
 			r.StatusCode, touba.IntakeDuplicate, r.QueueID, r.QueueID)
@@ -188,6 +190,9 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 	}
 	d := &touba.Delivery{TriggerRef: row.TriggerRef, EventID: eventID, Digest: dedupe.Digest(row.Body), Body: row.Body,
 		Headers: row.Headers, RemoteAddr: row.RemoteAddr}
+	if s.Keyed != nil {
+		s.Keyed(d)
+	}
 	out := &DeliveryReplay{DeliveryID: row.DeliveryID, TriggerRef: row.TriggerRef, EventID: eventID}
 	res, err := s.Queue.Enqueue(ctx, d)
 	switch {

@@ -28,7 +28,7 @@ func Handler(api API) http.Handler {
 	rt.GET("/v1/entries", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		q := r.URL.Query()
 		limit, _ := strconv.Atoi(q.Get("limit"))
-		reply(w)(api.Entries(r.Context(), EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger_ref"), Limit: limit}))
+		reply(w)(api.Entries(r.Context(), EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger_ref"), Held: q.Get("held") == "true", Limit: limit}))
 	})
 	rt.GET("/v1/entries/:id", func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		reply(w)(api.Entry(r.Context(), ps.ByName("id")))

@@ -36,6 +36,9 @@ type Service struct {
 	// Probe, when set, returns the daemon's last health check (the admin
 	// health endpoint); nil on the CLI's own files.
 	Probe func() *Health
+	// Keyed, when set, gives a delivery replayed from the log its
+	// concurrency key under the running program, as intake would.
+	Keyed func(d *touba.Delivery)
 	Log   zerolog.Logger
 
 	busy busy // entries an operator action is working on
@@ -87,7 +90,7 @@ func TriggerRef(s string) string {
 func entryOf(d *touba.Delivery, bodyBytes int64) Entry {
 	e := Entry{QueueID: d.QueueID, TriggerRef: d.TriggerRef, EventID: d.EventID, Digest: d.Digest, Status: d.Status,
 		Attempts: d.Attempts, ErrorCode: d.ErrorCode, ReceivedAt: d.ReceivedAt, UpdatedAt: d.UpdatedAt,
-		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body)}
+		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body), ConcurrencyKey: d.ConcKey, Held: d.Held}
 	if d.Body == nil && bodyBytes < 0 {
 		e.BodyPurged = true
 	}
@@ -104,7 +107,7 @@ func bodyOf(b []byte) *Body {
 
 // Entries lists queue entries, oldest first.
 func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
-	list, err := s.Queue.List(ctx, queue.Filter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Limit: f.Limit})
+	list, err := s.Queue.List(ctx, queue.Filter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Held: f.Held, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}

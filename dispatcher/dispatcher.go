@@ -77,6 +77,9 @@ type Dispatcher struct {
 	cancel context.CancelFunc // kills running handlers at the end of shutdown
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	slots   slots        // max_concurrency semaphores by binding
+	waiting atomic.Int64 // runs waiting for a binding slot
 }
 
 // New returns a dispatcher; Start runs it.

@@ -148,6 +148,11 @@ func (d *Dispatcher) settle(e *touba.Delivery, run *state.Run, t *trigger.Trigge
 	}
 	run.Status, run.ErrorCode, run.ErrorMessage = status, code, msg
 	d.state.RecordRun(run)
+	if e.ConcKey != "" {
+		// Its end may have released the next entry of its key: lease now
+		// rather than at the next poll.
+		d.Notify()
+	}
 }
 
 // rawOrNull makes an absent output the JSON null, so a checkpoint and a

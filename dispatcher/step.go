@@ -35,6 +35,11 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	if err != nil {
 		return nil, fromError(asTouba(err))
 	}
+	release, ok := d.acquire(ctx, b)
+	if !ok {
+		return nil, &verdict{action: later, code: "DispatcherStopping", message: "stopped while waiting for a slot of " + b.Ref}
+	}
+	defer release()
 	callID := uuidv7.New()
 	req := &handler.Request{Protocol: handler.Protocol, Operation: handler.OperationInvoke, ToolRef: st.Tool, Input: input,
 		Context: handler.Context{TriggerRef: e.TriggerRef, EventID: e.EventID, QueueID: e.QueueID, RunID: runID,

@@ -94,7 +94,7 @@ func (q *Queue) commit(batch []*enqueueReq) {
 			return err
 		}
 		defer tx.Rollback()
-		ins, find := tx.StmtContext(ctx, q.insert), tx.StmtContext(ctx, q.find)
+		ins, find, keyed := tx.StmtContext(ctx, q.insert), tx.StmtContext(ctx, q.find), tx.StmtContext(ctx, q.keyed)
 		now := q.now()
 		for _, r := range batch {
 			r.res, r.err = Result{}, nil
@@ -127,8 +127,14 @@ func (q *Queue) commit(batch []*enqueueReq) {
 			// The insert is the identity decision: the partial unique index
 			// refuses a second entry for (trigger_ref, event_id), so a new
 			// delivery costs one statement and a known one two.
+			held := false
+			if d.ConcKey != "" && d.ConcMax > 0 {
+				if held, err = heldAtEnqueue(ctx, keyed, d.TriggerRef, d.ConcKey, d.ConcMax); err != nil {
+					return err
+				}
+			}
 			res, err := ins.ExecContext(ctx, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, r.headers,
-				d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now, d.TraceParent)
+				d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now, d.TraceParent, d.ConcKey, d.ConcMax, held)
 			if err != nil {
 				return err
 			}

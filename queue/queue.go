@@ -43,6 +43,7 @@ type Queue struct {
 
 	insert  *sql.Stmt
 	find    *sql.Stmt
+	keyed   *sql.Stmt // activeOfKey
 	reqs    chan *enqueueReq
 	mu      sync.RWMutex // guards closed against sends on reqs
 	closed  bool
@@ -88,14 +89,19 @@ func Open(ctx context.Context, path string, opts Options) (*Queue, error) {
 	}
 	q.pending.Store(n)
 	if q.insert, err = db.Write.PrepareContext(ctx, `INSERT INTO entries
-		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at, traceparent)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)
+		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at, traceparent,
+		 conc_key, conc_max, held)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULLIF(?, ''), ?, ?)
 		ON CONFLICT (trigger_ref, event_id) WHERE event_id != '' DO NOTHING`); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	if q.find, err = db.Write.PrepareContext(ctx,
 		`SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	if q.keyed, err = db.Write.PrepareContext(ctx, activeOfKey); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("queue: %w", err)
 	}
@@ -117,6 +123,7 @@ func (q *Queue) Close() error {
 	<-q.done
 	q.insert.Close()
 	q.find.Close()
+	q.keyed.Close()
 	return q.db.Close()
 }
 

@@ -34,8 +34,8 @@ type request struct {
 }
 
 // Serve handles POST /triggers/<name>. Checks run in the order of SPEC
-// §3.1: method (by the router), trigger, size, event id, signature, then
-// identity.
+// §3.1: method (by the router), trigger, source address, rate limit, size,
+// event id, signature, filter, then identity.
 func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	req := &request{at: in.now(), triggerRef: "trigger:" + name}
 	if in.draining.Load() {
@@ -49,6 +49,9 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	req.known = true
+	if !in.admit(w, r, req, cfg, t) {
+		return
+	}
 	max := t.Source.MaxBodyBytes
 	if r.ContentLength > max {
 		in.reject(w, r, req, touba.ETriggerPayloadTooLarge, fmt.Sprintf("body of %d bytes is over %d", r.ContentLength, max), "")
@@ -81,9 +84,13 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		}
 	}
 	req.verified = true
+	if in.filterOut(w, r, req, t) {
+		return
+	}
 
 	d := &touba.Delivery{TriggerRef: t.Ref, EventID: id, Digest: req.digest, Body: body,
 		Headers: req.headers, ReceivedAt: req.at, RemoteAddr: r.RemoteAddr, TraceParent: tracing.TraceParent(r.Context())}
+	t.SetConcurrencyKey(d)
 	res, err := in.Queue.Enqueue(r.Context(), d)
 	if err != nil {
 		msg := "queue unavailable, retry later"

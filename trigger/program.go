@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"os"
 	"regexp"
 	"sort"
@@ -54,6 +55,10 @@ type Trigger struct {
 	Source Source
 	Steps  []Step
 	Retry  Retry
+	// Filter, when set, must all hold for a verified delivery to be
+	// enqueued (flow.go).
+	Filter      []Condition
+	Concurrency *Concurrency
 }
 
 // Source says how deliveries of a trigger are read and verified.
@@ -62,6 +67,8 @@ type Source struct {
 	EventID      EventIDSource
 	MaxBodyBytes int64
 	Verify       *Verify
+	AllowFrom    []netip.Prefix // empty: every address
+	RateLimit    *RateLimit
 }
 
 // EventIDSource names where the event id comes from: exactly one field set.
@@ -187,7 +194,7 @@ func ParseProgram(path string, data []byte) (*Program, error) {
 }
 
 func (w walker) trigger(path string, raw json.RawMessage) (*Trigger, error) {
-	m, err := w.object(path, raw, []string{"ref", "source", "steps", "retry"}, "ref", "source", "steps")
+	m, err := w.object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency"}, "ref", "source", "steps")
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +217,9 @@ func (w walker) trigger(path string, raw json.RawMessage) (*Trigger, error) {
 		if t.Retry, err = w.retry(path+".retry", r); err != nil {
 			return nil, err
 		}
+	}
+	if err := w.flow(path, m, t); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -11,7 +11,7 @@ import (
 
 func (w walker) source(path string, raw json.RawMessage) (Source, error) {
 	s := Source{MaxBodyBytes: DefaultMaxBodyBytes}
-	m, err := w.object(path, raw, []string{"kind", "event_id", "max_body_bytes", "verify"}, "kind")
+	m, err := w.object(path, raw, []string{"kind", "event_id", "max_body_bytes", "verify", "allow_from", "rate_limit"}, "kind")
 	if err != nil {
 		return s, err
 	}
@@ -23,6 +23,16 @@ func (w walker) source(path string, raw json.RawMessage) (Source, error) {
 	}
 	if v, ok := m["max_body_bytes"]; ok {
 		if s.MaxBodyBytes, err = w.integer(path+".max_body_bytes", v, 1, maxBodyBytesUpperBound); err != nil {
+			return s, err
+		}
+	}
+	if v, ok := m["allow_from"]; ok {
+		if s.AllowFrom, err = w.allowFrom(path+".allow_from", v); err != nil {
+			return s, err
+		}
+	}
+	if v, ok := m["rate_limit"]; ok {
+		if s.RateLimit, err = w.rateLimit(path+".rate_limit", v); err != nil {
 			return s, err
 		}
 	}

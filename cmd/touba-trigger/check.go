@@ -34,6 +34,9 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  event_id=%s  steps=%d\n",
 			t.Ref, t.Name, scheme, id, len(t.Steps))
+		for _, line := range flowSummary(t) {
+			fmt.Fprintf(stdout, "    %s\n", line)
+		}
 	}
 	for _, t := range c.program.Triggers {
 		if why := t.UnsignedEventID(); why != "" {
@@ -52,7 +55,11 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		if b.EffectContract.RetryMode != "" {
 			mode += "/" + b.EffectContract.RetryMode
 		}
-		fmt.Fprintf(stdout, "  %s  %s  effect=%s\n", ref, b.Handler.Kind, mode)
+		limit := ""
+		if b.MaxConcurrency > 0 {
+			limit = fmt.Sprintf("  max_concurrency=%d", b.MaxConcurrency)
+		}
+		fmt.Fprintf(stdout, "  %s  %s  effect=%s%s\n", ref, b.Handler.Kind, mode, limit)
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil

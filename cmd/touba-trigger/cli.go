@@ -174,6 +174,11 @@ func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (s *session, 
 			_, ok := cfg.program.Lookup(strings.TrimPrefix(ref, "trigger:"))
 			return ok
 		}
+		svc.Keyed = func(e *touba.Delivery) {
+			if t, ok := cfg.program.Lookup(strings.TrimPrefix(e.TriggerRef, "trigger:")); ok {
+				t.SetConcurrencyKey(e)
+			}
+		}
 	}
 	who := fmt.Sprintf("uid %d pid %d (files, no daemon)", os.Getuid(), os.Getpid())
 	if u, err := user.Current(); err == nil {

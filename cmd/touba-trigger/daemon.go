@@ -137,9 +137,15 @@ func (d *daemon) open(ctx context.Context) error {
 		jm = d.jr
 	}
 	d.metrics.WatchFiles(d.q, jm, d.st)
+	d.metrics.WatchFlow(d.q.HeldKeys, func() int64 {
+		if disp := d.disp; disp != nil {
+			return disp.WaitingForSlot()
+		}
+		return 0
+	})
 
 	d.intake = &trigger.Intake{Queue: d.q, Log: d.st, Logger: log.With().Str("component", "intake").Logger(),
-		Observe: d.metrics.ObserveDelivery}
+		Observe: d.metrics.ObserveDelivery, TrustedProxies: f.trustedProxies}
 	d.intake.SetConfig(cfg.intake)
 	return nil
 }
@@ -305,6 +311,11 @@ func (d *daemon) adminService() *admin.Service {
 		HasTrigger: func(ref string) bool {
 			_, ok := d.current.Load().Program.Lookup(strings.TrimPrefix(ref, "trigger:"))
 			return ok
+		},
+		Keyed: func(e *touba.Delivery) {
+			if t, ok := d.current.Load().Program.Lookup(strings.TrimPrefix(e.TriggerRef, "trigger:")); ok {
+				t.SetConcurrencyKey(e)
+			}
 		}}
 	if d.disp != nil {
 		svc.Wake = d.disp.Notify

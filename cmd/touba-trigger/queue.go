@@ -26,6 +26,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.StringVar(&flt.Status, "status", "", "pending, running, done, failed or parked")
 		fs.StringVar(&flt.TriggerRef, "trigger", "", "trigger ref (trigger:NAME, or NAME)")
 		fs.IntVar(&flt.Limit, "limit", 100, "most entries listed, oldest first")
+		fs.BoolVar(&flt.Held, "held", false, "only pending entries held back behind an earlier entry of their concurrency key")
 		if pos, err := parseCLI(fs, args, false); err != nil {
 			return err
 		} else if len(pos) > 0 {
@@ -36,9 +37,10 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err != nil || f.json {
 				return orJSON(stdout, list, err)
 			}
-			t := newTable(stdout, "QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR")
+			t := newTable(stdout, "QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR", "KEY")
 			for _, e := range list {
-				t.row(e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode)
+				t.row(e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode,
+					keyColumn(e))
 			}
 			return t.flush()
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/touba/touba-trigger/tracing"
+	"github.com/touba/touba-trigger/trigger"
 )
 
 // serveFlags are the flags of SPEC §3.
@@ -27,6 +29,7 @@ type serveFlags struct {
 	takeOverStaleLock                  bool
 	logMaxRows, logMaxBodyBytes        int64
 	logMaxAge                          time.Duration
+	trustedProxies                     []netip.Prefix
 }
 
 // Default file names (SPEC §3), under $STATE_DIRECTORY or ./.touba.
@@ -58,9 +61,13 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 	fs.Int64Var(&f.logMaxRows, "delivery-log-max-rows", 1_000_000, "delivery log rows kept (oldest pruned first)")
 	fs.DurationVar(&f.logMaxAge, "delivery-log-max-age", 168*time.Hour, "delivery log rows older than this are pruned")
 	fs.Int64Var(&f.logMaxBodyBytes, "delivery-log-max-body-bytes", 256<<20, "stored rejected bodies kept, in bytes (oldest dropped first)")
+	proxies := fs.String("trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed for source.allow_from, comma-separated")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return "", nil, err
+	}
+	if f.trustedProxies, err = trigger.ParseCIDRList(*proxies); err != nil {
+		return "", nil, usageError{fmt.Errorf("--trusted-proxies: %w", err)}
 	}
 	if len(pos) != 1 {
 		return "", nil, usageError{fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}
