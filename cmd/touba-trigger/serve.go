@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	touba "github.com/touba/touba-trigger"
 )
 
 // serveFlags are the flags of SPEC §3.
@@ -93,6 +94,11 @@ func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 // runServe runs the daemon until ctx ends, then drains and exits cleanly
 // (SPEC §3.3).
 func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer) error {
+	// First, before any secret is read: a handler runs as the daemon's
+	// user and must not read them from /proc/<pid>/environ or mem.
+	if err := makeNonDumpable(); err != nil {
+		return touba.Errorf(touba.EINTERNAL, "%v", err)
+	}
 	programPath, f, err := parseServe(args, stderr)
 	if err != nil {
 		return err
