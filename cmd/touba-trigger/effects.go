@@ -33,7 +33,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if pos, err := parseCLI(fs, args, true); err != nil {
 			return err
 		} else if len(pos) > 0 {
-			return usageError{fmt.Errorf("effects ls takes no arguments, got %q", pos)}
+			return usageError{err: fmt.Errorf("effects ls takes no arguments, got %q", pos)}
 		}
 		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Effects(ctx, flt)
@@ -56,14 +56,14 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	} else if len(pos) != 2 {
-		return usageError{errors.New("effects compensate takes SCOPE EFFECT_ID")}
+		return usageError{err: errors.New("effects compensate takes SCOPE EFFECT_ID")}
 	}
 	return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 		c, err := api.Compensate(ctx, admin.CompensateRequest{Scope: pos[0], EffectID: pos[1]})
 		if err != nil || f.json {
 			if err == nil && c.State != touba.EffectApplied {
 				printJSON(stdout, c)
-				return fmt.Errorf("compensation %s is %s", c.CompensationID, c.State)
+				return compensationRefusal(c.CompensationID, c.State, c.ErrorCode)
 			}
 			return orJSON(stdout, c, err)
 		}
@@ -86,10 +86,22 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				fmt.Fprintf(stdout, "find out whether it happened, then: touba-trigger effects resolve %s %s --applied --receipt-ref REF | --not-applied\n",
 					c.Scope, c.CompensationID)
 			}
-			return fmt.Errorf("compensation %s is %s", c.CompensationID, c.State)
+			return compensationRefusal(c.CompensationID, c.State, c.ErrorCode)
 		}
 		return nil
 	})
+}
+
+// compensationRefusal is the error of a compensation that did not end
+// applied, under its own code: the handler's, or EffectOutcomeUnknown.
+func compensationRefusal(id, state, code string) error {
+	if code == "" {
+		code = touba.EEffectOutcomeUnknown
+		if state != touba.EffectUnknown {
+			code = touba.EHandlerFailed
+		}
+	}
+	return touba.Errorf(code, "compensation %s is %s", id, state)
 }
 
 // runResolve is `effects resolve SCOPE EFFECT_ID --applied --receipt-ref
@@ -106,16 +118,16 @@ func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []strin
 		return err
 	}
 	if len(pos) != 2 {
-		return usageError{errors.New("effects resolve takes SCOPE EFFECT_ID")}
+		return usageError{err: errors.New("effects resolve takes SCOPE EFFECT_ID")}
 	}
 	req := admin.ResolveRequest{Scope: pos[0], EffectID: pos[1], ReceiptRef: receipt}
 	switch {
 	case applied == notApplied:
-		return usageError{errors.New("give exactly one of --applied and --not-applied")}
+		return usageError{err: errors.New("give exactly one of --applied and --not-applied")}
 	case applied && receipt == "":
-		return usageError{errors.New("--applied needs --receipt-ref")}
+		return usageError{err: errors.New("--applied needs --receipt-ref")}
 	case notApplied && (receipt != "" || resultFile != ""):
-		return usageError{errors.New("--not-applied takes no --receipt-ref or --result")}
+		return usageError{err: errors.New("--not-applied takes no --receipt-ref or --result")}
 	case applied:
 		req.State = touba.EffectApplied
 	default:
@@ -124,10 +136,10 @@ func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []strin
 	if resultFile != "" {
 		b, err := os.ReadFile(resultFile)
 		if err != nil {
-			return usageError{fmt.Errorf("--result: %w", err)}
+			return usageError{err: fmt.Errorf("--result: %w", err)}
 		}
 		if !json.Valid(b) {
-			return usageError{fmt.Errorf("--result %s is not valid JSON", resultFile)}
+			return usageError{err: fmt.Errorf("--result %s is not valid JSON", resultFile)}
 		}
 		req.Result = b
 	}
