@@ -11,6 +11,12 @@ const (
 	ECONFIG   = "ConfigInvalid"
 	EINTERNAL = "Internal"
 
+	// Command line (§3): a refusal of the CLI or of serve that no other
+	// code names. UsageInvalid exits 2; the others exit 1.
+	EUsage             = "UsageInvalid"      // unknown command or flag, wrong arguments
+	EDaemonUnavailable = "DaemonUnavailable" // no daemon on the admin socket, and no files to open
+	ENothingReplayed   = "NothingReplayed"   // `queue replay` found nothing it could replay
+
 	// Intake (§3.1).
 	ETriggerNotFound              = "TriggerNotFound"
 	ETriggerPayloadTooLarge       = "TriggerPayloadTooLarge"

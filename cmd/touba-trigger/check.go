@@ -16,7 +16,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{fmt.Errorf("check takes one PROGRAM file, got %d", len(pos))}
+		return usageError{err: fmt.Errorf("check takes one PROGRAM file, got %d", len(pos))}
 	}
 	c, err := loadConfig(pos[0], *manifestPath)
 	if err != nil {

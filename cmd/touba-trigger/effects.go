@@ -34,7 +34,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if pos, err := parseCLI(fs, args, true); err != nil {
 			return err
 		} else if len(pos) > 0 {
-			return usageError{fmt.Errorf("effects ls takes no arguments, got %q", pos)}
+			return usageError{err: fmt.Errorf("effects ls takes no arguments, got %q", pos)}
 		}
 		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Effects(ctx, flt)
@@ -57,14 +57,14 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	} else if len(pos) != 2 {
-		return usageError{errors.New("effects compensate takes SCOPE EFFECT_ID")}
+		return usageError{err: errors.New("effects compensate takes SCOPE EFFECT_ID")}
 	}
 	return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 		c, err := api.Compensate(ctx, admin.CompensateRequest{Scope: pos[0], EffectID: pos[1]})
 		if err != nil || f.json {
 			if err == nil && c.State != touba.EffectApplied {
 				printJSON(stdout, c)
-				return fmt.Errorf("compensation %s is %s", cell(c.CompensationID, 200), cell(c.State, 40))
+				return compensationRefusal(c.CompensationID, c.State, c.ErrorCode)
 			}
 			return orJSON(stdout, c, err)
 		}
@@ -97,9 +97,22 @@ func printCompensation(stdout io.Writer, c *dispatcher.Compensation) error {
 			fmt.Fprintf(stdout, "find out whether it happened, then: touba-trigger effects resolve %s %s --applied --receipt-ref REF | --not-applied\n",
 				cell(c.Scope, 200), compID)
 		}
-		return fmt.Errorf("compensation %s is %s", compID, cell(c.State, 40))
+		return compensationRefusal(c.CompensationID, c.State, c.ErrorCode)
 	}
 	return nil
+}
+
+// compensationRefusal is the error of a compensation that did not end
+// applied, under its own code: the handler's, or EffectOutcomeUnknown. The
+// printer escapes its message like every other refusal.
+func compensationRefusal(id, state, code string) error {
+	if code == "" {
+		code = touba.EEffectOutcomeUnknown
+		if state != touba.EffectUnknown {
+			code = touba.EHandlerFailed
+		}
+	}
+	return touba.Errorf(cell(code, 80), "compensation %s is %s", cell(id, 200), cell(state, 40))
 }
 
 // runResolve is `effects resolve SCOPE EFFECT_ID --applied --receipt-ref
@@ -116,16 +129,16 @@ func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []strin
 		return err
 	}
 	if len(pos) != 2 {
-		return usageError{errors.New("effects resolve takes SCOPE EFFECT_ID")}
+		return usageError{err: errors.New("effects resolve takes SCOPE EFFECT_ID")}
 	}
 	req := admin.ResolveRequest{Scope: pos[0], EffectID: pos[1], ReceiptRef: receipt}
 	switch {
 	case applied == notApplied:
-		return usageError{errors.New("give exactly one of --applied and --not-applied")}
+		return usageError{err: errors.New("give exactly one of --applied and --not-applied")}
 	case applied && receipt == "":
-		return usageError{errors.New("--applied needs --receipt-ref")}
+		return usageError{err: errors.New("--applied needs --receipt-ref")}
 	case notApplied && (receipt != "" || resultFile != ""):
-		return usageError{errors.New("--not-applied takes no --receipt-ref or --result")}
+		return usageError{err: errors.New("--not-applied takes no --receipt-ref or --result")}
 	case applied:
 		req.State = touba.EffectApplied
 	default:
@@ -134,10 +147,10 @@ func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []strin
 	if resultFile != "" {
 		b, err := os.ReadFile(resultFile)
 		if err != nil {
-			return usageError{fmt.Errorf("--result: %w", err)}
+			return usageError{err: fmt.Errorf("--result: %w", err)}
 		}
 		if !json.Valid(b) {
-			return usageError{fmt.Errorf("--result %s is not valid JSON", resultFile)}
+			return usageError{err: fmt.Errorf("--result %s is not valid JSON", resultFile)}
 		}
 		req.Result = b
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 )
 
@@ -30,7 +31,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if pos, err := parseCLI(fs, args, false); err != nil {
 			return err
 		} else if len(pos) > 0 {
-			return usageError{fmt.Errorf("queue ls takes no arguments, got %q", pos)}
+			return usageError{err: fmt.Errorf("queue ls takes no arguments, got %q", pos)}
 		}
 		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Entries(ctx, flt)
@@ -49,7 +50,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		} else if len(pos) != 1 {
-			return usageError{errors.New("queue show takes one QUEUE_ID")}
+			return usageError{err: errors.New("queue show takes one QUEUE_ID")}
 		}
 		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 			d, err := api.Entry(ctx, pos[0])
@@ -79,7 +80,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if err == nil && rep.Replayed == 0 {
 			// Nothing happened: say so with the exit code too.
-			err = errors.New("nothing was replayed")
+			err = touba.Errorf(touba.ENothingReplayed, "nothing was replayed")
 		}
 		return err
 	})

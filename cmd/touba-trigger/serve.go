@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )
@@ -67,18 +68,18 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 		return "", nil, err
 	}
 	if f.trustedProxies, err = trigger.ParseCIDRList(*proxies); err != nil {
-		return "", nil, usageError{fmt.Errorf("--trusted-proxies: %w", err)}
+		return "", nil, usageError{err: fmt.Errorf("--trusted-proxies: %w", err)}
 	}
 	if len(pos) != 1 {
-		return "", nil, usageError{fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}
+		return "", nil, usageError{err: fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}
 	}
 	// --workers 0 runs intake only (no dispatcher): for benchmarks and for
 	// holding deliveries while handlers are being fixed.
 	if f.workers < 0 || f.maxPending < 1 {
-		return "", nil, usageError{errors.New("--workers must be 0 or more and --max-pending at least 1")}
+		return "", nil, usageError{err: errors.New("--workers must be 0 or more and --max-pending at least 1")}
 	}
 	if f.retention < 0 || f.shutdownTimeout < 0 {
-		return "", nil, usageError{errors.New("--retention and --shutdown-timeout must not be negative")}
+		return "", nil, usageError{err: errors.New("--retention and --shutdown-timeout must not be negative")}
 	}
 	return pos[0], f, nil
 }
@@ -86,14 +87,14 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil || level == "" {
-		return zerolog.Nop(), usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", level)}
+		return zerolog.Nop(), usageError{err: fmt.Errorf("--log-level %q: want debug, info, warn or error", level)}
 	}
 	switch format {
 	case "json":
 	case "console":
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
 	default:
-		return zerolog.Nop(), usageError{fmt.Errorf("--log-format %q: want json or console", format)}
+		return zerolog.Nop(), usageError{err: fmt.Errorf("--log-format %q: want json or console", format)}
 	}
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
@@ -102,6 +103,11 @@ func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 // runServe runs the daemon until ctx ends, then drains and exits cleanly
 // (SPEC §3.3).
 func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer) error {
+	// First, before any secret is read: a handler runs as the daemon's
+	// user and must not read them from /proc/<pid>/environ or mem.
+	if err := makeNonDumpable(); err != nil {
+		return touba.Errorf(touba.EINTERNAL, "%v", err)
+	}
 	programPath, f, err := parseServe(args, stderr)
 	if err != nil {
 		return err
