@@ -24,6 +24,7 @@ type serveFlags struct {
 	logLevel, logFormat                string
 	takeOverStaleLock                  bool
 	logMaxRows, logMaxBodyBytes        int64
+	logMaxBytes                        int64
 	logMaxAge                          time.Duration
 }
 
@@ -56,6 +57,7 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 	fs.Int64Var(&f.logMaxRows, "delivery-log-max-rows", 1_000_000, "delivery log rows kept (oldest pruned first)")
 	fs.DurationVar(&f.logMaxAge, "delivery-log-max-age", 168*time.Hour, "delivery log rows older than this are pruned")
 	fs.Int64Var(&f.logMaxBodyBytes, "delivery-log-max-body-bytes", 256<<20, "stored rejected bodies kept, in bytes (oldest dropped first)")
+	fs.Int64Var(&f.logMaxBytes, "delivery-log-max-bytes", 1<<30, "delivery log size, every column counted, in bytes (oldest rows pruned first)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return "", nil, err
