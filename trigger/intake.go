@@ -52,8 +52,9 @@ type Intake struct {
 	Observe func(triggerRef, code string, status int)
 	Logger  zerolog.Logger
 
-	config   atomic.Pointer[Config]
-	draining atomic.Bool
+	config    atomic.Pointer[Config]
+	draining  atomic.Bool
+	lingering atomic.Int32 // 413s discarding the rest of their body (intake_linger.go)
 }
 
 // SetConfig installs the program to serve; safe while serving.
