@@ -230,3 +230,55 @@ func TestPruneOfManyRowsInSteps(t *testing.T) {
 	}
 	checkBytes(t, s, 1<<30, 1<<30)
 }
+
+// TestMigrationCountsExistingRows: rows written before the byte bound
+// existed get their size, and the totals are computed, when the file is
+// opened by this version (migration 0004).
+func TestMigrationCountsExistingRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sqlite")
+	ctx := context.Background()
+	s, err := state.Open(ctx, path, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		d := &state.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprint(i), StatusCode: 409, ErrorCode: "X",
+			Headers: map[string]string{"a": strings.Repeat("b", i)}}
+		if i%3 == 0 {
+			d.Body, d.BodyStored = make([]byte, i*10), true
+		}
+		s.Log(d)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Make the file what the version before 0004 left.
+	raw, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER TABLE deliveries DROP COLUMN size`, `DELETE FROM log_meta WHERE key != 'body_bytes'`,
+		`DELETE FROM schema_migrations WHERE name = '0004_log_bytes.sql'`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	raw.Close()
+	s = openStateAt(t, path)
+	checkBytes(t, s, 1<<30, 1<<30)
+	var rows int64
+	s.DB().Read.QueryRow(`SELECT value FROM log_meta WHERE key = 'rows'`).Scan(&rows)
+	if rows != 50 {
+		t.Fatalf("rows total %d, want 50", rows)
+	}
+}
+
+func openStateAt(t *testing.T, path string) *state.State {
+	t.Helper()
+	s, err := state.Open(context.Background(), path, state.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
