@@ -54,12 +54,12 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	max := t.Source.MaxBodyBytes
 	if r.ContentLength > max {
-		in.reject(w, r, req, touba.ETriggerPayloadTooLarge, fmt.Sprintf("body of %d bytes is over %d", r.ContentLength, max), "")
+		in.tooLarge(w, r, req, fmt.Sprintf("body of %d bytes is over %d", r.ContentLength, max))
 		return
 	}
 	body, err := readBody(r, max)
 	if errors.Is(err, errTooLarge) {
-		in.reject(w, r, req, touba.ETriggerPayloadTooLarge, fmt.Sprintf("body is over %d bytes", max), "")
+		in.tooLarge(w, r, req, fmt.Sprintf("body is over %d bytes", max))
 		return
 	} else if err != nil {
 		// The client went away or sent a broken body: nothing to enqueue.

@@ -58,8 +58,9 @@ type Intake struct {
 	// (--trusted-proxies); set before serving.
 	TrustedProxies []netip.Prefix
 
-	config   atomic.Pointer[Config]
-	draining atomic.Bool
+	config    atomic.Pointer[Config]
+	draining  atomic.Bool
+	lingering atomic.Int32 // 413s discarding the rest of their body (intake_linger.go)
 }
 
 // SetConfig installs the program to serve; safe while serving. Rate

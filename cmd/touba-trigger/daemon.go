@@ -127,7 +127,7 @@ func (d *daemon) open(ctx context.Context) error {
 		log.Warn().Int64("entries", n).Msg("entries left running by a crash are pending again")
 	}
 	d.st, err = state.Open(ctx, f.state, state.Options{LogMaxRows: f.logMaxRows, LogMaxAge: f.logMaxAge,
-		LogMaxBodyBytes: f.logMaxBodyBytes, Log: log.With().Str("component", "deliverylog").Logger()})
+		LogMaxBodyBytes: f.logMaxBodyBytes, LogMaxBytes: f.logMaxBytes, Log: log.With().Str("component", "deliverylog").Logger()})
 	if err != nil {
 		return err
 	}

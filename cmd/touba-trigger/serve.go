@@ -29,6 +29,7 @@ type serveFlags struct {
 	logLevel, logFormat                string
 	takeOverStaleLock                  bool
 	logMaxRows, logMaxBodyBytes        int64
+	logMaxBytes                        int64
 	logMaxAge                          time.Duration
 	trustedProxies                     []netip.Prefix
 }
@@ -63,6 +64,7 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 	fs.DurationVar(&f.logMaxAge, "delivery-log-max-age", 168*time.Hour, "delivery log rows older than this are pruned")
 	fs.Int64Var(&f.logMaxBodyBytes, "delivery-log-max-body-bytes", 256<<20, "stored rejected bodies kept, in bytes (oldest dropped first)")
 	proxies := fs.String("trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed for source.allow_from, comma-separated")
+	fs.Int64Var(&f.logMaxBytes, "delivery-log-max-bytes", 1<<30, "delivery log size, every column counted, in bytes (oldest rows pruned first)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return "", nil, err
