@@ -20,7 +20,8 @@ type EnqueueResult struct {
 type EntryFilter struct {
 	Status     string
 	TriggerRef string
-	Limit      int // default 100
+	Held       bool // only pending entries held back behind an earlier one of their key
+	Limit      int  // default 100
 }
 
 // EntryDetail is what a listing leaves out of one entry.

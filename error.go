@@ -12,6 +12,12 @@ const (
 	ECONFIG   = "ConfigInvalid"
 	EINTERNAL = "Internal"
 
+	// Command line (§3): a refusal of the CLI or of serve that no other
+	// code names. UsageInvalid exits 2; the others exit 1.
+	EUsage             = "UsageInvalid"      // unknown command or flag, wrong arguments
+	EDaemonUnavailable = "DaemonUnavailable" // no daemon on the admin socket, and no files to open
+	ENothingReplayed   = "NothingReplayed"   // `queue replay` found nothing it could replay
+
 	// Intake (§3.1).
 	ETriggerNotFound              = "TriggerNotFound"
 	ETriggerPayloadTooLarge       = "TriggerPayloadTooLarge"
@@ -20,6 +26,8 @@ const (
 	ETriggerEventPayloadConflict  = "TriggerEventPayloadConflict"
 	ETriggerReplayRejected        = "TriggerReplayRejected"
 	ETriggerUnavailable           = "TriggerUnavailable"
+	ETriggerSourceForbidden       = "TriggerSourceForbidden"
+	ETriggerRateLimited           = "TriggerRateLimited"
 	EMethodNotAllowed             = "MethodNotAllowed"
 	EStepInputUnresolved          = "StepInputUnresolved"
 	EEffectJournalRequired        = "EffectJournalRequired"
@@ -51,6 +59,12 @@ const (
 	ECompensationNotSupported     = "CompensationNotSupported"
 	EEffectNotCompensable         = "EffectNotCompensable"
 	ECompensationInputUnavailable = "CompensationInputUnavailable"
+	// EEntryBusy: another operator action (a compensation, a replay) is
+	// working on the entry right now.
+	EEntryBusy = "EntryBusy"
+	// EAdminForbidden: the admin socket's peer is neither root nor the
+	// daemon's own user.
+	EAdminForbidden = "AdminForbidden"
 )
 
 // statuses is the one code → HTTP status table, for intake (SPEC §3.1) and
@@ -65,8 +79,12 @@ var statuses = map[string]int{
 	ETriggerEventPayloadConflict: http.StatusConflict,
 	ETriggerReplayRejected:       http.StatusConflict,
 	EEffectNotUnknown:            http.StatusConflict,
+	EEntryBusy:                   http.StatusConflict,
+	EAdminForbidden:              http.StatusForbidden,
 	EMethodNotAllowed:            http.StatusMethodNotAllowed,
 	ETriggerUnavailable:          http.StatusServiceUnavailable,
+	ETriggerSourceForbidden:      http.StatusForbidden,
+	ETriggerRateLimited:          http.StatusTooManyRequests,
 	EINTERNAL:                    http.StatusInternalServerError,
 }
 

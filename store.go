@@ -80,6 +80,12 @@ type EffectJournal interface {
 	Dispatch(ctx context.Context, scope, effectID, callID string) error
 	Finish(ctx context.Context, o EffectOutcome) error
 	Resolve(ctx context.Context, scope, effectID string, r EffectResolution) error
+	// Abandon releases an effect whose call ended without its outcome
+	// recorded (the outcome write failed) and records it unknown.
+	Abandon(ctx context.Context, scope, effectID, callID string) error
+	// Orphaned reports whether a dispatched effect has no call working on
+	// it any more: semantically unknown, and resolvable like one.
+	Orphaned(ctx context.Context, scope, effectID string) bool
 	// Recover turns every dispatched effect into unknown (start-up).
 	Recover(ctx context.Context) ([]Effect, error)
 

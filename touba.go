@@ -38,6 +38,9 @@ const (
 const (
 	IntakeEnqueued  = "enqueued"
 	IntakeDuplicate = "duplicate"
+	// IntakeFiltered answers a verified delivery that fails its trigger's
+	// filter; it is also the code of its delivery-log row.
+	IntakeFiltered = "filtered"
 )
 
 // Delivery is one accepted webhook as the queue stores it.
@@ -54,6 +57,15 @@ type Delivery struct {
 	Attempts   int
 	ErrorCode  string
 	UpdatedAt  time.Time
+	// TraceParent is the W3C traceparent of the intake span, kept so each
+	// run attempt joins the delivery's trace; "" when tracing was off.
+	TraceParent string
+	// ConcKey is the resolved concurrency key of the entry (compact JSON,
+	// scoped by TriggerRef), "" when its trigger has none or it resolved
+	// to nothing; ConcMax is the trigger's max at enqueue time.
+	ConcKey string
+	ConcMax int
+	Held    bool // pending behind an earlier entry of its key
 }
 
 // TimeFormat is how every timestamp is stored: UTC with milliseconds, so

@@ -31,12 +31,14 @@ type API interface {
 	Effects(ctx context.Context, f EffectFilter) ([]touba.Effect, error)
 	Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult, error)
 	Compensate(ctx context.Context, r CompensateRequest) (*touba.Compensation, error)
+	Health(ctx context.Context) (*Health, error)
 }
 
 // EntryFilter selects queue entries; empty fields match all.
 type EntryFilter struct {
 	Status     string `json:"status,omitempty"`
 	TriggerRef string `json:"trigger_ref,omitempty"`
+	Held       bool   `json:"held,omitempty"`  // only entries held back behind their concurrency key
 	Limit      int    `json:"limit,omitempty"` // default 100
 }
 
@@ -54,6 +56,10 @@ type Entry struct {
 	RemoteAddr string    `json:"remote_addr"`
 	BodyBytes  int       `json:"body_bytes"`
 	BodyPurged bool      `json:"body_purged,omitempty"` // retention dropped it
+	// ConcurrencyKey is the entry's resolved concurrency key (JSON); Held
+	// says it waits behind an earlier entry of that key.
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	Held           bool   `json:"held,omitempty"`
 }
 
 // Body is a stored request body: as text when it is UTF-8, always as

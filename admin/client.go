@@ -105,7 +105,8 @@ func post[T any](ctx context.Context, c *Client, path string, in any) (T, error)
 
 // Entries implements API.
 func (c *Client) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
-	return get[[]Entry](ctx, c, "/v1/entries"+queryOf("status", f.Status, "trigger_ref", f.TriggerRef, "limit", strconv.Itoa(f.Limit)))
+	return get[[]Entry](ctx, c, "/v1/entries"+queryOf("status", f.Status, "trigger_ref", f.TriggerRef, "limit", strconv.Itoa(f.Limit),
+		"held", strconv.FormatBool(f.Held)))
 }
 
 // Entry implements API.

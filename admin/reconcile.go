@@ -56,9 +56,8 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 	// Resolving a compensation settles the compensation only: the entry it
 	// undid must not go on from the step it undid.
 	if _, comp := touba.IsCompensation(r.EffectID); comp {
-		return out, nil
-	}
-	if err := s.release(ctx, r.Scope, out); err != nil {
+		out.Note = "a compensation: its entry is left as it is"
+	} else if err := s.release(ctx, r.Scope, out); err != nil {
 		return nil, err
 	}
 	detail := r.State
@@ -91,17 +90,20 @@ func (s *Service) release(ctx context.Context, scope string, out *ResolveResult)
 		out.Note = "entry is " + e.Status + "; nothing to put back to pending"
 		return nil
 	}
-	others, err := s.Journal.List(ctx, touba.EffectFilter{Scope: scope, State: touba.EffectUnknown})
+	others, err := s.awaitingVerdict(ctx, scope)
 	if err != nil {
 		return err
 	}
-	for _, o := range others {
-		if blocking(o) {
-			out.Note = "entry stays parked: effect " + o.EffectID + " also awaits a verdict"
-			return nil
-		}
+	if len(others) > 0 {
+		out.Note = "entry stays parked: effect " + others[0].EffectID + " also awaits a verdict"
+		return nil
+	}
+	if held := s.busy.take(scope, "replay"); held != "" {
+		out.Note = "entry stays parked: a " + held + " of it is running; replay it once that ended"
+		return nil
 	}
 	res, err := s.Queue.Replay(ctx, []string{scope})
+	s.busy.drop(scope)
 	if err != nil {
 		return err
 	}
@@ -134,6 +136,14 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 	} else if orig == nil {
 		return nil, notFound("no effect %s in the journal", target)
 	}
+	// The entry is claimed before its status is checked, and held until
+	// the call ends: a replay cannot resume it in between (see busy).
+	if held := s.busy.take(r.Scope, "compensation"); held != "" {
+		why := "entry " + r.Scope + " is busy with a " + held + "; try again once it ended"
+		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why})
+		return nil, touba.Errorf(touba.EEntryBusy, "%s", why)
+	}
+	defer s.busy.drop(r.Scope)
 	entry, err := s.Queue.Get(ctx, r.Scope)
 	if err != nil {
 		return nil, err
@@ -146,6 +156,9 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 		why := "entry " + r.Scope + " is " + entry.Status + "; compensate once its run has stopped (done, failed or parked)"
 		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why})
 		return nil, badRequest("%s", why)
+	}
+	if s.afterCompensateCheck != nil {
+		s.afterCompensateCheck()
 	}
 	steps, err := s.State.Steps(ctx, r.Scope)
 	if err != nil {

@@ -49,6 +49,14 @@ func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayRe
 			continue
 		}
 		at[id] = i
+		// Claimed before the check, held until the queue update: a
+		// compensation cannot start on it in between (see busy).
+		if held := s.busy.take(id, "replay"); held != "" {
+			items[i].Reason = "a " + held + " of this entry is running"
+			items[i].Hint = "replay it once that ended: touba-trigger queue replay " + id
+			continue
+		}
+		defer s.busy.drop(id)
 		if err := s.checkReplay(ctx, id, &items[i]); err != nil {
 			return nil, err
 		}
@@ -105,17 +113,15 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 		if s.Journal == nil {
 			return nil
 		}
-		effs, err := s.Journal.List(ctx, touba.EffectFilter{Scope: id, State: touba.EffectUnknown})
+		effs, err := s.awaitingVerdict(ctx, id)
 		if err != nil {
 			return err
 		}
-		for _, e := range effs {
-			if blocking(e) {
-				it.Reason = fmt.Sprintf("parked on effect %s, whose outcome is unknown (retry mode %s): a replay would park it again",
-					e.EffectID, e.RetryMode)
-				it.Hint = resolveHint(e.Scope, e.EffectID) + " (either one puts the entry back to pending)"
-				return nil
-			}
+		if len(effs) > 0 {
+			e := effs[0]
+			it.Reason = fmt.Sprintf("parked on effect %s, whose outcome is unknown (retry mode %s): a replay would park it again",
+				e.EffectID, e.RetryMode)
+			it.Hint = resolveHint(e.Scope, e.EffectID) + " (either one puts the entry back to pending)"
 		}
 		return nil
 	case touba.StatusDone:
@@ -136,6 +142,8 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 // when it can.
 func unreplayable(r *touba.LoggedDelivery) string {
 	switch {
+	case r.ErrorCode == touba.IntakeFiltered && r.BodyStored:
+		return "" // filtered out on purpose; an operator may still run it
 	case r.StatusCode < 400:
 		return fmt.Sprintf("this delivery was answered %d %s for entry %s: there is nothing to replay; see touba-trigger queue show %s",
 			r.StatusCode, touba.IntakeDuplicate, r.QueueID, r.QueueID)
@@ -180,6 +188,9 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 	}
 	d := &touba.Delivery{TriggerRef: row.TriggerRef, EventID: eventID, Digest: dedupe.Digest(row.Body), Body: row.Body,
 		Headers: row.Headers, RemoteAddr: row.RemoteAddr}
+	if s.Keyed != nil {
+		s.Keyed(d)
+	}
 	out := &DeliveryReplay{DeliveryID: row.DeliveryID, TriggerRef: row.TriggerRef, EventID: eventID}
 	res, err := s.Queue.Enqueue(ctx, d)
 	switch {

@@ -28,7 +28,7 @@ func Handler(api API) http.Handler {
 	rt.GET("/v1/entries", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		q := r.URL.Query()
 		limit, _ := strconv.Atoi(q.Get("limit"))
-		reply(w)(api.Entries(r.Context(), EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger_ref"), Limit: limit}))
+		reply(w)(api.Entries(r.Context(), EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger_ref"), Held: q.Get("held") == "true", Limit: limit}))
 	})
 	rt.GET("/v1/entries/:id", func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		reply(w)(api.Entry(r.Context(), ps.ByName("id")))
@@ -79,6 +79,9 @@ func Handler(api API) http.Handler {
 			reply(w)(api.Compensate(r.Context(), req))
 		}
 	})
+	rt.GET("/v1/health", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		reply(w)(api.Health(r.Context()))
+	})
 	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fail(w, notFound("no admin route %s %s", r.Method, r.URL.Path))
 	})
@@ -120,8 +123,10 @@ type Server struct {
 }
 
 // Listen binds the admin socket at path with mode 0600, to serve api; it binds a
-// temporary name, restricts it, then renames it into place, so the socket
-// is never reachable with a wider mode. A socket file left by a dead
+// temporary name under umask 0177 (so it is created 0600), then renames it
+// into place, so the socket is never reachable with a wider mode. Every
+// request's peer must be root or the daemon's user (SO_PEERCRED), else it
+// is refused with 403 AdminForbidden. A socket file left by a dead
 // process is replaced; a live one (something answers) is refused.
 // Every request carries its peer (uid and pid) as the operator for the
 // audit trail.
@@ -140,7 +145,7 @@ func Listen(path string, api API) (*Server, error) {
 	}
 	tmp := filepath.Join(filepath.Dir(path), fmt.Sprintf(".admin-%d.sock", os.Getpid()))
 	os.Remove(tmp)
-	ln, err := net.Listen("unix", tmp)
+	ln, err := listenPrivate(tmp)
 	if err != nil {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
@@ -156,13 +161,28 @@ func Listen(path string, api API) (*Server, error) {
 		return nil, fmt.Errorf("admin socket: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           Handler(api),
+		Handler:           onlyOwner(Handler(api)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return WithOperator(ctx, peerOf(c))
+			p := peerOf(c)
+			return context.WithValue(WithOperator(ctx, p.describe), peerKey{}, p)
 		},
 	}
 	return &Server{Path: path, ln: ln, srv: srv}, nil
+}
+
+type peerKey struct{}
+
+// onlyOwner refuses every request whose peer is neither root nor the
+// daemon's user (SO_PEERCRED), with 403 AdminForbidden.
+func onlyOwner(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, _ := r.Context().Value(peerKey{}).(peer); !p.allowed() {
+			fail(w, touba.Errorf(touba.EAdminForbidden, "the admin socket serves root and the daemon's own user only; peer is %s", p.describe))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Serve answers on the socket until Close.

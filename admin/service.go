@@ -29,7 +29,18 @@ type Service struct {
 	// HasTrigger, when set, tells whether the running program has a trigger;
 	// a delivery replay for a trigger it lacks is refused.
 	HasTrigger func(ref string) bool
-	Log        zerolog.Logger
+	// Probe, when set, returns the daemon's last health check (the admin
+	// health endpoint); nil on the CLI's own files.
+	Probe func() *Health
+	// Keyed, when set, gives a delivery replayed from the log its
+	// concurrency key under the running program, as intake would.
+	Keyed func(d *touba.Delivery)
+	Log   zerolog.Logger
+
+	busy busy // entries an operator action is working on
+	// afterCompensateCheck, set by tests, runs between a compensation's
+	// status check and its call.
+	afterCompensateCheck func()
 }
 
 var _ API = (*Service)(nil)
@@ -77,7 +88,7 @@ func TriggerRef(s string) string {
 func entryOf(d *touba.Delivery, bodyBytes int64) Entry {
 	e := Entry{QueueID: d.QueueID, TriggerRef: d.TriggerRef, EventID: d.EventID, Digest: d.Digest, Status: d.Status,
 		Attempts: d.Attempts, ErrorCode: d.ErrorCode, ReceivedAt: d.ReceivedAt, UpdatedAt: d.UpdatedAt,
-		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body)}
+		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body), ConcurrencyKey: d.ConcKey, Held: d.Held}
 	if d.Body == nil && bodyBytes < 0 {
 		e.BodyPurged = true
 	}
@@ -94,7 +105,7 @@ func bodyOf(b []byte) *Body {
 
 // Entries lists queue entries, oldest first.
 func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
-	list, err := s.Queue.List(ctx, touba.EntryFilter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Limit: f.Limit})
+	list, err := s.Queue.List(ctx, touba.EntryFilter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Held: f.Held, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +189,7 @@ func (s *Service) next(ctx context.Context, d *touba.Delivery, det *EntryDetail)
 	case touba.StatusParked:
 		var out []string
 		for _, e := range det.Effects {
-			if blocking(e.Effect) {
+			if s.blocks(ctx, e.Effect) {
 				out = append(out, resolveHint(e.Scope, e.EffectID))
 			}
 		}
@@ -203,6 +214,32 @@ func (s *Service) next(ctx context.Context, d *touba.Delivery, det *EntryDetail)
 // gives a verdict: unknown, and not safe to send again.
 func blocking(e touba.Effect) bool {
 	return e.State == touba.EffectUnknown && e.RetryMode != touba.RetryIdempotencyKey
+}
+
+// blocks is blocking, counting as unknown a dispatched effect that no call
+// of the daemon holds any more (its outcome failed to commit): the next
+// attempt or `effects resolve` records it unknown.
+func (s *Service) blocks(ctx context.Context, e touba.Effect) bool {
+	if e.State == touba.EffectDispatched && e.RetryMode != touba.RetryIdempotencyKey && s.Journal != nil {
+		return s.Journal.Orphaned(ctx, e.Scope, e.EffectID)
+	}
+	return blocking(e)
+}
+
+// awaitingVerdict returns the effects of entry scope that block its run
+// until an operator resolves them.
+func (s *Service) awaitingVerdict(ctx context.Context, scope string) ([]touba.Effect, error) {
+	effs, err := s.Journal.List(ctx, touba.EffectFilter{Scope: scope})
+	if err != nil {
+		return nil, err
+	}
+	var out []touba.Effect
+	for _, e := range effs {
+		if s.blocks(ctx, e) {
+			out = append(out, e)
+		}
+	}
+	return out, nil
 }
 
 func resolveHint(scope, effectID string) string {

@@ -118,6 +118,13 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 	res := b.Runner.Call(ctx, req, func() error {
 		return j.Dispatch(context.WithoutCancel(ctx), original.Scope, compID, callID)
 	})
+	// What the operator sees and the audit trail keeps passes the same
+	// secret filter as a run's call: the error is withheld, a receipt or
+	// output holding a secret is not shown (the journal refuses to store
+	// it too).
+	withholdSecretError(cfg.Secrets, res)
+	leaked := cfg.Secrets.Contains(res.ReceiptRef) || cfg.Secrets.Contains(res.ReceiptErrorCode) ||
+		cfg.Secrets.ContainsJSON(res.Output)
 	outcome := res.Outcome
 	if outcome == "" {
 		outcome = touba.EffectNotApplied
@@ -136,13 +143,20 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 		out.Output = o.Result
 	}
 	out.State, out.ReceiptRef = outcome, res.ReceiptRef
+	if leaked {
+		out.ReceiptRef, out.Output = "", nil
+		out.ErrorCode, out.Message = touba.ESecretValueRefused, "the receipt or result held a secret value and was not stored"
+	}
 	if err := j.Finish(context.WithoutCancel(ctx), o); err != nil {
 		if touba.ErrorCode(err) == touba.ESecretValueRefused {
 			out.ReceiptRef, out.Output = "", nil
 			out.ErrorCode, out.Message = touba.ESecretValueRefused, "the receipt or result held a secret value and was not stored"
 			return out, nil
 		}
-		return out, fmt.Errorf("compensation %s answered %s but its outcome is not journaled: %w", compID, outcome, err)
+		// The call ended: its claim must not outlive it (see effect).
+		_ = j.Abandon(context.WithoutCancel(ctx), original.Scope, compID, callID)
+		return out, fmt.Errorf("compensation %s answered %s but its outcome is not journaled (%v); it is unknown: "+
+			"find out whether it happened, then touba-trigger effects resolve %s %s", compID, outcome, err, original.Scope, compID)
 	}
 	return out, nil
 }

@@ -24,6 +24,9 @@ type Binding struct {
 	Timeout      time.Duration
 	Runner       handler.Runner
 	Compensation bool // the binding declares compensation support
+	// MaxConcurrency bounds the binding's calls in flight across workers;
+	// 0 is no bound (slots.go).
+	MaxConcurrency int
 }
 
 // ExternalWrite reports whether calls of b go through the journal.
@@ -94,7 +97,7 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 			return nil, fmt.Errorf("binding %s: %w", ref, err)
 		}
 		c.Bindings[ref] = &Binding{Ref: ref, Contract: b.EffectContract, Grants: b.Grants, Timeout: b.Timeout(),
-			Runner: r, Compensation: b.Compensation != nil && b.Compensation.Supported}
+			Runner: r, Compensation: b.Compensation != nil && b.Compensation.Supported, MaxConcurrency: b.MaxConcurrency}
 	}
 	return c, nil
 }

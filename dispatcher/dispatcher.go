@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/tracing"
 )
 
 // Queue is what the dispatcher needs of the queue file.
@@ -39,6 +40,9 @@ type Journal interface {
 	Prepare(ctx context.Context, p touba.EffectPrepare) (*touba.Effect, error)
 	Dispatch(ctx context.Context, scope, effectID, callID string) error
 	Finish(ctx context.Context, o touba.EffectOutcome) error
+	// Abandon releases an effect whose call ended without its outcome
+	// journaled, and records it unknown (see journal.Journal.Abandon).
+	Abandon(ctx context.Context, scope, effectID, callID string) error
 }
 
 // Options configure a Dispatcher.
@@ -51,6 +55,9 @@ type Options struct {
 	Log          zerolog.Logger
 	// Observe, when set, sees each handler call's outcome and duration.
 	Observe func(toolRef, outcome string, d time.Duration)
+	// Tracing makes the touba.run, touba.step and touba.handler.call
+	// spans; nil means off.
+	Tracing *tracing.Tracing
 }
 
 // Dispatcher runs queue entries with a fixed number of workers.
@@ -68,6 +75,9 @@ type Dispatcher struct {
 	cancel context.CancelFunc // kills running handlers at the end of shutdown
 	wg     sync.WaitGroup
 	once   sync.Once
+
+	slots   slots        // max_concurrency semaphores by binding
+	waiting atomic.Int64 // runs waiting for a binding slot
 }
 
 // New returns a dispatcher; Start runs it.
@@ -80,6 +90,9 @@ func New(q Queue, s State, j Journal, cfg *Config, opts Options) *Dispatcher {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Tracing == nil {
+		opts.Tracing = tracing.Off()
 	}
 	d := &Dispatcher{queue: q, state: s, journal: j, opts: opts, log: opts.Log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}

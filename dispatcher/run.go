@@ -10,6 +10,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/uuidv7"
+	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -58,18 +59,24 @@ func (d *Dispatcher) run(e *touba.Delivery) {
 	run := &touba.Run{RunID: uuidv7.New(), QueueID: e.QueueID, TriggerRef: e.TriggerRef, Attempt: e.Attempts,
 		StartedAt: d.opts.Now()}
 	runID := run.RunID
+	ctx, span := d.opts.Tracing.StartRun(d.runCtx, tracing.Run{TraceParent: e.TraceParent, TriggerRef: e.TriggerRef,
+		EventID: e.EventID, QueueID: e.QueueID, RunID: runID, Attempt: e.Attempts})
+	defer func() { tracing.EndRun(span, run.Status, run.ErrorCode, run.ErrorMessage) }()
+	if id := tracing.TraceID(ctx); id != "" {
+		log = log.With().Str(tracing.FieldTraceID, id).Logger()
+	}
 	t, ok := cfg.trigger(e.TriggerRef)
 	if !ok {
 		d.settle(e, run, nil, stop(fail, touba.ETriggerNotFound, "trigger %s is not in the program any more", e.TriggerRef), log)
 		return
 	}
 	log.Debug().Str("run_id", runID).Int("attempt", e.Attempts).Msg("run started")
-	d.settle(e, run, t, d.steps(cfg, t, e, runID, log), log)
+	d.settle(e, run, t, d.steps(ctx, cfg, t, e, runID, log), log)
 }
 
 // steps runs the trigger's steps from the first one without a checkpoint.
-func (d *Dispatcher) steps(cfg *Config, t *trigger.Trigger, e *touba.Delivery, runID string, log zerolog.Logger) *verdict {
-	ctx := d.runCtx
+// ctx is the run's: d.runCtx with the run's span.
+func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger, e *touba.Delivery, runID string, log zerolog.Logger) *verdict {
 	done, err := d.state.Steps(ctx, e.QueueID)
 	if err != nil {
 		return &verdict{action: later, code: touba.EINTERNAL, message: err.Error()}
@@ -82,10 +89,13 @@ func (d *Dispatcher) steps(cfg *Config, t *trigger.Trigger, e *touba.Delivery, r
 			}
 			continue
 		}
-		out, v := d.step(ctx, cfg, e, runID, st, rc, log)
+		sctx, sspan := d.opts.Tracing.StartStep(ctx, st.ID, st.Tool)
+		out, v := d.step(sctx, cfg, e, runID, st, rc, log)
 		if v != nil {
+			tracing.EndStep(sspan, v.code, v.message)
 			return v
 		}
+		tracing.EndStep(sspan, "", "")
 		if cfg.Secrets.ContainsJSON(out) {
 			return stop(park, touba.ESecretValueRefused, "output of step %s holds a secret value; not stored", st.ID)
 		}
@@ -137,6 +147,11 @@ func (d *Dispatcher) settle(e *touba.Delivery, run *touba.Run, t *trigger.Trigge
 	}
 	run.Status, run.ErrorCode, run.ErrorMessage = status, code, msg
 	d.state.RecordRun(run)
+	if e.ConcKey != "" {
+		// Its end may have released the next entry of its key: lease now
+		// rather than at the next poll.
+		d.Notify()
+	}
 }
 
 // rawOrNull makes an absent output the JSON null, so a checkpoint and a

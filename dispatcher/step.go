@@ -14,6 +14,7 @@ import (
 	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/uuidv7"
+	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -34,6 +35,11 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	if err != nil {
 		return nil, fromError(asTouba(err))
 	}
+	release, ok := d.acquire(ctx, b)
+	if !ok {
+		return nil, &verdict{action: later, code: "DispatcherStopping", message: "stopped while waiting for a slot of " + b.Ref}
+	}
+	defer release()
 	callID := uuidv7.New()
 	req := &handler.Request{Protocol: handler.Protocol, Operation: handler.OperationInvoke, ToolRef: st.Tool, Input: input,
 		Context: handler.Context{TriggerRef: e.TriggerRef, EventID: e.EventID, QueueID: e.QueueID, RunID: runID,
@@ -101,10 +107,17 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		}
 	} else if err != nil {
 		// The call happened and its outcome is not on disk: only an
-		// operator can say what it did. At the next start the journal
-		// turns the dispatched record unknown.
+		// operator can say what it did. The call has ended, so its claim
+		// is released and the record turned unknown (now, or by the next
+		// Prepare or Resolve of it if the journal still cannot write):
+		// a replay then parks once on it instead of looping on
+		// EffectInProgress, and `effects resolve` accepts it.
 		log.Error().Err(err).Str("outcome", outcome).Msg("cannot record the effect outcome")
-		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome %s of %s could not be journaled: %v", outcome, effectID, err)
+		if aerr := d.journal.Abandon(context.WithoutCancel(ctx), scope, effectID, callID); aerr != nil {
+			log.Error().Err(aerr).Msg("cannot record the effect unknown either; it is turned unknown at its next use")
+		}
+		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome %s of %s could not be journaled (%v); it is unknown: "+
+			"find out whether it happened, then touba-trigger effects resolve %s %s", outcome, effectID, err, scope, effectID)
 	}
 	crashpoint.Hit(CrashAfterOutcome)
 
@@ -185,27 +198,21 @@ func (d *Dispatcher) refused(err error, log zerolog.Logger) (json.RawMessage, *v
 
 func (d *Dispatcher) call(ctx context.Context, secrets *secret.Set, b *Binding, req *handler.Request, dispatched func() error) *handler.Result {
 	start := time.Now()
+	ctx, span := d.opts.Tracing.StartCall(ctx, callSpan(b, req))
+	req.Context.TraceParent = tracing.TraceParent(ctx)
 	res := b.Runner.Call(ctx, req, dispatched)
-	// A handler's error is logged and stored (queue entry, run history):
-	// one holding a secret value keeps its code only, or becomes
-	// SecretValueRefused when the code holds it (SPEC §5).
-	if e := res.Err; e != nil && (secrets.Contains(e.Code) || secrets.Contains(e.Message)) {
-		code := e.Code
-		if secrets.Contains(code) {
-			code = touba.ESecretValueRefused
+	withholdSecretError(secrets, res)
+	outcome := res.Outcome
+	if outcome == "" {
+		outcome = "ok"
+		if !res.OK {
+			outcome = "error"
 		}
-		res.Err = touba.Errorf(code, "the handler's error message held a secret value; withheld")
 	}
 	if d.opts.Observe != nil {
-		outcome := res.Outcome
-		if outcome == "" {
-			outcome = "ok"
-			if !res.OK {
-				outcome = "error"
-			}
-		}
 		d.opts.Observe(b.Ref, outcome, time.Since(start))
 	}
+	endCallSpan(span, outcome, res)
 	return res
 }
 
@@ -215,4 +222,18 @@ func asTouba(err error) *touba.Error {
 		return te
 	}
 	return &touba.Error{Code: touba.EINTERNAL, Message: err.Error()}
+}
+
+// withholdSecretError filters a handler's error, which is logged, stored
+// (queue entry, run history) and shown to operators: one holding a secret
+// value keeps its code only, or becomes SecretValueRefused when the code
+// holds it (SPEC §5).
+func withholdSecretError(secrets *secret.Set, res *handler.Result) {
+	if e := res.Err; e != nil && (secrets.Contains(e.Code) || secrets.Contains(e.Message)) {
+		code := e.Code
+		if secrets.Contains(code) {
+			code = touba.ESecretValueRefused
+		}
+		res.Err = touba.Errorf(code, "the handler's error message held a secret value; withheld")
+	}
 }

@@ -47,26 +47,29 @@ func (r *pRunner) hangers(tb testing.TB, n int) []<-chan *handler.Result {
 }
 
 func TestPersistentTimeoutEndsEveryCallInFlight(t *testing.T) {
-	const timeout = time.Second
+	// The other calls must be read by the handler before the first call's
+	// timeout: generous, for a loaded machine. Which call's timeout fires
+	// first is not the point (timers a few milliseconds apart may run in
+	// either order); that the first one ends all three at once, with its
+	// one cause, is.
+	const timeout = 3 * time.Second
 	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = timeout })
 	pid := r.callPID(t, "first")
 	never := r.async(context.Background(), preq(t, "never", op("hang"), true))
 	r.arrived(t, "never")
-	// A gap, not a wait for something: the other calls start late enough
-	// that their own timeouts come well after the first one's.
-	time.Sleep(timeout / 2)
-	start := time.Now()
-	others := r.hangers(t, 2)
-	wantUnknown(t, "never", wait(t, never), touba.EHandlerTimeout)
-	for i, ch := range others {
+	chs := append([]<-chan *handler.Result{never}, r.hangers(t, 2)...)
+	var cause string
+	for i, ch := range chs {
 		res := wait(t, ch)
-		wantUnknown(t, fmt.Sprint("other ", i), res, touba.EHandlerTimeout)
-		if !strings.Contains(res.Err.Message, "never") {
-			t.Fatalf("other %d ended by %q, want by the timeout of call never", i, res.Err.Message)
+		wantUnknown(t, fmt.Sprint("call ", i), res, touba.EHandlerTimeout)
+		if i == 0 {
+			cause = res.Err.Message
+		} else if res.Err.Message != cause {
+			t.Fatalf("call %d ended by %q, call 0 by %q: want one timeout ending every call", i, res.Err.Message, cause)
 		}
 	}
-	if elapsed := time.Since(start); elapsed >= timeout {
-		t.Fatalf("the other calls ended after %s, by their own timeouts", elapsed)
+	if !strings.Contains(cause, "ran past its timeout") {
+		t.Fatalf("calls ended by %q, want a timeout", cause)
 	}
 	waitGone(t, pid)
 	if next := r.callPID(t, "next"); next == pid {
@@ -198,14 +201,47 @@ func TestPersistentDispatchedHookErrorSendsNothing(t *testing.T) {
 	}
 }
 
+// A call cancelled once the handler has read its request ends the process
+// and every call in flight there as unknown. The cancel waits for the
+// fixture's mark that the line arrived: cancelling earlier races the write
+// of the line, and a line never written is rightly not_applied (below).
 func TestPersistentCancelKillsTheProcess(t *testing.T) {
 	r := mustPersistent(t, "", nil)
 	pid := r.callPID(t, "first")
 	other := r.hangers(t, 1)[0]
 	ctx, cancel := context.WithCancel(context.Background())
-	res := r.Call(ctx, preq(t, "cancelled", op("hang"), true), func() error { cancel(); return nil })
-	wantUnknown(t, "cancelled", res, touba.EHandlerTimeout)
+	defer cancel()
+	ch := r.async(ctx, preq(t, "cancelled", op("hang"), true))
+	r.arrived(t, "cancelled")
+	cancel()
+	wantUnknown(t, "cancelled", wait(t, ch), touba.EHandlerTimeout)
 	wantUnknown(t, "other", wait(t, other), touba.EHandlerTimeout)
+	waitGone(t, pid)
+}
+
+// A call cancelled right after dispatched, racing the write of its line:
+// either the line was written (unknown) or it was not (not_applied), and a
+// not_applied call never reached the handler.
+func TestPersistentCancelAtDispatch(t *testing.T) {
+	r := mustPersistent(t, "", nil)
+	pid := r.callPID(t, "first")
+	ctx, cancel := context.WithCancel(context.Background())
+	res := r.Call(ctx, preq(t, "cancelled", op("hang"), true), func() error { cancel(); return nil })
+	if got, want := errCode(res), touba.EHandlerTimeout; got != want {
+		t.Fatalf("code %q, want %q (%v)", got, want, res.Err)
+	}
+	switch res.Outcome {
+	case touba.EffectUnknown:
+	case touba.EffectNotApplied:
+		// The process is killed either way: once it is gone, no mark can
+		// still come.
+		waitGone(t, pid)
+		if _, err := os.Stat(filepath.Join(r.marks, "cancelled.arrived")); err == nil {
+			t.Fatal("outcome not_applied, but the handler read the request")
+		}
+	default:
+		t.Fatalf("outcome %q, want unknown or not_applied", res.Outcome)
+	}
 	waitGone(t, pid)
 }
 

@@ -55,7 +55,11 @@ type Context struct {
 	Attempt        int      `json:"attempt"`
 	DeadlineUnixMS int64    `json:"deadline_unix_ms"`
 	Grants         []string `json:"grants"`
-	Effect         *Effect  `json:"effect,omitempty"`
+	// TraceParent is the W3C traceparent of the touba.handler.call span, so
+	// the handler's own spans join the delivery's trace; absent with
+	// tracing off. A webhook handler also gets it as the traceparent header.
+	TraceParent string  `json:"traceparent,omitempty"`
+	Effect      *Effect `json:"effect,omitempty"`
 }
 
 // Effect identifies the external write of a call; it is present only for

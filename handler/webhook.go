@@ -116,6 +116,9 @@ func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func(
 	if key := effectID(req); key != "" {
 		hdr.Set("Idempotency-Key", key)
 	}
+	if tp := req.Context.TraceParent; tp != "" {
+		hdr.Set("Traceparent", tp) // W3C trace context: the remote service joins the trace
+	}
 	if len(w.spec.HMACSecret) > 0 {
 		hdr.Set(verify.OutboundHeader, verify.Sign(w.spec.HMACSecret, body))
 	}
@@ -125,9 +128,12 @@ func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func(
 
 	// A try that may have reached the server is repeated only when the
 	// server is known to deduplicate (idempotency_key) or there is no
-	// effect; for reconcile and none, repeating it could apply the write
-	// twice, so its unknown outcome goes back to the journal at once.
-	// Answers of 429 and 5xx are retried in every mode, as SPEC §2.2 says.
+	// effect. For reconcile and none, a 5xx, a timeout or a connection
+	// lost after sending may come after the remote applied the write, so
+	// repeating it could apply the write twice: its unknown outcome goes
+	// back to the journal at once (SPEC §2.2). Only a 429 (the remote
+	// refused to look) and a request that certainly never left are retried
+	// in every mode.
 	repeatable := req.Context.Effect == nil || req.Context.Effect.RetryMode == touba.RetryIdempotencyKey
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = w.spec.InitialInterval, w.spec.MaxInterval, 0
@@ -138,8 +144,7 @@ func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func(
 		log.Debug().Int("try", n).Int("status", t.status).Err(t.err).Msg("webhook try")
 		res, final := t.result(req, w.spec, maybeSent)
 		maybeSent = maybeSent || t.kind != tryNeverLeft
-		if final || !repeatable && t.kind != tryNeverLeft && t.kind != tryRetryStatus ||
-			n >= w.spec.MaxTries || ctx.Err() != nil {
+		if final || !repeatable && !t.neverApplied() || n >= w.spec.MaxTries || ctx.Err() != nil {
 			if hostFailure(res) {
 				// The code only: the message may quote the remote's answer.
 				log.Warn().Int("tries", n).Str("code", res.Err.Code).Str("outcome", res.Outcome).Msg("webhook call failed")

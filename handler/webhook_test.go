@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -181,29 +180,6 @@ func TestWebhookRetryAfterThenOK(t *testing.T) {
 	}
 }
 
-func TestWebhookServerErrorThenOK(t *testing.T) {
-	req := newRequest(t, `{}`, touba.RetryNone)
-	s := newServer(t, req.Context.Effect.EffectID, func(n int, w http.ResponseWriter, _ *http.Request, _ []byte) {
-		if n == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		io.WriteString(w, `{"done":true}`)
-	})
-	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
-	check(t, res, touba.EffectApplied, "", s, 2)
-}
-
-func TestWebhookServerErrorToTheLastTry(t *testing.T) {
-	req := newRequest(t, `{}`, touba.RetryNone)
-	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
-		w.WriteHeader(http.StatusBadGateway)
-	})
-	// MaxTries 0 means the default: a first try and 5 retries.
-	res := mustWebhook(t, s.URL, func(s *handler.WebhookSpec) { s.MaxTries = 0 }).Call(context.Background(), req, func() error { return nil })
-	check(t, res, touba.EffectUnknown, touba.EHandlerFailed, s, handler.DefaultMaxTries)
-}
-
 func TestWebhookRejected(t *testing.T) {
 	req := newRequest(t, `{}`, touba.RetryIdempotencyKey)
 	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
@@ -237,75 +213,6 @@ func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 	})
 	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
 	check(t, res, touba.EffectUnknown, touba.EHandlerFailed, s, 1)
-}
-
-func TestWebhookConnectionLostAfterSending(t *testing.T) {
-	for _, tt := range []struct {
-		mode  string
-		calls int
-	}{{touba.RetryIdempotencyKey, 3}, {touba.RetryNone, 1}, {touba.RetryReconcile, 1}} {
-		t.Run(tt.mode, func(t *testing.T) {
-			req := newRequest(t, `{}`, tt.mode)
-			s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
-				conn, _, err := w.(http.Hijacker).Hijack()
-				if err != nil {
-					panic(err)
-				}
-				conn.Close()
-			})
-			res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
-			check(t, res, touba.EffectUnknown, touba.EHandlerFailed, s, tt.calls)
-		})
-	}
-}
-
-func TestWebhookSlowerThanTimeout(t *testing.T) {
-	for _, tt := range []struct {
-		mode  string
-		calls int
-	}{{touba.RetryIdempotencyKey, 3}, {touba.RetryNone, 1}} {
-		t.Run(tt.mode, func(t *testing.T) {
-			req := newRequest(t, `{}`, tt.mode)
-			s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, r *http.Request, _ []byte) {
-				select {
-				case <-r.Context().Done(): // the client gave up
-				case <-time.After(10 * time.Second):
-				}
-			})
-			r := mustWebhook(t, s.URL, func(s *handler.WebhookSpec) { s.Timeout = 100 * time.Millisecond })
-			start := time.Now()
-			res := r.Call(context.Background(), req, func() error { return nil })
-			check(t, res, touba.EffectUnknown, touba.EHandlerTimeout, s, tt.calls)
-			if elapsed := time.Since(start); elapsed > 5*time.Second {
-				t.Fatalf("call took %s with a 100ms timeout per try", elapsed)
-			}
-		})
-	}
-}
-
-func TestWebhookConnectionRefused(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	var dials atomic.Int32
-	var d net.Dialer
-	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		dials.Add(1)
-		return d.DialContext(ctx, network, addr)
-	}}}
-	req := newRequest(t, `{}`, touba.RetryNone)
-	var h hook
-	res := mustWebhook(t, "http://"+addr+"/hook", func(s *handler.WebhookSpec) { s.Client = client }).Call(context.Background(), req, h.fn)
-	check(t, res, touba.EffectNotApplied, touba.EHandlerFailed, nil, 0)
-	if got, want := int(dials.Load()), 3; got != want {
-		t.Fatalf("dialled %d times, want %d (network errors are retried)", got, want)
-	}
-	if !res.Dispatched || h.n != 1 {
-		t.Fatalf("dispatched %v, hook %d", res.Dispatched, h.n)
-	}
 }
 
 func TestWebhookWithoutEffect(t *testing.T) {

@@ -36,6 +36,13 @@ type tryResult struct {
 	retryAfter time.Duration // < 0 when the server sent none
 }
 
+// neverApplied tells whether the remote certainly did not apply this try:
+// it never left, or the remote answered 429. Only such a try may be sent
+// again for a binding whose remote does not deduplicate.
+func (t tryResult) neverApplied() bool {
+	return t.kind == tryNeverLeft || t.kind == tryRetryStatus && t.status == http.StatusTooManyRequests
+}
+
 // result is the call's Result if this try were the last, and whether it is
 // final whatever the retry budget says. earlier tells whether an earlier
 // try may have reached the server: then an answer that would otherwise mean

@@ -11,3 +11,7 @@ func (j *Journal) ResultHoldsSecret(raw []byte) bool { return j.resultHoldsSecre
 
 // NewForFuzz is a Journal with no file, enough for the pure checks.
 func NewForFuzz(opts Options) *Journal { return &Journal{secrets: opts.Secrets} }
+
+// DropClaim releases a call's in-memory claim without writing, as an
+// Abandon whose own write failed leaves things.
+func (j *Journal) DropClaim(scope, effectID, callID string) { j.release(scope, effectID, callID) }

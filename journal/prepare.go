@@ -70,16 +70,25 @@ func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
 		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s is in progress in this process", p.Scope, p.EffectID)
 	}
 	var out *Effect
+	var refused *RefusedError
 	err := j.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		e, err := j.prepareTx(ctx, tx, p)
-		out = e
+		out, refused = e, nil
+		// A refusal writes nothing but, at most, the unknown state of an
+		// orphaned dispatched row, which must stay: keep the savepoint.
+		if errors.As(err, &refused) {
+			return nil
+		}
 		return err
 	})
+	if err == nil && refused != nil {
+		err = refused
+	}
 	if err != nil {
 		j.release(p.Scope, p.EffectID, p.CallID)
-		var refused *RefusedError
-		if errors.As(err, &refused) {
-			return &refused.Effect, err
+		var re *RefusedError
+		if errors.As(err, &re) {
+			return &re.Effect, err
 		}
 		return nil, err
 	}
@@ -127,6 +136,15 @@ func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare) (*Effect, e
 			Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
 			CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
 		return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1")
+	}
+	if r.State == touba.EffectDispatched && r.owner == j.owner && r.CallID != p.CallID {
+		// Dispatched by this handle, and p.CallID now holds the claim: the
+		// call that dispatched it has ended without its outcome on disk.
+		// It is unknown, and refused or retried as unknown below.
+		if err := j.markUnknown(ctx, tx, r, now, OrphanDetail); err != nil {
+			return nil, err
+		}
+		r.State, r.owner = touba.EffectUnknown, ""
 	}
 	if refused := j.refusePrepare(r, p); refused != nil {
 		return nil, refused

@@ -70,10 +70,19 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r Resolut
 			return fmt.Errorf("resolve effect: %w", err)
 		} else if cur == nil {
 			return fmt.Errorf("resolve effect %s/%s: no such effect", scope, effectID)
-		} else if cur.State != touba.EffectUnknown {
-			return touba.Errorf(touba.EEffectNotUnknown, "effect %s/%s is %s, not unknown", scope, effectID, cur.State)
 		}
 		now := j.stamp()
+		if j.orphaned(cur) {
+			// Its call ended in this process without an outcome on disk:
+			// unknown, recorded as such before the verdict.
+			if err := j.markUnknown(ctx, tx, cur, now, OrphanDetail); err != nil {
+				return err
+			}
+			cur.State = touba.EffectUnknown
+		}
+		if cur.State != touba.EffectUnknown {
+			return touba.Errorf(touba.EEffectNotUnknown, "effect %s/%s is %s, not unknown", scope, effectID, cur.State)
+		}
 		if _, err := tx.ExecContext(ctx, `UPDATE effects SET state = ?, receipt_ref = ?, result = ?, error_code = NULL,
 			receipt_error_code = NULL, updated_at = ?, owner = NULL
 			WHERE scope = ? AND effect_id = ? AND state = 'unknown'`,

@@ -95,7 +95,7 @@ func (p *problems) manifest(m *Manifest, root *node) {
 // binding checks one binding and applies its defaults.
 func (p *problems) binding(path string, n *node) *Binding {
 	f, ok := p.object(path, n, "handler", "grants", "timeout_ms", "max_payload_bytes",
-		"secrets", "effect_contract", "compensation")
+		"secrets", "effect_contract", "compensation", "max_concurrency")
 	if !ok {
 		return nil
 	}
@@ -114,6 +114,10 @@ func (p *problems) binding(path string, n *node) *Binding {
 	if t, ok := f["timeout_ms"]; ok {
 		v, _ := p.integer(child(path, "timeout_ms"), t, maxMS)
 		b.TimeoutMS = int(v)
+	}
+	if c, ok := f["max_concurrency"]; ok {
+		v, _ := p.integer(child(path, "max_concurrency"), c, maxConcurrency)
+		b.MaxConcurrency = int(v)
 	}
 	if s, ok := f["max_payload_bytes"]; ok {
 		b.MaxPayloadBytes, _ = p.integer(child(path, "max_payload_bytes"), s, 1<<62)

@@ -42,6 +42,7 @@ var KnownGrants = []string{GrantEnv, GrantFilesystem, GrantNetwork}
 // Defaults applied when a field is absent.
 const (
 	DefaultTimeoutMS         = 30000
+	maxConcurrency           = 10000
 	DefaultMaxPayloadBytes   = 1048576
 	DefaultWebhookTimeoutSec = 10
 	DefaultMaxInFlight       = 16
@@ -69,6 +70,9 @@ type Binding struct {
 	Secrets         map[string]secret.Ref `json:"secrets,omitempty"` // env var name -> reference; never nil
 	EffectContract  EffectContract        `json:"effect_contract"`
 	Compensation    *Compensation         `json:"compensation,omitempty"`
+	// MaxConcurrency bounds the calls of the binding in flight at once
+	// across the daemon's workers; 0 is no bound.
+	MaxConcurrency int `json:"max_concurrency,omitempty"`
 }
 
 // Handler says how a binding is called. Which fields are set depends on Kind.

@@ -95,8 +95,15 @@ func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery
 	// The insert is the identity decision: the partial unique index refuses
 	// a second entry for (trigger_ref, event_id), so a new delivery costs
 	// one statement and a known one two.
+	held := false
+	if d.ConcKey != "" && d.ConcMax > 0 {
+		var err error
+		if held, err = heldAtEnqueue(ctx, tx, d.TriggerRef, d.ConcKey, d.ConcMax); err != nil {
+			return Result{}, nil, err
+		}
+	}
 	res, err := tx.ExecContext(ctx, qInsert, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, headers,
-		d.RemoteAddr, touba.FormatTime(d.ReceivedAt), q.now())
+		d.RemoteAddr, touba.FormatTime(d.ReceivedAt), q.now(), d.TraceParent, d.ConcKey, d.ConcMax, held)
 	if err != nil {
 		return Result{}, nil, err
 	}
@@ -126,8 +133,9 @@ func (q *Queue) onBatch(_ int, _ time.Duration, err error) {
 
 const (
 	qInsert = `INSERT INTO entries
-		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)
+		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at, traceparent,
+		 conc_key, conc_max, held)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULLIF(?, ''), ?, ?)
 		ON CONFLICT (trigger_ref, event_id) WHERE event_id != '' DO NOTHING`
 	qFind = `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`
 )

@@ -34,7 +34,8 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	err := sqlitex.InTx(context.WithoutCancel(ctx), q.db.Write, func(tx *sql.Tx) error {
 		out = out[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE entries SET status = 'running', attempts = attempts + 1, updated_at = ?
-			WHERE queue_id IN (SELECT queue_id FROM entries WHERE status = 'pending' AND (not_before IS NULL OR not_before <= ?)
+			WHERE queue_id IN (SELECT queue_id FROM entries e WHERE status = 'pending' AND held = 0
+			                     AND (not_before IS NULL OR not_before <= ?)
 			                   ORDER BY queue_id LIMIT ?)
 			RETURNING `+entryColumns, now, now, n)
 		if err != nil {
@@ -65,7 +66,7 @@ func (q *Queue) Finish(ctx context.Context, queueID, status, code, message strin
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
-	return q.transition(queueID, 0, `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+	return q.finishAndRelease(queueID, status, `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
 		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running'`, status, code, message, q.now(), queueID)
 }
 
@@ -126,6 +127,9 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0,
 				updated_at = ? WHERE queue_id = ?`, q.now(), id); err != nil {
+				return err
+			}
+			if err := reholdKey(ctx, tx, id); err != nil {
 				return err
 			}
 			out = append(out, ReplayResult{QueueID: id, From: st})

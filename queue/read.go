@@ -12,7 +12,7 @@ import (
 )
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
-	status, attempts, COALESCE(error_code, ''), updated_at`
+	status, attempts, COALESCE(error_code, ''), updated_at, traceparent, COALESCE(conc_key, ''), conc_max, held`
 
 type scanner interface{ Scan(...any) error }
 
@@ -20,7 +20,7 @@ func scanEntry(s scanner) (*touba.Delivery, error) {
 	var d touba.Delivery
 	var hdr, recv, upd string
 	if err := s.Scan(&d.QueueID, &d.TriggerRef, &d.EventID, &d.Digest, &d.Body, &hdr, &d.RemoteAddr, &recv,
-		&d.Status, &d.Attempts, &d.ErrorCode, &upd); err != nil {
+		&d.Status, &d.Attempts, &d.ErrorCode, &upd, &d.TraceParent, &d.ConcKey, &d.ConcMax, &d.Held); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(hdr), &d.Headers); err != nil {
@@ -57,6 +57,9 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
 	}
 	if f.TriggerRef != "" {
 		where, args = append(where, "trigger_ref = ?"), append(args, f.TriggerRef)
+	}
+	if f.Held {
+		where = append(where, "status = 'pending' AND held = 1")
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100

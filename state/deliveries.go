@@ -2,9 +2,7 @@ package state
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
@@ -14,9 +12,16 @@ import (
 // Delivery is one row of the delivery log.
 type Delivery = touba.LoggedDelivery
 
-// Log queues one row for the writer without waiting. When the buffer is
-// full the row is dropped and counted: acceptance must never wait on the
-// log (SPEC §6).
+// waiting is a row in the buffer, with the bytes it holds there.
+type waiting struct {
+	*Delivery
+	held int64
+}
+
+// Log queues one row for the writer without waiting. The fields a sender
+// controls are cut to their caps first (limits.go). When the buffer is
+// full, in rows or in bytes, the row is dropped and counted: acceptance
+// must never wait on the log (SPEC §6).
 func (s *State) Log(d *Delivery) {
 	if d.DeliveryID == "" {
 		d.DeliveryID = uuidv7.New()
@@ -24,33 +29,38 @@ func (s *State) Log(d *Delivery) {
 	if d.At.IsZero() {
 		d.At = s.opts.Now()
 	}
-	// Rows waiting in the buffer hold their bodies in memory: past a cap
-	// the row is still logged, without its body.
-	held := int64(0)
-	if d.BodyStored && len(d.Body) > 0 {
-		held = int64(len(d.Body))
-		if s.buffered.Add(held) > maxBufferedBodyBytes {
-			s.buffered.Add(-held)
-			held, d.Body, d.BodyStored = 0, nil, false
+	trim(d)
+	if !d.BodyStored {
+		d.Body = nil
+	}
+	// Rows waiting in the buffer hold memory: past the byte cap a row is
+	// still logged without its body if that fits, else dropped.
+	w := &waiting{Delivery: d, held: heldBytes(d) + int64(len(d.Body))}
+	if n := s.buffered.Add(w.held); n > s.opts.LogBufferBytes {
+		body := int64(len(d.Body))
+		if body == 0 || n-body > s.opts.LogBufferBytes {
+			s.buffered.Add(-w.held)
+			s.dropped.Add(1)
+			return
 		}
+		s.buffered.Add(-body)
+		w.held -= body
+		d.Body, d.BodyStored = nil, false
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.closed {
-		s.buffered.Add(-held)
+		s.buffered.Add(-w.held)
 		s.dropped.Add(1)
 		return
 	}
 	select {
-	case s.rows <- d:
+	case s.rows <- w:
 	default:
-		s.buffered.Add(-held)
+		s.buffered.Add(-w.held)
 		s.dropped.Add(1)
 	}
 }
-
-// maxBufferedBodyBytes bounds the bodies of rows waiting to be written.
-const maxBufferedBodyBytes = 64 << 20
 
 // Flush waits until every row logged before the call is written.
 func (s *State) Flush(ctx context.Context) error {
@@ -68,63 +78,23 @@ func (s *State) Flush(ctx context.Context) error {
 	}
 }
 
-const maxLogBatch = 2048
+// A write transaction takes at most this many rows or bytes, so that one
+// commit (and the WAL it grows) stays small even under a flood.
+const (
+	maxLogBatch      = 2048
+	maxLogBatchBytes = 4 << 20
+)
 
-func (s *State) logWriter() {
-	defer close(s.done)
-	tick := time.NewTicker(s.opts.PruneEvery)
-	defer tick.Stop()
-	batch := make([]*Delivery, 0, maxLogBatch)
-	var ack chan struct{}
-	for {
-		batch, ack = batch[:0], nil
-		select {
-		case d, ok := <-s.rows:
-			if !ok {
-				return
-			}
-			batch = append(batch, d)
-		case ack = <-s.flushes:
-		case <-tick.C:
-			s.prune()
-			continue
-		}
-	drain:
-		for len(batch) < maxLogBatch || ack != nil {
-			select {
-			case d, ok := <-s.rows:
-				if !ok {
-					break drain
-				}
-				batch = append(batch, d)
-				if len(batch) >= maxLogBatch {
-					s.write(batch)
-					batch = batch[:0]
-				}
-			default:
-				break drain
-			}
-		}
-		s.write(batch)
-		if ack != nil {
-			close(ack)
-		}
-	}
-}
-
-func (s *State) write(batch []*Delivery) {
+func (s *State) write(batch []*waiting) {
 	if len(batch) == 0 {
 		return
 	}
 	ctx := context.Background()
-	var bodyBytes int64
-	err := sqlitex.InTx(ctx, s.db.Write, func(tx *sql.Tx) error {
-		ins, err := tx.PrepareContext(ctx, `INSERT INTO deliveries (delivery_id, at, trigger_ref, event_id, digest,
-			status_code, error_code, queue_id, remote_addr, headers, body) VALUES (?,?,?,?,?,?,?,?,?,?,?)`)
-		if err != nil {
-			return err
-		}
-		defer ins.Close()
+	t, ageDone := s.totals, false
+	// Through the file's commit engine: a batch of the log is one operation
+	// among the run checkpoints'.
+	err := s.w.Do(ctx, func(ctx context.Context, tx *sqlitex.Tx) error {
+		var err error
 		for _, d := range batch {
 			hdr, _ := json.Marshal(d.Headers)
 			if d.Headers == nil {
@@ -136,25 +106,40 @@ func (s *State) write(batch []*Delivery) {
 				if d.Body == nil {
 					body = []byte{}
 				}
-				bodyBytes += int64(len(d.Body))
+				t.body += int64(len(d.Body))
 			}
-			if _, err := ins.ExecContext(ctx, d.DeliveryID, touba.FormatTime(d.At), d.TriggerRef, d.EventID, d.Digest,
-				d.StatusCode, d.ErrorCode, d.QueueID, d.RemoteAddr, string(hdr), body); err != nil {
+			at := touba.FormatTime(d.At)
+			size := storedSize(d.Delivery, at, hdr)
+			if _, err := tx.ExecContext(ctx, qInsertLog, d.DeliveryID, at, d.TriggerRef, d.EventID, d.Digest,
+				d.StatusCode, d.ErrorCode, d.QueueID, d.RemoteAddr, string(hdr), body, size); err != nil {
+				return err
+			}
+			t.rows++
+			t.bytes += size
+		}
+		// Make room in the same transaction: a flood's inserts and the
+		// pruning they call for go in step, in small batches.
+		if s.pruneDue(t) {
+			if t, ageDone, err = s.pruneStep(ctx, tx, t, 2*len(batch)); err != nil {
 				return err
 			}
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE log_meta SET value = value + ? WHERE key = 'body_bytes'`, bodyBytes)
-		return err
+		return t.save(ctx, tx)
 	})
 	for _, d := range batch {
-		if d.BodyStored {
-			s.buffered.Add(-int64(len(d.Body)))
-		}
+		s.buffered.Add(-d.held)
 	}
 	if err != nil {
 		s.dropped.Add(int64(len(batch)))
 		s.opts.Log.Error().Err(err).Int("rows", len(batch)).Msg("delivery log write failed")
 		return
 	}
+	s.totals = t
+	if ageDone {
+		s.ageDue = false
+	}
 	s.written.Add(int64(len(batch)))
 }
+
+const qInsertLog = `INSERT INTO deliveries (delivery_id, at, trigger_ref, event_id, digest,
+	status_code, error_code, queue_id, remote_addr, headers, body, size) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`

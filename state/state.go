@@ -1,8 +1,10 @@
 // Package state is the state file: run checkpoints (step outputs and run
 // status) and the delivery log of every request that did not create a queue
-// entry. Log rows are written in batches by one goroutine and bounded in
-// count, age and stored body bytes, so a flood of bad requests neither
-// slows acceptance nor fills the disk.
+// entry. Log rows are cut to fixed caps before they are buffered, buffered
+// within a byte bound, written in batches by one goroutine and bounded on
+// disk in count, age, bytes (every column) and stored body bytes, so a
+// flood of bad requests neither slows acceptance nor fills the memory or
+// the disk.
 package state
 
 import (
@@ -28,7 +30,9 @@ type Options struct {
 	LogMaxRows      int64         // default 1,000,000
 	LogMaxAge       time.Duration // default 168h
 	LogMaxBodyBytes int64         // default 256 MiB
+	LogMaxBytes     int64         // every column of every row; default 1 GiB
 	LogBuffer       int           // rows waiting to be written; default 65536
+	LogBufferBytes  int64         // bytes those rows hold (bodies included); default 64 MiB
 	PruneEvery      time.Duration // default 30s
 	Now             func() time.Time
 	Log             zerolog.Logger
@@ -40,15 +44,23 @@ type State struct {
 	opts Options
 	w    *sqlitex.Writer // run checkpoints, group-committed
 
-	rows    chan *Delivery
+	rows    chan *waiting
 	mu      sync.RWMutex
 	closed  bool
 	done    chan struct{}
 	flushes chan chan struct{}
+	prunes  chan chan error
 
 	written  atomic.Int64
 	dropped  atomic.Int64
-	buffered atomic.Int64 // body bytes of rows waiting in the buffer
+	buffered atomic.Int64 // bytes held by rows waiting for the writer (heldBytes + body)
+
+	// Owned by the writer goroutine: the table's totals as committed, and
+	// whether an age check is due, and whether the last prune failed (no
+	// more tries until the next tick).
+	totals      logTotals
+	ageDue      bool
+	pruneFailed bool
 }
 
 // Open opens or creates the state file and starts the log writer.
@@ -61,6 +73,12 @@ func Open(ctx context.Context, path string, opts Options) (*State, error) {
 	}
 	if opts.LogMaxBodyBytes <= 0 {
 		opts.LogMaxBodyBytes = 256 << 20
+	}
+	if opts.LogMaxBytes <= 0 {
+		opts.LogMaxBytes = 1 << 30
+	}
+	if opts.LogBufferBytes <= 0 {
+		opts.LogBufferBytes = 64 << 20
 	}
 	if opts.LogBuffer <= 0 {
 		opts.LogBuffer = 65536
@@ -79,9 +97,13 @@ func Open(ctx context.Context, path string, opts Options) (*State, error) {
 		db.Close()
 		return nil, fmt.Errorf("state: %w", err)
 	}
-	s := &State{db: db, opts: opts, rows: make(chan *Delivery, opts.LogBuffer),
-		done: make(chan struct{}), flushes: make(chan chan struct{})}
-	if s.w, err = sqlitex.NewWriter(ctx, db.Write, []string{qInsertRun, qSaveStep}, commit.Options{}); err != nil {
+	s := &State{db: db, opts: opts, rows: make(chan *waiting, opts.LogBuffer),
+		done: make(chan struct{}), flushes: make(chan chan struct{}), prunes: make(chan chan error)}
+	if s.totals, err = loadTotals(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	if s.w, err = sqlitex.NewWriter(ctx, db.Write, []string{qInsertRun, qSaveStep, qInsertLog}, commit.Options{}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("state: %w", err)
 	}

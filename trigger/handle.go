@@ -16,6 +16,7 @@ import (
 	"github.com/touba/touba-trigger/internal/httpjson"
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/tracing"
 )
 
 // request is what intake learned of one request so far; it becomes the
@@ -32,8 +33,8 @@ type request struct {
 }
 
 // Serve handles POST /triggers/<name>. Checks run in the order of SPEC
-// §3.1: method (by the router), trigger, size, event id, signature, then
-// identity.
+// §3.1: method (by the router), trigger, source address, rate limit, size,
+// event id, signature, filter, then identity.
 func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	req := &request{at: in.now(), triggerRef: "trigger:" + name}
 	if in.draining.Load() {
@@ -47,14 +48,17 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	req.known = true
+	if !in.admit(w, r, req, cfg, t) {
+		return
+	}
 	max := t.Source.MaxBodyBytes
 	if r.ContentLength > max {
-		in.reject(w, r, req, touba.ETriggerPayloadTooLarge, fmt.Sprintf("body of %d bytes is over %d", r.ContentLength, max), "")
+		in.tooLarge(w, r, req, fmt.Sprintf("body of %d bytes is over %d", r.ContentLength, max))
 		return
 	}
 	body, err := readBody(r, max)
 	if errors.Is(err, errTooLarge) {
-		in.reject(w, r, req, touba.ETriggerPayloadTooLarge, fmt.Sprintf("body is over %d bytes", max), "")
+		in.tooLarge(w, r, req, fmt.Sprintf("body is over %d bytes", max))
 		return
 	} else if err != nil {
 		// The client went away or sent a broken body: nothing to enqueue.
@@ -79,9 +83,13 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		}
 	}
 	req.verified = true
+	if in.filterOut(w, r, req, t) {
+		return
+	}
 
 	d := &touba.Delivery{TriggerRef: t.Ref, EventID: id, Digest: req.digest, Body: body,
-		Headers: req.headers, ReceivedAt: req.at, RemoteAddr: r.RemoteAddr}
+		Headers: req.headers, ReceivedAt: req.at, RemoteAddr: r.RemoteAddr, TraceParent: tracing.TraceParent(r.Context())}
+	t.SetConcurrencyKey(d)
 	res, err := in.Queue.Enqueue(r.Context(), d)
 	if err != nil {
 		msg := "queue unavailable, retry later"
@@ -99,7 +107,9 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		}
 		httpjson.Write(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeEnqueued})
 		in.observe(t.Ref, touba.IntakeEnqueued, http.StatusAccepted)
-		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", id).Str("queue_id", res.QueueID).Msg("delivery enqueued")
+		annotate(r, req, touba.IntakeEnqueued, res.QueueID)
+		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", id).Str("queue_id", res.QueueID).
+			Ctx(r.Context()).Msg("delivery enqueued")
 		return
 	}
 	switch dedupe.Decide(res.Digest, res.Status, req.digest) {
@@ -107,6 +117,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		httpjson.Write(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeDuplicate})
 		in.record(r, req, http.StatusAccepted, "", res.QueueID)
 		in.observe(t.Ref, touba.IntakeDuplicate, http.StatusAccepted)
+		annotate(r, req, touba.IntakeDuplicate, res.QueueID)
 	case dedupe.Conflict:
 		in.reject(w, r, req, touba.ETriggerEventPayloadConflict,
 			"event id already bound to a different body", res.QueueID)
@@ -127,8 +138,9 @@ func (in *Intake) reject(w http.ResponseWriter, r *http.Request, req *request, c
 		label = req.triggerRef
 	}
 	in.observe(label, code, status)
+	annotate(r, req, code, queueID)
 	in.Logger.Debug().Str("trigger_ref", req.triggerRef).Str("event_id", req.eventID).Str("queue_id", queueID).
-		Str("code", code).Int("status", status).Msg("delivery rejected")
+		Str("code", code).Int("status", status).Ctx(r.Context()).Msg("delivery rejected")
 }
 
 func (in *Intake) record(r *http.Request, req *request, status int, code, queueID string) {

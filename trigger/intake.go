@@ -3,6 +3,7 @@ package trigger
 import (
 	"context"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,8 @@ type Config struct {
 	Program   *Program
 	Verifiers map[string]Verifier
 	Secrets   *secret.Set // header values holding one are not kept
+
+	limits map[string]*limiter // rate limits by trigger ref, set by SetConfig
 }
 
 // Intake is the HTTP ingestion handler of SPEC §3.1.
@@ -49,13 +52,26 @@ type Intake struct {
 	// Observe, when set, sees every answer (for metrics).
 	Observe func(triggerRef, code string, status int)
 	Logger  zerolog.Logger
+	// TrustedProxies are the peers whose X-Forwarded-For is believed
+	// (--trusted-proxies); set before serving.
+	TrustedProxies []netip.Prefix
 
-	config   atomic.Pointer[Config]
-	draining atomic.Bool
+	config    atomic.Pointer[Config]
+	draining  atomic.Bool
+	lingering atomic.Int32 // 413s discarding the rest of their body (intake_linger.go)
 }
 
-// SetConfig installs the program to serve; safe while serving.
-func (in *Intake) SetConfig(c *Config) { in.config.Store(c) }
+// SetConfig installs the program to serve; safe while serving. Rate
+// limit buckets of triggers whose limit did not change are carried over
+// from the configuration served until now.
+func (in *Intake) SetConfig(c *Config) {
+	var old map[string]*limiter
+	if prev := in.config.Load(); prev != nil {
+		old = prev.limits
+	}
+	c.limits = limiters(c.Program, old)
+	in.config.Store(c)
+}
 
 // Drain makes every new request answer 503 from now on.
 func (in *Intake) Drain() { in.draining.Store(true) }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
+	"net/netip"
 	"os"
 	"regexp"
 	"slices"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/verify"
 )
 
 // AIRVersion is the only program format this build reads.
@@ -54,6 +57,10 @@ type Trigger struct {
 	Source Source
 	Steps  []Step
 	Retry  Retry
+	// Filter, when set, must all hold for a verified delivery to be
+	// enqueued (flow.go).
+	Filter      []Condition
+	Concurrency *Concurrency
 }
 
 // Source says how deliveries of a trigger are read and verified.
@@ -62,6 +69,8 @@ type Source struct {
 	EventID      EventIDSource
 	MaxBodyBytes int64
 	Verify       *Verify
+	AllowFrom    []netip.Prefix // empty: every address
+	RateLimit    *RateLimit
 }
 
 // EventIDSource names where the event id comes from: exactly one field set.
@@ -187,7 +196,7 @@ func ParseProgram(path string, data []byte) (*Program, error) {
 }
 
 func (w walker) trigger(path string, raw json.RawMessage) (*Trigger, error) {
-	m, err := w.object(path, raw, []string{"ref", "source", "steps", "retry"}, "ref", "source", "steps")
+	m, err := w.object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency"}, "ref", "source", "steps")
 	if err != nil {
 		return nil, err
 	}
@@ -210,6 +219,9 @@ func (w walker) trigger(path string, raw json.RawMessage) (*Trigger, error) {
 		if t.Retry, err = w.retry(path+".retry", r); err != nil {
 			return nil, err
 		}
+	}
+	if err := w.flow(path, m, t); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -334,4 +346,24 @@ func (w walker) refs(path string, raw json.RawMessage, earlier map[string]bool) 
 		return nil
 	}
 	return walk(path, v)
+}
+
+// UnsignedEventID says, for a verified trigger whose signature does not
+// cover its event id, why a captured request can be replayed: sent again
+// with a fresh id in an unsigned header, it passes verification and is a
+// new event, so deduplication does not stop it (only the scheme's
+// timestamp tolerance does, where it has one). It returns "" when the id
+// is signed (read from the signed body, or Standard Webhooks' webhook-id)
+// or the trigger is not verified at all.
+func (t *Trigger) UnsignedEventID() string {
+	v, id := t.Source.Verify, t.Source.EventID
+	if v == nil || id.Header == "" {
+		return ""
+	}
+	if v.Scheme == verify.SchemeStandardWebhooks && http.CanonicalHeaderKey(id.Header) == verify.StandardIDHeader {
+		return ""
+	}
+	return fmt.Sprintf("the %s signature does not cover the event id header %s: a captured request re-sent with a fresh id "+
+		"passes verification as a new event; read the id from the signed body (event_id.json_pointer) if the sender puts it there",
+		v.Scheme, id.Header)
 }

@@ -167,7 +167,7 @@ func TestParseProgram_EventIDDefaults(t *testing.T) {
 	}{
 		{"no verify", okSource, trigger.EventIDSource{Header: "X-Touba-Event-Id"}},
 		{"hmac-sha256", verifySource("hmac-sha256", ""), trigger.EventIDSource{Header: "X-Touba-Event-Id"}},
-		{"slack", verifySource("slack", ""), trigger.EventIDSource{Header: "X-Touba-Event-Id"}},
+		{"slack", verifySource("slack", ""), trigger.EventIDSource{JSONPointer: "/event_id"}},
 		{"standard-webhooks", verifySource("standard-webhooks", ""), trigger.EventIDSource{Header: "Webhook-Id"}},
 		{"stripe", verifySource("stripe", ""), trigger.EventIDSource{JSONPointer: "/id"}},
 		{"github", verifySource("github", ""), trigger.EventIDSource{Header: "X-Github-Delivery"}},
@@ -180,6 +180,33 @@ func TestParseProgram_EventIDDefaults(t *testing.T) {
 			p := MustParse(t, withSource(tt.source))
 			if got := p.Triggers[0].Source.EventID; got != tt.want {
 				t.Fatalf("EventID=%+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A verified trigger whose event id comes from a header the signature
+// does not cover is named replayable; one whose id is signed is not.
+func TestUnsignedEventID(t *testing.T) {
+	for _, tt := range []struct {
+		name, source string
+		warn         bool
+	}{
+		{"no verify", okSource, false},
+		{"github default", verifySource("github", ""), true},
+		{"github body id", verifySource("github", `{"json_pointer":"/hook/id"}`), false},
+		{"hmac-sha256 default header", verifySource("hmac-sha256", ""), true},
+		{"hmac-sha256 body id", verifySource("hmac-sha256", `{"json_pointer":"/id"}`), false},
+		{"standard-webhooks default", verifySource("standard-webhooks", ""), false},
+		{"standard-webhooks other header", verifySource("standard-webhooks", `{"header":"x-request-id"}`), true},
+		{"stripe default", verifySource("stripe", ""), false},
+		{"stripe header", verifySource("stripe", `{"header":"x-request-id"}`), true},
+		{"slack default", verifySource("slack", ""), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			why := MustParse(t, withSource(tt.source)).Triggers[0].UnsignedEventID()
+			if (why != "") != tt.warn {
+				t.Fatalf("UnsignedEventID=%q, want a warning: %v", why, tt.warn)
 			}
 		})
 	}

@@ -11,7 +11,7 @@ import (
 
 func (w walker) source(path string, raw json.RawMessage) (Source, error) {
 	s := Source{MaxBodyBytes: DefaultMaxBodyBytes}
-	m, err := w.object(path, raw, []string{"kind", "event_id", "max_body_bytes", "verify"}, "kind")
+	m, err := w.object(path, raw, []string{"kind", "event_id", "max_body_bytes", "verify", "allow_from", "rate_limit"}, "kind")
 	if err != nil {
 		return s, err
 	}
@@ -23,6 +23,16 @@ func (w walker) source(path string, raw json.RawMessage) (Source, error) {
 	}
 	if v, ok := m["max_body_bytes"]; ok {
 		if s.MaxBodyBytes, err = w.integer(path+".max_body_bytes", v, 1, maxBodyBytesUpperBound); err != nil {
+			return s, err
+		}
+	}
+	if v, ok := m["allow_from"]; ok {
+		if s.AllowFrom, err = w.allowFrom(path+".allow_from", v); err != nil {
+			return s, err
+		}
+	}
+	if v, ok := m["rate_limit"]; ok {
+		if s.RateLimit, err = w.rateLimit(path+".rate_limit", v); err != nil {
 			return s, err
 		}
 	}
@@ -74,6 +84,9 @@ func defaultEventID(v *Verify) EventIDSource {
 			return EventIDSource{JSONPointer: "/id"}
 		case verify.SchemeGitHub:
 			return EventIDSource{Header: "X-Github-Delivery"}
+		case verify.SchemeSlack:
+			// Slack's Events API carries its id in the signed body.
+			return EventIDSource{JSONPointer: "/event_id"}
 		}
 	}
 	return EventIDSource{Header: http.CanonicalHeaderKey(DefaultEventIDHeader)}

@@ -17,7 +17,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError{fmt.Errorf("check takes one PROGRAM file, got %d", len(pos))}
+		return usageError{err: fmt.Errorf("check takes one PROGRAM file, got %d", len(pos))}
 	}
 	c, err := loadConfig(pos[0], *manifestPath)
 	if err != nil {
@@ -35,6 +35,14 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  event_id=%s  steps=%d\n",
 			t.Ref, t.Name, scheme, id, len(t.Steps))
+		for _, line := range flowSummary(t) {
+			fmt.Fprintf(stdout, "    %s\n", line)
+		}
+	}
+	for _, t := range c.program.Triggers {
+		if why := t.UnsignedEventID(); why != "" {
+			fmt.Fprintf(stdout, "warning: %s: %s\n", t.Ref, why)
+		}
 	}
 	refs := slices.Sorted(maps.Keys(c.manifest.Bindings))
 	fmt.Fprintf(stdout, "manifest %s: %d binding(s)\n", c.manifest.Path, len(refs))
@@ -44,7 +52,11 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		if b.EffectContract.RetryMode != "" {
 			mode += "/" + b.EffectContract.RetryMode
 		}
-		fmt.Fprintf(stdout, "  %s  %s  effect=%s\n", ref, b.Handler.Kind, mode)
+		limit := ""
+		if b.MaxConcurrency > 0 {
+			limit = fmt.Sprintf("  max_concurrency=%d", b.MaxConcurrency)
+		}
+		fmt.Fprintf(stdout, "  %s  %s  effect=%s%s\n", ref, b.Handler.Kind, mode, limit)
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil

@@ -95,7 +95,7 @@ func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (s *session, 
 	// Never create files an operator only meant to look at.
 	for _, p := range []string{f.queue, f.state} {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("no daemon answers on %s and %w; give --admin-socket, or --queue, --state and --effect-journal", f.adminSocket, err)
+			return nil, touba.Errorf(touba.EDaemonUnavailable, "no daemon answers on %s and %v; give --admin-socket, or --queue, --state and --effect-journal", f.adminSocket, err)
 		}
 	}
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
@@ -174,6 +174,11 @@ func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (s *session, 
 			_, ok := cfg.program.Lookup(strings.TrimPrefix(ref, "trigger:"))
 			return ok
 		}
+		svc.Keyed = func(e *touba.Delivery) {
+			if t, ok := cfg.program.Lookup(strings.TrimPrefix(e.TriggerRef, "trigger:")); ok {
+				t.SetConcurrencyKey(e)
+			}
+		}
 	}
 	who := fmt.Sprintf("uid %d pid %d (files, no daemon)", os.Getuid(), os.Getpid())
 	if u, err := user.Current(); err == nil {
@@ -204,12 +209,12 @@ func withSession(ctx context.Context, f *cliFlags, stderr io.Writer, fn func(ctx
 // subcommand splits "queue ls ..." into the verb and its arguments.
 func subcommand(group string, args []string, verbs ...string) (string, []string, error) {
 	if len(args) == 0 {
-		return "", nil, usageError{fmt.Errorf("%s needs one of: %v", group, verbs)}
+		return "", nil, usageError{err: fmt.Errorf("%s needs one of: %v", group, verbs)}
 	}
 	for _, v := range verbs {
 		if args[0] == v {
 			return v, args[1:], nil
 		}
 	}
-	return "", nil, usageError{fmt.Errorf("%s %s: unknown; want one of %v", group, args[0], verbs)}
+	return "", nil, usageError{err: fmt.Errorf("%s %s: unknown; want one of %v", group, args[0], verbs)}
 }

@@ -25,10 +25,10 @@ type config struct {
 // that cannot be resolved.
 func loadConfig(programPath, manifestPath string) (*config, error) {
 	if programPath == "" {
-		return nil, usageError{fmt.Errorf("a PROGRAM file is required")}
+		return nil, usageError{err: fmt.Errorf("a PROGRAM file is required")}
 	}
 	if manifestPath == "" {
-		return nil, usageError{fmt.Errorf("--manifest is required")}
+		return nil, usageError{err: fmt.Errorf("--manifest is required")}
 	}
 	p, err := trigger.LoadProgram(programPath)
 	if err != nil {
@@ -60,5 +60,5 @@ func configErr(err error) error {
 	if touba.ErrorCode(err) == touba.ECONFIG {
 		return err
 	}
-	return usageError{err}
+	return usageError{err: err}
 }

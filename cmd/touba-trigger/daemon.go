@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 	"github.com/touba/touba-trigger/metrics"
 	"github.com/touba/touba-trigger/queue"
 	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -35,6 +35,7 @@ type daemon struct {
 	programPath string
 	log         zerolog.Logger
 	notify      *notifier
+	tracing     *tracing.Tracing
 
 	metrics  *metrics.Metrics
 	stubs    *dispatcher.Stubs
@@ -54,7 +55,8 @@ type daemon struct {
 	stopping            atomic.Bool
 	serveErr            chan error
 
-	bgCancel context.CancelFunc // retention, watchdog, reload
+	bgCancel context.CancelFunc           // retention, watchdog, reload
+	health   atomic.Pointer[admin.Health] // the last readiness check, for /readyz and the admin socket
 	bg       sync.WaitGroup
 
 	closers   []func() error // run in reverse by close
@@ -77,6 +79,11 @@ func (d *daemon) open(ctx context.Context) error {
 	}
 	d.current.Store(dcfg)
 	d.secrets = cfg.secrets
+	for _, t := range cfg.program.Triggers {
+		if why := t.UnsignedEventID(); why != "" {
+			log.Warn().Str("trigger_ref", t.Ref).Str("reason", why).Msg("replayable: the signature does not cover the event id")
+		}
+	}
 	d.metrics = metrics.New()
 
 	if f.journal != "" {
@@ -120,7 +127,7 @@ func (d *daemon) open(ctx context.Context) error {
 		log.Warn().Int64("entries", n).Msg("entries left running by a crash are pending again")
 	}
 	d.st, err = state.Open(ctx, f.state, state.Options{LogMaxRows: f.logMaxRows, LogMaxAge: f.logMaxAge,
-		LogMaxBodyBytes: f.logMaxBodyBytes, Log: log.With().Str("component", "deliverylog").Logger()})
+		LogMaxBodyBytes: f.logMaxBodyBytes, LogMaxBytes: f.logMaxBytes, Log: log.With().Str("component", "deliverylog").Logger()})
 	if err != nil {
 		return err
 	}
@@ -130,9 +137,15 @@ func (d *daemon) open(ctx context.Context) error {
 		jm = d.jr
 	}
 	d.metrics.WatchFiles(d.q, jm, d.st)
+	d.metrics.WatchFlow(d.q.HeldKeys, func() int64 {
+		if disp := d.disp; disp != nil {
+			return disp.WaitingForSlot()
+		}
+		return 0
+	})
 
 	d.intake = &trigger.Intake{Queue: d.q, Log: d.st, Logger: log.With().Str("component", "intake").Logger(),
-		Observe: d.metrics.ObserveDelivery}
+		Observe: d.metrics.ObserveDelivery, TrustedProxies: f.trustedProxies}
 	d.intake.SetConfig(cfg.intake)
 	return nil
 }
@@ -147,7 +160,8 @@ func (d *daemon) start(ctx context.Context) error {
 			j = d.jr
 		}
 		d.disp = dispatcher.New(d.q, d.st, j, d.current.Load(), dispatcher.Options{Workers: f.workers,
-			Log: log.With().Str("component", "dispatcher").Logger(), Observe: d.metrics.ObserveCall})
+			Log: log.With().Str("component", "dispatcher").Logger(), Observe: d.metrics.ObserveCall,
+			Tracing: d.tracing})
 		d.intake.Enqueued = d.disp.Notify
 	}
 	if f.adminSocket != "" {
@@ -199,11 +213,14 @@ func (d *daemon) start(ctx context.Context) error {
 	}
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	d.bgCancel = cancel
+	// The first health check before the first /readyz; then in the
+	// background (runHealth).
+	d.health.Store(d.checkHealth(ctx))
 	d.background(bgCtx)
 	d.serveErr = make(chan error, 2)
 	d.conns = newConnTracker(ln)
 	d.httpSrv = &http.Server{
-		Handler:           d.intake.Router(d.ready),
+		Handler:           d.tracing.Middleware(d.intake.Router(d.ready)),
 		ConnState:         d.conns.ConnState,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,
@@ -248,6 +265,11 @@ func (d *daemon) background(ctx context.Context) {
 			d.notify.runWatchdog(ctx, every, d.alive, log)
 		}()
 	}
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		d.runHealth(ctx)
+	}()
 	// Registered before the daemon says it listens: SIGHUP's default
 	// action would end the process.
 	hup := make(chan os.Signal, 1)
@@ -269,39 +291,6 @@ func (d *daemon) alive(ctx context.Context) error {
 	return nil
 }
 
-// ready is /readyz beyond draining: not stopping, files answering.
-func (d *daemon) ready(ctx context.Context) error {
-	if d.stopping.Load() {
-		return errors.New("stopping")
-	}
-	if err := d.q.Ping(ctx); err != nil {
-		return fmt.Errorf("queue: %w", err)
-	}
-	for _, path := range []string{d.f.queue, d.f.state, d.f.journal} {
-		if path == "" {
-			continue
-		}
-		var fs syscall.Statfs_t
-		if err := syscall.Statfs(filepath.Dir(path), &fs); err != nil {
-			return fmt.Errorf("disk of %s: %w", path, err)
-		}
-		if free := fs.Bavail * uint64(fs.Bsize); free < minFreeBytes {
-			return fmt.Errorf("disk of %s: %d bytes free, under %d", path, free, minFreeBytes)
-		}
-	}
-	if d.f.journal != "" {
-		rec, err := journal.ReadLock(d.f.journal)
-		if err != nil || rec == nil || rec.PID != os.Getpid() {
-			return fmt.Errorf("journal lock is not held by this process")
-		}
-	}
-	return nil
-}
-
-// minFreeBytes is the free space under which /readyz reports the disk
-// as not writable: a commit needs room for its WAL frames.
-const minFreeBytes = 16 << 20
-
 // wait blocks until ctx ends or a server fails.
 func (d *daemon) wait(ctx context.Context) error {
 	select {
@@ -318,9 +307,15 @@ func (d *daemon) wait(ctx context.Context) error {
 // adminService is the admin API over the daemon's own files.
 func (d *daemon) adminService() *admin.Service {
 	svc := &admin.Service{Queue: d.q, State: d.st, Log: d.log.With().Str("component", "admin").Logger(),
+		Probe: d.health.Load,
 		HasTrigger: func(ref string) bool {
 			_, ok := d.current.Load().Program.Lookup(strings.TrimPrefix(ref, "trigger:"))
 			return ok
+		},
+		Keyed: func(e *touba.Delivery) {
+			if t, ok := d.current.Load().Program.Lookup(strings.TrimPrefix(e.TriggerRef, "trigger:")); ok {
+				t.SetConcurrencyKey(e)
+			}
 		}}
 	if d.disp != nil {
 		svc.Wake = d.disp.Notify

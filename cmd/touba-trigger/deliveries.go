@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 )
 
@@ -35,10 +36,10 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if pos, err := parseCLI(fs, args, false); err != nil {
 			return err
 		} else if len(pos) > 0 {
-			return usageError{fmt.Errorf("deliveries ls takes no arguments, got %q", pos)}
+			return usageError{err: fmt.Errorf("deliveries ls takes no arguments, got %q", pos)}
 		}
 		if since < 0 {
-			return usageError{errors.New("--since must not be negative")}
+			return usageError{err: errors.New("--since must not be negative")}
 		}
 		if since > 0 {
 			flt.Since = time.Now().Add(-since)
@@ -63,7 +64,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if err != nil {
 			return err
 		} else if len(pos) != 1 {
-			return usageError{errors.New("deliveries show takes one DELIVERY_ID")}
+			return usageError{err: errors.New("deliveries show takes one DELIVERY_ID")}
 		}
 		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 			d, err := api.Delivery(ctx, pos[0])
@@ -80,7 +81,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	} else if len(pos) != 1 {
-		return usageError{errors.New("deliveries replay takes one DELIVERY_ID")}
+		return usageError{err: errors.New("deliveries replay takes one DELIVERY_ID")}
 	}
 	req.DeliveryID = pos[0]
 	return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
@@ -99,7 +100,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 			fmt.Fprintf(stdout, "%s: %s: %s\n%s\n", r.DeliveryID, r.Code, r.Message, r.Hint)
 		}
 		if err == nil && r.Status == "" {
-			err = fmt.Errorf("delivery %s not enqueued (%s)", r.DeliveryID, r.Code)
+			err = touba.Errorf(r.Code, "delivery %s not enqueued", r.DeliveryID)
 		}
 		return err
 	})

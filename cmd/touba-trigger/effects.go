@@ -33,7 +33,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if pos, err := parseCLI(fs, args, true); err != nil {
 			return err
 		} else if len(pos) > 0 {
-			return usageError{fmt.Errorf("effects ls takes no arguments, got %q", pos)}
+			return usageError{err: fmt.Errorf("effects ls takes no arguments, got %q", pos)}
 		}
 		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Effects(ctx, flt)
@@ -56,40 +56,62 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	} else if len(pos) != 2 {
-		return usageError{errors.New("effects compensate takes SCOPE EFFECT_ID")}
+		return usageError{err: errors.New("effects compensate takes SCOPE EFFECT_ID")}
 	}
 	return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 		c, err := api.Compensate(ctx, admin.CompensateRequest{Scope: pos[0], EffectID: pos[1]})
 		if err != nil || f.json {
 			if err == nil && c.State != touba.EffectApplied {
 				printJSON(stdout, c)
-				return fmt.Errorf("compensation %s is %s", c.CompensationID, c.State)
+				return compensationRefusal(c.CompensationID, c.State, c.ErrorCode)
 			}
 			return orJSON(stdout, c, err)
 		}
-		fmt.Fprintf(stdout, "compensation %s: %s (attempt %d)\n", c.CompensationID, c.State, c.Attempt)
-		if c.Already {
-			fmt.Fprintln(stdout, "it had been applied before: its journaled result is shown and no handler was called")
-		}
-		if c.ReceiptRef != "" {
-			fmt.Fprintf(stdout, "receipt   %s\n", c.ReceiptRef)
-		}
-		if len(c.Output) > 0 {
-			fmt.Fprintf(stdout, "output    %s\n", cell(string(c.Output), 400))
-		}
-		if c.ErrorCode != "" {
-			fmt.Fprintf(stdout, "error     %s\n", codeAndMessage(c.ErrorCode, c.Message))
-		}
-		fmt.Fprintf(stdout, "the original %s stays applied\n", c.EffectID)
-		if c.State != touba.EffectApplied {
-			if c.State == touba.EffectUnknown {
-				fmt.Fprintf(stdout, "find out whether it happened, then: touba-trigger effects resolve %s %s --applied --receipt-ref REF | --not-applied\n",
-					c.Scope, c.CompensationID)
-			}
-			return fmt.Errorf("compensation %s is %s", c.CompensationID, c.State)
-		}
-		return nil
+		return printCompensation(stdout, c)
 	})
+}
+
+// printCompensation shows an operator's compensation. Everything in it
+// came from a handler or an operator's argument: escaped, as every cell of
+// a table is, so a control character in a receipt or an error message
+// cannot act on the terminal.
+func printCompensation(stdout io.Writer, c *touba.Compensation) error {
+	compID := cell(c.CompensationID, 200)
+	fmt.Fprintf(stdout, "compensation %s: %s (attempt %d)\n", compID, cell(c.State, 40), c.Attempt)
+	if c.Already {
+		fmt.Fprintln(stdout, "it had been applied before: its journaled result is shown and no handler was called")
+	}
+	if c.ReceiptRef != "" {
+		fmt.Fprintf(stdout, "receipt   %s\n", cell(c.ReceiptRef, 400))
+	}
+	if len(c.Output) > 0 {
+		fmt.Fprintf(stdout, "output    %s\n", cell(string(c.Output), 400))
+	}
+	if c.ErrorCode != "" {
+		fmt.Fprintf(stdout, "error     %s\n", cell(codeAndMessage(c.ErrorCode, c.Message), 400))
+	}
+	fmt.Fprintf(stdout, "the original %s stays applied\n", cell(c.EffectID, 200))
+	if c.State != touba.EffectApplied {
+		if c.State == touba.EffectUnknown {
+			fmt.Fprintf(stdout, "find out whether it happened, then: touba-trigger effects resolve %s %s --applied --receipt-ref REF | --not-applied\n",
+				cell(c.Scope, 200), compID)
+		}
+		return compensationRefusal(c.CompensationID, c.State, c.ErrorCode)
+	}
+	return nil
+}
+
+// compensationRefusal is the error of a compensation that did not end
+// applied, under its own code: the handler's, or EffectOutcomeUnknown. The
+// printer escapes its message like every other refusal.
+func compensationRefusal(id, state, code string) error {
+	if code == "" {
+		code = touba.EEffectOutcomeUnknown
+		if state != touba.EffectUnknown {
+			code = touba.EHandlerFailed
+		}
+	}
+	return touba.Errorf(cell(code, 80), "compensation %s is %s", cell(id, 200), cell(state, 40))
 }
 
 // runResolve is `effects resolve SCOPE EFFECT_ID --applied --receipt-ref
@@ -106,16 +128,16 @@ func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []strin
 		return err
 	}
 	if len(pos) != 2 {
-		return usageError{errors.New("effects resolve takes SCOPE EFFECT_ID")}
+		return usageError{err: errors.New("effects resolve takes SCOPE EFFECT_ID")}
 	}
 	req := admin.ResolveRequest{Scope: pos[0], EffectID: pos[1], ReceiptRef: receipt}
 	switch {
 	case applied == notApplied:
-		return usageError{errors.New("give exactly one of --applied and --not-applied")}
+		return usageError{err: errors.New("give exactly one of --applied and --not-applied")}
 	case applied && receipt == "":
-		return usageError{errors.New("--applied needs --receipt-ref")}
+		return usageError{err: errors.New("--applied needs --receipt-ref")}
 	case notApplied && (receipt != "" || resultFile != ""):
-		return usageError{errors.New("--not-applied takes no --receipt-ref or --result")}
+		return usageError{err: errors.New("--not-applied takes no --receipt-ref or --result")}
 	case applied:
 		req.State = touba.EffectApplied
 	default:
@@ -124,10 +146,10 @@ func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []strin
 	if resultFile != "" {
 		b, err := os.ReadFile(resultFile)
 		if err != nil {
-			return usageError{fmt.Errorf("--result: %w", err)}
+			return usageError{err: fmt.Errorf("--result: %w", err)}
 		}
 		if !json.Valid(b) {
-			return usageError{fmt.Errorf("--result %s is not valid JSON", resultFile)}
+			return usageError{err: fmt.Errorf("--result %s is not valid JSON", resultFile)}
 		}
 		req.Result = b
 	}
@@ -136,9 +158,9 @@ func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []strin
 		if err != nil || f.json {
 			return orJSON(stdout, res, err)
 		}
-		fmt.Fprintf(stdout, "effect %s %s: %s", res.Effect.Scope, res.Effect.EffectID, res.Effect.State)
+		fmt.Fprintf(stdout, "effect %s %s: %s", cell(res.Effect.Scope, 200), cell(res.Effect.EffectID, 200), res.Effect.State)
 		if res.Effect.ReceiptRef != "" {
-			fmt.Fprintf(stdout, " (receipt %s)", res.Effect.ReceiptRef)
+			fmt.Fprintf(stdout, " (receipt %s)", cell(res.Effect.ReceiptRef, 400))
 		}
 		fmt.Fprintln(stdout)
 		if len(res.Effect.Result) > 0 {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,10 +24,21 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 // in noEnv: filters such as `effects ls --state`, whose name would read
 // another flag's variable (TOUBA_STATE is the state file).
 func parseArgs(fs *flag.FlagSet, args []string, noEnv ...string) ([]string, error) {
+	// The flag package prints its error, then the usage; the refusal line
+	// must come first, so both are held and the usage follows the line.
+	out := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	defer fs.SetOutput(out)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err}
+			if errors.Is(err, flag.ErrHelp) {
+				_, _ = out.Write(buf.Bytes())
+				return nil, err
+			}
+			_, usage, _ := strings.Cut(buf.String(), "\n")
+			return nil, usageError{err: err, usage: usage}
 		}
 		if fs.NArg() == 0 {
 			break
@@ -48,7 +61,7 @@ func parseArgs(fs *flag.FlagSet, args []string, noEnv ...string) ([]string, erro
 		name := "TOUBA_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := os.LookupEnv(name); ok {
 			if e := f.Value.Set(v); e != nil {
-				err = usageError{fmt.Errorf("%s: %w", name, e)}
+				err = usageError{err: fmt.Errorf("%s: %w", name, e)}
 			}
 		}
 	})

@@ -25,10 +25,10 @@ func runJournal(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	} else if len(pos) > 0 {
-		return usageError{fmt.Errorf("journal unlock takes no arguments, got %q", pos)}
+		return usageError{err: fmt.Errorf("journal unlock takes no arguments, got %q", pos)}
 	}
 	if *path == "" {
-		return usageError{errors.New("--effect-journal is required")}
+		return usageError{err: errors.New("--effect-journal is required")}
 	}
 	rec, err := journal.Unlock(*path)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	touba "github.com/touba/touba-trigger"
@@ -44,8 +45,7 @@ func main() {
 // process.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
+		return exitCode(usageError{err: errors.New("no command given"), usage: usageText()}, stderr)
 	}
 	var err error
 	switch args[0] {
@@ -66,15 +66,15 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		usage(stdout)
 	default:
-		fmt.Fprintf(stderr, "touba-trigger: unknown command %q\n", args[0])
-		usage(stderr)
-		return exitUsage
+		err = usageError{err: fmt.Errorf("unknown command %q", args[0]), usage: usageText()}
 	}
 	return exitCode(err, stderr)
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `usage:
+func usage(w io.Writer) { fmt.Fprint(w, usageText()) }
+
+func usageText() string {
+	return `usage:
   touba-trigger serve PROGRAM --manifest FILE [--queue FILE] [--state FILE] [--effect-journal FILE] [flags]
   touba-trigger check PROGRAM --manifest FILE
   touba-trigger version
@@ -91,32 +91,58 @@ func usage(w io.Writer) {
 The operator commands talk to the daemon on --admin-socket or, when none runs, open the files
 (--queue, --state, --effect-journal) under the journal lock; each prints a table, or JSON with --json.
 Run "touba-trigger COMMAND -h" for the flags. Every flag also reads TOUBA_<FLAG> from the environment.
-`)
+`
 }
 
-// usageError marks bad usage or configuration: exit 2.
-type usageError struct{ err error }
+// usageError marks bad usage or configuration: exit 2, code UsageInvalid
+// unless err carries its own (ConfigInvalid). usage, when set, is printed
+// after the refusal.
+type usageError struct {
+	err   error
+	usage string
+}
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
+// exitCode prints err as a refusal and returns the exit code of SPEC §3.
 func exitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	msg := err.Error()
-	var te *touba.Error
-	if errors.As(err, &te) && msg == te.Error() {
-		// A coded error alone reads better as "Code: message".
-		msg = te.Code + ": " + te.Message
-	}
-	fmt.Fprintln(stderr, "touba-trigger:", msg)
+	code, msg := refusal(err)
+	fmt.Fprintln(stderr, code+": "+msg)
 	var ue usageError
-	switch code := touba.ErrorCode(err); {
+	if errors.As(err, &ue) && ue.usage != "" {
+		fmt.Fprint(stderr, ue.usage)
+	}
+	switch {
 	case code == touba.EJournalLocked || code == touba.EJournalLockStale:
 		return exitLocked
 	case errors.As(err, &ue), code == touba.ECONFIG, code == touba.EEffectJournalRequired:
 		return exitUsage
 	}
 	return exitRuntime
+}
+
+// refusal returns the public code of err and its message: every refusal
+// the CLI or serve prints starts with "Code: " (SPEC §3), so scripts can
+// match on it. An error without a code is a usage error (UsageInvalid) or
+// a runtime failure (Internal).
+func refusal(err error) (code, msg string) {
+	msg = err.Error()
+	var te *touba.Error
+	var ue usageError
+	switch {
+	case errors.As(err, &te):
+		code = te.Code
+		// A wrapped *touba.Error renders as "touba error: code=...
+		// message=..."; the code leads the line already.
+		msg = strings.Replace(msg, te.Error(), te.Message, 1)
+	case errors.As(err, &ue):
+		code = touba.EUsage
+	default:
+		code = touba.EINTERNAL
+	}
+	return code, strings.TrimPrefix(msg, code+": ")
 }

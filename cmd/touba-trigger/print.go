@@ -127,3 +127,15 @@ func printBody(w io.Writer, label string, b *admin.Body, purged bool) {
 func field(w io.Writer, name, value string) {
 	fmt.Fprintf(w, "%-12s %s\n", name, cell(value, 200))
 }
+
+// keyColumn shows an entry's concurrency key, marked "(held)" while the
+// entry waits behind an earlier one of that key.
+func keyColumn(e admin.Entry) string {
+	if e.ConcurrencyKey == "" {
+		return "-"
+	}
+	if e.Held {
+		return e.ConcurrencyKey + " (held)"
+	}
+	return e.ConcurrencyKey
+}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 )
 
@@ -26,19 +27,21 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fs.StringVar(&flt.Status, "status", "", "pending, running, done, failed or parked")
 		fs.StringVar(&flt.TriggerRef, "trigger", "", "trigger ref (trigger:NAME, or NAME)")
 		fs.IntVar(&flt.Limit, "limit", 100, "most entries listed, oldest first")
+		fs.BoolVar(&flt.Held, "held", false, "only pending entries held back behind an earlier entry of their concurrency key")
 		if pos, err := parseCLI(fs, args, false); err != nil {
 			return err
 		} else if len(pos) > 0 {
-			return usageError{fmt.Errorf("queue ls takes no arguments, got %q", pos)}
+			return usageError{err: fmt.Errorf("queue ls takes no arguments, got %q", pos)}
 		}
 		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Entries(ctx, flt)
 			if err != nil || f.json {
 				return orJSON(stdout, list, err)
 			}
-			t := newTable(stdout, "QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR")
+			t := newTable(stdout, "QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR", "KEY")
 			for _, e := range list {
-				t.row(e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode)
+				t.row(e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode,
+					keyColumn(e))
 			}
 			return t.flush()
 		})
@@ -47,7 +50,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return err
 		} else if len(pos) != 1 {
-			return usageError{errors.New("queue show takes one QUEUE_ID")}
+			return usageError{err: errors.New("queue show takes one QUEUE_ID")}
 		}
 		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
 			d, err := api.Entry(ctx, pos[0])
@@ -77,7 +80,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if err == nil && rep.Replayed == 0 {
 			// Nothing happened: say so with the exit code too.
-			err = errors.New("nothing was replayed")
+			err = touba.Errorf(touba.ENothingReplayed, "nothing was replayed")
 		}
 		return err
 	})

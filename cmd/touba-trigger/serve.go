@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,6 +13,10 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/tracing"
+	"github.com/touba/touba-trigger/trigger"
 )
 
 // serveFlags are the flags of SPEC §3.
@@ -24,7 +29,9 @@ type serveFlags struct {
 	logLevel, logFormat                string
 	takeOverStaleLock                  bool
 	logMaxRows, logMaxBodyBytes        int64
+	logMaxBytes                        int64
 	logMaxAge                          time.Duration
+	trustedProxies                     []netip.Prefix
 }
 
 // Default file names (SPEC §3), under $STATE_DIRECTORY or ./.touba.
@@ -56,20 +63,25 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 	fs.Int64Var(&f.logMaxRows, "delivery-log-max-rows", 1_000_000, "delivery log rows kept (oldest pruned first)")
 	fs.DurationVar(&f.logMaxAge, "delivery-log-max-age", 168*time.Hour, "delivery log rows older than this are pruned")
 	fs.Int64Var(&f.logMaxBodyBytes, "delivery-log-max-body-bytes", 256<<20, "stored rejected bodies kept, in bytes (oldest dropped first)")
+	proxies := fs.String("trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed for source.allow_from, comma-separated")
+	fs.Int64Var(&f.logMaxBytes, "delivery-log-max-bytes", 1<<30, "delivery log size, every column counted, in bytes (oldest rows pruned first)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return "", nil, err
 	}
+	if f.trustedProxies, err = trigger.ParseCIDRList(*proxies); err != nil {
+		return "", nil, usageError{err: fmt.Errorf("--trusted-proxies: %w", err)}
+	}
 	if len(pos) != 1 {
-		return "", nil, usageError{fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}
+		return "", nil, usageError{err: fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}
 	}
 	// --workers 0 runs intake only (no dispatcher): for benchmarks and for
 	// holding deliveries while handlers are being fixed.
 	if f.workers < 0 || f.maxPending < 1 {
-		return "", nil, usageError{errors.New("--workers must be 0 or more and --max-pending at least 1")}
+		return "", nil, usageError{err: errors.New("--workers must be 0 or more and --max-pending at least 1")}
 	}
 	if f.retention < 0 || f.shutdownTimeout < 0 {
-		return "", nil, usageError{errors.New("--retention and --shutdown-timeout must not be negative")}
+		return "", nil, usageError{err: errors.New("--retention and --shutdown-timeout must not be negative")}
 	}
 	return pos[0], f, nil
 }
@@ -77,14 +89,14 @@ func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
 func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(level)
 	if err != nil || level == "" {
-		return zerolog.Nop(), usageError{fmt.Errorf("--log-level %q: want debug, info, warn or error", level)}
+		return zerolog.Nop(), usageError{err: fmt.Errorf("--log-level %q: want debug, info, warn or error", level)}
 	}
 	switch format {
 	case "json":
 	case "console":
 		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
 	default:
-		return zerolog.Nop(), usageError{fmt.Errorf("--log-format %q: want json or console", format)}
+		return zerolog.Nop(), usageError{err: fmt.Errorf("--log-format %q: want json or console", format)}
 	}
 	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
@@ -93,6 +105,11 @@ func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 // runServe runs the daemon until ctx ends, then drains and exits cleanly
 // (SPEC §3.3).
 func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer) error {
+	// First, before any secret is read: a handler runs as the daemon's
+	// user and must not read them from /proc/<pid>/environ or mem.
+	if err := makeNonDumpable(); err != nil {
+		return touba.Errorf(touba.EINTERNAL, "%v", err)
+	}
 	programPath, f, err := parseServe(args, stderr)
 	if err != nil {
 		return err
@@ -101,7 +118,21 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	d := &daemon{f: f, programPath: programPath, log: log, notify: newNotifier()}
+	// Tracing is set up first and shut down last (defers run in reverse):
+	// spans of the final drain are flushed after the files are closed.
+	tr, err := tracing.Setup(ctx, Version, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := tr.Shutdown(5 * time.Second); err != nil {
+			log.Warn().Err(err).Msg("trace flush at shutdown failed")
+		}
+	}()
+	if tr.Enabled() {
+		log = log.Hook(tracing.LogHook{})
+	}
+	d := &daemon{f: f, programPath: programPath, log: log, notify: newNotifier(), tracing: tr}
 	defer d.close()
 	if err := d.open(ctx); err != nil {
 		return err

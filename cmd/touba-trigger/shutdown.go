@@ -106,16 +106,28 @@ func (d *daemon) reloads(ctx context.Context, hup chan os.Signal) {
 			d.log.Error().Err(err).Msg("reload refused; keeping the running configuration")
 			continue
 		}
-		// The dispatcher first: an entry the new intake accepts must find
-		// its trigger there. The secrets only grow: the journal checks
-		// against the same set.
-		d.secrets.Merge(next.secrets)
-		old := d.current.Swap(nd)
-		if d.disp != nil {
-			d.disp.SetConfig(nd)
-		}
-		d.intake.SetConfig(next.intake)
-		old.CloseRunners(nd)
+		d.install(next, nd)
 		d.log.Info().Msg("configuration reloaded")
 	}
+}
+
+// install puts a reloaded configuration in force. The secrets only grow:
+// every check (the journal's, the dispatcher's filter of handler errors
+// and receipts, intake's kept headers) uses the union of every value
+// loaded since start, since a value dropped from the configuration may
+// still be echoed by a remote or sit in a request in flight.
+func (d *daemon) install(next *config, nd *dispatcher.Config) {
+	d.secrets.Merge(next.secrets)
+	nd.Secrets = d.secrets
+	if next.intake != nil {
+		next.intake.Secrets = d.secrets
+	}
+	// The dispatcher first: an entry the new intake accepts must find its
+	// trigger there.
+	old := d.current.Swap(nd)
+	if d.disp != nil {
+		d.disp.SetConfig(nd)
+	}
+	d.intake.SetConfig(next.intake)
+	old.CloseRunners(nd)
 }

@@ -66,7 +66,14 @@ type Daemon struct {
 // extra environment, and waits until it logs its listening address.
 func Start(tb testing.TB, env []string, args ...string) *Daemon {
 	tb.Helper()
-	cmd := exec.Command(Binary(tb), args...)
+	return StartCmd(tb, exec.Command(Binary(tb), args...), env)
+}
+
+// StartCmd is Start for a command the test prepared itself (another copy
+// of the binary, another user): cmd's environment becomes the test's plus
+// env.
+func StartCmd(tb testing.TB, cmd *exec.Cmd, env []string) *Daemon {
+	tb.Helper()
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

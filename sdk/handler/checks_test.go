@@ -165,6 +165,7 @@ func TestCallFields(t *testing.T) {
 	req["operation"] = "compensate"
 	deadline := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	req["context"].(map[string]any)["deadline_unix_ms"] = deadline.UnixMilli()
+	req["context"].(map[string]any)["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 	var got struct {
 		call     handler.Call
@@ -196,6 +197,9 @@ func TestCallFields(t *testing.T) {
 	if c.TriggerRef != "trigger:orders" || c.EventID != "evt-1" || c.QueueID != "q1" || c.RunID != "r1" ||
 		c.CallID != "call-7" || c.Attempt != 1 || len(c.Grants) != 1 || c.Grants[0] != "network" {
 		t.Fatalf("Context=%+v", c)
+	}
+	if got, want := c.TraceParent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"; got != want {
+		t.Fatalf("TraceParent=%q, want %q", got, want)
 	}
 	if !c.Deadline.Equal(deadline) || !got.deadline.Equal(deadline) {
 		t.Fatalf("deadline: context %v, ctx %v, want %v", c.Deadline, got.deadline, deadline)

@@ -83,6 +83,8 @@ func newCall(req *wireRequest) *Call {
 			CallID:     wc.CallID,
 			Attempt:    wc.Attempt,
 			Grants:     slices.Clone(wc.Grants),
+			// TraceParent: the host's handler-call span (SPEC §4, §7).
+			TraceParent: wc.TraceParent,
 		},
 	}
 	if wc.DeadlineUnixMS > 0 {

@@ -70,6 +70,7 @@ type wireContext struct {
 	Attempt        int         `json:"attempt"`
 	DeadlineUnixMS int64       `json:"deadline_unix_ms"`
 	Grants         []string    `json:"grants"`
+	TraceParent    string      `json:"traceparent"`
 	Effect         *wireEffect `json:"effect"`
 }
 

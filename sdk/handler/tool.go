@@ -79,6 +79,11 @@ type RequestContext struct {
 	Deadline time.Time
 	// Grants are the grants of the binding.
 	Grants []string
+	// TraceParent is the W3C trace context (traceparent header value) of
+	// the host's handler-call span, "" when the host does not trace. Pass it
+	// on (to your own spans, or as a traceparent header) to join the
+	// delivery's trace.
+	TraceParent string
 }
 
 // Effect identifies the logical external write of an external_write

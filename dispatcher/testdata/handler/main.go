@@ -6,7 +6,8 @@
 //
 //	{"mode": "ok" | "not_applied" | "unknown" | "crash" | "sleep" | "fail" | "echo_secret" | "fail_secret",
 //	 "calls": "/abs/file", "times": 1, "code": "...", "after": "ok", "after_code": "...",
-//	 "sleep_ms": 100, "secret_env": "NAME", "data": any}
+//	 "sleep_ms": 100, "secret_env": "NAME", "data": any,
+//	 "compensate_mode": "mode of a compensate call"}
 //
 // Every call first appends one JSON line to the calls file (effect id,
 // fingerprint, attempts, input), so a test can count what reached the
@@ -21,7 +22,8 @@
 //   - sleep: wait sleep_ms (or until killed), then ok;
 //   - echo_secret: output holds the value of the env var secret_env, applied receipt;
 //   - echo_secret_escaped: the same, every character written as a JSON \u escape;
-//   - fail_secret: business error "code" whose message holds that value, not_applied receipt.
+//   - fail_secret: business error "code" whose message holds that value, not_applied receipt;
+//   - receipt_secret: ok, with that value in the applied receipt's ref.
 package main
 
 import (
@@ -45,6 +47,8 @@ type input struct {
 	AfterCode string `json:"after_code"`
 	SleepMS   int    `json:"sleep_ms"`
 	SecretEnv string `json:"secret_env"`
+	// CompensateMode, when set, is the mode of a compensate call.
+	CompensateMode string `json:"compensate_mode"`
 }
 
 // line is one record of the calls file.
@@ -116,6 +120,9 @@ func run(ctx context.Context, c *handler.Call) (*handler.Result, error) {
 			mode = "ok"
 		}
 	}
+	if c.Operation == handler.Compensate && in.CompensateMode != "" {
+		mode = in.CompensateMode
+	}
 	if code == "" {
 		code = "TestFailure"
 	}
@@ -151,13 +158,18 @@ func run(ctx context.Context, c *handler.Call) (*handler.Result, error) {
 			fmt.Fprintf(&b, "\\u%04x", r)
 		}
 		out["token"] = json.RawMessage(`"` + b.String() + `"`)
+	case "receipt_secret":
 	case "fail_secret":
 		return nil, handler.Errorf(code, "token %s refused", os.Getenv(in.SecretEnv)).
 			WithReceipt(c.Receipt(handler.NotApplied, ""))
 	default:
 		return nil, handler.Errorf("BadInput", "unknown mode %q", mode)
 	}
-	return handler.Output(out).WithReceipt(c.Receipt(handler.Applied, fmt.Sprintf("test:%s#%d", l.EffectID, n))), nil
+	ref := fmt.Sprintf("test:%s#%d", l.EffectID, n)
+	if mode == "receipt_secret" {
+		ref += "/" + os.Getenv(in.SecretEnv)
+	}
+	return handler.Output(out).WithReceipt(c.Receipt(handler.Applied, ref)), nil
 }
 
 func main() {

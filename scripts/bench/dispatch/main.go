@@ -51,6 +51,7 @@ func main() {
 	contract := flag.String("contract", "external_write", "external_write (journal) or none (no journal)")
 	dir := flag.String("dir", "", "folder for the files (a temp folder if empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the drain here")
+	keys := flag.Int("keys", 0, "concurrency keys at max 1, entries spread over them round robin (0: unkeyed)")
 	flag.Parse()
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "bench-dispatch-")
@@ -114,8 +115,12 @@ func main() {
 	}
 	body, _ := json.Marshal(map[string]any{"order_id": 42, "lines": []string{"a", "b"}})
 	for i := 0; i < *n; i++ {
-		if _, err := q.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:bench/D", EventID: fmt.Sprintf("e%d", i),
-			Digest: dedupe.Digest(body), Body: body}); err != nil {
+		d := &touba.Delivery{TriggerRef: "trigger:bench/D", EventID: fmt.Sprintf("e%d", i),
+			Digest: dedupe.Digest(body), Body: body}
+		if *keys > 0 {
+			d.ConcKey, d.ConcMax = fmt.Sprintf(`"k%d"`, i%*keys), 1
+		}
+		if _, err := q.Enqueue(ctx, d); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -166,8 +171,8 @@ func main() {
 			mode = fmt.Sprintf("persistent(%s,max_in_flight=%d)", filepath.Base(*command), *maxInFlight)
 		}
 	}
-	fmt.Printf("handler=%s contract=%s workers=%d entries=%d elapsed=%v effects_per_s=%.0f us_per_effect=%.0f fsyncs_per_effect=%.2f (queue %.2f, state %.2f, journal %.2f)\n",
-		mode, *contract, *workers, *n, elapsed.Round(time.Millisecond), float64(*n)/elapsed.Seconds(),
+	fmt.Printf("handler=%s keys=%d contract=%s workers=%d entries=%d elapsed=%v effects_per_s=%.0f us_per_effect=%.0f fsyncs_per_effect=%.2f (queue %.2f, state %.2f, journal %.2f)\n",
+		mode, *keys, *contract, *workers, *n, elapsed.Round(time.Millisecond), float64(*n)/elapsed.Seconds(),
 		float64(elapsed.Microseconds())/float64(*n), float64(qc+sc+jc)/float64(*n),
 		float64(qc)/float64(*n), float64(sc)/float64(*n), float64(jc)/float64(*n))
 	st.Close()

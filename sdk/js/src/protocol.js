@@ -81,6 +81,9 @@ export function parseRequest(doc) {
     attempt: field(c, "attempt", "integer", "context.") ?? 0,
     deadline_unix_ms: field(c, "deadline_unix_ms", "integer", "context.") ?? 0,
     grants: field(c, "grants", "array", "context.") ?? [],
+    // W3C trace context of the host's handler-call span; "" when the host
+    // does not trace. Pass it on to join the delivery's trace.
+    traceparent: field(c, "traceparent", "string", "context.") ?? "",
     effect: null,
   };
   if (!context.grants.every((g) => typeof g === "string")) {

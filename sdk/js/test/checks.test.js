@@ -162,12 +162,14 @@ test("checks: the context run sees", async () => {
   const req = request("c7", { request: { item: "widget" }, existing: null }, { effect: true });
   req.operation = "compensate";
   req.context.deadline_unix_ms = Date.now() + 60_000;
+  req.context.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
   const resp = JSON.parse(await tool.handleLine(JSON.stringify(req)));
   assert.equal(resp.ok, true);
   assert.equal(resp.output, null);
   assert.deepEqual(seen.request, { item: "widget" });
   const c = seen.context;
   assert.equal(c.call_id, "c7");
+  assert.equal(c.traceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   assert.equal(c.operation, "compensate");
   assert.equal(c.tool_ref, TOOL_REF);
   assert.equal(c.effect.effect_id, "q1:c7");

@@ -135,11 +135,13 @@ class ChecksTest(unittest.TestCase):
         req = request("c7", {"request": {"item": "widget"}}, effect=True)
         req["operation"] = "compensate"
         req["context"]["deadline_unix_ms"] = int(time.time() * 1000) + 60_000
+        req["context"]["traceparent"] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
         resp = answer(Tool(TOOL_REF, run, log=Quiet()), req)
         self.assertEqual(resp, {"ok": True, "output": None})
         c = seen["context"]
         self.assertEqual(seen["value"], {"request": {"item": "widget"}})
         self.assertEqual(c["call_id"], "c7")
+        self.assertEqual(c["traceparent"], "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
         self.assertEqual(c["operation"], "compensate")
         self.assertEqual(c["tool_ref"], TOOL_REF)
         self.assertEqual(c["effect"]["effect_id"], "q1:c7")

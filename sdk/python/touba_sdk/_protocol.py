@@ -98,6 +98,9 @@ def parse_request(doc: Any) -> dict:
         "attempt": _field(c, "attempt", "integer", "context.", 0),
         "deadline_unix_ms": _field(c, "deadline_unix_ms", "integer", "context.", 0),
         "grants": _field(c, "grants", "array", "context.", []),
+        # W3C trace context of the host's handler-call span; "" when the host
+        # does not trace. Pass it on to join the delivery's trace.
+        "traceparent": _field(c, "traceparent", "string", "context.", ""),
         "effect": None,
     }
     if not all(isinstance(g, str) for g in context["grants"]):

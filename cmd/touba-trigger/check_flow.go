@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/touba/touba-trigger/trigger"
+)
+
+// flowSummary is what `check` prints of a trigger's flow control, one line
+// per field set: allow_from, rate_limit, filter, concurrency.
+func flowSummary(t *trigger.Trigger) []string {
+	var out []string
+	if a := t.Source.AllowFrom; len(a) > 0 {
+		list := make([]string, len(a))
+		for i, p := range a {
+			list[i] = p.String()
+		}
+		out = append(out, "allow_from="+strings.Join(list, ","))
+	}
+	if r := t.Source.RateLimit; r != nil {
+		out = append(out, fmt.Sprintf("rate_limit=%s/s burst=%d", strconv.FormatFloat(r.PerSecond, 'f', -1, 64), r.Burst))
+	}
+	if len(t.Filter) > 0 {
+		conds := make([]string, len(t.Filter))
+		for i, c := range t.Filter {
+			conds[i] = condText(c)
+		}
+		out = append(out, "filter: "+strings.Join(conds, " and "))
+	}
+	if c := t.Concurrency; c != nil {
+		out = append(out, fmt.Sprintf("concurrency key=%s max=%d", c.KeyRef, c.Max))
+	}
+	return out
+}
+
+func condText(c trigger.Condition) string {
+	switch {
+	case c.Exists != nil:
+		if *c.Exists {
+			return c.Pointer + " exists"
+		}
+		return c.Pointer + " absent"
+	case c.In != nil:
+		b, _ := json.Marshal(c.In)
+		return c.Pointer + " in " + string(b)
+	default:
+		b, _ := json.Marshal(c.Equals)
+		return c.Pointer + " == " + string(b)
+	}
+}

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// check names every trigger whose signature does not cover its event id,
+// and only those.
+func TestCheckWarnsOfReplayableTriggers(t *testing.T) {
+	t.Setenv("CHECK_TEST_KEY", "k-1234567890")
+	t.Setenv("CHECK_TEST_SW", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	dir := t.TempDir()
+	program := `{"air_version": "touba-air-v1", "triggers": [
+	  {"ref": "trigger:gh/Push", "source": {"kind": "webhook", "verify": {"scheme": "github", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:sw/Msg", "source": {"kind": "webhook", "verify": {"scheme": "standard-webhooks", "secret": {"env": "CHECK_TEST_SW"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`
+	manifest := `{"manifest_version": "touba-manifest-v1", "bindings": {
+	  "tool:t/Do": {"handler": {"kind": "accounting_stub"}, "effect_contract": {"kind": "none"}}}}`
+	pp, mp := filepath.Join(dir, "p.json"), filepath.Join(dir, "m.json")
+	if err := os.WriteFile(pp, []byte(program), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := runCheck(context.Background(), []string{"--manifest", mp, pp}, &out, &errOut); err != nil {
+		t.Fatalf("check: %v %s", err, errOut.String())
+	}
+	var warnings []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(l, "warning:") {
+			warnings = append(warnings, l)
+		}
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "trigger:gh/Push") || !strings.Contains(warnings[0], "X-Github-Delivery") {
+		t.Fatalf("warnings %q, want one naming trigger:gh/Push and its unsigned header:\n%s", warnings, out.String())
+	}
+}

@@ -1,0 +1,117 @@
+package queue
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/touba/touba-trigger/internal/sqlitex"
+)
+
+// Per-key concurrency (SPEC §2.1 `concurrency`), kept in the queue file so
+// that it holds across retries, restarts and crashes; see
+// schema/0002_concurrency.sql for the model. In short: a pending entry is
+// held while it is not among the first conc_max active (pending, running
+// or parked) entries of its key in acceptance order, and Lease takes only
+// entries that are not held.
+
+// activeOfKey counts, up to a limit, the active entries of a key. It reads
+// the entries_key index and stops at the limit, so a long line behind a
+// key costs no more than a short one.
+const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM entries
+	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+	LIMIT ?)`
+
+// releaseNext un-holds the first conc_max active entries of a key: after
+// an entry of the key left the active set, the next in line may start.
+const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND queue_id IN (
+	SELECT queue_id FROM entries
+	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+	ORDER BY queue_id LIMIT ?)`
+
+// rehold recomputes held for every pending entry of a key: after a failed
+// entry came back (replay) ahead of later ones, those later ones wait
+// behind it again. While max entries of the key run (later ones, started
+// when the replayed one had failed), every pending one waits: the next
+// release lets the first in line go.
+const rehold = `UPDATE entries SET held = CASE WHEN queue_id IN (
+		SELECT queue_id FROM entries
+		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+		ORDER BY queue_id LIMIT ?3)
+	  AND (SELECT COUNT(*) FROM entries
+		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+		  AND status = 'running') < ?3
+	THEN 0 ELSE 1 END
+	WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+	  AND status = 'pending'`
+
+// keyOf reads the key of an entry; ok is false for an unkeyed one.
+func keyOf(ctx context.Context, tx *sql.Tx, queueID string) (ref, key string, max int, ok bool, err error) {
+	var k sql.NullString
+	err = tx.QueryRowContext(ctx, `SELECT trigger_ref, conc_key, conc_max FROM entries WHERE queue_id = ?`, queueID).
+		Scan(&ref, &k, &max)
+	if err != nil {
+		return "", "", 0, false, err
+	}
+	return ref, k.String, max, k.Valid && max > 0, nil
+}
+
+// reholdKey recomputes the held entries of queueID's key.
+func reholdKey(ctx context.Context, tx *sql.Tx, queueID string) error {
+	ref, key, max, ok, err := keyOf(ctx, tx, queueID)
+	if err != nil || !ok {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, rehold, ref, key, max); err != nil {
+		return fmt.Errorf("re-hold key of %s: %w", queueID, err)
+	}
+	return nil
+}
+
+// heldAtEnqueue tells whether a new entry of key must wait: its key already
+// has max active entries (earlier entries of the same batch included).
+func heldAtEnqueue(ctx context.Context, tx *sqlitex.Tx, ref, key string, max int) (bool, error) {
+	var n int
+	if err := tx.QueryRowContext(ctx, activeOfKey, ref, key, max).Scan(&n); err != nil {
+		return false, fmt.Errorf("count active entries of key: %w", err)
+	}
+	return n >= max, nil
+}
+
+// finishAndRelease is Finish's state change (query, an UPDATE without
+// RETURNING): the entry ends, and when it ends done or failed (no longer
+// active), the next of its key are let go, in the same transaction. The
+// key comes back from the update itself, so an unkeyed entry costs
+// nothing more.
+func (q *Queue) finishAndRelease(queueID, status string, query string, args ...any) error {
+	return q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
+		var ref string
+		var key sql.NullString
+		var max int
+		err := tx.QueryRowContext(ctx, query+` RETURNING trigger_ref, conc_key, conc_max`, args...).Scan(&ref, &key, &max)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("entry %s: not running", queueID)
+		} else if err != nil {
+			return 0, fmt.Errorf("entry %s: %w", queueID, err)
+		}
+		if status != "parked" && key.Valid && max > 0 {
+			if _, err := tx.ExecContext(ctx, releaseNext, ref, key.String, max); err != nil {
+				return 0, fmt.Errorf("release key of %s: %w", queueID, err)
+			}
+		}
+		return 0, nil
+	})
+}
+
+// HeldKeys counts the keys that hold back at least one entry, for metrics
+// and the console.
+func (q *Queue) HeldKeys(ctx context.Context) (int64, error) {
+	var n int64
+	err := q.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT trigger_ref, conc_key FROM entries
+		WHERE conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked') AND status = 'pending' AND held = 1)`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("held keys: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,173 @@
+// Package tracing is the daemon's OpenTelemetry tracing (SPEC §3, §7): the
+// provider and its OTLP/HTTP exporter, configured only by the standard
+// OTEL_* environment variables, and the spans of one delivery's trace:
+// touba.intake (server span, child of the sender's traceparent), touba.run
+// (one per run attempt), touba.step and touba.handler.call (client span).
+//
+// A delivery's trace survives the queue: intake stores its span context with
+// the entry as a W3C traceparent string, and each run attempt, however much
+// later and in whichever process, starts its touba.run span as a child of
+// that stored context and also links to it. The child relation puts the
+// whole delivery (intake, every attempt, every handler call) in one trace
+// that a trace viewer shows as one tree; the link is the SPEC's "linked"
+// relation, kept for backends that show links but not late children.
+//
+// With neither OTEL_EXPORTER_OTLP_ENDPOINT nor
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, Setup starts nothing and returns
+// a no-op Tracing: every span is non-recording, no attribute is built, the
+// intake middleware is not installed, and nothing leaves the process.
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// DefaultServiceName is service.name when OTEL_SERVICE_NAME (or
+// OTEL_RESOURCE_ATTRIBUTES) names none.
+const DefaultServiceName = "touba-trigger"
+
+// instrumentation is the tracer's name (the instrumentation scope).
+const instrumentation = "github.com/touba/touba-trigger"
+
+// Tracing is the daemon's tracer and, when exporting, its provider.
+type Tracing struct {
+	tracer trace.Tracer
+	sdk    *sdktrace.TracerProvider // nil when tracing is off
+}
+
+// Off returns a Tracing that records and exports nothing.
+func Off() *Tracing {
+	return &Tracing{tracer: noop.NewTracerProvider().Tracer(instrumentation)}
+}
+
+// Configured reports whether getenv names an OTLP traces endpoint, the one
+// condition under which the daemon exports spans (SPEC §3).
+// OTEL_SDK_DISABLED=true turns tracing off even then, as the SDK spec says.
+func Configured(getenv func(string) string) bool {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return false
+	}
+	return getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+}
+
+// Setup starts tracing from the process environment: an OTLP/HTTP exporter
+// behind a batch span processor when an endpoint is configured, and Off()
+// otherwise. The exporter, its headers, timeout and compression, the
+// sampler (OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG), the batch
+// processor (OTEL_BSP_*) and the resource (OTEL_SERVICE_NAME,
+// OTEL_RESOURCE_ATTRIBUTES) are read by the OpenTelemetry SDK itself.
+// Export errors are logged to log, never the exporter's headers.
+func Setup(ctx context.Context, version string, log zerolog.Logger) (*Tracing, error) {
+	if !Configured(os.Getenv) {
+		return Off(), nil
+	}
+	exp, err := otlptracehttp.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
+	}
+	// Later detectors win: the environment overrides the default name.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName(DefaultServiceName), semconv.ServiceVersion(version)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	if err != nil {
+		return nil, fmt.Errorf("tracing: resource: %w", err)
+	}
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		log.Warn().Err(err).Msg("trace export failed")
+	}))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	log.Info().Msg("exporting traces over OTLP/HTTP")
+	return &Tracing{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version)), sdk: tp}, nil
+}
+
+// WithProvider returns a Tracing on tp, for tests that record spans in
+// process (the SDK's tracetest.SpanRecorder).
+func WithProvider(tp *sdktrace.TracerProvider) *Tracing {
+	return &Tracing{tracer: tp.Tracer(instrumentation), sdk: tp}
+}
+
+// Enabled reports whether spans may be recorded and exported.
+func (t *Tracing) Enabled() bool { return t != nil && t.sdk != nil }
+
+// Tracer returns the tracer spans are started with.
+func (t *Tracing) Tracer() trace.Tracer {
+	if t == nil {
+		return Off().tracer
+	}
+	return t.tracer
+}
+
+// Shutdown flushes the spans still queued and stops the exporter, within
+// timeout: a span ended just before shutdown is exported, not lost.
+func (t *Tracing) Shutdown(timeout time.Duration) error {
+	if !t.Enabled() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := t.sdk.Shutdown(ctx); err != nil {
+		return fmt.Errorf("tracing: shutdown: %w", err)
+	}
+	return nil
+}
+
+// propagator reads and writes W3C traceparent headers.
+var propagator = propagation.TraceContext{}
+
+// TraceParent renders the span context of ctx as a W3C traceparent value,
+// or "" when ctx holds no valid span context (tracing off).
+func TraceParent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags())
+}
+
+// Remote parses a stored traceparent into a remote span context; the zero
+// SpanContext when tp is empty or malformed.
+func Remote(tp string) trace.SpanContext {
+	if tp == "" {
+		return trace.SpanContext{}
+	}
+	ctx := propagator.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
+	return trace.SpanContextFromContext(ctx)
+}
+
+// TraceID returns the trace id of ctx's span, or "" when there is none.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}
+
+// LogHook adds trace_id to every log event given a context (zerolog's
+// Event.Ctx) that belongs to a trace, so logs and traces join. A context
+// lookup per event; nothing when the event has no context or no trace.
+type LogHook struct{}
+
+// Run implements zerolog.Hook.
+func (LogHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
+	if id := TraceID(e.GetCtx()); id != "" {
+		e.Str(FieldTraceID, id)
+	}
+}
+
+// FieldTraceID is the log field holding a trace id.
+const FieldTraceID = "trace_id"

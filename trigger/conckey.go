@@ -1,0 +1,73 @@
+package trigger
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/jsonptr"
+)
+
+// concKey resolves a trigger's concurrency key for a delivery at intake,
+// so the entry carries it from its first moment and the lease query can
+// order runs of one key whatever happens to the process later. The key
+// is the compact JSON of the value ("" when the trigger has no
+// concurrency or the pointer resolves to nothing or null: not limited).
+// body is parsed lazily: parsed is nil until the caller has it.
+func concKey(c *Concurrency, triggerRef, eventID string, at time.Time, headers map[string]string, body []byte, parsed any) string {
+	if c == nil {
+		return ""
+	}
+	toks, _ := jsonptr.Parse(c.KeyRef)
+	var root any
+	switch toks[1] {
+	case "trigger_ref":
+		root = triggerRef
+	case "event_id":
+		root = eventID
+	case "received_at":
+		root = touba.FormatTime(at)
+	case "headers":
+		h := make(map[string]any, len(headers))
+		for k, v := range headers {
+			h[k] = v
+		}
+		root = h
+	case "body":
+		if parsed == nil {
+			parsed = parsedBody(body)
+		}
+		root = parsed
+	}
+	rest := ""
+	if len(toks) > 2 {
+		rest = "/" + strings.Join(escape(toks[2:]), "/")
+	}
+	v, err := jsonptr.Get(root, rest)
+	if err != nil || v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+func escape(toks []string) []string {
+	out := make([]string, len(toks))
+	for i, t := range toks {
+		out[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~", "~0"), "/", "~1")
+	}
+	return out
+}
+
+// SetConcurrencyKey gives d (a delivery about to be enqueued outside
+// intake, by an operator's replay) its key under t's concurrency, as
+// intake would.
+func (t *Trigger) SetConcurrencyKey(d *touba.Delivery) {
+	if c := t.Concurrency; c != nil {
+		d.ConcKey, d.ConcMax = concKey(c, t.Ref, d.EventID, d.ReceivedAt, d.Headers, d.Body, nil), c.Max
+	}
+}

@@ -1,0 +1,124 @@
+package trigger
+
+import (
+	"encoding/json"
+	"errors"
+	"math/big"
+	"net/http"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/httpjson"
+	"github.com/touba/touba-trigger/internal/jsonptr"
+)
+
+// filterDoc is the document a filter's pointers read:
+// {"headers": {lower-case name: value}, "body": parsed JSON or the raw
+// body as a string}.
+func filterDoc(headers map[string]string, body []byte) map[string]any {
+	h := make(map[string]any, len(headers))
+	for k, v := range headers {
+		h[k] = v
+	}
+	return map[string]any{"headers": h, "body": parsedBody(body)}
+}
+
+// parsedBody is the body as JSON with numbers kept as written, or as a
+// string when it is not one JSON document (as /event/body in a run).
+func parsedBody(b []byte) any {
+	v, err := decodeValue(b)
+	if err != nil {
+		return string(b)
+	}
+	return v
+}
+
+// passes reports whether doc meets every condition.
+func passes(conds []Condition, doc map[string]any) bool {
+	for _, c := range conds {
+		v, err := jsonptr.Get(doc, c.Pointer)
+		found := err == nil
+		if err != nil && !errors.Is(err, jsonptr.ErrNotFound) {
+			return false
+		}
+		switch {
+		case c.Exists != nil:
+			if found != *c.Exists {
+				return false
+			}
+		case c.isEq:
+			if !found || !jsonEqual(v, c.Equals) {
+				return false
+			}
+		default:
+			hit := false
+			for _, want := range c.In {
+				if found && jsonEqual(v, want) {
+					hit = true
+					break
+				}
+			}
+			if !hit {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// jsonEqual compares two decoded JSON values; numbers by value, so 1,
+// 1.0 and 1e0 are equal.
+func jsonEqual(a, b any) bool {
+	switch x := a.(type) {
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		fx, okx := new(big.Float).SetString(x.String())
+		fy, oky := new(big.Float).SetString(y.String())
+		return okx && oky && fx.Cmp(fy) == 0
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !jsonEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !jsonEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	default: // string, bool, nil
+		return a == b
+	}
+}
+
+// filterOut answers a verified delivery that fails t's filter: 202
+// filtered, a delivery-log row with code filtered and its body (so an
+// operator can replay it on purpose), and no entry. It reports whether it
+// answered.
+func (in *Intake) filterOut(w http.ResponseWriter, r *http.Request, req *request, t *Trigger) bool {
+	if len(t.Filter) == 0 || passes(t.Filter, filterDoc(req.headers, req.body)) {
+		return false
+	}
+	httpjson.Write(w, http.StatusAccepted, filteredAnswer{Status: touba.IntakeFiltered})
+	in.record(r, req, http.StatusAccepted, touba.IntakeFiltered, "")
+	in.observe(t.Ref, touba.IntakeFiltered, http.StatusAccepted)
+	return true
+}
+
+type filteredAnswer struct {
+	Status string `json:"status"`
+}

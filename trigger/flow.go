@@ -1,0 +1,274 @@
+package trigger
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/netip"
+	"strings"
+
+	"github.com/touba/touba-trigger/internal/jsonptr"
+)
+
+// The flow-control fields of a trigger (SPEC §2.1): who may send
+// (source.allow_from), how fast (source.rate_limit), which verified
+// deliveries become entries (filter) and how runs of one key are ordered
+// (concurrency). This file loads them strictly; source_guard.go,
+// filter_match.go and conckey.go apply them.
+
+// RateLimit is a token bucket per trigger.
+type RateLimit struct {
+	PerSecond float64
+	Burst     int
+}
+
+// Condition is one filter condition: exactly one of Equals, In, Exists is
+// set. Values are decoded with numbers kept as written (json.Number).
+type Condition struct {
+	Pointer string
+	Equals  any
+	In      []any
+	Exists  *bool
+	isEq    bool
+}
+
+// Concurrency limits the runs of one key: at most Max at a time, in
+// acceptance order when Max is 1. KeyRef is a JSON pointer into the run
+// context's /event.
+type Concurrency struct {
+	KeyRef string
+	Max    int
+}
+
+// Limits of the loader.
+const (
+	maxRatePerSecond  = 1_000_000
+	maxBurst          = 1_000_000
+	maxConcurrencyMax = 10_000
+)
+
+func (w walker) allowFrom(path string, raw json.RawMessage) ([]netip.Prefix, error) {
+	list, err := w.array(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, w.fail(path, "must hold at least one CIDR (omit the field to allow every address)")
+	}
+	out := make([]netip.Prefix, 0, len(list))
+	for i, e := range list {
+		s, err := w.str(idx(path, i), e)
+		if err != nil {
+			return nil, err
+		}
+		p, err := parseCIDR(s)
+		if err != nil {
+			return nil, w.fail(idx(path, i), "must be a CIDR such as 192.0.2.0/24 or 2001:db8::/32: %v", err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// parseCIDR reads a CIDR, or a bare address as its single-address prefix.
+// A prefix with host bits set (10.0.0.1/8) is refused: it is most often a
+// typo for a narrower range.
+func parseCIDR(s string) (netip.Prefix, error) {
+	if !strings.Contains(s, "/") {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return p, err
+	}
+	if p.Masked() != p {
+		return p, errHostBits
+	}
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	return p, nil
+}
+
+type cidrError string
+
+func (e cidrError) Error() string { return string(e) }
+
+const errHostBits = cidrError("host bits set; write the network address")
+
+// ParseCIDRList reads --trusted-proxies: CIDRs (or addresses) separated by
+// commas; empty means none.
+func ParseCIDRList(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := parseCIDR(f)
+		if err != nil {
+			return nil, cidrError("bad CIDR " + f + ": " + err.Error())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func (w walker) rateLimit(path string, raw json.RawMessage) (*RateLimit, error) {
+	m, err := w.object(path, raw, []string{"per_second", "burst"}, "per_second")
+	if err != nil {
+		return nil, err
+	}
+	rl := &RateLimit{}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(m["per_second"]))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) == nil {
+		n, _ = v.(json.Number)
+	}
+	f, err := n.Float64()
+	if n == "" || err != nil || math.IsNaN(f) {
+		return nil, w.fail(path+".per_second", "must be a number")
+	}
+	if f <= 0 || f > maxRatePerSecond {
+		return nil, w.fail(path+".per_second", "must be above 0 and at most %d", maxRatePerSecond)
+	}
+	rl.PerSecond = f
+	// Without a burst, one second's worth (at least one request).
+	rl.Burst = int(math.Max(1, math.Ceil(f)))
+	if b, ok := m["burst"]; ok {
+		bv, err := w.integer(path+".burst", b, 1, maxBurst)
+		if err != nil {
+			return nil, err
+		}
+		rl.Burst = int(bv)
+	}
+	return rl, nil
+}
+
+func (w walker) filter(path string, raw json.RawMessage) ([]Condition, error) {
+	list, err := w.array(path, raw)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, w.fail(path, "must hold at least one condition (omit the field to keep every delivery)")
+	}
+	out := make([]Condition, 0, len(list))
+	for i, e := range list {
+		p := idx(path, i)
+		m, err := w.object(p, e, []string{"pointer", "equals", "in", "exists"}, "pointer")
+		if err != nil {
+			return nil, err
+		}
+		var c Condition
+		if c.Pointer, err = w.str(p+".pointer", m["pointer"]); err != nil {
+			return nil, err
+		}
+		toks, err := jsonptr.Parse(c.Pointer)
+		if err != nil || len(toks) == 0 || (toks[0] != "headers" && toks[0] != "body") {
+			return nil, w.fail(p+".pointer", "must be a JSON pointer into /headers or /body")
+		}
+		if toks[0] == "headers" && len(toks) > 1 && toks[1] != strings.ToLower(toks[1]) {
+			return nil, w.fail(p+".pointer", "header names are lower-case in the filter document")
+		}
+		if len(m) != 2 {
+			return nil, w.fail(p, `must have exactly one of "equals", "in", "exists"`)
+		}
+		switch {
+		case m["equals"] != nil:
+			c.isEq = true
+			if c.Equals, err = decodeValue(m["equals"]); err != nil {
+				return nil, w.fail(p+".equals", "must be a JSON value")
+			}
+		case m["in"] != nil:
+			vals, err := w.array(p+".in", m["in"])
+			if err != nil {
+				return nil, err
+			}
+			if len(vals) == 0 {
+				return nil, w.fail(p+".in", "must hold at least one value")
+			}
+			for _, r := range vals {
+				v, err := decodeValue(r)
+				if err != nil {
+					return nil, w.fail(p+".in", "must hold JSON values")
+				}
+				c.In = append(c.In, v)
+			}
+		default:
+			var b bool
+			if isNull(m["exists"]) || json.Unmarshal(m["exists"], &b) != nil {
+				return nil, w.fail(p+".exists", "must be true or false")
+			}
+			c.Exists = &b
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func (w walker) concurrency(path string, raw json.RawMessage) (*Concurrency, error) {
+	m, err := w.object(path, raw, []string{"key", "max"}, "key")
+	if err != nil {
+		return nil, err
+	}
+	km, err := w.object(path+".key", m["key"], []string{"$ref"}, "$ref")
+	if err != nil {
+		return nil, err
+	}
+	c := &Concurrency{Max: 1}
+	if c.KeyRef, err = w.str(path+".key.$ref", km["$ref"]); err != nil {
+		return nil, err
+	}
+	toks, err := jsonptr.Parse(c.KeyRef)
+	if err != nil || len(toks) < 2 || toks[0] != "event" {
+		return nil, w.fail(path+".key.$ref", "must be a JSON pointer into /event (for example /event/body/customer_id)")
+	}
+	switch toks[1] {
+	case "trigger_ref", "event_id", "received_at", "headers", "body":
+	case "queue_id":
+		return nil, w.fail(path+".key.$ref", "/event/queue_id is unique to each entry: it cannot group runs")
+	default:
+		return nil, w.fail(path+".key.$ref", "must point into /event/body, /event/headers, /event/event_id, /event/trigger_ref or /event/received_at")
+	}
+	if v, ok := m["max"]; ok {
+		n, err := w.integer(path+".max", v, 1, maxConcurrencyMax)
+		if err != nil {
+			return nil, err
+		}
+		c.Max = int(n)
+	}
+	return c, nil
+}
+
+// decodeValue decodes one JSON value with numbers kept as written.
+func decodeValue(raw json.RawMessage) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}
+
+// flow loads a trigger's filter and concurrency fields.
+func (w walker) flow(path string, m map[string]json.RawMessage, t *Trigger) error {
+	var err error
+	if v, ok := m["filter"]; ok {
+		if t.Filter, err = w.filter(path+".filter", v); err != nil {
+			return err
+		}
+	}
+	if v, ok := m["concurrency"]; ok {
+		if t.Concurrency, err = w.concurrency(path+".concurrency", v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
