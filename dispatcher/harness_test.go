@@ -15,10 +15,10 @@ import (
 	"github.com/touba/touba-trigger/dedupe"
 	"github.com/touba/touba-trigger/dispatcher"
 	"github.com/touba/touba-trigger/internal/uuidv7"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/manifest"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/trigger"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/trigger"
 )
 

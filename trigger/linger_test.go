@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 // rawPost opens a connection to addr, writes a POST of n bytes to path

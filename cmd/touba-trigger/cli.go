@@ -16,9 +16,9 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/journal"
+	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/sqlite/state"
 )
 
 // cliFlags are the flags every operator command shares: where the daemon's

@@ -20,10 +20,10 @@ import (
 	"github.com/touba/touba-trigger/admin"
 	"github.com/touba/touba-trigger/dispatcher"
 	"github.com/touba/touba-trigger/internal/secret"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/metrics"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )

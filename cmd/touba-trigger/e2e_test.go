@@ -16,7 +16,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testdaemon"
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 const e2eProgram = `{"air_version": "touba-air-v1", "triggers": [

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/admin"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // healthEvery is how often the background check runs: /readyz answers

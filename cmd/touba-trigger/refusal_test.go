@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/journal"
+	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/sqlite/state"
 )
 
 const (

@@ -9,8 +9,8 @@ import (
 	"os"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/journal"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 // The journal and the queue are read only while no daemon runs: those

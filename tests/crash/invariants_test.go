@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // stepEnd is the end of one effect: its journal state ("" for never

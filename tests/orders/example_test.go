@@ -23,8 +23,8 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testdaemon"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/journal"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 // Test secrets: long enough that no stored output holds one by chance (the

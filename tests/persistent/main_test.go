@@ -27,8 +27,8 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testdaemon"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/journal"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 // remoteBin is the handler program of testdata/remote.

@@ -22,10 +22,10 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
 	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/manifest"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/trigger"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 func main() {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/state"
 )
 
 func openState(t *testing.T, opts state.Options) *state.State {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/state"
 )
 
 func TestOperatorEvents(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 func enqueueKeyed(tb testing.TB, q *queue.Queue, eventID, key string, max int) string {

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // TestUnknownStaysUnsafeAfterAModeChange: an effect left unknown under

@@ -6,7 +6,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // A steady stream of commits must not grow the WAL without bound: the

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 func mustAcquire(tb testing.TB, path string, o journal.LockOptions) *journal.Lock {

@@ -10,7 +10,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 func mustOpen(tb testing.TB, path string, opts queue.Options) *queue.Queue {

@@ -9,7 +9,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 // BenchmarkEnqueueParallel measures durable enqueues through group commit

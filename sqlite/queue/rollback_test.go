@@ -10,7 +10,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
-	"github.com/touba/touba-trigger/queue"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 // TestOpThatLosesTheTransaction: when a state change in a batch makes

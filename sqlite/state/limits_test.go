@@ -10,7 +10,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/state"
 )
 
 func headerBytes(h map[string]string) int {

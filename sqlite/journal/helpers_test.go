@@ -15,7 +15,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/secret"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // The test binary doubles as the child process of the crash and lock tests:

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // dispatchedFor prepares and dispatches (scope, effectID) for callID with

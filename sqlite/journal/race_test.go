@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // racePrepare runs one Prepare of the same identity per call, all released

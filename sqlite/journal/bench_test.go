@@ -11,7 +11,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // BenchmarkFinishParallel drives b.N effects through Prepare, Dispatch and

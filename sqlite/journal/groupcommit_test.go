@@ -9,7 +9,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
-	"github.com/touba/touba-trigger/journal"
+	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // holdWriteLock takes the file's write lock from another connection, so the
