@@ -16,7 +16,7 @@ type EnqueueResult struct {
 	Status  string
 }
 
-// EntryFilter selects queue entries for listings; the newest come first.
+// EntryFilter selects queue entries for listings, oldest first.
 type EntryFilter struct {
 	Status     string
 	TriggerRef string

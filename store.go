@@ -47,7 +47,8 @@ type QueueStore interface {
 
 // RunStore holds run history and step checkpoints.
 type RunStore interface {
-	// RecordRun records a run's start or end; it does not wait for disk.
+	// RecordRun records a finished run (its end stamped by the store); it
+	// does not wait for disk.
 	RecordRun(r *Run)
 	// SaveStep checkpoints a step's output durably.
 	SaveStep(queueID, stepID, runID string, output json.RawMessage) error

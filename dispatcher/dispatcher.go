@@ -21,7 +21,6 @@ import (
 
 // Queue is what the dispatcher needs of the queue file.
 type Queue interface {
-	RequeueRunning(ctx context.Context) (int64, error)
 	Lease(ctx context.Context, n int) ([]*touba.Delivery, error)
 	Finish(ctx context.Context, queueID, status, code, message string) error
 	Retry(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
@@ -113,16 +112,10 @@ func (d *Dispatcher) Notify() {
 	}
 }
 
-// Start puts entries left running by a crash back to pending, then leases
-// and runs entries until Close.
+// Start leases and runs entries until Close. Entries left running by a
+// crash are the store's to put back at open (sqlite.Config.RequeueRunning):
+// on a shared database another node may be running them.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	n, err := d.queue.RequeueRunning(ctx)
-	if err != nil {
-		return err
-	}
-	if n > 0 {
-		d.log.Warn().Int64("entries", n).Msg("entries left running by a crash are pending again")
-	}
 	d.wg.Add(1)
 	go d.leaser()
 	return nil

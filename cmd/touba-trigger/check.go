@@ -6,6 +6,8 @@ import (
 	"io"
 	"maps"
 	"slices"
+
+	"github.com/touba/touba-trigger/server"
 )
 
 // runCheck validates a program and its manifest and prints a summary.
@@ -19,12 +21,12 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if len(pos) != 1 {
 		return usageError{err: fmt.Errorf("check takes one PROGRAM file, got %d", len(pos))}
 	}
-	c, err := loadConfig(pos[0], *manifestPath)
+	c, err := server.LoadConfig(pos[0], *manifestPath)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "program %s: %d trigger(s)\n", c.program.Path, len(c.program.Triggers))
-	for _, t := range c.program.Triggers {
+	fmt.Fprintf(stdout, "program %s: %d trigger(s)\n", c.Program.Path, len(c.Program.Triggers))
+	for _, t := range c.Program.Triggers {
 		scheme := "none"
 		if t.Source.Verify != nil {
 			scheme = t.Source.Verify.Scheme
@@ -39,15 +41,15 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stdout, "    %s\n", line)
 		}
 	}
-	for _, t := range c.program.Triggers {
+	for _, t := range c.Program.Triggers {
 		if why := t.UnsignedEventID(); why != "" {
 			fmt.Fprintf(stdout, "warning: %s: %s\n", t.Ref, why)
 		}
 	}
-	refs := slices.Sorted(maps.Keys(c.manifest.Bindings))
-	fmt.Fprintf(stdout, "manifest %s: %d binding(s)\n", c.manifest.Path, len(refs))
+	refs := slices.Sorted(maps.Keys(c.Manifest.Bindings))
+	fmt.Fprintf(stdout, "manifest %s: %d binding(s)\n", c.Manifest.Path, len(refs))
 	for _, ref := range refs {
-		b := c.manifest.Bindings[ref]
+		b := c.Manifest.Bindings[ref]
 		mode := b.EffectContract.Kind
 		if b.EffectContract.RetryMode != "" {
 			mode += "/" + b.EffectContract.RetryMode

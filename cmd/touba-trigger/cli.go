@@ -7,18 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"path/filepath"
-	"strings"
 
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
-	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/sqlite/journal"
-	"github.com/touba/touba-trigger/sqlite/queue"
-	"github.com/touba/touba-trigger/sqlite/state"
+	"github.com/touba/touba-trigger/server"
+	"github.com/touba/touba-trigger/sqlite"
 )
 
 // cliFlags are the flags every operator command shares: where the daemon's
@@ -91,106 +87,17 @@ func openSession(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, 
 	return openFiles(ctx, f, stderr)
 }
 
-func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (s *session, err error) {
-	// Never create files an operator only meant to look at.
-	for _, p := range []string{f.queue, f.state} {
-		if _, err := os.Stat(p); err != nil {
-			return nil, touba.Errorf(touba.EDaemonUnavailable, "no daemon answers on %s and %v; give --admin-socket, or --queue, --state and --effect-journal", f.adminSocket, err)
-		}
-	}
+func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, error) {
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	var closers []func() error
-	defer func() {
-		if err != nil {
-			for i := len(closers) - 1; i >= 0; i-- {
-				closers[i]()
-			}
-		}
-	}()
-	svc := &admin.Service{Log: log}
-	if f.journal != "" {
-		lock, err := journal.AcquireLock(f.journal, journal.LockOptions{TakeOverStale: f.takeOverStaleLock})
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, lock.Release)
-		if lock.TookOver != nil {
-			fmt.Fprintf(stderr, "took over a stale journal lock of %s\n", lock.TookOver)
-		}
-		if _, err := os.Stat(f.journal); err == nil {
-			j, err := journal.Open(ctx, f.journal, journal.Options{Log: log})
-			if err != nil {
-				return nil, err
-			}
-			closers = append(closers, j.Close)
-			// The last daemon is gone: what it left dispatched is unknown,
-			// exactly as its next start would record.
-			rec, err := j.Recover(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("journal recovery: %w", err)
-			}
-			for _, e := range rec {
-				fmt.Fprintf(stderr, "recovery: effect %s %s was dispatched when the daemon stopped; it is now unknown\n", e.Scope, e.EffectID)
-			}
-			svc.Journal = j
-		}
-	} else {
-		fmt.Fprintln(stderr, "warning: no --effect-journal, so no lock keeps a daemon off these files")
-	}
-	q, err := queue.Open(ctx, f.queue, queue.Options{})
-	if err != nil {
+	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.queue, State: f.state, Journal: f.journal,
+		TakeOverStaleLock: f.takeOverStaleLock, Program: f.program, Manifest: f.manifest, Log: log, Notes: stderr})
+	if errors.Is(err, sqlite.ErrNoFiles) {
+		// Never create files an operator only meant to look at.
+		return nil, touba.Errorf(touba.EDaemonUnavailable, "no daemon answers on %s and %v; give --admin-socket, or --queue, --state and --effect-journal", f.adminSocket, err)
+	} else if err != nil {
 		return nil, err
 	}
-	closers = append(closers, q.Close)
-	st, err := state.Open(ctx, f.state, state.Options{Log: log})
-	if err != nil {
-		return nil, err
-	}
-	closers = append(closers, st.Close)
-	svc.Queue, svc.State = q, st
-	if f.program != "" || f.manifest != "" {
-		cfg, err := loadConfig(f.program, f.manifest)
-		if err != nil {
-			return nil, err
-		}
-		dcfg, err := dispatcher.NewConfig(cfg.program, cfg.manifest, cfg.resolved, true, &dispatcher.Stubs{}, log)
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, func() error {
-			for _, b := range dcfg.Bindings {
-				b.Runner.Close()
-			}
-			return nil
-		})
-		if svc.Journal != nil {
-			j := svc.Journal
-			svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]touba.StepOutput,
-				orig *touba.Effect) (*touba.Compensation, error) {
-				return dispatcher.Compensate(ctx, dcfg, j, e, steps, orig)
-			}
-		}
-		svc.HasTrigger = func(ref string) bool {
-			_, ok := cfg.program.Lookup(strings.TrimPrefix(ref, "trigger:"))
-			return ok
-		}
-		svc.Keyed = func(e *touba.Delivery) {
-			if t, ok := cfg.program.Lookup(strings.TrimPrefix(e.TriggerRef, "trigger:")); ok {
-				t.SetConcurrencyKey(e)
-			}
-		}
-	}
-	who := fmt.Sprintf("uid %d pid %d (files, no daemon)", os.Getuid(), os.Getpid())
-	if u, err := user.Current(); err == nil {
-		who = fmt.Sprintf("%s uid %s pid %d (files, no daemon)", u.Username, u.Uid, os.Getpid())
-	}
-	return &session{api: svc, who: who, close: func() error {
-		var errs []error
-		for i := len(closers) - 1; i >= 0; i-- {
-			errs = append(errs, closers[i]())
-		}
-		return errors.Join(errs...)
-	}}, nil
+	return &session{api: files.Service, who: files.Operator, close: files.Close}, nil
 }
 
 // withSession runs fn with a session and closes it.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -15,23 +14,15 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/server"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )
 
-// serveFlags are the flags of SPEC §3.
-type serveFlags struct {
-	manifest, queue, state, journal    string
-	listen, metricsListen, adminSocket string
-	workers                            int
-	maxPending                         int64
-	retention, shutdownTimeout         time.Duration
-	logLevel, logFormat                string
-	takeOverStaleLock                  bool
-	logMaxRows, logMaxBodyBytes        int64
-	logMaxBytes                        int64
-	logMaxAge                          time.Duration
-	trustedProxies                     []netip.Prefix
+// ServeCommand is `serve` (SPEC §3): its flags fill a server.Config.
+type ServeCommand struct {
+	cfg                 server.Config
+	logLevel, logFormat string
 }
 
 // Default file names (SPEC §3), under $STATE_DIRECTORY or ./.touba.
@@ -42,48 +33,50 @@ const (
 	defaultAdminSocket = "admin.sock"
 )
 
-func parseServe(args []string, stderr io.Writer) (string, *serveFlags, error) {
-	f := &serveFlags{}
+// ParseFlags reads the flags and the PROGRAM argument.
+func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
+	f := &c.cfg
 	stateDir, runDir := defaultDir("STATE_DIRECTORY"), defaultDir("RUNTIME_DIRECTORY")
 	fs := newFlagSet("serve", stderr)
-	fs.StringVar(&f.manifest, "manifest", "", "the touba-manifest-v1 file (required)")
-	fs.StringVar(&f.queue, "queue", filepath.Join(stateDir, defaultQueueFile), "queue file")
-	fs.StringVar(&f.state, "state", filepath.Join(stateDir, defaultStateFile), "state file (run checkpoints, delivery log)")
-	fs.StringVar(&f.journal, "effect-journal", filepath.Join(stateDir, defaultJournalFile), "effect journal file; empty for none")
-	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "HTTP address for webhooks (unused under socket activation)")
-	fs.StringVar(&f.metricsListen, "metrics-listen", "127.0.0.1:9464", "HTTP address for /metrics; empty to disable")
-	fs.StringVar(&f.adminSocket, "admin-socket", filepath.Join(runDir, defaultAdminSocket), "admin unix socket (mode 0600); empty to disable")
-	fs.IntVar(&f.workers, "workers", 4, "dispatcher workers; 0 runs intake only")
-	fs.Int64Var(&f.maxPending, "max-pending", 1_000_000, "pending entries above which intake answers 503")
-	fs.DurationVar(&f.retention, "retention", 168*time.Hour, "how long bodies of done entries are kept; 0 keeps them")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "time running handlers get at shutdown")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "json", "json or console")
-	fs.BoolVar(&f.takeOverStaleLock, "take-over-stale-lock", false, "take over a journal lock left by a dead process of this host and boot")
-	fs.Int64Var(&f.logMaxRows, "delivery-log-max-rows", 1_000_000, "delivery log rows kept (oldest pruned first)")
-	fs.DurationVar(&f.logMaxAge, "delivery-log-max-age", 168*time.Hour, "delivery log rows older than this are pruned")
-	fs.Int64Var(&f.logMaxBodyBytes, "delivery-log-max-body-bytes", 256<<20, "stored rejected bodies kept, in bytes (oldest dropped first)")
+	fs.StringVar(&f.Manifest, "manifest", "", "the touba-manifest-v1 file (required)")
+	fs.StringVar(&f.Queue, "queue", filepath.Join(stateDir, defaultQueueFile), "queue file")
+	fs.StringVar(&f.State, "state", filepath.Join(stateDir, defaultStateFile), "state file (run checkpoints, delivery log)")
+	fs.StringVar(&f.Journal, "effect-journal", filepath.Join(stateDir, defaultJournalFile), "effect journal file; empty for none")
+	fs.StringVar(&f.Listen, "listen", "127.0.0.1:8080", "HTTP address for webhooks (unused under socket activation)")
+	fs.StringVar(&f.MetricsListen, "metrics-listen", "127.0.0.1:9464", "HTTP address for /metrics; empty to disable")
+	fs.StringVar(&f.AdminSocket, "admin-socket", filepath.Join(runDir, defaultAdminSocket), "admin unix socket (mode 0600); empty to disable")
+	fs.IntVar(&f.Workers, "workers", 4, "dispatcher workers; 0 runs intake only")
+	fs.Int64Var(&f.MaxPending, "max-pending", 1_000_000, "pending entries above which intake answers 503")
+	fs.DurationVar(&f.Retention, "retention", 168*time.Hour, "how long bodies of done entries are kept; 0 keeps them")
+	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "time running handlers get at shutdown")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.logFormat, "log-format", "json", "json or console")
+	fs.BoolVar(&f.TakeOverStaleLock, "take-over-stale-lock", false, "take over a journal lock left by a dead process of this host and boot")
+	fs.Int64Var(&f.LogMaxRows, "delivery-log-max-rows", 1_000_000, "delivery log rows kept (oldest pruned first)")
+	fs.DurationVar(&f.LogMaxAge, "delivery-log-max-age", 168*time.Hour, "delivery log rows older than this are pruned")
+	fs.Int64Var(&f.LogMaxBodyBytes, "delivery-log-max-body-bytes", 256<<20, "stored rejected bodies kept, in bytes (oldest dropped first)")
 	proxies := fs.String("trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed for source.allow_from, comma-separated")
-	fs.Int64Var(&f.logMaxBytes, "delivery-log-max-bytes", 1<<30, "delivery log size, every column counted, in bytes (oldest rows pruned first)")
+	fs.Int64Var(&f.LogMaxBytes, "delivery-log-max-bytes", 1<<30, "delivery log size, every column counted, in bytes (oldest rows pruned first)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return "", nil, err
+		return err
 	}
-	if f.trustedProxies, err = trigger.ParseCIDRList(*proxies); err != nil {
-		return "", nil, usageError{err: fmt.Errorf("--trusted-proxies: %w", err)}
+	if f.TrustedProxies, err = trigger.ParseCIDRList(*proxies); err != nil {
+		return usageError{err: fmt.Errorf("--trusted-proxies: %w", err)}
 	}
 	if len(pos) != 1 {
-		return "", nil, usageError{err: fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}
+		return usageError{err: fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}
 	}
+	f.Program = pos[0]
 	// --workers 0 runs intake only (no dispatcher): for benchmarks and for
 	// holding deliveries while handlers are being fixed.
-	if f.workers < 0 || f.maxPending < 1 {
-		return "", nil, usageError{err: errors.New("--workers must be 0 or more and --max-pending at least 1")}
+	if f.Workers < 0 || f.MaxPending < 1 {
+		return usageError{err: errors.New("--workers must be 0 or more and --max-pending at least 1")}
 	}
-	if f.retention < 0 || f.shutdownTimeout < 0 {
-		return "", nil, usageError{err: errors.New("--retention and --shutdown-timeout must not be negative")}
+	if f.Retention < 0 || f.ShutdownTimeout < 0 {
+		return usageError{err: errors.New("--retention and --shutdown-timeout must not be negative")}
 	}
-	return pos[0], f, nil
+	return nil
 }
 
 func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
@@ -107,14 +100,19 @@ func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer) error {
 	// First, before any secret is read: a handler runs as the daemon's
 	// user and must not read them from /proc/<pid>/environ or mem.
-	if err := makeNonDumpable(); err != nil {
+	if err := server.Harden(); err != nil {
 		return touba.Errorf(touba.EINTERNAL, "%v", err)
 	}
-	programPath, f, err := parseServe(args, stderr)
-	if err != nil {
+	c := &ServeCommand{}
+	if err := c.ParseFlags(args, stderr); err != nil {
 		return err
 	}
-	log, err := newLogger(f.logLevel, f.logFormat, stderr)
+	return c.Run(ctx, stderr)
+}
+
+// Run runs the daemon until ctx ends, then drains it.
+func (c *ServeCommand) Run(ctx context.Context, stderr io.Writer) error {
+	log, err := newLogger(c.logLevel, c.logFormat, stderr)
 	if err != nil {
 		return err
 	}
@@ -132,20 +130,18 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer)
 	if tr.Enabled() {
 		log = log.Hook(tracing.LogHook{})
 	}
-	d := &daemon{f: f, programPath: programPath, log: log, notify: newNotifier(), tracing: tr}
-	defer d.close()
-	if err := d.open(ctx); err != nil {
+	c.cfg.Log, c.cfg.Tracing = log, tr
+	srv, err := server.Open(ctx, c.cfg)
+	if err != nil {
 		return err
 	}
-	if err := d.start(ctx); err != nil {
-		return err
-	}
-	serveErr := d.wait(ctx)
-	log.Info().Msg("shutting down")
-	d.notify.Notify("STOPPING=1")
-	forceExitOnSecondSignal(log)
-	d.shutdown(ctx)
-	if err := d.close(); err != nil {
+	defer srv.Close()
+	go func() {
+		<-ctx.Done()
+		forceExitOnSecondSignal(log)
+	}()
+	serveErr := srv.Run(ctx)
+	if err := srv.Close(); err != nil {
 		return err
 	}
 	if serveErr != nil {

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"io"
@@ -16,8 +16,8 @@ import (
 // would panic) and tells a failing probe "not ready", never why (a path,
 // free bytes).
 func TestReadyzAnswersFromTheCachedCheck(t *testing.T) {
-	d := &daemon{}
-	srv := httptest.NewServer((&trigger.Intake{}).Router(d.ready))
+	d := &Server{}
+	srv := httptest.NewServer((&trigger.Intake{}).Router(d.readyz))
 	defer srv.Close()
 	get := func() (int, string) {
 		t.Helper()

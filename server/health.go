@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -26,13 +26,13 @@ const minFreeBytes = 16 << 20
 // bytes, is for operators (admin socket `GET /v1/health`) and the log.
 var errNotReady = errors.New("not ready")
 
-// ready is /readyz beyond draining: not stopping, and the last background
+// readyz is /readyz beyond draining: not stopping, and the last background
 // check passed. It reads no file and takes no connection.
-func (d *daemon) ready(context.Context) error {
-	if d.stopping.Load() {
+func (s *Server) readyz(context.Context) error {
+	if s.stopping.Load() {
 		return errors.New("stopping")
 	}
-	if h := d.health.Load(); h == nil || !h.Ready {
+	if h := s.health.Load(); h == nil || !h.Ready {
 		return errNotReady
 	}
 	return nil
@@ -40,7 +40,7 @@ func (d *daemon) ready(context.Context) error {
 
 // runHealth checks the daemon's health every healthEvery until ctx ends,
 // logging each change of readiness with its reason.
-func (d *daemon) runHealth(ctx context.Context) {
+func (s *Server) runHealth(ctx context.Context) {
 	t := time.NewTicker(healthEvery)
 	defer t.Stop()
 	for {
@@ -49,14 +49,14 @@ func (d *daemon) runHealth(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		before := d.health.Load()
-		h := d.checkHealth(ctx)
-		d.health.Store(h)
+		before := s.health.Load()
+		h := s.checkHealth(ctx)
+		s.health.Store(h)
 		if before != nil && before.Ready != h.Ready {
 			if h.Ready {
-				d.log.Info().Msg("ready again")
+				s.log.Info().Msg("ready again")
 			} else {
-				d.log.Warn().Str("reason", h.Reason).Msg("not ready")
+				s.log.Warn().Str("reason", h.Reason).Msg("not ready")
 			}
 		}
 	}
@@ -65,7 +65,7 @@ func (d *daemon) runHealth(ctx context.Context) {
 // checkHealth is the full check: the queue file answers a write
 // transaction, every disk holding a file has room, and the journal lock
 // record is this process's.
-func (d *daemon) checkHealth(ctx context.Context) *admin.Health {
+func (s *Server) checkHealth(ctx context.Context) *admin.Health {
 	h := &admin.Health{CheckedAt: time.Now().UTC(), Files: []admin.FileHealth{}}
 	fail := func(format string, args ...any) *admin.Health {
 		if h.Reason == "" {
@@ -75,10 +75,10 @@ func (d *daemon) checkHealth(ctx context.Context) *admin.Health {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := d.q.Ping(pctx); err != nil {
+	if err := s.store.Queue.Ping(pctx); err != nil {
 		fail("queue: %v", err)
 	}
-	for _, f := range []struct{ role, path string }{{"queue", d.f.queue}, {"state", d.f.state}, {"journal", d.f.journal}} {
+	for _, f := range []struct{ role, path string }{{"queue", s.cfg.Queue}, {"state", s.cfg.State}, {"journal", s.cfg.Journal}} {
 		if f.path == "" {
 			continue
 		}
@@ -94,8 +94,8 @@ func (d *daemon) checkHealth(ctx context.Context) *admin.Health {
 			fail("disk of %s: %d bytes free, under %d", abs, free, minFreeBytes)
 		}
 	}
-	if d.f.journal != "" {
-		rec, err := journal.ReadLock(d.f.journal)
+	if s.cfg.Journal != "" {
+		rec, err := journal.ReadLock(s.cfg.Journal)
 		if err != nil || rec == nil || rec.PID != os.Getpid() {
 			fail("journal lock is not held by this process")
 		}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -10,25 +10,25 @@ import (
 	"github.com/touba/touba-trigger/trigger"
 )
 
-// config is a program and a manifest checked against each other, with
+// Loaded is a program and a manifest checked against each other, with
 // every secret resolved: what serve runs and what check validates.
-type config struct {
-	program  *trigger.Program
-	manifest *manifest.Manifest
-	resolved *manifest.Resolved
-	intake   *trigger.Config
-	secrets  *secret.Set
+type Loaded struct {
+	Program  *trigger.Program
+	Manifest *manifest.Manifest
+	Resolved *manifest.Resolved
+	Intake   *trigger.Config
+	Secrets  *secret.Set
 }
 
-// loadConfig loads both files strictly and refuses, before anything runs,
+// LoadConfig loads both files strictly and refuses, before anything runs,
 // a step naming an unbound tool, a binding no step uses, and any secret
 // that cannot be resolved.
-func loadConfig(programPath, manifestPath string) (*config, error) {
+func LoadConfig(programPath, manifestPath string) (*Loaded, error) {
 	if programPath == "" {
-		return nil, usageError{err: fmt.Errorf("a PROGRAM file is required")}
+		return nil, touba.Errorf(touba.EUsage, "a PROGRAM file is required")
 	}
 	if manifestPath == "" {
-		return nil, usageError{err: fmt.Errorf("--manifest is required")}
+		return nil, touba.Errorf(touba.EUsage, "--manifest is required")
 	}
 	p, err := trigger.LoadProgram(programPath)
 	if err != nil {
@@ -52,13 +52,14 @@ func loadConfig(programPath, manifestPath string) (*config, error) {
 	if err != nil {
 		return nil, configErr(err)
 	}
-	return &config{program: p, manifest: m, resolved: res, intake: ic, secrets: res.Values}, nil
+	return &Loaded{Program: p, Manifest: m, Resolved: res, Intake: ic, Secrets: res.Values}, nil
 }
 
-// configErr makes sure a load failure exits 2 even when it carries no code.
+// configErr makes sure a load failure is refused as bad configuration
+// (exit 2) even when it carries no code.
 func configErr(err error) error {
 	if touba.ErrorCode(err) == touba.ECONFIG {
 		return err
 	}
-	return usageError{err: err}
+	return fmt.Errorf("%w: %v", &touba.Error{Code: touba.ECONFIG, Message: err.Error()}, err)
 }

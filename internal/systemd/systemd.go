@@ -1,4 +1,8 @@
-package main
+// Package systemd speaks systemd's protocols with the standard library
+// only: sd_notify (READY=1, STOPPING=1, WATCHDOG=1 on $NOTIFY_SOCKET), the
+// watchdog, and socket activation ($LISTEN_FDS descriptors from 3 on, named
+// by $LISTEN_FDNAMES).
+package systemd
 
 import (
 	"context"
@@ -13,33 +17,29 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// The systemd protocols, with the standard library only: sd_notify
-// (READY=1, STOPPING=1, WATCHDOG=1 on $NOTIFY_SOCKET) and socket activation
-// ($LISTEN_FDS descriptors from 3 on, named by $LISTEN_FDNAMES).
-
-// notifier sends sd_notify datagrams; without $NOTIFY_SOCKET it does
+// Notifier sends sd_notify datagrams; without $NOTIFY_SOCKET it does
 // nothing.
-type notifier struct {
+type Notifier struct {
 	addr *net.UnixAddr
 }
 
-// newNotifier reads $NOTIFY_SOCKET and removes it from the environment, so
+// NewNotifier reads $NOTIFY_SOCKET and removes it from the environment, so
 // that no child inherits it.
-func newNotifier() *notifier {
+func NewNotifier() *Notifier {
 	path := os.Getenv("NOTIFY_SOCKET")
 	os.Unsetenv("NOTIFY_SOCKET")
 	if path == "" {
-		return &notifier{}
+		return &Notifier{}
 	}
 	if path[0] == '@' {
 		// An abstract socket: its name starts with a NUL byte.
 		path = "\x00" + path[1:]
 	}
-	return &notifier{addr: &net.UnixAddr{Name: path, Net: "unixgram"}}
+	return &Notifier{addr: &net.UnixAddr{Name: path, Net: "unixgram"}}
 }
 
 // Notify sends one state line such as "READY=1".
-func (n *notifier) Notify(state string) error {
+func (n *Notifier) Notify(state string) error {
 	if n.addr == nil {
 		return nil
 	}
@@ -54,9 +54,9 @@ func (n *notifier) Notify(state string) error {
 	return nil
 }
 
-// watchdogInterval returns how often to ping the watchdog: half of
+// WatchdogInterval returns how often to ping the watchdog: half of
 // $WATCHDOG_USEC, when it is set for this process.
-func watchdogInterval() (time.Duration, bool) {
+func WatchdogInterval() (time.Duration, bool) {
 	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
 	if err != nil || usec <= 0 {
 		return 0, false
@@ -67,10 +67,10 @@ func watchdogInterval() (time.Duration, bool) {
 	return time.Duration(usec) * time.Microsecond / 2, true
 }
 
-// runWatchdog pings the watchdog every interval while healthy answers
+// RunWatchdog pings the watchdog every interval while healthy answers
 // within it, so that a daemon whose files stopped answering is restarted
 // by systemd rather than kept alive by a timer.
-func (n *notifier) runWatchdog(ctx context.Context, every time.Duration, healthy func(context.Context) error, log zerolog.Logger) {
+func (n *Notifier) RunWatchdog(ctx context.Context, every time.Duration, healthy func(context.Context) error, log zerolog.Logger) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -96,16 +96,16 @@ func (n *notifier) runWatchdog(ctx context.Context, every time.Duration, healthy
 // listenFDsStart is the first descriptor systemd passes.
 const listenFDsStart = 3
 
-// activated holds the listeners systemd passed, by name: "http" for
+// Activated holds the listeners systemd passed, by name: "http" for
 // webhooks (or the first unnamed one), "metrics" for /metrics.
-type activated map[string]net.Listener
+type Activated map[string]net.Listener
 
-// activationListeners takes the descriptors of socket activation. When
+// Listeners takes the descriptors of socket activation. When
 // $LISTEN_PID is set it must be this process; when it is absent the
 // descriptors are taken anyway, so that a wrapper or a test that cannot know
 // the child's pid before starting it can pass them. The variables are
 // removed from the environment afterwards.
-func activationListeners(log zerolog.Logger) (activated, error) {
+func Listeners(log zerolog.Logger) (Activated, error) {
 	n, err := strconv.Atoi(os.Getenv("LISTEN_FDS"))
 	pid := os.Getenv("LISTEN_PID")
 	names := strings.Split(os.Getenv("LISTEN_FDNAMES"), ":")
@@ -119,7 +119,7 @@ func activationListeners(log zerolog.Logger) (activated, error) {
 		log.Warn().Str("listen_pid", pid).Msg("LISTEN_FDS is meant for another process; ignored")
 		return nil, nil
 	}
-	out := activated{}
+	out := Activated{}
 	for i := 0; i < n; i++ {
 		fd := listenFDsStart + i
 		syscall.CloseOnExec(fd)
@@ -147,8 +147,8 @@ func activationListeners(log zerolog.Logger) (activated, error) {
 	return out, nil
 }
 
-// take returns the activated listener of name, or nil.
-func (a activated) take(name string) net.Listener {
+// Take returns the activated listener of name, or nil.
+func (a Activated) Take(name string) net.Listener {
 	ln := a[name]
 	delete(a, name)
 	return ln

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/touba/touba-trigger/dispatcher"
 	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/sqlite"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -16,18 +17,18 @@ import (
 func TestReloadSecretsOnlyGrow(t *testing.T) {
 	first := &secret.Set{}
 	first.Add("old-token-1f9a")
-	d := &daemon{secrets: first, intake: &trigger.Intake{}, log: zerolog.Nop()}
+	d := &Server{secrets: first, intake: &trigger.Intake{}, log: zerolog.Nop(), store: &sqlite.Store{}}
 	d.current.Store(&dispatcher.Config{Secrets: first})
 	d.intake.SetConfig(&trigger.Config{Secrets: first})
 
 	second := &secret.Set{}
 	second.Add("new-token-77c2")
-	next := &config{secrets: second, intake: &trigger.Config{Secrets: second}}
+	next := &Loaded{Secrets: second, Intake: &trigger.Config{Secrets: second}}
 	nd := &dispatcher.Config{Secrets: second}
 	d.install(next, nd)
 
 	for name, s := range map[string]*secret.Set{"dispatcher": d.current.Load().Secrets,
-		"intake": next.intake.Secrets, "journal": d.secrets} {
+		"intake": next.Intake.Secrets, "journal": d.secrets} {
 		for _, v := range []string{"old-token-1f9a", "new-token-77c2"} {
 			if !s.Contains("x" + v + "x") {
 				t.Errorf("%s secret set misses %q after a reload", name, v)

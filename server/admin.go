@@ -1,0 +1,134 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/sqlite"
+)
+
+// newService is the admin API over open stores, for the daemon and for
+// the CLI on files alike. current gives the configuration in force (nil
+// when none is loaded: the CLI on files without --program).
+func newService(st *sqlite.Store, current func() *dispatcher.Config, log zerolog.Logger) *admin.Service {
+	svc := &admin.Service{Queue: st.Queue, State: st.State, Log: log}
+	svc.HasTrigger = func(ref string) bool {
+		c := current()
+		if c == nil {
+			return true
+		}
+		_, ok := c.Program.Lookup(strings.TrimPrefix(ref, "trigger:"))
+		return ok
+	}
+	svc.Keyed = func(e *touba.Delivery) {
+		if c := current(); c != nil {
+			if t, ok := c.Program.Lookup(strings.TrimPrefix(e.TriggerRef, "trigger:")); ok {
+				t.SetConcurrencyKey(e)
+			}
+		}
+	}
+	if st.Journal != nil {
+		svc.Journal = st.Journal
+		j := st.Journal
+		svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]touba.StepOutput,
+			orig *touba.Effect) (*touba.Compensation, error) {
+			return dispatcher.Compensate(ctx, current(), j, e, steps, orig)
+		}
+	}
+	return svc
+}
+
+// adminService is the admin API over the daemon's own stores.
+func (s *Server) adminService() *admin.Service {
+	svc := newService(s.store, s.current.Load, s.log.With().Str("component", "admin").Logger())
+	svc.Probe = s.health.Load
+	if s.disp != nil {
+		svc.Wake = s.disp.Notify
+	}
+	return svc
+}
+
+// FilesConfig is what the operator CLI opens when no daemon answers.
+type FilesConfig struct {
+	Queue, State, Journal string
+	TakeOverStaleLock     bool
+	// Program and Manifest, when given, are the configuration a
+	// compensation calls its binding with.
+	Program, Manifest string
+	Log               zerolog.Logger
+	// Notes receives what opening found (a lock taken over, effects now
+	// unknown), for the operator.
+	Notes io.Writer
+}
+
+// Files is the admin API on the stores themselves, held under the journal
+// lock, for the CLI when no daemon runs.
+type Files struct {
+	Service *admin.Service
+	// Operator names who is asking, for the audit trail.
+	Operator string
+	store    *sqlite.Store
+	closers  []func() error
+}
+
+// OpenFiles opens the stores exactly as the daemon does (sqlite.Open),
+// never creating a file an operator only meant to look at.
+func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
+	if c.Journal == "" {
+		fmt.Fprintln(c.Notes, "warning: no --effect-journal, so no lock keeps a daemon off these files")
+	}
+	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,
+		TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: true, Log: c.Log})
+	if err != nil {
+		return nil, err
+	}
+	f := &Files{store: st, Operator: operator()}
+	if st.Lock != nil && st.Lock.TookOver != nil {
+		fmt.Fprintf(c.Notes, "took over a stale journal lock of %s\n", st.Lock.TookOver)
+	}
+	for _, e := range st.Recovered {
+		fmt.Fprintf(c.Notes, "recovery: effect %s %s was dispatched when the daemon stopped; it is now unknown\n", e.Scope, e.EffectID)
+	}
+	var dcfg *dispatcher.Config
+	if c.Program != "" || c.Manifest != "" {
+		loaded, err := LoadConfig(c.Program, c.Manifest)
+		if err == nil {
+			dcfg, err = dispatcher.NewConfig(loaded.Program, loaded.Manifest, loaded.Resolved, true, &dispatcher.Stubs{}, c.Log)
+		}
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		f.closers = append(f.closers, func() error { dcfg.CloseRunners(nil); return nil })
+	}
+	f.Service = newService(st, func() *dispatcher.Config { return dcfg }, c.Log)
+	if dcfg == nil {
+		f.Service.Compensator = nil // the admin API then says what to give
+	}
+	return f, nil
+}
+
+// Close closes the stores and releases the lock.
+func (f *Files) Close() error {
+	for _, c := range f.closers {
+		c()
+	}
+	return f.store.Close()
+}
+
+// operator names the user of the CLI for the audit trail.
+func operator() string {
+	if u, err := user.Current(); err == nil {
+		return fmt.Sprintf("%s uid %s pid %d (files, no daemon)", u.Username, u.Uid, os.Getpid())
+	}
+	return fmt.Sprintf("uid %d pid %d (files, no daemon)", os.Getuid(), os.Getpid())
+}
