@@ -13,8 +13,8 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
-	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/metrics"
+	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/sqlite/queue"
 	"github.com/touba/touba-trigger/sqlite/state"
 )

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"github.com/touba/touba-trigger/internal/secret"
-	"github.com/touba/touba-trigger/journal"
-	"github.com/touba/touba-trigger/queue"
-	"github.com/touba/touba-trigger/state"
+	"github.com/touba/touba-trigger/sqlite/journal"
+	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/storetest"
 )
 
