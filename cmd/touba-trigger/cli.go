@@ -125,3 +125,16 @@ func subcommand(group string, args []string, verbs ...string) (string, []string,
 	}
 	return "", nil, usageError{err: fmt.Errorf("%s %s: unknown; want one of %v", group, args[0], verbs)}
 }
+
+// operatorVerb starts an operator command: which verb of group it is, and
+// its flag set holding the shared flags (addCLIFlags).
+func operatorVerb(group string, args []string, stderr io.Writer, stateFileFlag bool, verbs ...string) (string, []string, *flag.FlagSet, *cliFlags, error) {
+	verb, args, err := subcommand(group, args, verbs...)
+	if err != nil {
+		return "", nil, nil, nil, err
+	}
+	f := &cliFlags{}
+	fs := newFlagSet(group+" "+verb, stderr)
+	addCLIFlags(fs, f, stateFileFlag)
+	return verb, args, fs, f, nil
+}

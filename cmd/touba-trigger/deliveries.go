@@ -17,13 +17,10 @@ import (
 // runDeliveries is `touba-trigger deliveries ls|show|replay` (SPEC §6): the
 // delivery log of requests that did not create an entry.
 func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	verb, args, err := subcommand("deliveries", args, "ls", "show", "replay")
+	verb, args, fs, f, err := operatorVerb("deliveries", args, stderr, true, "ls", "show", "replay")
 	if err != nil {
 		return err
 	}
-	var f cliFlags
-	fs := newFlagSet("deliveries "+verb, stderr)
-	addCLIFlags(fs, &f, true)
 	switch verb {
 	case "ls":
 		var flt admin.DeliveryFilter
@@ -44,7 +41,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if since > 0 {
 			flt.Since = time.Now().Add(-since)
 		}
-		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			rows, err := api.Deliveries(ctx, flt)
 			if err != nil || f.json {
 				return orJSON(stdout, rows, err)
@@ -66,7 +63,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 		} else if len(pos) != 1 {
 			return usageError{err: errors.New("deliveries show takes one DELIVERY_ID")}
 		}
-		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			d, err := api.Delivery(ctx, pos[0])
 			if err != nil || f.json {
 				return orJSON(stdout, d, err)
@@ -84,7 +81,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return usageError{err: errors.New("deliveries replay takes one DELIVERY_ID")}
 	}
 	req.DeliveryID = pos[0]
-	return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+	return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 		r, err := api.ReplayDelivery(ctx, req)
 		if err != nil {
 			return err

@@ -17,13 +17,10 @@ import (
 // runEffects is `touba-trigger effects ls|resolve|compensate` (SPEC §6):
 // the effect journal as an operator reconciles it.
 func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	verb, args, err := subcommand("effects", args, "ls", "resolve", "compensate")
+	verb, args, fs, f, err := operatorVerb("effects", args, stderr, false, "ls", "resolve", "compensate")
 	if err != nil {
 		return err
 	}
-	var f cliFlags
-	fs := newFlagSet("effects "+verb, stderr)
-	addCLIFlags(fs, &f, false)
 	switch verb {
 	case "ls":
 		var flt admin.EffectFilter
@@ -35,7 +32,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		} else if len(pos) > 0 {
 			return usageError{err: fmt.Errorf("effects ls takes no arguments, got %q", pos)}
 		}
-		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Effects(ctx, flt)
 			if err != nil || f.json {
 				return orJSON(stdout, list, err)
@@ -48,7 +45,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return t.flush()
 		})
 	case "resolve":
-		return runResolve(ctx, fs, &f, args, stdout, stderr)
+		return runResolve(ctx, fs, f, args, stdout, stderr)
 	}
 	fs.StringVar(&f.program, "program", "", "without a daemon: the program, to call the binding")
 	fs.StringVar(&f.manifest, "manifest", "", "without a daemon: the manifest, to call the binding")
@@ -58,7 +55,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	} else if len(pos) != 2 {
 		return usageError{err: errors.New("effects compensate takes SCOPE EFFECT_ID")}
 	}
-	return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+	return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 		c, err := api.Compensate(ctx, admin.CompensateRequest{Scope: pos[0], EffectID: pos[1]})
 		if err != nil || f.json {
 			if err == nil && c.State != touba.EffectApplied {

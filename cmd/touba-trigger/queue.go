@@ -14,13 +14,10 @@ import (
 
 // runQueue is `touba-trigger queue ls|show|replay` (SPEC §6).
 func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	verb, args, err := subcommand("queue", args, "ls", "show", "replay")
+	verb, args, fs, f, err := operatorVerb("queue", args, stderr, true, "ls", "show", "replay")
 	if err != nil {
 		return err
 	}
-	var f cliFlags
-	fs := newFlagSet("queue "+verb, stderr)
-	addCLIFlags(fs, &f, true)
 	switch verb {
 	case "ls":
 		var flt admin.EntryFilter
@@ -33,7 +30,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		} else if len(pos) > 0 {
 			return usageError{err: fmt.Errorf("queue ls takes no arguments, got %q", pos)}
 		}
-		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Entries(ctx, flt)
 			if err != nil || f.json {
 				return orJSON(stdout, list, err)
@@ -52,7 +49,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		} else if len(pos) != 1 {
 			return usageError{err: errors.New("queue show takes one QUEUE_ID")}
 		}
-		return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			d, err := api.Entry(ctx, pos[0])
 			if err != nil || f.json {
 				return orJSON(stdout, d, err)
@@ -68,7 +65,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	req.IDs = pos
-	return withSession(ctx, &f, stderr, func(ctx context.Context, api admin.API) error {
+	return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 		rep, err := api.ReplayEntries(ctx, req)
 		if err != nil {
 			return err

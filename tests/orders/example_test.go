@@ -65,6 +65,7 @@ func newExample(t *testing.T) *example {
 	base := t.TempDir()
 	dir := filepath.Join(base, "examples", "orders")
 	copyTree(t, filepath.Join(root, "examples", "orders"), dir)
+	slowMachineTimeouts(t, filepath.Join(dir, "touba.manifest.json"))
 	if err := os.Symlink(filepath.Join(root, "sdk"), filepath.Join(base, "sdk")); err != nil {
 		t.Fatal(err)
 	}
@@ -257,4 +258,29 @@ func (e *example) effect(queueID, step string) *touba.Effect {
 		e.t.Fatalf("effect %s:%s: %v", queueID, step, err)
 	}
 	return eff
+}
+
+// slowMachineTimeouts raises every binding's timeout_ms in the copied
+// manifest to a minute: these tests are about crashes and replays, and a
+// Node.js handler that starts slowly on a loaded machine must not time out
+// (a timeout is unknown, and idempotency_key would send once more).
+func slowMachineTimeouts(tb testing.TB, path string) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		tb.Fatal(err)
+	}
+	for _, binding := range m["bindings"].(map[string]any) {
+		binding.(map[string]any)["timeout_ms"] = 60000
+	}
+	if b, err = json.Marshal(m); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
 }
