@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/touba/touba-trigger/protocol"
 )
 
 // Operations of an effect (SPEC §4): a normal call, or an operator's
 // compensation of an applied effect.
 const (
-	OperationInvoke     = "invoke"
-	OperationCompensate = "compensate"
+	OperationInvoke     = string(protocol.Invoke)
+	OperationCompensate = string(protocol.Compensate)
 )
 
 // Sentinels of the effect journal, matched with errors.Is.

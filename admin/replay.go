@@ -202,24 +202,21 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 		return nil, err
 	}
 	out.QueueID = res.QueueID
+	a := dedupe.Answered(res, d.Digest)
+	out.Status, out.Code = a.Status, a.Code
 	switch {
-	case res.Created:
-		out.Status = touba.IntakeEnqueued
+	case a.Status == touba.IntakeEnqueued:
 		if s.Wake != nil {
 			s.Wake()
 		}
+	case a.Status == touba.IntakeDuplicate:
+		out.Hint = "entry " + res.QueueID + " already holds this event and is still pending"
+	case a.Code == touba.ETriggerEventPayloadConflict:
+		out.Message = "event id " + eventID + " is bound to a different body in entry " + res.QueueID
+		out.Hint = "to run this body as a new entry: touba-trigger deliveries replay " + row.DeliveryID + " --new-event-id"
 	default:
-		switch dedupe.Decide(res.Digest, res.Status, d.Digest) {
-		case dedupe.Duplicate:
-			out.Status = touba.IntakeDuplicate
-			out.Hint = "entry " + res.QueueID + " already holds this event and is still pending"
-		case dedupe.Conflict:
-			out.Code, out.Message = touba.ETriggerEventPayloadConflict, "event id "+eventID+" is bound to a different body in entry "+res.QueueID
-			out.Hint = "to run this body as a new entry: touba-trigger deliveries replay " + row.DeliveryID + " --new-event-id"
-		default:
-			out.Code, out.Message = touba.ETriggerReplayRejected, "entry "+res.QueueID+" already consumed this event (status "+res.Status+")"
-			out.Hint = "to run it again as a new entry: touba-trigger deliveries replay " + row.DeliveryID + " --new-event-id"
-		}
+		out.Message = "entry " + res.QueueID + " already consumed this event (status " + res.Status + ")"
+		out.Hint = "to run it again as a new entry: touba-trigger deliveries replay " + row.DeliveryID + " --new-event-id"
 	}
 	ev := touba.OperatorEvent{Action: "deliveries.replay", QueueID: out.QueueID, Target: row.DeliveryID, Outcome: "done",
 		Detail: fmt.Sprintf("event %s: %s%s", eventID, out.Status, out.Code)}

@@ -70,3 +70,27 @@ func Decide(existingDigest, existingStatus, digest string) Decision {
 		return Replay
 	}
 }
+
+// Answer is what intake answers one enqueue (SPEC §3.1): Status for a
+// delivery answered 202, or Code for a refusal. Intake and the operator's
+// delivery replay both answer through it, so the mapping exists once.
+type Answer struct {
+	Status string // touba.IntakeEnqueued or touba.IntakeDuplicate, or ""
+	Code   string // touba.ETriggerEventPayloadConflict or touba.ETriggerReplayRejected, or ""
+}
+
+// Answered maps the result of enqueueing a delivery whose body has digest
+// to its answer.
+func Answered(res touba.EnqueueResult, digest string) Answer {
+	if res.Created {
+		return Answer{Status: touba.IntakeEnqueued}
+	}
+	switch Decide(res.Digest, res.Status, digest) {
+	case Duplicate:
+		return Answer{Status: touba.IntakeDuplicate}
+	case Conflict:
+		return Answer{Code: touba.ETriggerEventPayloadConflict}
+	default:
+		return Answer{Code: touba.ETriggerReplayRejected}
+	}
+}

@@ -82,3 +82,23 @@ func FuzzValidateEventID(f *testing.F) {
 		}
 	})
 }
+
+// One mapping from an enqueue to intake's answer, for intake and for an
+// operator's delivery replay alike.
+func TestAnswered(t *testing.T) {
+	for _, tc := range []struct {
+		res  touba.EnqueueResult
+		want dedupe.Answer
+	}{
+		{touba.EnqueueResult{Created: true, Digest: "d", Status: touba.StatusPending}, dedupe.Answer{Status: touba.IntakeEnqueued}},
+		{touba.EnqueueResult{Digest: "d", Status: touba.StatusPending}, dedupe.Answer{Status: touba.IntakeDuplicate}},
+		{touba.EnqueueResult{Digest: "d", Status: touba.StatusRunning}, dedupe.Answer{Code: touba.ETriggerReplayRejected}},
+		{touba.EnqueueResult{Digest: "d", Status: touba.StatusDone}, dedupe.Answer{Code: touba.ETriggerReplayRejected}},
+		{touba.EnqueueResult{Digest: "other", Status: touba.StatusPending}, dedupe.Answer{Code: touba.ETriggerEventPayloadConflict}},
+		{touba.EnqueueResult{Digest: "other", Status: touba.StatusDone}, dedupe.Answer{Code: touba.ETriggerEventPayloadConflict}},
+	} {
+		if got := dedupe.Answered(tc.res, "d"); got != tc.want {
+			t.Errorf("Answered(%+v)=%+v, want %+v", tc.res, got, tc.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
 	"github.com/touba/touba-trigger/internal/uuidv7"
+	"github.com/touba/touba-trigger/protocol"
 )
 
 // Compensation is the outcome of an operator's compensation of an applied
@@ -82,12 +83,12 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 	if err != nil {
 		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "cannot rebuild the input of step %s: %s", stepID, touba.ErrorMessage(err))
 	}
-	if fp, err := handler.Fingerprint(st.Tool, handler.OperationInvoke, input); err != nil || fp != original.Fingerprint {
+	if fp, err := handler.Fingerprint(st.Tool, touba.OperationInvoke, input); err != nil || fp != original.Fingerprint {
 		return nil, touba.Errorf(touba.ECompensationInputUnavailable,
 			"the rebuilt input of step %s is not the one the original call sent (fingerprint %s, journaled %s); "+
 				"the program, a checkpoint or the body (retention) changed since", stepID, fp, original.Fingerprint)
 	}
-	fp, err := handler.Fingerprint(st.Tool, handler.OperationCompensate, input)
+	fp, err := handler.Fingerprint(st.Tool, touba.OperationCompensate, input)
 	if err != nil {
 		return nil, fmt.Errorf("compensation fingerprint: %w", err)
 	}
@@ -110,7 +111,7 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 	}
 	out.Attempt = eff.Attempts
 
-	req := &handler.Request{Protocol: handler.Protocol, Operation: handler.OperationCompensate, ToolRef: st.Tool, Input: input,
+	req := &handler.Request{Protocol: protocol.Name, Operation: protocol.Compensate, ToolRef: st.Tool, Input: input,
 		Context: handler.Context{TriggerRef: entry.TriggerRef, EventID: entry.EventID, QueueID: entry.QueueID,
 			RunID: "compensate-" + callID, CallID: callID, Attempt: eff.Attempts, Grants: b.Grants,
 			Effect: &handler.Effect{Scope: original.Scope, EffectID: compID, Fingerprint: fp,

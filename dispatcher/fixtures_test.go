@@ -158,7 +158,7 @@ func (w *world) remoteCalls(r runner, callsFile string) int {
 // tool with the literal input in.
 func fingerprint(tb testing.TB, tool string, in any) string {
 	tb.Helper()
-	fp, err := handler.Fingerprint(tool, handler.OperationInvoke, json.RawMessage(mustJSON(tb, in)))
+	fp, err := handler.Fingerprint(tool, touba.OperationInvoke, json.RawMessage(mustJSON(tb, in)))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/uuidv7"
+	"github.com/touba/touba-trigger/protocol"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
 )
@@ -41,7 +42,7 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	}
 	defer release()
 	callID := uuidv7.New()
-	req := &handler.Request{Protocol: handler.Protocol, Operation: handler.OperationInvoke, ToolRef: st.Tool, Input: input,
+	req := &handler.Request{Protocol: protocol.Name, Operation: protocol.Invoke, ToolRef: st.Tool, Input: input,
 		Context: handler.Context{TriggerRef: e.TriggerRef, EventID: e.EventID, QueueID: e.QueueID, RunID: runID,
 			CallID: callID, Attempt: e.Attempts, Grants: b.Grants}}
 	log = log.With().Str("step", st.ID).Str("call_id", callID).Logger()
@@ -59,7 +60,7 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 // effect runs one external write under the journal's rules.
 func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding, e *touba.Delivery, st trigger.Step, req *handler.Request,
 	log zerolog.Logger) (json.RawMessage, *verdict) {
-	fp, err := handler.Fingerprint(st.Tool, handler.OperationInvoke, req.Input)
+	fp, err := handler.Fingerprint(st.Tool, touba.OperationInvoke, req.Input)
 	if err != nil {
 		return nil, stop(fail, touba.EStepInputUnresolved, "input of step %s: %v", st.ID, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 // callSpan is what the touba.handler.call span of req tells.
 func callSpan(b *Binding, req *handler.Request) tracing.Call {
-	c := tracing.Call{ToolRef: b.Ref, Operation: req.Operation, CallID: req.Context.CallID}
+	c := tracing.Call{ToolRef: b.Ref, Operation: string(req.Operation), CallID: req.Context.CallID}
 	if e := req.Context.Effect; e != nil {
 		c.EffectID, c.RetryMode, c.EffectAttempt = e.EffectID, e.RetryMode, e.Attempt
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/touba/touba-trigger/internal/gobuild"
 
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/protocol"
 )
 
 // The test handler programs, built once by TestMain: fixture (one-shot,
@@ -27,8 +28,8 @@ const testTool = "tool:test/Echo"
 func newRequest(tb testing.TB, input, retryMode string) *handler.Request {
 	tb.Helper()
 	req := &handler.Request{
-		Protocol:  handler.Protocol,
-		Operation: handler.OperationInvoke,
+		Protocol:  protocol.Name,
+		Operation: protocol.Invoke,
 		ToolRef:   testTool,
 		Input:     json.RawMessage(input),
 		Context: handler.Context{
@@ -37,7 +38,7 @@ func newRequest(tb testing.TB, input, retryMode string) *handler.Request {
 		},
 	}
 	if retryMode != "" {
-		fp, err := handler.Fingerprint(req.ToolRef, req.Operation, req.Input)
+		fp, err := handler.Fingerprint(req.ToolRef, string(req.Operation), req.Input)
 		if err != nil {
 			tb.Fatal(err)
 		}

@@ -18,15 +18,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-)
-
-// Protocol is the value of a request's "protocol" field.
-const Protocol = "touba-tool-handler-v1"
-
-// Operations of a request.
-const (
-	OperationInvoke     = "invoke"
-	OperationCompensate = "compensate"
+	"github.com/touba/touba-trigger/protocol"
 )
 
 // GrantNetwork is the grant that lets a process handler use the network.
@@ -35,67 +27,14 @@ const GrantNetwork = "network"
 // DefaultMaxPayload bounds inputs and outputs when a spec names no limit.
 const DefaultMaxPayload = 1 << 20
 
-// Request is one protocol request: the stdin of a process handler, the
-// body of a webhook handler.
-type Request struct {
-	Protocol  string          `json:"protocol"`
-	Operation string          `json:"operation"`
-	ToolRef   string          `json:"tool_ref"`
-	Input     json.RawMessage `json:"input"`
-	Context   Context         `json:"context"`
-}
-
-// Context tells the handler which run and attempt a request belongs to.
-type Context struct {
-	TriggerRef     string   `json:"trigger_ref"`
-	EventID        string   `json:"event_id"`
-	QueueID        string   `json:"queue_id"`
-	RunID          string   `json:"run_id"`
-	CallID         string   `json:"call_id"`
-	Attempt        int      `json:"attempt"`
-	DeadlineUnixMS int64    `json:"deadline_unix_ms"`
-	Grants         []string `json:"grants"`
-	// TraceParent is the W3C traceparent of the touba.handler.call span, so
-	// the handler's own spans join the delivery's trace; absent with
-	// tracing off. A webhook handler also gets it as the traceparent header.
-	TraceParent string  `json:"traceparent,omitempty"`
-	Effect      *Effect `json:"effect,omitempty"`
-}
-
-// Effect identifies the external write of a call; it is present only for
-// bindings whose effect contract is external_write.
-type Effect struct {
-	Scope       string `json:"scope"`
-	EffectID    string `json:"effect_id"`
-	Fingerprint string `json:"fingerprint"`
-	RetryMode   string `json:"retry_mode"`
-	Attempt     int    `json:"attempt"`
-}
-
-// Response is one protocol response document.
-type Response struct {
-	CallID        string          `json:"call_id,omitempty"`
-	OK            bool            `json:"ok"`
-	Output        json.RawMessage `json:"output,omitempty"`
-	EffectReceipt *Receipt        `json:"effect_receipt,omitempty"`
-	Error         *ErrorBody      `json:"error,omitempty"`
-}
-
-// ErrorBody is the error of a response with ok false. Details may hold
-// {"effect_receipt": {...}}.
-type ErrorBody struct {
-	Code    string          `json:"code"`
-	Message string          `json:"message"`
-	Details json.RawMessage `json:"details,omitempty"`
-}
-
-// Receipt is a handler's statement about one effect.
-type Receipt struct {
-	EffectID    string `json:"effect_id"`
-	Fingerprint string `json:"fingerprint"`
-	Outcome     string `json:"outcome"`
-	ReceiptRef  string `json:"receipt_ref,omitempty"`
-}
+// The wire documents a runner sends and reads are package protocol's,
+// shared with the Go SDK; the names stay here for the runners' callers.
+type (
+	Request = protocol.Request
+	Context = protocol.Context
+	Effect  = protocol.Effect
+	Receipt = protocol.Receipt
+)
 
 // Result is what one call produced, as the dispatcher needs it.
 type Result struct {
@@ -138,10 +77,10 @@ type Runner interface {
 func encodeRequest(req *Request, deadline time.Time) ([]byte, error) {
 	r := *req
 	if r.Protocol == "" {
-		r.Protocol = Protocol
+		r.Protocol = protocol.Name
 	}
 	if r.Operation == "" {
-		r.Operation = OperationInvoke
+		r.Operation = protocol.Invoke
 	}
 	if len(r.Input) == 0 {
 		r.Input = json.RawMessage("null")

@@ -186,7 +186,7 @@ func interpretParsed(req *Request, w *wireResponse, werr *wireError) *Result {
 		}
 		return res
 	}
-	res.Outcome = r.Outcome
+	res.Outcome = string(r.Outcome)
 	res.ReceiptRef = r.ReceiptRef
 	return res
 }

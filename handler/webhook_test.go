@@ -15,6 +15,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/protocol"
 	"github.com/touba/touba-trigger/verify"
 )
 
@@ -108,7 +109,7 @@ func TestWebhookProtocolResponse(t *testing.T) {
 	req := newRequest(t, `{"order":1}`, touba.RetryIdempotencyKey)
 	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, body []byte) {
 		var got handler.Request
-		if err := json.Unmarshal(body, &got); err != nil || got.Context.Effect == nil || got.Protocol != handler.Protocol {
+		if err := json.Unmarshal(body, &got); err != nil || got.Context.Effect == nil || got.Protocol != protocol.Name {
 			http.Error(w, "bad request document", http.StatusBadRequest)
 			return
 		}

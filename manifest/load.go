@@ -11,6 +11,8 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/secret"
+
+	"github.com/touba/touba-trigger/internal/strictjson"
 )
 
 // Limits on durations, so that a millisecond count always fits a
@@ -43,49 +45,49 @@ func Load(path string) (*Manifest, error) {
 // names the file in messages and locates relative paths. It returns every
 // refusal found (up to a bound), each a *ConfigError.
 func Parse(path string, data []byte) (*Manifest, error) {
-	p := &problems{file: path}
+	p := newProblems(path)
 	dir := filepath.Dir(path)
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs
 	}
 	m := &Manifest{Path: path, Dir: dir, Bindings: map[string]*Binding{}}
-	root := decodeTree(data, p)
+	root := p.Decode(data)
 	if root != nil {
 		p.manifest(m, root)
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil
 }
 
 // manifest checks the top level.
-func (p *problems) manifest(m *Manifest, root *node) {
-	f, ok := p.object("$", root, "manifest_version", "bindings")
-	if !ok {
+func (p *problems) manifest(m *Manifest, root *strictjson.Node) {
+	f, _ := p.Object("$", root, []string{"manifest_version", "bindings"}, "manifest_version", "bindings")
+	if f == nil {
 		return
 	}
-	if n, ok := p.required("$", f, "manifest_version"); ok {
-		if v, ok := p.str("$.manifest_version", n); ok {
+	if n, ok := f["manifest_version"]; ok {
+		if v, err := p.Str("$.manifest_version", n); err == nil {
 			if v != Version {
-				p.add("$.manifest_version", "must be %s (got %s)", quote(Version), quote(v))
+				p.Fail("$.manifest_version", "must be %s (got %s)", strictjson.Quote(Version), strictjson.Quote(v))
 			}
 			m.Version = v
 		}
 	}
-	n, ok := p.required("$", f, "bindings")
-	if !ok || !p.is("$.bindings", n, kindObject) {
+	n, ok := f["bindings"]
+	if !ok || p.Is("$.bindings", n, strictjson.Object) != nil {
 		return
 	}
-	if len(n.keys) == 0 {
-		p.add("$.bindings", "must contain at least one binding")
+	if len(n.Keys) == 0 {
+		p.Fail("$.bindings", "must contain at least one binding")
 	}
-	for i, ref := range n.keys {
-		path := child("$.bindings", ref)
+	for i, ref := range n.Keys {
+		path := strictjson.Child("$.bindings", ref)
 		if !toolRef.MatchString(ref) {
-			p.add(path, "tool ref must be \"tool:\" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
+			p.Fail(path, "tool ref must be \"tool:\" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 		}
-		if b := p.binding(path, n.vals[i]); b != nil {
+		if b := p.binding(path, n.Vals[i]); b != nil {
 			b.Ref = ref
 			m.Bindings[ref] = b
 		}
@@ -93,10 +95,10 @@ func (p *problems) manifest(m *Manifest, root *node) {
 }
 
 // binding checks one binding and applies its defaults.
-func (p *problems) binding(path string, n *node) *Binding {
-	f, ok := p.object(path, n, "handler", "grants", "timeout_ms", "max_payload_bytes",
-		"secrets", "effect_contract", "compensation", "max_concurrency")
-	if !ok {
+func (p *problems) binding(path string, n *strictjson.Node) *Binding {
+	f, _ := p.Object(path, n, []string{"handler", "grants", "timeout_ms", "max_payload_bytes",
+		"secrets", "effect_contract", "compensation", "max_concurrency"}, "handler", "effect_contract")
+	if f == nil {
 		return nil
 	}
 	b := &Binding{
@@ -105,39 +107,39 @@ func (p *problems) binding(path string, n *node) *Binding {
 		MaxPayloadBytes: DefaultMaxPayloadBytes,
 		Secrets:         map[string]secret.Ref{},
 	}
-	if h, ok := p.required(path, f, "handler"); ok {
-		p.handler(child(path, "handler"), h, &b.Handler)
+	if h, ok := f["handler"]; ok {
+		p.handler(strictjson.Child(path, "handler"), h, &b.Handler)
 	}
 	if g, ok := f["grants"]; ok {
-		b.Grants = p.grants(child(path, "grants"), g)
+		b.Grants = p.grants(strictjson.Child(path, "grants"), g)
 	}
 	if t, ok := f["timeout_ms"]; ok {
-		v, _ := p.integer(child(path, "timeout_ms"), t, maxMS)
+		v, _ := p.Integer(strictjson.Child(path, "timeout_ms"), t, maxMS)
 		b.TimeoutMS = int(v)
 	}
 	if c, ok := f["max_concurrency"]; ok {
-		v, _ := p.integer(child(path, "max_concurrency"), c, maxConcurrency)
+		v, _ := p.Integer(strictjson.Child(path, "max_concurrency"), c, maxConcurrency)
 		b.MaxConcurrency = int(v)
 	}
 	if s, ok := f["max_payload_bytes"]; ok {
-		b.MaxPayloadBytes, _ = p.integer(child(path, "max_payload_bytes"), s, 1<<62)
+		b.MaxPayloadBytes, _ = p.Integer(strictjson.Child(path, "max_payload_bytes"), s, 1<<62)
 	}
 	if s, ok := f["secrets"]; ok {
-		at := child(path, "secrets")
+		at := strictjson.Child(path, "secrets")
 		if b.Handler.Kind != "" && b.Handler.Kind != KindProcess {
-			p.add(at, "only allowed for a process handler (secrets reach a handler as environment variables)")
+			p.Fail(at, "only allowed for a process handler (secrets reach a handler as environment variables)")
 		} else {
 			p.secrets(at, s, b.Secrets)
 		}
 	}
-	if c, ok := p.required(path, f, "effect_contract"); ok {
-		p.contract(child(path, "effect_contract"), c, &b.EffectContract)
+	if c, ok := f["effect_contract"]; ok {
+		p.contract(strictjson.Child(path, "effect_contract"), c, &b.EffectContract)
 	}
 	if c, ok := f["compensation"]; ok {
-		at := child(path, "compensation")
-		if cf, ok := p.object(at, c, "supported"); ok {
-			if s, ok := p.required(at, cf, "supported"); ok {
-				v, _ := p.boolean(child(at, "supported"), s)
+		at := strictjson.Child(path, "compensation")
+		if cf, _ := p.Object(at, c, []string{"supported"}, "supported"); cf != nil {
+			if s, ok := cf["supported"]; ok {
+				v, _ := p.Boolean(strictjson.Child(at, "supported"), s)
 				b.Compensation = &Compensation{Supported: v}
 			}
 		}
@@ -146,14 +148,14 @@ func (p *problems) binding(path string, n *node) *Binding {
 }
 
 // grants checks the grant list: known names, each at most once.
-func (p *problems) grants(path string, n *node) []string {
-	gs, _ := p.strs(path, n)
+func (p *problems) grants(path string, n *strictjson.Node) []string {
+	gs, _ := p.Strs(path, n)
 	for i, g := range gs {
 		switch {
 		case !slices.Contains(KnownGrants, g):
-			p.add(index(path, i), "unknown grant %s (known: %s)", quote(g), strings.Join(KnownGrants, ", "))
+			p.Fail(strictjson.Index(path, i), "unknown grant %s (known: %s)", strictjson.Quote(g), strings.Join(KnownGrants, ", "))
 		case slices.Index(gs, g) < i:
-			p.add(index(path, i), "duplicate grant %s", quote(g))
+			p.Fail(strictjson.Index(path, i), "duplicate grant %s", strictjson.Quote(g))
 		}
 	}
 	if gs == nil {
@@ -164,34 +166,34 @@ func (p *problems) grants(path string, n *node) []string {
 
 // contract checks an effect contract: a known kind, and a retry mode
 // exactly when the kind is external_write.
-func (p *problems) contract(path string, n *node, c *EffectContract) {
-	f, ok := p.object(path, n, "kind", "retry_mode")
-	if !ok {
+func (p *problems) contract(path string, n *strictjson.Node, c *EffectContract) {
+	f, _ := p.Object(path, n, []string{"kind", "retry_mode"}, "kind")
+	if f == nil {
 		return
 	}
-	if k, ok := p.required(path, f, "kind"); ok {
-		if v, ok := p.str(child(path, "kind"), k); ok {
+	if k, ok := f["kind"]; ok {
+		if v, err := p.Str(strictjson.Child(path, "kind"), k); err == nil {
 			c.Kind = v
 			if v != touba.ContractNone && v != touba.ContractExternalWrite {
-				p.add(child(path, "kind"), "unknown effect contract kind %s (known: %s, %s)",
-					quote(v), touba.ContractExternalWrite, touba.ContractNone)
+				p.Fail(strictjson.Child(path, "kind"), "unknown effect contract kind %s (known: %s, %s)",
+					strictjson.Quote(v), touba.ContractExternalWrite, touba.ContractNone)
 			}
 		}
 	}
-	at := child(path, "retry_mode")
+	at := strictjson.Child(path, "retry_mode")
 	r, has := f["retry_mode"]
 	switch {
 	case has && c.Kind == touba.ContractNone:
-		p.add(at, "not allowed when kind is %s", quote(touba.ContractNone))
+		p.Fail(at, "not allowed when kind is %s", strictjson.Quote(touba.ContractNone))
 	case has:
-		if v, ok := p.str(at, r); ok {
+		if v, err := p.Str(at, r); err == nil {
 			c.RetryMode = v
 			if v != touba.RetryIdempotencyKey && v != touba.RetryReconcile && v != touba.RetryNone {
-				p.add(at, "unknown retry_mode %s (known: %s, %s, %s)", quote(v),
+				p.Fail(at, "unknown retry_mode %s (known: %s, %s, %s)", strictjson.Quote(v),
 					touba.RetryIdempotencyKey, touba.RetryNone, touba.RetryReconcile)
 			}
 		}
 	case c.Kind == touba.ContractExternalWrite:
-		p.add(at, "required when kind is %s", quote(touba.ContractExternalWrite))
+		p.Fail(at, "required when kind is %s", strictjson.Quote(touba.ContractExternalWrite))
 	}
 }

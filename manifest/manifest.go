@@ -14,6 +14,8 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/secret"
+
+	"github.com/touba/touba-trigger/internal/strictjson"
 )
 
 // Version is the only manifest_version this package reads.
@@ -155,11 +157,11 @@ func (m *Manifest) ExternalWrites() []string {
 // tool refs the program's steps name. A step naming an unbound tool is the
 // program loader's refusal, since the path to report is in the program.
 func (m *Manifest) CheckUsage(used []string) error {
-	p := &problems{file: m.Path}
+	p := newProblems(m.Path)
 	for _, ref := range m.Refs() {
 		if !slices.Contains(used, ref) {
-			p.add(child("$.bindings", ref), "binding is not used by any program step")
+			p.Fail(strictjson.Child("$.bindings", ref), "binding is not used by any program step")
 		}
 	}
-	return p.err()
+	return p.Err()
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/touba/touba-trigger/internal/secret"
+
+	"github.com/touba/touba-trigger/internal/strictjson"
 )
 
 // envName is a portable environment variable name (POSIX: letters, digits
@@ -18,19 +20,19 @@ var reservedEnv = []string{"LANG", "PATH", "TOUBA_HANDLER_MODE", "TZ"}
 
 // secrets checks a binding's secrets: environment variable names mapped to
 // secret references.
-func (p *problems) secrets(path string, n *node, out map[string]secret.Ref) {
-	if !p.is(path, n, kindObject) {
+func (p *problems) secrets(path string, n *strictjson.Node, out map[string]secret.Ref) {
+	if p.Is(path, n, strictjson.Object) != nil {
 		return
 	}
-	for i, name := range n.keys {
-		at := child(path, name)
+	for i, name := range n.Keys {
+		at := strictjson.Child(path, name)
 		switch {
 		case !envName.MatchString(name):
-			p.add(at, "must be a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+			p.Fail(at, "must be a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
 		case slices.Contains(reservedEnv, name):
-			p.add(at, "name is reserved by the host (reserved: LANG, PATH, TOUBA_HANDLER_MODE, TZ)")
+			p.Fail(at, "name is reserved by the host (reserved: LANG, PATH, TOUBA_HANDLER_MODE, TZ)")
 		}
-		if r, ok := p.secretRef(at, n.vals[i]); ok {
+		if r, ok := p.secretRef(at, n.Vals[i]); ok {
 			out[name] = r
 		}
 	}
@@ -38,9 +40,9 @@ func (p *problems) secrets(path string, n *node, out map[string]secret.Ref) {
 
 // secretRef checks one reference: {"env"}, {"file"} or {"credential"},
 // exactly one, non-empty.
-func (p *problems) secretRef(path string, n *node) (secret.Ref, bool) {
-	f, ok := p.object(path, n, "env", "file", "credential")
-	if !ok {
+func (p *problems) secretRef(path string, n *strictjson.Node) (secret.Ref, bool) {
+	f, _ := p.Object(path, n, []string{"env", "file", "credential"})
+	if f == nil {
 		return secret.Ref{}, false
 	}
 	var r secret.Ref
@@ -51,9 +53,10 @@ func (p *problems) secretRef(path string, n *node) (secret.Ref, bool) {
 		if !has {
 			continue
 		}
-		s, ok := p.nonEmpty(child(path, key), v)
+		s, err := p.NonEmpty(strictjson.Child(path, key), v)
+		ok := err == nil
 		if ok && key == "env" && !envName.MatchString(s) {
-			p.add(child(path, key), "must be a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+			p.Fail(strictjson.Child(path, key), "must be a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
 			ok = false
 		}
 		good = good && ok
@@ -63,7 +66,7 @@ func (p *problems) secretRef(path string, n *node) (secret.Ref, bool) {
 		return secret.Ref{}, false
 	}
 	if err := r.Validate(); err != nil {
-		p.add(path, "%s", err.Error())
+		p.Fail(path, "%s", err.Error())
 		return secret.Ref{}, false
 	}
 	return r, true
@@ -88,17 +91,17 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 		HMAC:   map[string]string{},
 		Values: &secret.Set{},
 	}
-	p := &problems{file: m.Path}
+	p := newProblems(m.Path)
 	for _, ref := range m.Refs() {
 		b := m.Bindings[ref]
-		path := child("$.bindings", ref)
+		path := strictjson.Child("$.bindings", ref)
 		vars := map[string]string{}
 		names := slices.Sorted(maps.Keys(b.Secrets))
 		for _, name := range names {
 			r := b.Secrets[name]
 			v, err := r.Resolve(env, m.Dir)
 			if err != nil {
-				p.add(child(child(path, "secrets"), name), "cannot resolve: %s", err.Error())
+				p.Fail(strictjson.Child(strictjson.Child(path, "secrets"), name), "cannot resolve: %s", err.Error())
 				continue
 			}
 			vars[name] = v
@@ -108,14 +111,14 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 		if c := b.Handler.Credentials; c != nil {
 			v, err := c.HMACSecret.Resolve(env, m.Dir)
 			if err != nil {
-				p.add(path+".handler.credentials.hmac_secret", "cannot resolve: %s", err.Error())
+				p.Fail(path+".handler.credentials.hmac_secret", "cannot resolve: %s", err.Error())
 				continue
 			}
 			res.HMAC[ref] = v
 			res.Values.Add(v)
 		}
 	}
-	if err := p.err(); err != nil {
+	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return res, nil

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/internal/strictjson"
 	"github.com/touba/touba-trigger/verify"
 )
 
@@ -15,26 +16,26 @@ import (
 // deliveries.
 func NewConfig(p *Program, env secret.Env, secrets *secret.Set) (*Config, error) {
 	c := &Config{Program: p, Verifiers: map[string]Verifier{}, Secrets: secrets}
-	w := walker{file: p.Path}
+	w := newWalker(p.Path)
 	base := filepath.Dir(p.Path)
 	for i, t := range p.Triggers {
 		v := t.Source.Verify
 		if v == nil {
 			continue
 		}
-		path := idx("$.triggers", i) + ".source.verify"
+		path := strictjson.Index("$.triggers", i) + ".source.verify"
 		cfg := verify.Config{Scheme: v.Scheme, Header: v.Header, Tolerance: time.Duration(v.ToleranceSec) * time.Second}
 		for j, ref := range v.Secrets {
 			val, err := ref.Resolve(env, base)
 			if err != nil {
-				return nil, w.fail(idx(path+".secrets", j), "%v", err)
+				return nil, w.Fail(strictjson.Index(path+".secrets", j), "%v", err)
 			}
 			secrets.Add(val)
 			cfg.Secrets = append(cfg.Secrets, val)
 		}
 		vf, err := verify.New(cfg)
 		if err != nil {
-			return nil, w.fail(path, "%v", err)
+			return nil, w.Fail(path, "%v", err)
 		}
 		c.Verifiers[t.Name] = vf
 	}

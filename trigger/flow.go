@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"math"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/touba/touba-trigger/internal/jsonptr"
+	"github.com/touba/touba-trigger/internal/strictjson"
 )
 
 // The flow-control fields of a trigger (SPEC §2.1): who may send
@@ -47,23 +49,23 @@ const (
 	maxConcurrencyMax = 10_000
 )
 
-func (w walker) allowFrom(path string, raw json.RawMessage) ([]netip.Prefix, error) {
-	list, err := w.array(path, raw)
+func (w walker) allowFrom(path string, raw *strictjson.Node) ([]netip.Prefix, error) {
+	list, err := w.Array(path, raw)
 	if err != nil {
 		return nil, err
 	}
 	if len(list) == 0 {
-		return nil, w.fail(path, "must hold at least one CIDR (omit the field to allow every address)")
+		return nil, w.Fail(path, "must hold at least one CIDR (omit the field to allow every address)")
 	}
 	out := make([]netip.Prefix, 0, len(list))
 	for i, e := range list {
-		s, err := w.str(idx(path, i), e)
+		s, err := w.Str(strictjson.Index(path, i), e)
 		if err != nil {
 			return nil, err
 		}
 		p, err := parseCIDR(s)
 		if err != nil {
-			return nil, w.fail(idx(path, i), "must be a CIDR such as 192.0.2.0/24 or 2001:db8::/32: %v", err)
+			return nil, w.Fail(strictjson.Index(path, i), "must be a CIDR such as 192.0.2.0/24 or 2001:db8::/32: %v", err)
 		}
 		out = append(out, p)
 	}
@@ -119,31 +121,28 @@ func ParseCIDRList(s string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func (w walker) rateLimit(path string, raw json.RawMessage) (*RateLimit, error) {
-	m, err := w.object(path, raw, []string{"per_second", "burst"}, "per_second")
+func (w walker) rateLimit(path string, raw *strictjson.Node) (*RateLimit, error) {
+	m, err := w.Object(path, raw, []string{"per_second", "burst"}, "per_second")
 	if err != nil {
 		return nil, err
 	}
 	rl := &RateLimit{}
-	var n json.Number
-	dec := json.NewDecoder(bytes.NewReader(m["per_second"]))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) == nil {
-		n, _ = v.(json.Number)
+	ps := m["per_second"]
+	if err := w.Is(path+".per_second", ps, strictjson.Number); err != nil {
+		return nil, err
 	}
-	f, err := n.Float64()
-	if n == "" || err != nil || math.IsNaN(f) {
-		return nil, w.fail(path+".per_second", "must be a number")
+	f, err := strconv.ParseFloat(ps.Text, 64)
+	if err != nil || math.IsNaN(f) {
+		return nil, w.Fail(path+".per_second", "must be a number (got %s)", ps.Text)
 	}
 	if f <= 0 || f > maxRatePerSecond {
-		return nil, w.fail(path+".per_second", "must be above 0 and at most %d", maxRatePerSecond)
+		return nil, w.Fail(path+".per_second", "must be above 0 and at most %d", maxRatePerSecond)
 	}
 	rl.PerSecond = f
 	// Without a burst, one second's worth (at least one request).
 	rl.Burst = int(math.Max(1, math.Ceil(f)))
 	if b, ok := m["burst"]; ok {
-		bv, err := w.integer(path+".burst", b, 1, maxBurst)
+		bv, err := w.Integer(path+".burst", b, maxBurst)
 		if err != nil {
 			return nil, err
 		}
@@ -152,60 +151,60 @@ func (w walker) rateLimit(path string, raw json.RawMessage) (*RateLimit, error) 
 	return rl, nil
 }
 
-func (w walker) filter(path string, raw json.RawMessage) ([]Condition, error) {
-	list, err := w.array(path, raw)
+func (w walker) filter(path string, raw *strictjson.Node) ([]Condition, error) {
+	list, err := w.Array(path, raw)
 	if err != nil {
 		return nil, err
 	}
 	if len(list) == 0 {
-		return nil, w.fail(path, "must hold at least one condition (omit the field to keep every delivery)")
+		return nil, w.Fail(path, "must hold at least one condition (omit the field to keep every delivery)")
 	}
 	out := make([]Condition, 0, len(list))
 	for i, e := range list {
-		p := idx(path, i)
-		m, err := w.object(p, e, []string{"pointer", "equals", "in", "exists"}, "pointer")
+		p := strictjson.Index(path, i)
+		m, err := w.Object(p, e, []string{"pointer", "equals", "in", "exists"}, "pointer")
 		if err != nil {
 			return nil, err
 		}
 		var c Condition
-		if c.Pointer, err = w.str(p+".pointer", m["pointer"]); err != nil {
+		if c.Pointer, err = w.Str(p+".pointer", m["pointer"]); err != nil {
 			return nil, err
 		}
 		toks, err := jsonptr.Parse(c.Pointer)
 		if err != nil || len(toks) == 0 || (toks[0] != "headers" && toks[0] != "body") {
-			return nil, w.fail(p+".pointer", "must be a JSON pointer into /headers or /body")
+			return nil, w.Fail(p+".pointer", "must be a JSON pointer into /headers or /body")
 		}
 		if toks[0] == "headers" && len(toks) > 1 && toks[1] != strings.ToLower(toks[1]) {
-			return nil, w.fail(p+".pointer", "header names are lower-case in the filter document")
+			return nil, w.Fail(p+".pointer", "header names are lower-case in the filter document")
 		}
 		if len(m) != 2 {
-			return nil, w.fail(p, `must have exactly one of "equals", "in", "exists"`)
+			return nil, w.Fail(p, `must have exactly one of "equals", "in", "exists"`)
 		}
 		switch {
 		case m["equals"] != nil:
 			c.isEq = true
-			if c.Equals, err = decodeValue(m["equals"]); err != nil {
-				return nil, w.fail(p+".equals", "must be a JSON value")
+			if c.Equals, err = decodeValue(m["equals"].Raw); err != nil {
+				return nil, w.Fail(p+".equals", "must be a JSON value")
 			}
 		case m["in"] != nil:
-			vals, err := w.array(p+".in", m["in"])
+			vals, err := w.Array(p+".in", m["in"])
 			if err != nil {
 				return nil, err
 			}
 			if len(vals) == 0 {
-				return nil, w.fail(p+".in", "must hold at least one value")
+				return nil, w.Fail(p+".in", "must hold at least one value")
 			}
 			for _, r := range vals {
-				v, err := decodeValue(r)
+				v, err := decodeValue(r.Raw)
 				if err != nil {
-					return nil, w.fail(p+".in", "must hold JSON values")
+					return nil, w.Fail(p+".in", "must hold JSON values")
 				}
 				c.In = append(c.In, v)
 			}
 		default:
-			var b bool
-			if isNull(m["exists"]) || json.Unmarshal(m["exists"], &b) != nil {
-				return nil, w.fail(p+".exists", "must be true or false")
+			b, err := w.Boolean(p+".exists", m["exists"])
+			if err != nil {
+				return nil, err
 			}
 			c.Exists = &b
 		}
@@ -214,32 +213,33 @@ func (w walker) filter(path string, raw json.RawMessage) ([]Condition, error) {
 	return out, nil
 }
 
-func (w walker) concurrency(path string, raw json.RawMessage) (*Concurrency, error) {
-	m, err := w.object(path, raw, []string{"key", "max"}, "key")
+func (w walker) concurrency(path string, raw *strictjson.Node) (*Concurrency, error) {
+	m, err := w.Object(path, raw, []string{"key", "max"}, "key")
 	if err != nil {
 		return nil, err
 	}
-	km, err := w.object(path+".key", m["key"], []string{"$ref"}, "$ref")
+	km, err := w.Object(path+".key", m["key"], []string{"$ref"}, "$ref")
 	if err != nil {
 		return nil, err
 	}
 	c := &Concurrency{Max: 1}
-	if c.KeyRef, err = w.str(path+".key.$ref", km["$ref"]); err != nil {
+	at := strictjson.Child(path+".key", "$ref")
+	if c.KeyRef, err = w.Str(at, km["$ref"]); err != nil {
 		return nil, err
 	}
 	toks, err := jsonptr.Parse(c.KeyRef)
 	if err != nil || len(toks) < 2 || toks[0] != "event" {
-		return nil, w.fail(path+".key.$ref", "must be a JSON pointer into /event (for example /event/body/customer_id)")
+		return nil, w.Fail(at, "must be a JSON pointer into /event (for example /event/body/customer_id)")
 	}
 	switch toks[1] {
 	case "trigger_ref", "event_id", "received_at", "headers", "body":
 	case "queue_id":
-		return nil, w.fail(path+".key.$ref", "/event/queue_id is unique to each entry: it cannot group runs")
+		return nil, w.Fail(at, "/event/queue_id is unique to each entry: it cannot group runs")
 	default:
-		return nil, w.fail(path+".key.$ref", "must point into /event/body, /event/headers, /event/event_id, /event/trigger_ref or /event/received_at")
+		return nil, w.Fail(at, "must point into /event/body, /event/headers, /event/event_id, /event/trigger_ref or /event/received_at")
 	}
 	if v, ok := m["max"]; ok {
-		n, err := w.integer(path+".max", v, 1, maxConcurrencyMax)
+		n, err := w.Integer(path+".max", v, maxConcurrencyMax)
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +249,7 @@ func (w walker) concurrency(path string, raw json.RawMessage) (*Concurrency, err
 }
 
 // decodeValue decodes one JSON value with numbers kept as written.
-func decodeValue(raw json.RawMessage) (any, error) {
+func decodeValue(raw []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -258,7 +258,7 @@ func decodeValue(raw json.RawMessage) (any, error) {
 }
 
 // flow loads a trigger's filter and concurrency fields.
-func (w walker) flow(path string, m map[string]json.RawMessage, t *Trigger) error {
+func (w walker) flow(path string, m strictjson.Fields, t *Trigger) error {
 	var err error
 	if v, ok := m["filter"]; ok {
 		if t.Filter, err = w.filter(path+".filter", v); err != nil {

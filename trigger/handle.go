@@ -101,30 +101,26 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		in.reject(w, r, req, touba.ETriggerUnavailable, msg, "")
 		return
 	}
-	if res.Created {
+	a := dedupe.Answered(res, req.digest)
+	switch {
+	case a.Status == touba.IntakeEnqueued:
 		if in.Enqueued != nil {
 			in.Enqueued()
 		}
-		httpjson.Write(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeEnqueued})
-		in.observe(t.Ref, touba.IntakeEnqueued, http.StatusAccepted)
-		annotate(r, req, touba.IntakeEnqueued, res.QueueID)
 		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", id).Str("queue_id", res.QueueID).
 			Ctx(r.Context()).Msg("delivery enqueued")
+	case a.Status == touba.IntakeDuplicate:
+		in.record(r, req, http.StatusAccepted, "", res.QueueID)
+	case a.Code == touba.ETriggerEventPayloadConflict:
+		in.reject(w, r, req, a.Code, "event id already bound to a different body", res.QueueID)
+		return
+	default:
+		in.reject(w, r, req, a.Code, fmt.Sprintf("entry already consumed (status %s)", res.Status), res.QueueID)
 		return
 	}
-	switch dedupe.Decide(res.Digest, res.Status, req.digest) {
-	case dedupe.Duplicate:
-		httpjson.Write(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: touba.IntakeDuplicate})
-		in.record(r, req, http.StatusAccepted, "", res.QueueID)
-		in.observe(t.Ref, touba.IntakeDuplicate, http.StatusAccepted)
-		annotate(r, req, touba.IntakeDuplicate, res.QueueID)
-	case dedupe.Conflict:
-		in.reject(w, r, req, touba.ETriggerEventPayloadConflict,
-			"event id already bound to a different body", res.QueueID)
-	default:
-		in.reject(w, r, req, touba.ETriggerReplayRejected,
-			fmt.Sprintf("entry already consumed (status %s)", res.Status), res.QueueID)
-	}
+	httpjson.Write(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: a.Status})
+	in.observe(t.Ref, a.Status, http.StatusAccepted)
+	annotate(r, req, a.Status, res.QueueID)
 }
 
 // reject answers an error and records it in the delivery log.

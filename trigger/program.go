@@ -4,21 +4,19 @@
 package trigger
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"net/netip"
 	"os"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/internal/strictjson"
 	"github.com/touba/touba-trigger/verify"
 )
 
@@ -126,11 +124,11 @@ func (p *Program) ToolRefs() []string {
 
 // CheckTools refuses a step naming a tool that bound does not know.
 func (p *Program) CheckTools(bound func(ref string) bool) error {
-	w := walker{file: p.Path}
+	w := newWalker(p.Path)
 	for i, t := range p.Triggers {
 		for j, s := range t.Steps {
 			if !bound(s.Tool) {
-				return w.fail(idx(idx("$.triggers", i)+".steps", j)+".tool", "tool %q is not bound in the manifest", s.Tool)
+				return w.Fail(strictjson.Index(strictjson.Index("$.triggers", i)+".steps", j)+".tool", "tool %q is not bound in the manifest", s.Tool)
 			}
 		}
 	}
@@ -153,41 +151,47 @@ func LoadProgram(path string) (*Program, error) {
 
 // ParseProgram checks a program document; path is used in messages.
 func ParseProgram(path string, data []byte) (*Program, error) {
-	w := walker{file: path}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, w.fail("$", "not a JSON document: %v", err)
+	w := newWalker(path)
+	p, err := w.program(path, data)
+	if err != nil {
+		// Every refusal met before the load stopped: several unknown
+		// fields of one object, say.
+		return nil, w.Err()
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, w.fail("$", "trailing data after the JSON document")
+	return p, nil
+}
+
+func (w walker) program(path string, data []byte) (*Program, error) {
+	root := w.Decode(data)
+	if root == nil {
+		return nil, w.Err()
 	}
-	top, err := w.object("$", raw, []string{"air_version", "triggers"}, "air_version", "triggers")
+	top, err := w.Object("$", root, []string{"air_version", "triggers"}, "air_version", "triggers")
 	if err != nil {
 		return nil, err
 	}
-	v, err := w.str("$.air_version", top["air_version"])
+	v, err := w.Str("$.air_version", top["air_version"])
 	if err != nil {
 		return nil, err
 	}
 	if v != AIRVersion {
-		return nil, w.fail("$.air_version", "must be %q", AIRVersion)
+		return nil, w.Fail("$.air_version", "must be %q", AIRVersion)
 	}
-	list, err := w.array("$.triggers", top["triggers"])
+	list, err := w.Array("$.triggers", top["triggers"])
 	if err != nil {
 		return nil, err
 	}
 	if len(list) == 0 {
-		return nil, w.fail("$.triggers", "must hold at least one trigger")
+		return nil, w.Fail("$.triggers", "must hold at least one trigger")
 	}
 	p := &Program{Path: path, byName: map[string]*Trigger{}}
 	for i, r := range list {
-		t, err := w.trigger(idx("$.triggers", i), r)
+		t, err := w.trigger(strictjson.Index("$.triggers", i), r)
 		if err != nil {
 			return nil, err
 		}
 		if _, dup := p.byName[t.Name]; dup {
-			return nil, w.fail(idx("$.triggers", i)+".ref", "duplicate trigger ref %q", t.Ref)
+			return nil, w.Fail(strictjson.Index("$.triggers", i)+".ref", "duplicate trigger ref %q", t.Ref)
 		}
 		p.byName[t.Name] = t
 		p.Triggers = append(p.Triggers, t)
@@ -195,17 +199,17 @@ func ParseProgram(path string, data []byte) (*Program, error) {
 	return p, nil
 }
 
-func (w walker) trigger(path string, raw json.RawMessage) (*Trigger, error) {
-	m, err := w.object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency"}, "ref", "source", "steps")
+func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
+	m, err := w.Object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency"}, "ref", "source", "steps")
 	if err != nil {
 		return nil, err
 	}
 	t := &Trigger{}
-	if t.Ref, err = w.str(path+".ref", m["ref"]); err != nil {
+	if t.Ref, err = w.Str(path+".ref", m["ref"]); err != nil {
 		return nil, err
 	}
 	if !refPattern.MatchString(t.Ref) {
-		return nil, w.fail(path+".ref", `must be "trigger:" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*`)
+		return nil, w.Fail(path+".ref", `must be "trigger:" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*`)
 	}
 	t.Name = strings.TrimPrefix(t.Ref, "trigger:")
 	if t.Source, err = w.source(path+".source", m["source"]); err != nil {
@@ -226,73 +230,73 @@ func (w walker) trigger(path string, raw json.RawMessage) (*Trigger, error) {
 	return t, nil
 }
 
-func (w walker) retry(path string, raw json.RawMessage) (Retry, error) {
+func (w walker) retry(path string, raw *strictjson.Node) (Retry, error) {
 	r := Retry{MaxAttempts: DefaultMaxAttempts, InitialIntervalMS: DefaultInitialMS, MaxIntervalMS: DefaultMaxIntervalMS}
-	m, err := w.object(path, raw, []string{"max_attempts", "initial_interval_ms", "max_interval_ms"})
+	m, err := w.Object(path, raw, []string{"max_attempts", "initial_interval_ms", "max_interval_ms"})
 	if err != nil {
 		return r, err
 	}
 	if v, ok := m["max_attempts"]; ok {
-		n, err := w.integer(path+".max_attempts", v, 1, 1000)
+		n, err := w.Integer(path+".max_attempts", v, 1000)
 		if err != nil {
 			return r, err
 		}
 		r.MaxAttempts = int(n)
 	}
 	if v, ok := m["initial_interval_ms"]; ok {
-		if r.InitialIntervalMS, err = w.integer(path+".initial_interval_ms", v, 1, 86_400_000); err != nil {
+		if r.InitialIntervalMS, err = w.Integer(path+".initial_interval_ms", v, 86_400_000); err != nil {
 			return r, err
 		}
 	}
 	if v, ok := m["max_interval_ms"]; ok {
-		if r.MaxIntervalMS, err = w.integer(path+".max_interval_ms", v, 1, 86_400_000); err != nil {
+		if r.MaxIntervalMS, err = w.Integer(path+".max_interval_ms", v, 86_400_000); err != nil {
 			return r, err
 		}
 	}
 	if r.MaxIntervalMS < r.InitialIntervalMS {
-		return r, w.fail(path+".max_interval_ms", "must not be below initial_interval_ms")
+		return r, w.Fail(path+".max_interval_ms", "must not be below initial_interval_ms")
 	}
 	return r, nil
 }
 
-func (w walker) steps(path string, raw json.RawMessage) ([]Step, error) {
-	list, err := w.array(path, raw)
+func (w walker) steps(path string, raw *strictjson.Node) ([]Step, error) {
+	list, err := w.Array(path, raw)
 	if err != nil {
 		return nil, err
 	}
 	if len(list) == 0 {
-		return nil, w.fail(path, "must hold at least one step")
+		return nil, w.Fail(path, "must hold at least one step")
 	}
 	var steps []Step
 	seen := map[string]bool{}
 	for i, r := range list {
-		p := idx(path, i)
-		m, err := w.object(p, r, []string{"id", "tool", "input"}, "id", "tool")
+		p := strictjson.Index(path, i)
+		m, err := w.Object(p, r, []string{"id", "tool", "input"}, "id", "tool")
 		if err != nil {
 			return nil, err
 		}
 		var s Step
-		if s.ID, err = w.str(p+".id", m["id"]); err != nil {
+		if s.ID, err = w.Str(p+".id", m["id"]); err != nil {
 			return nil, err
 		}
 		if !stepIDPattern.MatchString(s.ID) {
-			return nil, w.fail(p+".id", "must match [A-Za-z0-9_-]{1,64}")
+			return nil, w.Fail(p+".id", "must match [A-Za-z0-9_-]{1,64}")
 		}
 		if seen[s.ID] {
-			return nil, w.fail(p+".id", "duplicate step id %q", s.ID)
+			return nil, w.Fail(p+".id", "duplicate step id %q", s.ID)
 		}
-		if s.Tool, err = w.str(p+".tool", m["tool"]); err != nil {
+		if s.Tool, err = w.Str(p+".tool", m["tool"]); err != nil {
 			return nil, err
 		}
 		if !toolPattern.MatchString(s.Tool) {
-			return nil, w.fail(p+".tool", `must be "tool:" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*`)
+			return nil, w.Fail(p+".tool", `must be "tool:" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*`)
 		}
 		s.Input = json.RawMessage("{}")
 		if in, ok := m["input"]; ok {
 			if err := w.refs(p+".input", in, seen); err != nil {
 				return nil, err
 			}
-			s.Input = in
+			s.Input = in.Raw
 		}
 		seen[s.ID] = true
 		steps = append(steps, s)
@@ -302,50 +306,46 @@ func (w walker) steps(path string, raw json.RawMessage) ([]Step, error) {
 
 // refs checks every {"$ref": ...} in a step input: a valid pointer into
 // /event or into the output of an earlier step.
-func (w walker) refs(path string, raw json.RawMessage, earlier map[string]bool) error {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return w.fail(path, "must be JSON")
-	}
-	var walk func(string, any) error
-	walk = func(p string, v any) error {
-		switch x := v.(type) {
-		case map[string]any:
-			if ref, ok := x["$ref"]; ok && len(x) == 1 {
-				s, ok := ref.(string)
-				if !ok {
-					return w.fail(p+".$ref", "must be a string JSON pointer")
-				}
-				toks, err := jsonptr.Parse(s)
-				if err != nil || len(toks) == 0 {
-					return w.fail(p+".$ref", "must be a JSON pointer into /event or /steps")
-				}
-				switch {
-				case toks[0] == "event":
-				case toks[0] == "steps" && len(toks) >= 2 && earlier[toks[1]]:
-				case toks[0] == "steps":
-					return w.fail(p+".$ref", "must name an earlier step")
-				default:
-					return w.fail(p+".$ref", "must be a JSON pointer into /event or /steps")
-				}
-				return nil
-			}
-			keys := slices.Sorted(maps.Keys(x))
-			for _, k := range keys {
-				if err := walk(p+"."+k, x[k]); err != nil {
-					return err
-				}
-			}
-		case []any:
-			for i, e := range x {
-				if err := walk(idx(p, i), e); err != nil {
-					return err
-				}
+func (w walker) refs(path string, n *strictjson.Node, earlier map[string]bool) error {
+	switch n.Kind {
+	case strictjson.Object:
+		if len(n.Keys) == 1 && n.Keys[0] == "$ref" {
+			return w.ref(strictjson.Child(path, "$ref"), n.Vals[0], earlier)
+		}
+		for i, k := range n.Keys {
+			if err := w.refs(strictjson.Child(path, k), n.Vals[i], earlier); err != nil {
+				return err
 			}
 		}
-		return nil
+	case strictjson.Array:
+		for i, item := range n.Items {
+			if err := w.refs(strictjson.Index(path, i), item, earlier); err != nil {
+				return err
+			}
+		}
 	}
-	return walk(path, v)
+	return nil
+}
+
+// ref checks the pointer of one {"$ref": ...}.
+func (w walker) ref(path string, n *strictjson.Node, earlier map[string]bool) error {
+	s, err := w.Str(path, n)
+	if err != nil {
+		return err
+	}
+	toks, err := jsonptr.Parse(s)
+	if err != nil || len(toks) == 0 {
+		return w.Fail(path, "must be a JSON pointer into /event or /steps")
+	}
+	switch {
+	case toks[0] == "event":
+	case toks[0] == "steps" && len(toks) >= 2 && earlier[toks[1]]:
+	case toks[0] == "steps":
+		return w.Fail(path, "must name an earlier step")
+	default:
+		return w.Fail(path, "must be a JSON pointer into /event or /steps")
+	}
+	return nil
 }
 
 // UnsignedEventID says, for a verified trigger whose signature does not

@@ -9,13 +9,15 @@ import (
 	"runtime/debug"
 	"slices"
 	"time"
+
+	"github.com/touba/touba-trigger/protocol"
 )
 
 // handle answers one request document with one response line (ending in
 // "\n"). It never panics and always answers, whatever raw holds. In
 // persistent mode the response carries the request's call_id.
 func (t *Tool) handle(ctx context.Context, raw []byte, persistent bool) []byte {
-	var req wireRequest
+	var req protocol.Request
 	resp := t.answer(ctx, &req, json.Unmarshal(raw, &req))
 	if persistent {
 		// json.Unmarshal fills what it can before a type error, so even a
@@ -27,7 +29,7 @@ func (t *Tool) handle(ctx context.Context, raw []byte, persistent bool) []byte {
 }
 
 // answer checks the request and runs the tool.
-func (t *Tool) answer(ctx context.Context, req *wireRequest, decodeErr error) *wireResponse {
+func (t *Tool) answer(ctx context.Context, req *protocol.Request, decodeErr error) *protocol.Response {
 	if decodeErr != nil {
 		return failure(CodeProtocolError, "request is not a JSON object of "+Protocol+": "+decodeErr.Error())
 	}
@@ -64,12 +66,12 @@ func (t *Tool) answer(ctx context.Context, req *wireRequest, decodeErr error) *w
 
 // refusedReceipt states that the call's effect, if any, did not happen:
 // the SDK refused the call before Run.
-func (c *Call) refusedReceipt() *wireReceipt {
+func (c *Call) refusedReceipt() *protocol.Receipt {
 	w, _ := c.Receipt(NotApplied, "").wire(c)
 	return w
 }
 
-func newCall(req *wireRequest) *Call {
+func newCall(req *protocol.Request) *Call {
 	wc := req.Context
 	c := &Call{
 		Operation: req.Operation,
@@ -100,7 +102,7 @@ func newCall(req *wireRequest) *Call {
 // run calls Run and turns whatever it does (result, error, panic) into a
 // response. User code that may panic, Run and the encoding of user values,
 // runs under the recover.
-func (t *Tool) run(ctx context.Context, c *Call) (resp *wireResponse) {
+func (t *Tool) run(ctx context.Context, c *Call) (resp *protocol.Response) {
 	defer func() {
 		if v := recover(); v != nil {
 			t.logf("handler %s: call %s panicked: %v\n%s", t.Ref, c.Context.CallID, v, debug.Stack())
@@ -130,10 +132,10 @@ func (t *Tool) run(ctx context.Context, c *Call) (resp *wireResponse) {
 		// The write may still have happened; keep the handler's statement.
 		return withErrorReceipt(failure(CodeFailed, "the handler output cannot be encoded as JSON"), receipt)
 	}
-	return &wireResponse{OK: true, Output: out, EffectReceipt: receipt}
+	return &protocol.Response{OK: true, Output: out, EffectReceipt: receipt}
 }
 
-func (t *Tool) errorResponse(c *Call, err error) *wireResponse {
+func (t *Tool) errorResponse(c *Call, err error) *protocol.Response {
 	var he *Error
 	if !errors.As(err, &he) {
 		// A plain error is internal: its text may hold private data.
@@ -167,7 +169,7 @@ func (t *Tool) errorResponse(c *Call, err error) *wireResponse {
 // receipt returns the wire form of r if it may be sent in the answer to c.
 // A receipt that is not c's is dropped: the host then records the effect
 // as unknown with a missing receipt, which is the truth as far as it knows.
-func (t *Tool) receipt(c *Call, r *Receipt) *wireReceipt {
+func (t *Tool) receipt(c *Call, r *Receipt) *protocol.Receipt {
 	w, why := r.wire(c)
 	if why != "" {
 		t.logf("handler %s: call %s: receipt dropped: %s", t.Ref, c.Context.CallID, why)
@@ -175,11 +177,11 @@ func (t *Tool) receipt(c *Call, r *Receipt) *wireReceipt {
 	return w
 }
 
-func failure(code, message string) *wireResponse {
-	return &wireResponse{Error: &wireError{Code: code, Message: message}}
+func failure(code, message string) *protocol.Response {
+	return &protocol.Response{Error: &protocol.ErrorBody{Code: code, Message: message}}
 }
 
-func withErrorReceipt(resp *wireResponse, r *wireReceipt) *wireResponse {
+func withErrorReceipt(resp *protocol.Response, r *protocol.Receipt) *protocol.Response {
 	if r == nil {
 		return resp
 	}
@@ -212,7 +214,7 @@ func marshal(v any) (json.RawMessage, error) {
 
 // encodeLine encodes resp as one compact line. Output and details were
 // encoded already, so this cannot meet a user type.
-func encodeLine(resp *wireResponse) []byte {
+func encodeLine(resp *protocol.Response) []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -1,5 +1,7 @@
 package handler
 
+import "github.com/touba/touba-trigger/protocol"
+
 // Receipt is a handler's statement about the outcome of one external write.
 // It can only be made by Call.Receipt, which binds it to that call's
 // effect_id and fingerprint; the SDK sends a receipt only in the answer to
@@ -48,7 +50,7 @@ func (r *Receipt) Ref() string { return r.ref }
 
 // wire returns the receipt as sent in the answer to c, or a reason it must
 // not be sent. A nil receipt is simply absent.
-func (r *Receipt) wire(c *Call) (*wireReceipt, string) {
+func (r *Receipt) wire(c *Call) (*protocol.Receipt, string) {
 	switch {
 	case r == nil:
 		return nil, ""
@@ -56,10 +58,10 @@ func (r *Receipt) wire(c *Call) (*wireReceipt, string) {
 		return nil, "receipt not made by Call.Receipt"
 	case r.call != c:
 		return nil, "receipt made by another call"
-	case !r.outcome.valid():
+	case !r.outcome.Valid():
 		return nil, "receipt outcome " + string(r.outcome) + " is not applied, not_applied or unknown"
 	}
-	return &wireReceipt{
+	return &protocol.Receipt{
 		EffectID:    r.effectID,
 		Fingerprint: r.fingerprint,
 		Outcome:     r.outcome,

@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"sync"
 	"syscall"
+
+	"github.com/touba/touba-trigger/protocol"
 )
 
 // Main serves tool on stdin and stdout in the mode the host asked for
@@ -36,7 +38,7 @@ func Main(tool Tool) {
 // TOUBA_HANDLER_MODE=persistent it calls ServePersistent, otherwise
 // ServeOne, so one handler binary works both ways (SPEC §4.1).
 func Serve(ctx context.Context, tool Tool, in io.Reader, out io.Writer) error {
-	if os.Getenv(ModeEnv) == "persistent" {
+	if os.Getenv(ModeEnv) == protocol.ModePersistent {
 		return ServePersistent(ctx, tool, in, out)
 	}
 	return ServeOne(ctx, tool, in, out)

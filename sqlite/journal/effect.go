@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // Effect is one row of the effects table: the journaled state of one
@@ -94,19 +94,11 @@ func (j *Journal) Get(ctx context.Context, scope, effectID string) (*Effect, err
 
 // List returns the effects that match f, oldest first.
 func (j *Journal) List(ctx context.Context, f Filter) ([]Effect, error) {
-	var where []string
-	var args []any
-	if f.State != "" {
-		where, args = append(where, "state = ?"), append(args, f.State)
-	}
-	if f.Scope != "" {
-		where, args = append(where, "scope = ?"), append(args, f.Scope)
-	}
-	q := `SELECT ` + effectCols + ` FROM effects`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY created_at, scope, effect_id`
+	var where sqlitex.Where
+	where.Equal("state", f.State)
+	where.Equal("scope", f.Scope)
+	q := `SELECT ` + effectCols + ` FROM effects` + where.String() + ` ORDER BY created_at, scope, effect_id`
+	args := where.Args()
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)

@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
@@ -50,26 +50,17 @@ type Filter = touba.EntryFilter
 
 // List returns entries in queue order (oldest first).
 func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
-	var where []string
-	var args []any
-	if f.Status != "" {
-		where, args = append(where, "status = ?"), append(args, f.Status)
-	}
-	if f.TriggerRef != "" {
-		where, args = append(where, "trigger_ref = ?"), append(args, f.TriggerRef)
-	}
+	var where sqlitex.Where
+	where.Equal("status", f.Status)
+	where.Equal("trigger_ref", f.TriggerRef)
 	if f.Held {
-		where = append(where, "status = 'pending' AND held = 1")
+		where.Add("status = 'pending' AND held = 1")
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	query := `SELECT ` + entryColumns + ` FROM entries`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	query += ` ORDER BY queue_id LIMIT ?`
-	rows, err := q.db.Read.QueryContext(ctx, query, append(args, f.Limit)...)
+	query := `SELECT ` + entryColumns + ` FROM entries` + where.String() + ` ORDER BY queue_id LIMIT ?`
+	rows, err := q.db.Read.QueryContext(ctx, query, where.Args(f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list entries: %w", err)
 	}

@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"strings"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // LogFilter selects delivery log rows. Empty fields match everything.
@@ -36,32 +36,21 @@ func scanLog(sc interface{ Scan(...any) error }) (*Delivery, error) {
 
 // Deliveries lists log rows, newest first.
 func (s *State) Deliveries(ctx context.Context, f LogFilter) ([]*Delivery, error) {
-	var where []string
-	var args []any
+	var where sqlitex.Where
 	if f.Rejected {
-		where = append(where, "status_code >= 400")
+		where.Add("status_code >= 400")
 	}
-	if f.Code != "" {
-		where, args = append(where, "error_code = ?"), append(args, f.Code)
-	}
-	if f.TriggerRef != "" {
-		where, args = append(where, "trigger_ref = ?"), append(args, f.TriggerRef)
-	}
-	if f.QueueID != "" {
-		where, args = append(where, "queue_id = ?"), append(args, f.QueueID)
-	}
+	where.Equal("error_code", f.Code)
+	where.Equal("trigger_ref", f.TriggerRef)
+	where.Equal("queue_id", f.QueueID)
 	if !f.Since.IsZero() {
-		where, args = append(where, "at >= ?"), append(args, touba.FormatTime(f.Since))
+		where.Add("at >= ?", touba.FormatTime(f.Since))
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	q := `SELECT ` + logColumns + ` FROM deliveries`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY seq DESC LIMIT ?`
-	rows, err := s.db.Read.QueryContext(ctx, q, append(args, f.Limit)...)
+	q := `SELECT ` + logColumns + ` FROM deliveries` + where.String() + ` ORDER BY seq DESC LIMIT ?`
+	rows, err := s.db.Read.QueryContext(ctx, q, where.Args(f.Limit)...)
 	if err != nil {
 		return nil, err
 	}
