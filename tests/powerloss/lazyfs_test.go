@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -38,17 +37,10 @@ import (
 // what the killed processes left dirty, into overlays that are then thrown
 // away), and mount a fresh lazyFS over the same backing folder.
 
-const pageSize = 4096
-
-// node is a loopback node with the overlay of its file.
+// node is a loopback node whose file data goes through its overlay.
 type node struct {
 	fs.LoopbackNode
-
-	mu     sync.Mutex
-	active bool             // the overlay holds unsynced changes
-	size   int64            // logical size while active
-	low    int64            // backing bytes at or past low are stale (truncated) while active
-	pages  map[int64][]byte // dirty pages by index, pageSize bytes each
+	overlays *overlays
 }
 
 // newLazyFS returns the root node of a lazyFS over backing.
@@ -57,11 +49,12 @@ func newLazyFS(backing string) (*node, error) {
 	if err := syscall.Stat(backing, &st); err != nil {
 		return nil, err
 	}
+	m := &overlays{files: map[fs.StableAttr]*overlay{}}
 	r := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
 	r.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}}
+		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, overlays: m}
 	}
-	root := &node{LoopbackNode: fs.LoopbackNode{RootData: r}}
+	root := &node{LoopbackNode: fs.LoopbackNode{RootData: r}, overlays: m}
 	r.RootNode = root
 	return root, nil
 }
@@ -71,160 +64,47 @@ func (n *node) backingPath() string {
 	return filepath.Join(n.RootData.Path, n.Path(n.RootData.RootNode.EmbeddedInode()))
 }
 
-// reset forgets the overlay: for a file just created or unlinked, whose
-// inode number the backing folder may hand out again.
-func (n *node) reset() {
-	n.mu.Lock()
-	n.active, n.pages = false, nil
-	n.mu.Unlock()
-}
+func (n *node) overlay() *overlay { return n.overlays.get(n.StableAttr()) }
 
-// activate starts an overlay from the backing file's size. Holds n.mu.
-func (n *node) activate(fd int) syscall.Errno {
-	if n.active {
-		return 0
-	}
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil {
-		return fs.ToErrno(err)
-	}
-	n.active, n.size, n.low, n.pages = true, st.Size, st.Size, map[int64][]byte{}
-	return 0
-}
-
-// view fills dest with the file's logical bytes at off (dest must lie
-// within the logical size). Holds n.mu, active.
-func (n *node) view(fd int, dest []byte, off int64) syscall.Errno {
-	clear(dest)
-	if valid := n.low - off; valid > 0 {
-		if valid > int64(len(dest)) {
-			valid = int64(len(dest))
-		}
-		if _, err := syscall.Pread(fd, dest[:valid], off); err != nil {
+// attr reads the backing file's attributes (through h when given, else by
+// path) and puts in the logical size, under the overlay's lock: a sync
+// between the two would show the backing file half written, and a smaller
+// size makes the kernel drop cached pages of the file.
+func (n *node) attr(ctx context.Context, h *handle, out *fuse.AttrOut) syscall.Errno {
+	o := n.overlay()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h != nil {
+		var st syscall.Stat_t
+		if err := syscall.Fstat(h.fd, &st); err != nil {
 			return fs.ToErrno(err)
 		}
-	}
-	for p := off / pageSize; p*pageSize < off+int64(len(dest)); p++ {
-		page, ok := n.pages[p]
-		if !ok {
-			continue
-		}
-		start := max(off, p*pageSize)
-		end := min(off+int64(len(dest)), (p+1)*pageSize)
-		copy(dest[start-off:end-off], page[start-p*pageSize:end-p*pageSize])
-	}
-	return 0
-}
-
-func (n *node) read(fd int, dest []byte, off int64) ([]byte, syscall.Errno) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.active {
-		k, err := syscall.Pread(fd, dest, off)
-		if err != nil {
-			return nil, fs.ToErrno(err)
-		}
-		return dest[:k], 0
-	}
-	if off >= n.size {
-		return dest[:0], 0
-	}
-	dest = dest[:min(int64(len(dest)), n.size-off)]
-	return dest, n.view(fd, dest, off)
-}
-
-func (n *node) write(fd int, data []byte, off int64) syscall.Errno {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if errno := n.activate(fd); errno != 0 {
+		out.FromStat(&st)
+	} else if errno := n.LoopbackNode.Getattr(ctx, nil, out); errno != 0 {
 		return errno
 	}
-	for p := off / pageSize; p*pageSize < off+int64(len(data)); p++ {
-		page, ok := n.pages[p]
-		if !ok {
-			page = make([]byte, pageSize)
-			if inFile := min(pageSize, n.size-p*pageSize); inFile > 0 {
-				if errno := n.view(fd, page[:inFile], p*pageSize); errno != 0 {
-					return errno
-				}
-			}
-			n.pages[p] = page
-		}
-		start := max(off, p*pageSize)
-		end := min(off+int64(len(data)), (p+1)*pageSize)
-		copy(page[start-p*pageSize:end-p*pageSize], data[start-off:end-off])
+	if o.active {
+		setSize(&out.Attr, o.size)
 	}
-	n.size = max(n.size, off+int64(len(data)))
 	return 0
 }
 
-func (n *node) truncate(fd int, size int64) syscall.Errno {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if errno := n.activate(fd); errno != 0 {
-		return errno
-	}
-	if size < n.size {
-		for p, page := range n.pages {
-			if p*pageSize >= size {
-				delete(n.pages, p)
-			} else if size < (p+1)*pageSize {
-				clear(page[size-p*pageSize:])
-			}
-		}
-		n.low = min(n.low, size)
-	}
-	n.size = size
-	return 0
+func setSize(a *fuse.Attr, size int64) {
+	a.Size = uint64(size)
+	a.Blocks = (a.Size + 511) / 512
 }
 
-// sync writes the overlay to the backing file: what an fsync makes durable.
-func (n *node) sync(fd int) syscall.Errno {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !n.active {
-		return 0
-	}
-	if err := syscall.Ftruncate(fd, n.low); err != nil {
-		return fs.ToErrno(err)
-	}
-	for p, page := range n.pages {
-		if end := min(pageSize, n.size-p*pageSize); end > 0 {
-			if _, err := syscall.Pwrite(fd, page[:end], p*pageSize); err != nil {
-				return fs.ToErrno(err)
-			}
-		}
-	}
-	if err := syscall.Ftruncate(fd, n.size); err != nil {
-		return fs.ToErrno(err)
-	}
-	n.active, n.pages = false, nil
-	return 0
-}
-
-// patch puts the logical size into attributes read from the backing file.
-func (n *node) patch(a *fuse.Attr) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.active {
-		a.Size = uint64(n.size)
-		a.Blocks = (a.Size + 511) / 512
-	}
-}
-
-// openBacking opens the backing file read-write whatever the caller asked:
-// an fsync through a read-only handle must still be able to write the
-// overlay. O_TRUNC and O_APPEND are the overlay's business.
-// path is the backing file's (a node being created is not in the tree
-// yet, so it cannot find its own path).
-func (n *node) openBacking(path string, flags uint32) (*handle, syscall.Errno) {
+// openBacking opens the backing file at path read-write whatever the
+// caller asked: an fsync through a read-only handle must still be able to
+// write the overlay. O_TRUNC and O_APPEND are the overlay's business.
+func openBacking(o *overlay, path string, flags uint32) (*handle, syscall.Errno) {
 	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fs.ToErrno(err)
 	}
-	h := &handle{n: n, fd: fd}
+	h := &handle{o: o, fd: fd}
 	if flags&syscall.O_TRUNC != 0 {
-		if errno := n.truncate(fd, 0); errno != 0 {
+		if errno := o.truncate(fd, 0); errno != 0 {
 			syscall.Close(fd)
 			return nil, errno
 		}
@@ -233,6 +113,7 @@ func (n *node) openBacking(path string, flags uint32) (*handle, syscall.Errno) {
 }
 
 var (
+	_ fs.NodeLookuper  = (*node)(nil)
 	_ fs.NodeOpener    = (*node)(nil)
 	_ fs.NodeCreater   = (*node)(nil)
 	_ fs.NodeGetattrer = (*node)(nil)
@@ -241,17 +122,33 @@ var (
 	_ fs.NodeRenamer   = (*node)(nil)
 )
 
+// Lookup answers with the logical size too: the kernel takes the size in
+// a lookup's answer as the file's, and one smaller than what a process has
+// mapped (SQLite's -shm) makes its next access fault with SIGBUS.
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ch, errno := n.LoopbackNode.Lookup(ctx, name, out)
+	if errno != 0 {
+		return nil, errno
+	}
+	if size, ok := n.overlays.get(ch.StableAttr()).sizeOf(); ok {
+		setSize(&out.Attr, size)
+	}
+	return ch, 0
+}
+
 // Open keeps the kernel's page cache across opens (FOPEN_KEEP_CACHE): every
 // change goes through this mount, so the cache is never stale, and SQLite's
 // mapped -shm pages are not dropped each time another connection opens it.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	h, errno := n.openBacking(n.backingPath(), flags)
+	h, errno := openBacking(n.overlay(), n.backingPath(), flags)
 	if errno != 0 {
 		return nil, 0, errno
 	}
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
+// Create makes the file in the backing folder at once (directory
+// operations are not delayed, see lazyFS).
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	p := filepath.Join(n.backingPath(), name)
 	_, statErr := os.Lstat(p)
@@ -264,45 +161,39 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	child := ch.Operations().(*node)
 	if os.IsNotExist(statErr) {
-		child.reset()
+		n.overlays.forget(ch.StableAttr())
 	}
-	h, errno := child.openBacking(p, flags)
+	o := n.overlays.get(ch.StableAttr())
+	h, errno := openBacking(o, p, flags)
 	if errno != 0 {
 		return nil, nil, 0, errno
 	}
-	child.patch(&out.Attr)
+	if size, ok := o.sizeOf(); ok {
+		setSize(&out.Attr, size)
+	}
 	return ch, h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if h, ok := f.(*handle); ok {
-		var st syscall.Stat_t
-		if err := syscall.Fstat(h.fd, &st); err != nil {
-			return fs.ToErrno(err)
-		}
-		out.FromStat(&st)
-	} else if errno := n.LoopbackNode.Getattr(ctx, nil, out); errno != 0 {
-		return errno
-	}
-	n.patch(&out.Attr)
-	return 0
+	h, _ := f.(*handle)
+	return n.attr(ctx, h, out)
 }
 
 // Setattr takes a size change into the overlay and passes the rest (mode,
 // owner, times) to the backing file.
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	h, _ := f.(*handle)
 	if size, ok := in.GetSize(); ok {
-		h, ok := f.(*handle)
-		if !ok {
+		fh := h
+		if fh == nil {
 			var errno syscall.Errno
-			if h, errno = n.openBacking(n.backingPath(), 0); errno != 0 {
+			if fh, errno = openBacking(n.overlay(), n.backingPath(), 0); errno != 0 {
 				return errno
 			}
-			defer h.Release(ctx)
+			defer fh.Release(ctx)
 		}
-		if errno := n.truncate(h.fd, int64(size)); errno != 0 {
+		if errno := fh.o.truncate(fh.fd, int64(size)); errno != 0 {
 			return errno
 		}
 		rest := *in
@@ -312,45 +203,43 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn,
 	if errno := n.LoopbackNode.Setattr(ctx, nil, in, out); errno != 0 {
 		return errno
 	}
-	n.patch(&out.Attr)
-	return 0
+	return n.attr(ctx, h, out)
 }
 
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	if ch := n.GetChild(name); ch != nil {
-		if c, ok := ch.Operations().(*node); ok {
-			c.reset()
-		}
+	ch := n.GetChild(name)
+	errno := n.LoopbackNode.Unlink(ctx, name)
+	if errno == 0 && ch != nil {
+		n.overlays.forget(ch.StableAttr())
 	}
-	return n.LoopbackNode.Unlink(ctx, name)
+	return errno
 }
 
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	if ch := newParent.EmbeddedInode().GetChild(newName); ch != nil {
-		if c, ok := ch.Operations().(*node); ok {
-			c.reset()
-		}
+	ch := newParent.EmbeddedInode().GetChild(newName)
+	errno := n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+	if errno == 0 && ch != nil {
+		n.overlays.forget(ch.StableAttr())
 	}
-	return n.LoopbackNode.Rename(ctx, name, newParent, newName, flags)
+	return errno
 }
 
-// handle is an open file: reads and writes go through its node's overlay.
+// handle is an open file: reads and writes go through its file's overlay.
 type handle struct {
-	n  *node
+	o  *overlay
 	fd int
 }
 
 var (
-	_ fs.FileReader    = (*handle)(nil)
-	_ fs.FileWriter    = (*handle)(nil)
-	_ fs.FileFsyncer   = (*handle)(nil)
-	_ fs.FileFlusher   = (*handle)(nil)
-	_ fs.FileReleaser  = (*handle)(nil)
-	_ fs.FileGetattrer = (*handle)(nil)
+	_ fs.FileReader   = (*handle)(nil)
+	_ fs.FileWriter   = (*handle)(nil)
+	_ fs.FileFsyncer  = (*handle)(nil)
+	_ fs.FileFlusher  = (*handle)(nil)
+	_ fs.FileReleaser = (*handle)(nil)
 )
 
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	b, errno := h.n.read(h.fd, dest, off)
+	b, errno := h.o.read(h.fd, dest, off)
 	if errno != 0 {
 		return nil, errno
 	}
@@ -358,21 +247,17 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 }
 
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
-	if errno := h.n.write(h.fd, data, off); errno != 0 {
+	if errno := h.o.write(h.fd, data, off); errno != 0 {
 		return 0, errno
 	}
 	return uint32(len(data)), 0
 }
 
-func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return h.n.sync(h.fd) }
+func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno { return h.o.sync(h.fd) }
 
 // Flush (a close) makes nothing durable, as on a real disk.
 func (h *handle) Flush(ctx context.Context) syscall.Errno { return 0 }
 
 func (h *handle) Release(ctx context.Context) syscall.Errno {
 	return fs.ToErrno(syscall.Close(h.fd))
-}
-
-func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
-	return h.n.Getattr(ctx, h, out)
 }
