@@ -96,6 +96,9 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(sqliteChildEnv); spec != "" {
 		os.Exit(sqliteChild(spec))
 	}
+	if spec := os.Getenv(lazyfsEnv); spec != "" {
+		os.Exit(serveLazyFS(spec))
+	}
 	os.Exit(m.Run())
 }
 

@@ -39,24 +39,24 @@ import (
 
 // node is a loopback node whose file data goes through its overlay.
 type node struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	overlays *overlays
 }
 
 // newLazyFS returns the root node of a lazyFS over backing.
 func newLazyFS(backing string) (*node, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(backing, &st); err != nil {
+	root, err := fs.NewLoopbackRoot(backing)
+	if err != nil {
 		return nil, err
 	}
-	m := &overlays{files: map[fs.StableAttr]*overlay{}}
-	r := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
-	r.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, overlays: m}
-	}
-	root := &node{LoopbackNode: fs.LoopbackNode{RootData: r}, overlays: m}
-	r.RootNode = root
-	return root, nil
+	return &node{LoopbackNode: root.(*fs.LoopbackNode), overlays: &overlays{files: map[fs.StableAttr]*overlay{}}}, nil
+}
+
+var _ fs.NodeWrapChilder = (*node)(nil)
+
+// WrapChild makes every node of the tree a node of this mount.
+func (n *node) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	return &node{LoopbackNode: ops.(*fs.LoopbackNode), overlays: n.overlays}
 }
 
 // backingPath is the file's path in the backing folder.
