@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // wantUnknown checks that res ended a dispatched call with code and, as a
@@ -304,11 +305,8 @@ func TestPersistentStderrIsLoggedWithoutSecrets(t *testing.T) {
 	req := preq(t, "stderr", op("stderr"), false)
 	okOut(t, req, r.Call(context.Background(), req, func() error { return nil }))
 	r.Close()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "handler process ended"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log of the process's end: %s", logs.String())
-		}
-	}
+	testkit.WaitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "handler process ended") },
+		"a log of the process's end")
 	if !strings.Contains(logs.String(), "boom token=[redacted]") {
 		t.Fatalf("log lacks the redacted stderr: %s", logs.String())
 	}

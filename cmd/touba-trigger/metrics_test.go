@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // metricsAddr reads the /metrics address from the daemon's log.
-func metricsAddr(tb testing.TB, d *testdaemon.Daemon) string {
+func metricsAddr(tb testing.TB, d *testkit.Daemon) string {
 	tb.Helper()
 	d.WaitLog(`"metrics listening"`, opWait)
 	for _, line := range strings.Split(d.Log(), "\n") {
@@ -73,19 +73,19 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	addr := metricsAddr(t, d)
 	url := d.URL() + "/triggers/ops/Bills"
 	for i := 0; i < 5; i++ {
-		if status, _ := send(t, url, fmt.Sprintf("bill-%d", i), fmt.Sprintf(`{"n":%d}`, i)); status != 202 {
+		if status, _ := testkit.Post(t, url, fmt.Sprintf("bill-%d", i), fmt.Sprintf(`{"n":%d}`, i)); status != 202 {
 			t.Fatalf("post %d: %d", i, status)
 		}
 	}
 	for i := 0; i < 2; i++ { // still pending: duplicates
-		if status, _ := send(t, url, "bill-0", `{"n":0}`); status != 202 {
+		if status, _ := testkit.Post(t, url, "bill-0", `{"n":0}`); status != 202 {
 			t.Fatalf("duplicate: %d", status)
 		}
 	}
-	if status, _ := send(t, url, "bill-1", `{"n":99}`); status != 409 {
+	if status, _ := testkit.Post(t, url, "bill-1", `{"n":99}`); status != 409 {
 		t.Fatalf("conflict: %d", status)
 	}
-	if status, _ := send(t, d.URL()+"/triggers/ops/Nope", "x", `{}`); status != 404 {
+	if status, _ := testkit.Post(t, d.URL()+"/triggers/ops/Nope", "x", `{}`); status != 404 {
 		t.Fatalf("unknown trigger: %d", status)
 	}
 	got := scrape(t, addr)
@@ -112,7 +112,7 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	// A dispatcher now runs the five entries: five calls, five effects.
 	d = e.serve(t, "--metrics-listen", "127.0.0.1:0")
 	addr = metricsAddr(t, d)
-	until(t, "the entries to run", func() bool { return scrape(t, addr)[`touba_queue_entries{status="done"}`] == 5 })
+	testkit.WaitFor(t, opWait, func() bool { return scrape(t, addr)[`touba_queue_entries{status="done"}`] == 5 }, "the entries to run")
 	got = scrape(t, addr)
 	wantSample(t, got, `touba_queue_entries{status="pending"}`, 0)
 	wantSample(t, got, `touba_queue_oldest_pending_age_seconds`, 0)

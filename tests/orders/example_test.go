@@ -22,7 +22,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/sqlite/queue"
 )
@@ -168,7 +168,7 @@ func (l *testLog) Write(p []byte) (int, error) {
 
 // start runs the daemon on the example, with extra environment (a crash
 // point) and extra flags.
-func (e *example) start(env []string, flags ...string) *testdaemon.Daemon {
+func (e *example) start(env []string, flags ...string) *testkit.Daemon {
 	e.t.Helper()
 	env = append([]string{"ORDERS_WEBHOOK_SECRET=" + webhookSecret, "ORDERS_API_URL=" + e.provider,
 		"ORDERS_API_TOKEN=" + apiToken}, env...)
@@ -177,7 +177,7 @@ func (e *example) start(env []string, flags ...string) *testdaemon.Daemon {
 		"--queue", e.queue, "--state", e.state, "--effect-journal", e.journal,
 		"--listen", "127.0.0.1:0", "--metrics-listen", "",
 		"--admin-socket", filepath.Join(filepath.Dir(e.queue), "admin.sock"), "--log-level", "info"}, flags...)
-	return testdaemon.Start(e.t, env, args...)
+	return testkit.Start(e.t, env, args...)
 }
 
 // stats is the provider's GET /stats.
@@ -214,18 +214,6 @@ func (e *example) orders() []order {
 	var o struct{ Orders []order }
 	e.get("/orders", &o)
 	return o.Orders
-}
-
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool, logs func() string) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within %v\n%s", what, timeout, logs())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // entry returns the queue entry's status, read from the file once the

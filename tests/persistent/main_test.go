@@ -26,7 +26,7 @@ import (
 	"github.com/touba/touba-trigger/internal/gobuild"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/sqlite/queue"
 )
@@ -71,16 +71,16 @@ func newWorld(t *testing.T, retryMode string, maxCalls int) *world {
 }
 
 // start runs the daemon on w's files with workers.
-func (w *world) start(workers int) *testdaemon.Daemon {
+func (w *world) start(workers int) *testkit.Daemon {
 	w.t.Helper()
-	return testdaemon.Start(w.t, nil, "serve", filepath.Join(w.dir, "program.air.json"),
+	return testkit.Start(w.t, nil, "serve", filepath.Join(w.dir, "program.air.json"),
 		"--manifest", filepath.Join(w.dir, "touba.manifest.json"), "--queue", w.queue, "--state", w.state,
 		"--effect-journal", w.journal, "--listen", "127.0.0.1:0", "--metrics-listen", "",
 		"--admin-socket", filepath.Join(w.dir, "admin.sock"), "--log-level", "info", "--workers", fmt.Sprint(workers))
 }
 
 // send posts one delivery per event id, each must be answered 202.
-func (w *world) send(d *testdaemon.Daemon, ids ...string) {
+func (w *world) send(d *testkit.Daemon, ids ...string) {
 	w.t.Helper()
 	for _, id := range ids {
 		req, err := http.NewRequest(http.MethodPost, d.URL()+"/triggers/persist/Orders",
@@ -106,7 +106,7 @@ func (w *world) send(d *testdaemon.Daemon, ids ...string) {
 }
 
 // stop ends the daemon with SIGTERM; it finishes the runs in flight first.
-func stop(tb testing.TB, d *testdaemon.Daemon) {
+func stop(tb testing.TB, d *testkit.Daemon) {
 	tb.Helper()
 	d.Signal(syscall.SIGTERM)
 	if code := d.Wait(60 * time.Second); code != 0 {
@@ -147,16 +147,6 @@ func (w *world) remoteLines() []remoteLine {
 // finished counts the runs the daemon logged as done or parked.
 func finished(log string) int {
 	return strings.Count(log, `"message":"run done"`) + strings.Count(log, `"message":"run parked`)
-}
-
-// waitFor polls cond until it holds, failing after timeout with the log.
-func waitFor(tb testing.TB, timeout time.Duration, what string, d *testdaemon.Daemon, cond func() bool) {
-	tb.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			tb.Fatalf("waited %v for %s\n%s", timeout, what, d.Log())
-		}
-	}
 }
 
 // effects reads the journal by effect id. Only with no daemon running.
