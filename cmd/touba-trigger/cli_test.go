@@ -5,11 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/server"
 )
 
 // TestReplaysSayWhatTheyDid: a replay of a done entry does nothing and
@@ -18,7 +18,7 @@ import (
 func TestReplaysSayWhatTheyDid(t *testing.T) {
 	e := newOpEnv(t, opProgram, opManifest)
 	os.WriteFile(e.marker, []byte("no dying here"), 0o600) // the charge answers at once
-	d := e.serve(t)
+	d := e.start(t)
 	url := d.URL() + "/triggers/ops/Orders"
 	status, q := testkit.Post(t, url, "order-7", `{"order_id": 7}`)
 	if status != 202 {
@@ -124,7 +124,7 @@ func TestCLIOnFilesTakesTheLock(t *testing.T) {
 		t.Fatalf("the CLI created %s", e.queue)
 	}
 
-	d := e.serve(t)
+	d := e.start(t)
 	status, q := testkit.Post(t, d.URL()+"/triggers/ops/Orders", "order-1", `{"order_id": 1}`)
 	if status != 202 {
 		t.Fatalf("post: %d", status)
@@ -136,9 +136,8 @@ func TestCLIOnFilesTakesTheLock(t *testing.T) {
 	if code != 3 || !strings.Contains(errs, "JournalLocked") && !strings.Contains(errs, "held by") {
 		t.Fatalf("queue ls beside a running daemon: exit %d %s", code, errs)
 	}
-	d.Signal(syscall.SIGTERM)
-	if code := d.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("daemon exit %d\n%s", code, d.Log())
+	if err := d.Stop(); err != nil {
+		t.Fatalf("daemon stop: %v", err)
 	}
 	if _, err := os.Stat(e.socket); !os.IsNotExist(err) {
 		t.Fatalf("the daemon left its admin socket: %v", err)
@@ -173,7 +172,7 @@ func TestCLIOnFilesTakesTheLock(t *testing.T) {
 // still refused as a replay.
 func TestRetentionPurgesDoneBodies(t *testing.T) {
 	e := newOpEnv(t, stubProgram, stubManifest)
-	d := e.serve(t, "--retention", "1s")
+	d := e.start(t, func(c *server.Config) { c.Retention = time.Second })
 	url := d.URL() + "/triggers/ops/Bills"
 	status, q := testkit.Post(t, url, "bill-1", `{"n":1}`)
 	if status != 202 {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/touba/touba-trigger/internal/gobuild"
 	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/server"
 )
 
 // opWait bounds every wait on a condition; generous, for -race and a
@@ -86,7 +87,20 @@ func (e *opEnv) serveArgs(extra ...string) []string {
 	return append(args, extra...)
 }
 
-// serve starts the daemon on e's files.
+// start runs the server in process on e's files, with 2 workers, no
+// metrics listener and what set changes.
+func (e *opEnv) start(tb testing.TB, set ...func(*server.Config)) *testkit.Server {
+	tb.Helper()
+	cfg := server.Config{Program: e.program, Manifest: e.manifest, Queue: e.queue, State: e.state,
+		Journal: e.journal, AdminSocket: e.socket, Workers: 2}
+	for _, f := range set {
+		f(&cfg)
+	}
+	return testkit.StartServer(tb, cfg)
+}
+
+// serve starts the daemon as a child on e's files: for the tests that
+// send it signals.
 func (e *opEnv) serve(tb testing.TB, extra ...string) *testkit.Daemon {
 	tb.Helper()
 	return testkit.Start(tb, nil, e.serveArgs(extra...)...)

@@ -5,9 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/touba/touba-trigger/internal/testkit"
 )
@@ -35,7 +33,7 @@ type opEntry struct {
 
 // parkCharge sends one order and waits until its run is parked on the
 // charge, whose outcome is unknown, as an operator finds it.
-func parkCharge(t *testing.T, e *opEnv, d *testkit.Daemon) string {
+func parkCharge(t *testing.T, e *opEnv, d *testkit.Server) string {
 	t.Helper()
 	status, q := testkit.Post(t, d.URL()+"/triggers/ops/Orders", "order-1", `{"order_id": 1}`)
 	if status != 202 {
@@ -63,7 +61,7 @@ func parkCharge(t *testing.T, e *opEnv, d *testkit.Daemon) string {
 // charge again, and the next step's $ref sees the operator's result.
 func TestResolveAppliedGoesOnWithoutCallingAgain(t *testing.T) {
 	e := newOpEnv(t, opProgram, opManifest)
-	d := e.serve(t)
+	d := e.start(t)
 	q := parkCharge(t, e, d)
 
 	result := filepath.Join(e.dir, "result.json")
@@ -111,11 +109,10 @@ func TestResolveAppliedGoesOnWithoutCallingAgain(t *testing.T) {
 // again with the same effect id.
 func TestResolveNotAppliedOnStoppedFiles(t *testing.T) {
 	e := newOpEnv(t, opProgram, opManifest)
-	d := e.serve(t)
+	d := e.start(t)
 	q := parkCharge(t, e, d)
-	d.Signal(syscall.SIGTERM)
-	if code := d.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("daemon exit %d\n%s", code, d.Log())
+	if err := d.Stop(); err != nil {
+		t.Fatalf("daemon stop: %v", err)
 	}
 
 	code, out, errs := e.cli(t, "queue", "ls", "--status", "parked")
@@ -135,7 +132,7 @@ func TestResolveNotAppliedOnStoppedFiles(t *testing.T) {
 		t.Fatalf("the CLI left the journal lock behind: %v", err)
 	}
 
-	e.serve(t)
+	e.start(t)
 	testkit.WaitFor(t, opWait, func() bool { return e.entryStatus(t, q) == "done" }, "the run to finish")
 	charges := e.handlerCalls(t, "tool:ops/Charge")
 	if len(charges) != 2 {

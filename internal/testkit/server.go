@@ -3,6 +3,8 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,6 +101,12 @@ func (s *Server) MetricsURL() string { return "http://" + s.MetricsAddr().String
 
 // Log is what the server logged so far, one JSON object a line.
 func (s *Server) Log() string { return s.log.String() }
+
+// WaitLog waits until the log holds substr.
+func (s *Server) WaitLog(substr string, timeout time.Duration) {
+	s.tb.Helper()
+	WaitFor(s.tb, timeout, func() bool { return strings.Contains(s.Log(), substr) }, "the server to log "+strconv.Quote(substr))
+}
 
 // Stop drains the server as SIGTERM does (SPEC §3.3), closes its files and
 // returns what Run and Close returned: the files are then free for the
