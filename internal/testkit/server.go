@@ -37,7 +37,7 @@ func StartServer(tb testing.TB, cfg server.Config) *Server {
 	tb.Helper()
 	cfg = ServeDefaults(cfg)
 	s := &Server{tb: tb, log: &syncBuffer{}, done: make(chan struct{})}
-	cfg.Log = zerolog.New(s.log).With().Timestamp().Logger()
+	cfg.Log = zerolog.New(s.log).Level(zerolog.InfoLevel).With().Timestamp().Logger() // serve's --log-level
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	srv, err := server.Open(ctx, cfg)

@@ -9,12 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
 	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/server"
 )
 
 func TestLedgerExample(t *testing.T) {
@@ -31,10 +31,10 @@ func TestLedgerExample(t *testing.T) {
 	if err := gobuild.Build("", "../../examples/ledger/handler", filepath.Join(dir, "bin", "handler")); err != nil {
 		t.Fatal(err)
 	}
-	d := testkit.Start(t, nil, "serve", filepath.Join(dir, "program.air.json"),
-		"--manifest", filepath.Join(dir, "touba.manifest.json"), "--queue", filepath.Join(dir, "q.sqlite"),
-		"--state", filepath.Join(dir, "s.sqlite"), "--effect-journal", filepath.Join(dir, "j.sqlite"),
-		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-socket", filepath.Join(dir, "admin.sock"))
+	d := testkit.StartServer(t, server.Config{Program: filepath.Join(dir, "program.air.json"),
+		Manifest: filepath.Join(dir, "touba.manifest.json"), Queue: filepath.Join(dir, "q.sqlite"),
+		State: filepath.Join(dir, "s.sqlite"), Journal: filepath.Join(dir, "j.sqlite"),
+		AdminSocket: filepath.Join(dir, "admin.sock"), Workers: 4})
 	post := func(body string) int {
 		status, _ := testkit.Post(t, d.URL()+"/triggers/examples.ledger/Invoice", "", body, "Content-Type", "application/json")
 		return status
@@ -49,9 +49,8 @@ func TestLedgerExample(t *testing.T) {
 	// Once consumed, the same event is refused; the ledger keeps 5 lines.
 	testkit.WaitFor(t, 30*time.Second, func() bool { return post(`{"invoice_id": "inv-0", "amount": 0}`) == 409 },
 		"the redelivery of a consumed invoice to answer 409")
-	d.Signal(syscall.SIGTERM)
-	if code := d.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit %d\n%s", code, d.Log())
+	if err := d.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
 	}
 	if n := bookings(t, ledger); n != 5 {
 		t.Fatalf("%d bookings, want 5", n)
