@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testkit"
-	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 const e2eProgram = `{"air_version": "touba-air-v1", "triggers": [
@@ -101,15 +98,7 @@ func TestKillAfterLastAcceptLosesNothing(t *testing.T) {
 	if code := d2.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM\n%s", code, d2.Log())
 	}
-	q, err := queue.Open(context.Background(), f.queue, queue.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	all, err := q.List(context.Background(), touba.EntryFilter{Limit: 10 * n})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := testkit.Entries(t, f.queue)
 	byID := map[string]string{}
 	for _, e := range all {
 		byID[e.EventID] = e.QueueID

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,9 +16,7 @@ import (
 	"testing"
 	"time"
 
-	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testkit"
-	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 const stubProgram = `{"air_version": "touba-air-v1", "triggers": [
@@ -198,15 +195,7 @@ func TestRestartUnderSocketActivation(t *testing.T) {
 	if len(refused) > 0 {
 		t.Fatalf("%d requests refused or failed across the restart, first: %v", len(refused), refused[:min(5, len(refused))])
 	}
-	q, err := queue.Open(context.Background(), e.queue, queue.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	all, err := q.List(context.Background(), touba.EntryFilter{Limit: 10 * len(acked)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := testkit.Entries(t, e.queue)
 	stored := map[string]string{}
 	for _, x := range all {
 		stored[x.EventID] = x.QueueID

@@ -26,9 +26,10 @@ func Entries(tb testing.TB, path string) []*touba.Delivery {
 	return all
 }
 
-// Effects reads every effect of the journal file at path, of a stopped
-// daemon (the journal's lock keeps writers off a running one's file).
-func Effects(tb testing.TB, path string) []touba.Effect {
+// Effects reads every effect of the journal file at path and each one's
+// audit trail (by effect id), of a stopped daemon (the journal's lock keeps
+// other writers off a running one's file).
+func Effects(tb testing.TB, path string) ([]touba.Effect, map[string][]touba.EffectEvent) {
 	tb.Helper()
 	ctx := context.Background()
 	j, err := journal.Open(ctx, path, journal.Options{})
@@ -40,5 +41,11 @@ func Effects(tb testing.TB, path string) []touba.Effect {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return all
+	events := map[string][]touba.EffectEvent{}
+	for _, e := range all {
+		if events[e.EffectID], err = j.Events(ctx, e.Scope, e.EffectID); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return all, events
 }

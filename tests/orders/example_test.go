@@ -9,7 +9,6 @@ package orders_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -23,8 +22,6 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testkit"
-	"github.com/touba/touba-trigger/sqlite/journal"
-	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 // Test secrets: long enough that no stored output holds one by chance (the
@@ -220,29 +217,24 @@ func (e *example) orders() []order {
 // daemon has stopped.
 func (e *example) entryStatus(queueID string) string {
 	e.t.Helper()
-	q, err := queue.Open(context.Background(), e.queue, queue.Options{})
-	if err != nil {
-		e.t.Fatal(err)
+	for _, d := range testkit.Entries(e.t, e.queue) {
+		if d.QueueID == queueID {
+			return d.Status
+		}
 	}
-	defer q.Close()
-	d, err := q.Get(context.Background(), queueID)
-	if err != nil || d == nil {
-		e.t.Fatalf("queue entry %s: %v", queueID, err)
-	}
-	return d.Status
+	e.t.Fatalf("no queue entry %s", queueID)
+	return ""
 }
 
 // effect returns one journaled effect, read once the daemon has stopped.
 func (e *example) effect(queueID, step string) *touba.Effect {
 	e.t.Helper()
-	j, err := journal.Open(context.Background(), e.journal, journal.Options{})
-	if err != nil {
-		e.t.Fatal(err)
+	effects, _ := testkit.Effects(e.t, e.journal)
+	for i := range effects {
+		if effects[i].Scope == queueID && effects[i].EffectID == queueID+":"+step {
+			return &effects[i]
+		}
 	}
-	defer j.Close()
-	eff, err := j.Get(context.Background(), queueID, queueID+":"+step)
-	if err != nil || eff == nil {
-		e.t.Fatalf("effect %s:%s: %v", queueID, step, err)
-	}
-	return eff
+	e.t.Fatalf("no effect %s:%s", queueID, step)
+	return nil
 }

@@ -12,7 +12,6 @@ package persistent_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -27,8 +26,6 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/testkit"
-	"github.com/touba/touba-trigger/sqlite/journal"
-	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 // remoteBin is the handler program of testdata/remote.
@@ -152,16 +149,7 @@ func finished(log string) int {
 // effects reads the journal by effect id. Only with no daemon running.
 func (w *world) effects() map[string]touba.Effect {
 	w.t.Helper()
-	ctx := context.Background()
-	j, err := journal.Open(ctx, w.journal, journal.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer j.Close()
-	list, err := j.List(ctx, touba.EffectFilter{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	list, _ := testkit.Effects(w.t, w.journal)
 	out := map[string]touba.Effect{}
 	for _, e := range list {
 		out[e.EffectID] = e
@@ -172,18 +160,8 @@ func (w *world) effects() map[string]touba.Effect {
 // entries reads the queue by queue id. Only with no daemon running.
 func (w *world) entries() map[string]*touba.Delivery {
 	w.t.Helper()
-	ctx := context.Background()
-	q, err := queue.Open(ctx, w.queue, queue.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer q.Close()
-	all, err := q.List(ctx, touba.EntryFilter{Limit: 1000})
-	if err != nil {
-		w.t.Fatal(err)
-	}
 	out := map[string]*touba.Delivery{}
-	for _, e := range all {
+	for _, e := range testkit.Entries(w.t, w.queue) {
 		out[e.QueueID] = e
 	}
 	return out
