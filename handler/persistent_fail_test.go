@@ -89,9 +89,17 @@ func TestPersistentTimeoutKillsGrandchild(t *testing.T) {
 }
 
 func TestPersistentTimeoutWhileTheRequestIsBlocked(t *testing.T) {
-	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = 500 * time.Millisecond })
+	// Generous: the blocked call must reach the process that stopped
+	// reading before stopread's own timeout kills it (then a fresh process
+	// would answer it), even on a loaded machine.
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = 3 * time.Second })
 	stopped := r.async(context.Background(), preq(t, "stopread", op("stopread"), true))
 	r.arrived(t, "stopread")
+	select {
+	case res := <-stopped:
+		t.Fatalf("stopread ended (%v) before the blocked call was sent: the timeout is too short for this machine", res.Err)
+	default:
+	}
 	// More than a pipe holds: the write blocks until the timeout kills.
 	big := op("echo", "pad", strings.Repeat("x", 1<<19))
 	wantUnknown(t, "blocked", r.Call(context.Background(), preq(t, "blocked", big, true), func() error { return nil }),
