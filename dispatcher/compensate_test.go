@@ -13,6 +13,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
 	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/manifest"
 	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/sqlite/queue"
@@ -106,20 +107,18 @@ func (w *compWorld) run(tb testing.TB, eventID, body string) *touba.Delivery {
 		tb.Fatal(err)
 	}
 	w.d.Notify()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		e, err := w.q.Get(ctx, r.QueueID)
-		if err != nil {
+	var e *touba.Delivery
+	testkit.WaitFor(tb, 30*time.Second, func() bool {
+		var err error
+		if e, err = w.q.Get(ctx, r.QueueID); err != nil {
 			tb.Fatal(err)
 		}
-		if e.Status == touba.StatusDone {
-			return e
-		}
-		if e.Status == touba.StatusFailed || e.Status == touba.StatusParked || time.Now().After(deadline) {
+		if e.Status == touba.StatusFailed || e.Status == touba.StatusParked {
 			tb.Fatalf("entry %s is %s (%s), want done", e.QueueID, e.Status, e.ErrorCode)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return e.Status == touba.StatusDone
+	}, "entry "+r.QueueID+" to be done")
+	return e
 }
 
 func (w *compWorld) compensate(tb testing.TB, e *touba.Delivery, stepID string) (*touba.Compensation, error) {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	_ "github.com/mattn/go-sqlite3"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // What a test reads of a world's files, waits for, or changes behind the
@@ -28,37 +28,32 @@ func (w *world) entry(qid string) *touba.Delivery {
 // deadline with what the entry and its runs looked like.
 func (w *world) wait(qid, status string) *touba.Delivery {
 	w.tb.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		e := w.entry(qid)
-		if e.Status == status {
-			return e
+	var e *touba.Delivery
+	reached := false
+	defer func() { // the wait failed: say what the entry and its runs looked like
+		if !reached && e != nil {
+			runs, _ := w.st.Runs(context.Background(), qid)
+			w.tb.Logf("entry %s is %s (attempts %d, code %q), want %s; runs so far: %+v", qid, e.Status, e.Attempts, e.ErrorCode, status, runs)
 		}
+	}()
+	testkit.WaitFor(w.tb, waitFor, func() bool {
+		e = w.entry(qid)
 		// Only a replay, which tests make themselves, moves an entry on
 		// from done, failed or parked: another end is final.
 		final := e.Status == touba.StatusDone || e.Status == touba.StatusFailed || e.Status == touba.StatusParked
-		if final || time.Now().After(deadline) {
-			runs, _ := w.st.Runs(context.Background(), qid)
-			w.tb.Fatalf("entry %s is %s (attempts %d, code %q), want %s; runs so far: %+v", qid, e.Status, e.Attempts, e.ErrorCode, status, runs)
+		if e.Status != status && final {
+			w.tb.Fatalf("entry %s ended %s, want %s", qid, e.Status, status)
 		}
-		<-tick.C
-	}
+		return e.Status == status
+	}, "entry "+qid+" to be "+status)
+	reached = true
+	return e
 }
 
 // until waits for cond, failing the test at the deadline.
 func (w *world) until(what string, cond func() bool) {
 	w.tb.Helper()
-	deadline := time.Now().Add(waitFor)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			w.tb.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	testkit.WaitFor(w.tb, waitFor, cond, what)
 }
 
 // replay puts a failed or parked entry back to pending, as an operator's

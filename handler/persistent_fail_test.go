@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // wantUnknown checks that res ended a dispatched call with code and, as a
@@ -88,9 +89,17 @@ func TestPersistentTimeoutKillsGrandchild(t *testing.T) {
 }
 
 func TestPersistentTimeoutWhileTheRequestIsBlocked(t *testing.T) {
-	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = 500 * time.Millisecond })
+	// Generous: the blocked call must reach the process that stopped
+	// reading before stopread's own timeout kills it (then a fresh process
+	// would answer it), even on a loaded machine.
+	r := mustPersistent(t, "", func(s *handler.ProcessSpec, _ *handler.PersistentOptions) { s.Timeout = 3 * time.Second })
 	stopped := r.async(context.Background(), preq(t, "stopread", op("stopread"), true))
 	r.arrived(t, "stopread")
+	select {
+	case res := <-stopped:
+		t.Fatalf("stopread ended (%v) before the blocked call was sent: the timeout is too short for this machine", res.Err)
+	default:
+	}
 	// More than a pipe holds: the write blocks until the timeout kills.
 	big := op("echo", "pad", strings.Repeat("x", 1<<19))
 	wantUnknown(t, "blocked", r.Call(context.Background(), preq(t, "blocked", big, true), func() error { return nil }),
@@ -304,11 +313,8 @@ func TestPersistentStderrIsLoggedWithoutSecrets(t *testing.T) {
 	req := preq(t, "stderr", op("stderr"), false)
 	okOut(t, req, r.Call(context.Background(), req, func() error { return nil }))
 	r.Close()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), "handler process ended"); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log of the process's end: %s", logs.String())
-		}
-	}
+	testkit.WaitFor(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), "handler process ended") },
+		"a log of the process's end")
 	if !strings.Contains(logs.String(), "boom token=[redacted]") {
 		t.Fatalf("log lacks the redacted stderr: %s", logs.String())
 	}

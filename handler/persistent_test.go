@@ -14,6 +14,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // pRunner is a persistent runner of the persistent fixture and the folder
@@ -112,14 +113,10 @@ func (r *pRunner) arrived(tb testing.TB, callID string) {
 
 func waitFile(tb testing.TB, path string) {
 	tb.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s did not appear within 10s", path)
-		}
-	}
+	testkit.WaitFor(tb, 10*time.Second, func() bool {
+		_, err := os.Stat(path)
+		return err == nil
+	}, path+" to appear")
 }
 
 // fixtureOut is the output of a fixture call that was answered.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // mustProcess returns a process runner of the fixture in mode, closed at
@@ -39,18 +41,14 @@ func mustProcess(tb testing.TB, edit func(*handler.ProcessSpec), args ...string)
 // waitGone waits until pid names no live process (gone or a zombie).
 func waitGone(tb testing.TB, pid int) {
 	tb.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
+	testkit.WaitFor(tb, 5*time.Second, func() bool {
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		if err != nil || zombie(string(stat)) {
-			if killErr := syscall.Kill(pid, 0); killErr == nil || errors.Is(killErr, syscall.ESRCH) {
-				return
-			}
+			killErr := syscall.Kill(pid, 0)
+			return killErr == nil || errors.Is(killErr, syscall.ESRCH)
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("process %d still alive: %s", pid, stat)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	}, fmt.Sprintf("process %d to end", pid))
 }
 
 // zombie reports whether a /proc/PID/stat line says the process is dead.

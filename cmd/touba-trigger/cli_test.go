@@ -5,9 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/server"
 )
 
 // TestReplaysSayWhatTheyDid: a replay of a done entry does nothing and
@@ -16,15 +18,15 @@ import (
 func TestReplaysSayWhatTheyDid(t *testing.T) {
 	e := newOpEnv(t, opProgram, opManifest)
 	os.WriteFile(e.marker, []byte("no dying here"), 0o600) // the charge answers at once
-	d := e.serve(t)
+	d := e.start(t)
 	url := d.URL() + "/triggers/ops/Orders"
-	status, q := send(t, url, "order-7", `{"order_id": 7}`)
+	status, q := testkit.Post(t, url, "order-7", `{"order_id": 7}`)
 	if status != 202 {
 		t.Fatalf("post: %d", status)
 	}
-	until(t, "the run to finish", func() bool { return e.entryStatus(t, q) == "done" })
+	testkit.WaitFor(t, opWait, func() bool { return e.entryStatus(t, q) == "done" }, "the run to finish")
 	// The sender redelivers: refused, and logged with its body.
-	if status, got := send(t, url, "order-7", `{"order_id": 7}`); status != 409 || got != q {
+	if status, got := testkit.Post(t, url, "order-7", `{"order_id": 7}`); status != 409 || got != q {
 		t.Fatalf("redelivery: %d %s", status, got)
 	}
 	var rows []struct {
@@ -32,10 +34,10 @@ func TestReplaysSayWhatTheyDid(t *testing.T) {
 		QueueID    string `json:"queue_id"`
 		BodyStored bool   `json:"body_stored"`
 	}
-	until(t, "the redelivery in the log", func() bool {
+	testkit.WaitFor(t, opWait, func() bool {
 		e.cliJSON(t, &rows, "deliveries", "ls", "--rejected", "--code", "TriggerReplayRejected", "--since", "1h")
 		return len(rows) == 1
-	})
+	}, "the redelivery in the log")
 	if rows[0].QueueID != q || !rows[0].BodyStored {
 		t.Fatalf("delivery row: %+v", rows[0])
 	}
@@ -66,7 +68,7 @@ func TestReplaysSayWhatTheyDid(t *testing.T) {
 	if rep.Status != "enqueued" || rep.QueueID == q || !strings.HasPrefix(rep.EventID, "replay-") {
 		t.Fatalf("deliveries replay --new-event-id: %+v", rep)
 	}
-	until(t, "the new entry to finish", func() bool { return e.entryStatus(t, rep.QueueID) == "done" })
+	testkit.WaitFor(t, opWait, func() bool { return e.entryStatus(t, rep.QueueID) == "done" }, "the new entry to finish")
 	charges := e.handlerCalls(t, "tool:ops/Charge")
 	if len(charges) != 2 || charges[1].EffectID != rep.QueueID+":charge" {
 		t.Fatalf("charge calls: %+v, want a second one for %s", charges, rep.QueueID)
@@ -122,8 +124,8 @@ func TestCLIOnFilesTakesTheLock(t *testing.T) {
 		t.Fatalf("the CLI created %s", e.queue)
 	}
 
-	d := e.serve(t)
-	status, q := send(t, d.URL()+"/triggers/ops/Orders", "order-1", `{"order_id": 1}`)
+	d := e.start(t)
+	status, q := testkit.Post(t, d.URL()+"/triggers/ops/Orders", "order-1", `{"order_id": 1}`)
 	if status != 202 {
 		t.Fatalf("post: %d", status)
 	}
@@ -134,9 +136,8 @@ func TestCLIOnFilesTakesTheLock(t *testing.T) {
 	if code != 3 || !strings.Contains(errs, "JournalLocked") && !strings.Contains(errs, "held by") {
 		t.Fatalf("queue ls beside a running daemon: exit %d %s", code, errs)
 	}
-	d.Signal(syscall.SIGTERM)
-	if code := d.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("daemon exit %d\n%s", code, d.Log())
+	if err := d.Stop(); err != nil {
+		t.Fatalf("daemon stop: %v", err)
 	}
 	if _, err := os.Stat(e.socket); !os.IsNotExist(err) {
 		t.Fatalf("the daemon left its admin socket: %v", err)
@@ -171,9 +172,9 @@ func TestCLIOnFilesTakesTheLock(t *testing.T) {
 // still refused as a replay.
 func TestRetentionPurgesDoneBodies(t *testing.T) {
 	e := newOpEnv(t, stubProgram, stubManifest)
-	d := e.serve(t, "--retention", "1s")
+	d := e.start(t, func(c *server.Config) { c.Retention = time.Second })
 	url := d.URL() + "/triggers/ops/Bills"
-	status, q := send(t, url, "bill-1", `{"n":1}`)
+	status, q := testkit.Post(t, url, "bill-1", `{"n":1}`)
 	if status != 202 {
 		t.Fatalf("post: %d", status)
 	}
@@ -184,15 +185,15 @@ func TestRetentionPurgesDoneBodies(t *testing.T) {
 			Text string `json:"text"`
 		} `json:"body"`
 	}
-	until(t, "the body to be purged", func() bool {
+	testkit.WaitFor(t, opWait, func() bool {
 		shown.Body = nil
 		e.cliJSON(t, &shown, "queue", "show", q)
 		return shown.BodyPurged
-	})
+	}, "the body to be purged")
 	if shown.Status != "done" || shown.Body != nil {
 		t.Fatalf("entry after retention: %+v", shown)
 	}
-	if status, got := send(t, url, "bill-1", `{"n":1}`); status != 409 || got != q {
+	if status, got := testkit.Post(t, url, "bill-1", `{"n":1}`); status != 409 || got != q {
 		t.Fatalf("redelivery after retention: %d %s, want 409 naming %s", status, got, q)
 	}
 	d.WaitLog("purged bodies of done entries", opWait)

@@ -1,10 +1,7 @@
 package main_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,9 +11,7 @@ import (
 	"testing"
 	"time"
 
-	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/testdaemon"
-	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 const e2eProgram = `{"air_version": "touba-air-v1", "triggers": [
@@ -49,31 +44,12 @@ func (f files) serveArgs(extra ...string) []string {
 		"--admin-socket", filepath.Join(f.dir, "admin.sock"), "--log-level", "info"}, extra...)
 }
 
-func post(t *testing.T, url, eventID, body string) (int, string) {
-	t.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("X-Touba-Event-Id", eventID)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("post %s: %v", eventID, err)
-	}
-	defer resp.Body.Close()
-	var a struct {
-		QueueID string `json:"queue_id"`
-		Error   struct {
-			QueueID string `json:"queue_id"`
-		} `json:"error"`
-	}
-	json.NewDecoder(resp.Body).Decode(&a)
-	return resp.StatusCode, a.QueueID + a.Error.QueueID
-}
-
 // TestKillAfterLastAcceptLosesNothing sends N deliveries from several
 // clients, SIGKILLs the daemon right after the last 202, restarts it on
 // the same files and finds every acknowledged entry.
 func TestKillAfterLastAcceptLosesNothing(t *testing.T) {
 	f := writeFiles(t, e2eProgram, e2eManifest)
-	d := testdaemon.Start(t, nil, f.serveArgs()...)
+	d := testkit.Start(t, nil, f.serveArgs()...)
 	url := d.URL() + "/triggers/e2e/Orders"
 
 	const n, clients = 400, 8
@@ -86,7 +62,7 @@ func TestKillAfterLastAcceptLosesNothing(t *testing.T) {
 			defer wg.Done()
 			for i := c; i < n; i += clients {
 				id := fmt.Sprintf("evt-%04d", i)
-				status, qid := post(t, url, id, fmt.Sprintf(`{"order_id":%d}`, i))
+				status, qid := testkit.Post(t, url, id, fmt.Sprintf(`{"order_id":%d}`, i))
 				if status != 202 || qid == "" {
 					t.Errorf("%s: status %d", id, status)
 					return
@@ -107,13 +83,13 @@ func TestKillAfterLastAcceptLosesNothing(t *testing.T) {
 	if code, out := runOnce(t, f.serveArgs()...); code != 3 || !strings.Contains(out, "stale") {
 		t.Fatalf("restart over a stale lock: exit %d, want 3 naming the stale lock\n%s", code, out)
 	}
-	d2 := testdaemon.Start(t, nil, f.serveArgs("--take-over-stale-lock")...)
+	d2 := testkit.Start(t, nil, f.serveArgs("--take-over-stale-lock")...)
 	// Redelivering every event must name the same entry: it is on disk.
 	// (202 duplicate while pending; 409 replay once a dispatcher took it.)
 	for id, qid := range acked {
 		var i int
 		fmt.Sscanf(id, "evt-%d", &i)
-		status, got := post(t, d2.URL()+"/triggers/e2e/Orders", id, fmt.Sprintf(`{"order_id":%d}`, i))
+		status, got := testkit.Post(t, d2.URL()+"/triggers/e2e/Orders", id, fmt.Sprintf(`{"order_id":%d}`, i))
 		if (status != 202 && status != 409) || got != qid {
 			t.Fatalf("%s: redelivery answered %d %q, acknowledged as %s", id, status, got, qid)
 		}
@@ -122,15 +98,7 @@ func TestKillAfterLastAcceptLosesNothing(t *testing.T) {
 	if code := d2.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("exit code %d after SIGTERM\n%s", code, d2.Log())
 	}
-	q, err := queue.Open(context.Background(), f.queue, queue.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	all, err := q.List(context.Background(), touba.EntryFilter{Limit: 10 * n})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := testkit.Entries(t, f.queue)
 	byID := map[string]string{}
 	for _, e := range all {
 		byID[e.EventID] = e.QueueID
@@ -149,15 +117,15 @@ func TestKillAfterLastAcceptLosesNothing(t *testing.T) {
 // output.
 func runOnce(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(testdaemon.Binary(t), args...)
+	cmd := exec.Command(testkit.Binary(t), args...)
 	out, _ := cmd.CombinedOutput()
 	return cmd.ProcessState.ExitCode(), string(out)
 }
 
 func TestSIGTERMExitsCleanly(t *testing.T) {
 	f := writeFiles(t, e2eProgram, e2eManifest)
-	d := testdaemon.Start(t, nil, f.serveArgs()...)
-	if status, _ := post(t, d.URL()+"/triggers/e2e/Orders", "a", `{}`); status != 202 {
+	d := testkit.Start(t, nil, f.serveArgs()...)
+	if status, _ := testkit.Post(t, d.URL()+"/triggers/e2e/Orders", "a", `{}`); status != 202 {
 		t.Fatalf("status %d", status)
 	}
 	d.Signal(syscall.SIGTERM)

@@ -19,7 +19,7 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // floodProgram: an open trigger for valid deliveries, a signed one whose
@@ -115,7 +115,7 @@ const (
 // the flood are each acknowledged 202.
 func TestDeliveryLogFlood(t *testing.T) {
 	f := writeFiles(t, floodProgram, e2eManifest)
-	d := testdaemon.Start(t, floodEnv, f.serveArgs("--workers", "0",
+	d := testkit.Start(t, floodEnv, f.serveArgs("--workers", "0",
 		"--delivery-log-max-bytes", strconv.Itoa(floodLogMaxBytes))...)
 	base := d.URL()
 
@@ -190,23 +190,15 @@ func TestDeliveryLogFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	deadline := time.Now().Add(30 * time.Second)
 	var rows, sum, maxRef, maxHdr int64
-	for {
+	// Another process writes the rows: the row itself is what to wait on.
+	testkit.WaitFor(t, 30*time.Second, func() bool {
 		var end int
 		if err := st.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE trigger_ref = 'trigger:flood-end'`).Scan(&end); err != nil {
 			t.Fatal(err)
 		}
-		if end > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the last rejection's row not written within 30 s")
-		}
-		// Another process writes the rows: there is no signal to wait on
-		// but the row itself, so look again shortly.
-		time.Sleep(50 * time.Millisecond)
-	}
+		return end > 0
+	}, "the last rejection's row")
 	if err := st.QueryRow(`SELECT COUNT(*), coalesce(SUM(size), 0), coalesce(MAX(length(trigger_ref)), 0),
 		coalesce(MAX(length(headers)), 0) FROM deliveries`).Scan(&rows, &sum, &maxRef, &maxHdr); err != nil {
 		t.Fatal(err)
@@ -239,7 +231,7 @@ const oversizedRSSMax = 96 << 20
 // TriggerPayloadTooLarge, and the daemon holds none of the bodies.
 func TestOversizedBodies(t *testing.T) {
 	f := writeFiles(t, floodProgram, e2eManifest)
-	d := testdaemon.Start(t, floodEnv, f.serveArgs("--workers", "0")...)
+	d := testkit.Start(t, floodEnv, f.serveArgs("--workers", "0")...)
 	const clients, size = 40, 8 << 20
 	body := []byte(strings.Repeat("a", size))
 	var wg sync.WaitGroup

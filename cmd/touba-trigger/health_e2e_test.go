@@ -9,14 +9,16 @@ import (
 	"testing"
 
 	"github.com/touba/touba-trigger/admin"
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/server"
 )
 
 // /readyz on the public port says ready and nothing more: no file path,
 // no free bytes. The details are on the admin socket.
 func TestReadyzIsTerseAndDetailsAreOnTheAdminSocket(t *testing.T) {
 	f := writeFiles(t, e2eProgram, e2eManifest)
-	d := testdaemon.Start(t, nil, f.serveArgs()...)
+	d := testkit.StartServer(t, server.Config{Program: f.program, Manifest: f.manifest, Queue: f.queue, State: f.state,
+		Journal: f.journal, AdminSocket: filepath.Join(f.dir, "admin.sock"), Workers: 4})
 	resp, err := http.Get(d.URL() + "/readyz")
 	if err != nil {
 		t.Fatal(err)

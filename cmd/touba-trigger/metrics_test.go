@@ -2,34 +2,15 @@ package main_test
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/server"
 )
-
-// metricsAddr reads the /metrics address from the daemon's log.
-func metricsAddr(tb testing.TB, d *testdaemon.Daemon) string {
-	tb.Helper()
-	d.WaitLog(`"metrics listening"`, opWait)
-	for _, line := range strings.Split(d.Log(), "\n") {
-		var m struct {
-			Message string `json:"message"`
-			Addr    string `json:"addr"`
-		}
-		if json.Unmarshal([]byte(line), &m) == nil && m.Message == "metrics listening" {
-			return m.Addr
-		}
-	}
-	tb.Fatalf("no metrics address in the log\n%s", d.Log())
-	return ""
-}
 
 // scrape returns every sample of /metrics as "name{labels}" -> value.
 func scrape(tb testing.TB, addr string) map[string]float64 {
@@ -69,23 +50,23 @@ func wantSample(tb testing.TB, got map[string]float64, name string, want float64
 // each scrape against what was sent.
 func TestMetricsAfterKnownTraffic(t *testing.T) {
 	e := newOpEnv(t, stubProgram, stubManifest)
-	d := e.serve(t, "--workers", "0", "--metrics-listen", "127.0.0.1:0")
-	addr := metricsAddr(t, d)
+	d := e.start(t, func(c *server.Config) { c.Workers, c.MetricsListen = 0, "127.0.0.1:0" })
+	addr := d.MetricsAddr().String()
 	url := d.URL() + "/triggers/ops/Bills"
 	for i := 0; i < 5; i++ {
-		if status, _ := send(t, url, fmt.Sprintf("bill-%d", i), fmt.Sprintf(`{"n":%d}`, i)); status != 202 {
+		if status, _ := testkit.Post(t, url, fmt.Sprintf("bill-%d", i), fmt.Sprintf(`{"n":%d}`, i)); status != 202 {
 			t.Fatalf("post %d: %d", i, status)
 		}
 	}
 	for i := 0; i < 2; i++ { // still pending: duplicates
-		if status, _ := send(t, url, "bill-0", `{"n":0}`); status != 202 {
+		if status, _ := testkit.Post(t, url, "bill-0", `{"n":0}`); status != 202 {
 			t.Fatalf("duplicate: %d", status)
 		}
 	}
-	if status, _ := send(t, url, "bill-1", `{"n":99}`); status != 409 {
+	if status, _ := testkit.Post(t, url, "bill-1", `{"n":99}`); status != 409 {
 		t.Fatalf("conflict: %d", status)
 	}
-	if status, _ := send(t, d.URL()+"/triggers/ops/Nope", "x", `{}`); status != 404 {
+	if status, _ := testkit.Post(t, d.URL()+"/triggers/ops/Nope", "x", `{}`); status != 404 {
 		t.Fatalf("unknown trigger: %d", status)
 	}
 	got := scrape(t, addr)
@@ -104,15 +85,14 @@ func TestMetricsAfterKnownTraffic(t *testing.T) {
 	if c, r := got[`touba_queue_commits_total`], got[`touba_queue_commit_requests_total`]; c < 1 || r < 5 || r < c {
 		t.Fatalf("queue commit counters: commits %v requests %v", c, r)
 	}
-	d.Signal(syscall.SIGTERM)
-	if code := d.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit %d\n%s", code, d.Log())
+	if err := d.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
 	}
 
 	// A dispatcher now runs the five entries: five calls, five effects.
-	d = e.serve(t, "--metrics-listen", "127.0.0.1:0")
-	addr = metricsAddr(t, d)
-	until(t, "the entries to run", func() bool { return scrape(t, addr)[`touba_queue_entries{status="done"}`] == 5 })
+	d = e.start(t, func(c *server.Config) { c.MetricsListen = "127.0.0.1:0" })
+	addr = d.MetricsAddr().String()
+	testkit.WaitFor(t, opWait, func() bool { return scrape(t, addr)[`touba_queue_entries{status="done"}`] == 5 }, "the entries to run")
 	got = scrape(t, addr)
 	wantSample(t, got, `touba_queue_entries{status="pending"}`, 0)
 	wantSample(t, got, `touba_queue_oldest_pending_age_seconds`, 0)

@@ -4,47 +4,29 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/server"
 )
 
 // opWait bounds every wait on a condition; generous, for -race and a
 // loaded machine.
 const opWait = 60 * time.Second
 
-var (
-	opHandlerOnce sync.Once
-	opHandlerPath string
-	opHandlerErr  error
-)
+// opHandlerPath is testdata/handler, built by TestMain.
+var opHandlerPath string
 
-// opHandler builds testdata/handler once and returns its path.
-func opHandler(tb testing.TB) string {
-	tb.Helper()
-	opHandlerOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "touba-ops-handler-")
-		if err != nil {
-			opHandlerErr = err
-			return
-		}
-		opHandlerPath = filepath.Join(dir, "handler")
-		if err := gobuild.Build("", "./testdata/handler", opHandlerPath); err != nil {
-			opHandlerErr = err
-		}
-	})
-	if opHandlerErr != nil {
-		tb.Fatal(opHandlerErr)
-	}
-	return opHandlerPath
+// TestMain builds the test handler and, at the end, removes it and the
+// daemon binary testkit builds.
+func TestMain(m *testing.M) {
+	gobuild.Main(m, map[string]*string{"./testdata/handler": &opHandlerPath})
 }
 
 // opProgram runs a charge (an external write that needs reconciling when
@@ -82,7 +64,7 @@ func newOpEnv(tb testing.TB, program, manifest string) *opEnv {
 	e := &opEnv{dir: dir, program: filepath.Join(dir, "program.air.json"), manifest: filepath.Join(dir, "touba.manifest.json"),
 		queue: filepath.Join(dir, "q.sqlite"), state: filepath.Join(dir, "s.sqlite"), journal: filepath.Join(dir, "j.sqlite"),
 		socket: filepath.Join(dir, "admin.sock"), calls: filepath.Join(dir, "calls.jsonl"), marker: filepath.Join(dir, "died")}
-	manifest = strings.NewReplacer("{{HANDLER}}", opHandler(tb), "{{CALLS}}", e.calls, "{{MARKER}}", e.marker).Replace(manifest)
+	manifest = strings.NewReplacer("{{HANDLER}}", opHandlerPath, "{{CALLS}}", e.calls, "{{MARKER}}", e.marker).Replace(manifest)
 	for p, data := range map[string]string{e.program: program, e.manifest: manifest} {
 		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
 			tb.Fatal(err)
@@ -105,17 +87,30 @@ func (e *opEnv) serveArgs(extra ...string) []string {
 	return append(args, extra...)
 }
 
-// serve starts the daemon on e's files.
-func (e *opEnv) serve(tb testing.TB, extra ...string) *testdaemon.Daemon {
+// start runs the server in process on e's files, with 2 workers, no
+// metrics listener and what set changes.
+func (e *opEnv) start(tb testing.TB, set ...func(*server.Config)) *testkit.Server {
 	tb.Helper()
-	return testdaemon.Start(tb, nil, e.serveArgs(extra...)...)
+	cfg := server.Config{Program: e.program, Manifest: e.manifest, Queue: e.queue, State: e.state,
+		Journal: e.journal, AdminSocket: e.socket, Workers: 2}
+	for _, f := range set {
+		f(&cfg)
+	}
+	return testkit.StartServer(tb, cfg)
+}
+
+// serve starts the daemon as a child on e's files: for the tests that
+// send it signals.
+func (e *opEnv) serve(tb testing.TB, extra ...string) *testkit.Daemon {
+	tb.Helper()
+	return testkit.Start(tb, nil, e.serveArgs(extra...)...)
 }
 
 // cli runs one operator command with e's file flags and returns its exit
 // code, stdout and stderr.
 func (e *opEnv) cli(tb testing.TB, args ...string) (int, string, string) {
 	tb.Helper()
-	cmd := exec.Command(testdaemon.Binary(tb), append(args, e.fileFlags(args[0])...)...)
+	cmd := exec.Command(testkit.Binary(tb), append(args, e.fileFlags(args[0])...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.Run()
@@ -167,18 +162,6 @@ func (e *opEnv) handlerCalls(tb testing.TB, tool string) []opCall {
 	return out
 }
 
-// until polls cond until it holds, failing after opWait.
-func until(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(opWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // entryStatus reads an entry's status through the CLI.
 func (e *opEnv) entryStatus(tb testing.TB, queueID string) string {
 	tb.Helper()
@@ -187,24 +170,4 @@ func (e *opEnv) entryStatus(tb testing.TB, queueID string) string {
 	}
 	e.cliJSON(tb, &d, "queue", "show", queueID)
 	return d.Status
-}
-
-// send posts one event and returns the status code and queue id.
-func send(tb testing.TB, url, eventID, body string) (int, string) {
-	tb.Helper()
-	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
-	req.Header.Set("X-Touba-Event-Id", eventID)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatalf("post %s: %v", eventID, err)
-	}
-	defer resp.Body.Close()
-	var a struct {
-		QueueID string `json:"queue_id"`
-		Error   struct {
-			QueueID string `json:"queue_id"`
-		} `json:"error"`
-	}
-	json.NewDecoder(resp.Body).Decode(&a)
-	return resp.StatusCode, a.QueueID + a.Error.QueueID
 }

@@ -5,11 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 type opEffect struct {
@@ -35,13 +33,13 @@ type opEntry struct {
 
 // parkCharge sends one order and waits until its run is parked on the
 // charge, whose outcome is unknown, as an operator finds it.
-func parkCharge(t *testing.T, e *opEnv, d *testdaemon.Daemon) string {
+func parkCharge(t *testing.T, e *opEnv, d *testkit.Server) string {
 	t.Helper()
-	status, q := send(t, d.URL()+"/triggers/ops/Orders", "order-1", `{"order_id": 1}`)
+	status, q := testkit.Post(t, d.URL()+"/triggers/ops/Orders", "order-1", `{"order_id": 1}`)
 	if status != 202 {
 		t.Fatalf("post: %d", status)
 	}
-	until(t, "the run to park", func() bool { return e.entryStatus(t, q) == "parked" })
+	testkit.WaitFor(t, opWait, func() bool { return e.entryStatus(t, q) == "parked" }, "the run to park")
 	var parked []opEntry
 	e.cliJSON(t, &parked, "queue", "ls", "--status", "parked")
 	if len(parked) != 1 || parked[0].QueueID != q || parked[0].ErrorCode != "EffectReconciliationRequired" {
@@ -63,7 +61,7 @@ func parkCharge(t *testing.T, e *opEnv, d *testdaemon.Daemon) string {
 // charge again, and the next step's $ref sees the operator's result.
 func TestResolveAppliedGoesOnWithoutCallingAgain(t *testing.T) {
 	e := newOpEnv(t, opProgram, opManifest)
-	d := e.serve(t)
+	d := e.start(t)
 	q := parkCharge(t, e, d)
 
 	result := filepath.Join(e.dir, "result.json")
@@ -76,7 +74,7 @@ func TestResolveAppliedGoesOnWithoutCallingAgain(t *testing.T) {
 	if !res.Replayed || res.Effect.State != "applied" || res.Effect.ReceiptRef != "ch_1" {
 		t.Fatalf("resolve: %+v", res)
 	}
-	until(t, "the run to finish", func() bool { return e.entryStatus(t, q) == "done" })
+	testkit.WaitFor(t, opWait, func() bool { return e.entryStatus(t, q) == "done" }, "the run to finish")
 
 	if n := len(e.handlerCalls(t, "tool:ops/Charge")); n != 1 {
 		t.Fatalf("charge calls=%d after resolve --applied, want 1 (no second call)", n)
@@ -111,11 +109,10 @@ func TestResolveAppliedGoesOnWithoutCallingAgain(t *testing.T) {
 // again with the same effect id.
 func TestResolveNotAppliedOnStoppedFiles(t *testing.T) {
 	e := newOpEnv(t, opProgram, opManifest)
-	d := e.serve(t)
+	d := e.start(t)
 	q := parkCharge(t, e, d)
-	d.Signal(syscall.SIGTERM)
-	if code := d.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("daemon exit %d\n%s", code, d.Log())
+	if err := d.Stop(); err != nil {
+		t.Fatalf("daemon stop: %v", err)
 	}
 
 	code, out, errs := e.cli(t, "queue", "ls", "--status", "parked")
@@ -135,8 +132,8 @@ func TestResolveNotAppliedOnStoppedFiles(t *testing.T) {
 		t.Fatalf("the CLI left the journal lock behind: %v", err)
 	}
 
-	e.serve(t)
-	until(t, "the run to finish", func() bool { return e.entryStatus(t, q) == "done" })
+	e.start(t)
+	testkit.WaitFor(t, opWait, func() bool { return e.entryStatus(t, q) == "done" }, "the run to finish")
 	charges := e.handlerCalls(t, "tool:ops/Charge")
 	if len(charges) != 2 {
 		t.Fatalf("charge calls=%d after resolve --not-applied, want 2", len(charges))

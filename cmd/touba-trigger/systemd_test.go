@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,9 +16,7 @@ import (
 	"testing"
 	"time"
 
-	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/testdaemon"
-	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 const stubProgram = `{"air_version": "touba-air-v1", "triggers": [
@@ -43,7 +40,7 @@ type child struct {
 func startChild(tb testing.TB, extra []*os.File, env []string, args ...string) *child {
 	tb.Helper()
 	c := &child{ready: make(chan string, 1), exited: make(chan struct{})}
-	c.cmd = exec.Command(testdaemon.Binary(tb), args...)
+	c.cmd = exec.Command(testkit.Binary(tb), args...)
 	c.cmd.ExtraFiles = extra
 	c.cmd.Env = append(os.Environ(), env...)
 	stderr, err := c.cmd.StderrPipe()
@@ -186,11 +183,11 @@ func TestRestartUnderSocketActivation(t *testing.T) {
 		}(c)
 	}
 	count := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
-	until(t, "traffic before the restart", func() bool { return count() >= 200 })
+	testkit.WaitFor(t, opWait, func() bool { return count() >= 200 }, "traffic before the restart")
 	d.stop(t)
 	during := count()
 	d = startChild(t, []*os.File{lnFile}, env, args...)
-	until(t, "traffic after the restart", func() bool { return count() >= during+200 })
+	testkit.WaitFor(t, opWait, func() bool { return count() >= during+200 }, "traffic after the restart")
 	close(stop)
 	wg.Wait()
 	d.stop(t)
@@ -198,15 +195,7 @@ func TestRestartUnderSocketActivation(t *testing.T) {
 	if len(refused) > 0 {
 		t.Fatalf("%d requests refused or failed across the restart, first: %v", len(refused), refused[:min(5, len(refused))])
 	}
-	q, err := queue.Open(context.Background(), e.queue, queue.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	all, err := q.List(context.Background(), touba.EntryFilter{Limit: 10 * len(acked)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := testkit.Entries(t, e.queue)
 	stored := map[string]string{}
 	for _, x := range all {
 		stored[x.EventID] = x.QueueID
@@ -289,7 +278,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	e := newOpEnv(t, stubProgram, stubManifest)
 	d := e.serve(t)
 	url := d.URL() + "/triggers/ops/"
-	if status, _ := send(t, url+"Receipts", "r-1", `{}`); status != 404 {
+	if status, _ := testkit.Post(t, url+"Receipts", "r-1", `{}`); status != 404 {
 		t.Fatalf("unknown trigger before reload: %d", status)
 	}
 	next := strings.Replace(stubProgram, `]}]}`, `]},
@@ -300,7 +289,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 	d.Signal(syscall.SIGHUP)
 	d.WaitLog(`"configuration reloaded"`, opWait)
-	if status, _ := send(t, url+"Receipts", "r-1", `{}`); status != 202 {
+	if status, _ := testkit.Post(t, url+"Receipts", "r-1", `{}`); status != 202 {
 		t.Fatalf("new trigger after reload: %d", status)
 	}
 	if err := os.WriteFile(e.program, []byte(`{"air_version": "touba-air-v1", "triggers": [{"ref": "nope"}]}`), 0o600); err != nil {
@@ -308,7 +297,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 	d.Signal(syscall.SIGHUP)
 	d.WaitLog(`"reload refused; keeping the running configuration"`, opWait)
-	if status, _ := send(t, url+"Receipts", "r-2", `{}`); status != 202 {
+	if status, _ := testkit.Post(t, url+"Receipts", "r-2", `{}`); status != 202 {
 		t.Fatalf("trigger after a refused reload: %d", status)
 	}
 	d.Signal(syscall.SIGTERM)

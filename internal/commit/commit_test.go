@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/internal/commit"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // memTx records what its batch wrote; memBackend commits it into a log,
@@ -70,15 +71,16 @@ func TestFailedCommitFailsTheWholeBatch(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errs[i] = w.Do(context.Background(), write(i, false)) }()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for w.Stats().Pending < 11 { // the blocker and the ten
-		if time.Now().After(deadline) {
+	released := false
+	defer func() { // on a failed wait too: the blocked op must end
+		if !released {
 			close(release)
-			t.Fatalf("only %d ops queued", w.Stats().Pending)
 		}
-		time.Sleep(time.Millisecond) // polling a counter the engine exposes, with a deadline
-	}
+	}()
+	// the blocker and the ten
+	testkit.WaitFor(t, 10*time.Second, func() bool { return w.Stats().Pending >= 11 }, "11 ops queued")
 	close(release)
+	released = true
 	wg.Wait()
 	for i, err := range errs {
 		if err == nil {

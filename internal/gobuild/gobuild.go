@@ -1,31 +1,42 @@
 // Package gobuild builds the small programs that tests run as real child
-// processes (handlers, remotes), once per test binary, into a temporary
-// folder that is removed when the tests end.
+// processes (handlers, remotes, the daemon), once per test binary, into
+// temporary folders that are removed when the tests end.
 package gobuild
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
+)
+
+var (
+	mu     sync.Mutex
+	inMain bool     // Main is running: it removes dirs after the tests
+	dirs   []string // every folder Dir made
 )
 
 // Main builds every package of progs (package path, relative to the test's
 // folder, to the variable that receives the built program's path), runs
-// the tests, removes the programs and exits with the tests' code. Call it
-// from TestMain.
+// the tests, removes the programs and every folder Dir made, and exits
+// with the tests' code. Call it from TestMain.
 func Main(m *testing.M, progs map[string]*string) {
 	os.Exit(run(m, progs))
 }
 
 func run(m *testing.M, progs map[string]*string) int {
-	dir, err := os.MkdirTemp("", "touba-test-programs-")
+	mu.Lock()
+	inMain = true
+	mu.Unlock()
+	defer removeDirs()
+	dir, err := Dir()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
 	for pkg, out := range progs {
 		*out = filepath.Join(dir, filepath.Base(pkg))
 		if err := Build("", pkg, *out); err != nil {
@@ -34,6 +45,32 @@ func run(m *testing.M, progs map[string]*string) int {
 		}
 	}
 	return m.Run()
+}
+
+// Dir makes a temporary folder for programs built once per test binary
+// (lazily, by the first test that needs one), removed when Main's tests
+// end. Without Main in TestMain nothing would remove it, so it refuses.
+func Dir() (string, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	if !inMain {
+		return "", errors.New("gobuild.Dir: call gobuild.Main from TestMain, which removes the folder after the tests")
+	}
+	dir, err := os.MkdirTemp("", "touba-test-programs-")
+	if err != nil {
+		return "", err
+	}
+	dirs = append(dirs, dir)
+	return dir, nil
+}
+
+func removeDirs() {
+	mu.Lock()
+	defer mu.Unlock()
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
+	dirs = nil
 }
 
 // Build runs `go build -o out pkg` in dir ("" for the current folder).

@@ -9,6 +9,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
@@ -39,13 +40,8 @@ func holdWriteLock(tb testing.TB, path string) func() {
 // waitPending waits until n transitions wait for their commit.
 func waitPending(tb testing.TB, j *journal.Journal, n int64) {
 	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for j.Stats().Pending < n {
-		if time.Now().After(deadline) {
-			tb.Fatalf("pending=%d after 5s, want %d", j.Stats().Pending, n)
-		}
-		time.Sleep(time.Millisecond) // polling a condition with a deadline
-	}
+	testkit.WaitFor(tb, 5*time.Second, func() bool { return j.Stats().Pending >= n },
+		fmt.Sprintf("%d transitions pending", n))
 }
 
 func TestGroupCommit(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // TestCrashPointsBusy is TestCrashPoints with four workers: when the first
@@ -130,7 +131,7 @@ func (w *world) endFrom(st [2]touba.Effect, ok [2]bool, requests map[string]int)
 func waitHandlersGone(tb testing.TB, remote string) {
 	tb.Helper()
 	arg := append([]byte(remote), 0)
-	waitFor(tb, 30*time.Second, "orphaned handlers to exit", func() string { return "" }, func() bool {
+	testkit.WaitFor(tb, 30*time.Second, func() bool {
 		cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 		for _, p := range cmdlines {
 			b, err := os.ReadFile(p)
@@ -139,5 +140,5 @@ func waitHandlersGone(tb testing.TB, remote string) {
 			}
 		}
 		return true
-	})
+	}, "orphaned handlers to exit")
 }

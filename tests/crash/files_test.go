@@ -3,14 +3,12 @@ package crash_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/sqlite/journal"
-	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // The journal and the queue are read only while no daemon runs: those
@@ -59,22 +57,10 @@ func (w *world) remoteLines() []remoteLine {
 // daemon running: the journal file is the daemon's own.
 func (w *world) effects() (map[string]touba.Effect, map[string][]touba.EffectEvent) {
 	w.t.Helper()
-	ctx := context.Background()
-	j, err := journal.Open(ctx, w.journal, journal.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer j.Close()
-	list, err := j.List(ctx, touba.EffectFilter{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	effects, events := map[string]touba.Effect{}, map[string][]touba.EffectEvent{}
+	list, events := testkit.Effects(w.t, w.journal)
+	effects := map[string]touba.Effect{}
 	for _, e := range list {
 		effects[e.EffectID] = e
-		if events[e.EffectID], err = j.Events(ctx, e.Scope, e.EffectID); err != nil {
-			w.t.Fatal(err)
-		}
 	}
 	return effects, events
 }
@@ -82,18 +68,8 @@ func (w *world) effects() (map[string]touba.Effect, map[string][]touba.EffectEve
 // entries reads the queue, by queue id. Only with no daemon running.
 func (w *world) entries() map[string]entry {
 	w.t.Helper()
-	ctx := context.Background()
-	q, err := queue.Open(ctx, w.queue, queue.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer q.Close()
-	all, err := q.List(ctx, touba.EntryFilter{Limit: 1000})
-	if err != nil {
-		w.t.Fatal(err)
-	}
 	out := map[string]entry{}
-	for _, e := range all {
+	for _, e := range testkit.Entries(w.t, w.queue) {
 		out[e.QueueID] = entry{EventID: e.EventID, Status: e.Status, ErrorCode: e.ErrorCode}
 	}
 	return out

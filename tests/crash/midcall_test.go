@@ -6,7 +6,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // TestKillMidCall SIGKILLs the daemon from outside while two handlers are
@@ -28,11 +28,11 @@ func TestKillMidCall(t *testing.T) {
 				// The orphaned handlers of the killed daemon end once released.
 				t.Cleanup(func() { os.Remove(holdFile) })
 
-				d := testdaemon.Start(t, nil, w.args("--workers", "2")...)
+				d := testkit.Start(t, nil, w.args("--workers", "2")...)
 				w.send(d, deliveries)
-				waitFor(t, 30*time.Second, "two handlers holding their answers", d.Log, func() bool {
+				testkit.WaitFor(t, 30*time.Second, func() bool {
 					return len(w.remoteLines()) >= workers
-				})
+				}, "two handlers holding their answers")
 				d.Kill()
 				if err := os.Remove(holdFile); err != nil {
 					t.Fatal(err)

@@ -2,7 +2,6 @@ package crash_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,7 +14,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/internal/crashpoint"
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // world is one test's files: program, manifest, the three SQLite files and
@@ -55,44 +54,17 @@ func (w *world) args(extra ...string) []string {
 }
 
 // triggerURL is the URL of the program's trigger at d.
-func triggerURL(d *testdaemon.Daemon) string { return d.URL() + "/triggers/crash/Orders" }
-
-// post sends one delivery and returns the status code and the queue id
-// named by the answer (of the entry made, or of the one it collides with).
-func post(tb testing.TB, url, eventID, body string) (int, string) {
-	tb.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	req.Header.Set("X-Touba-Event-Id", eventID)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.Fatalf("post %s: %v", eventID, err)
-	}
-	defer resp.Body.Close()
-	var a struct {
-		QueueID string `json:"queue_id"`
-		Error   struct {
-			Code    string `json:"code"`
-			QueueID string `json:"queue_id"`
-		} `json:"error"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
-		tb.Fatalf("post %s: answer: %v", eventID, err)
-	}
-	return resp.StatusCode, a.QueueID + a.Error.QueueID
-}
+func triggerURL(d *testkit.Daemon) string { return d.URL() + "/triggers/crash/Orders" }
 
 func body(eventID string) string { return fmt.Sprintf(`{"order_id":%q,"amount":42}`, eventID) }
 
 // send posts n deliveries to d, each must be answered 202, and records
 // them as acknowledged.
-func (w *world) send(d *testdaemon.Daemon, n int) {
+func (w *world) send(d *testkit.Daemon, n int) {
 	w.t.Helper()
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("evt-%d", len(w.order)+1)
-		status, qid := post(w.t, triggerURL(d), id, body(id))
+		status, qid := testkit.Post(w.t, triggerURL(d), id, body(id))
 		if status != http.StatusAccepted || qid == "" {
 			w.t.Fatalf("post %s: status %d, queue id %q; want 202\n%s", id, status, qid, d.Log())
 		}
@@ -105,13 +77,13 @@ func (w *world) send(d *testdaemon.Daemon, n int) {
 // the daemon that will crash starts.
 func (w *world) intake(n int) {
 	w.t.Helper()
-	d := testdaemon.Start(w.t, nil, w.args("--workers", "0")...)
+	d := testkit.Start(w.t, nil, w.args("--workers", "0")...)
 	w.send(d, n)
 	stop(w.t, d)
 }
 
 // stop sends SIGTERM and wants the clean exit of SPEC §3.3.
-func stop(tb testing.TB, d *testdaemon.Daemon) {
+func stop(tb testing.TB, d *testkit.Daemon) {
 	tb.Helper()
 	d.Signal(syscall.SIGTERM)
 	if code := d.Wait(60 * time.Second); code != 0 {
@@ -121,12 +93,12 @@ func stop(tb testing.TB, d *testdaemon.Daemon) {
 
 // crash runs the daemon with TOUBA_CRASHPOINT=point (and extra serve
 // flags) and waits until it has killed itself with SIGKILL. Not through
-// testdaemon.Start: the dispatcher leases the pending entries before the
+// testkit.Start: the dispatcher leases the pending entries before the
 // "listening" line, so the daemon may die before it would be seen
 // listening.
 func (w *world) crash(point string, workers int, extra ...string) string {
 	w.t.Helper()
-	cmd := exec.Command(testdaemon.Binary(w.t), w.args(append([]string{"--workers", fmt.Sprint(workers)}, extra...)...)...)
+	cmd := exec.Command(testkit.Binary(w.t), w.args(append([]string{"--workers", fmt.Sprint(workers)}, extra...)...)...)
 	cmd.Env = append(os.Environ(), crashpoint.Env+"="+point)
 	var log syncBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
@@ -151,9 +123,9 @@ func (w *world) crash(point string, workers int, extra ...string) string {
 
 // restart runs the daemon again on the same files after a crash, taking
 // over the lock the dead process left.
-func (w *world) restart(workers int) *testdaemon.Daemon {
+func (w *world) restart(workers int) *testkit.Daemon {
 	w.t.Helper()
-	d := testdaemon.Start(w.t, nil, w.args("--workers", fmt.Sprint(workers), "--take-over-stale-lock")...)
+	d := testkit.Start(w.t, nil, w.args("--workers", fmt.Sprint(workers), "--take-over-stale-lock")...)
 	if !strings.Contains(d.Log(), "took over a stale journal lock") {
 		w.t.Fatalf("restart after a crash did not report taking over the stale lock\n%s", d.Log())
 	}
@@ -171,11 +143,11 @@ func (w *world) restart(workers int) *testdaemon.Daemon {
 // (SPEC §3.3), so after a clean exit each entry holds its final state, unless
 // a run ended in a retry, which none of these scenarios should, and which
 // the checks then report as an entry left pending.
-func (w *world) settle(d *testdaemon.Daemon) {
+func (w *world) settle(d *testkit.Daemon) {
 	w.t.Helper()
 	for _, id := range w.order {
-		waitFor(w.t, 60*time.Second, "the entry of "+id+" taken by the dispatcher", d.Log, func() bool {
-			status, qid := post(w.t, triggerURL(d), id, body(id))
+		testkit.WaitFor(w.t, 60*time.Second, func() bool {
+			status, qid := testkit.Post(w.t, triggerURL(d), id, body(id))
 			if qid != w.acked[id] {
 				w.t.Fatalf("redelivery of %s names %q, acknowledged as %s", id, qid, w.acked[id])
 			}
@@ -183,26 +155,9 @@ func (w *world) settle(d *testdaemon.Daemon) {
 				w.t.Fatalf("redelivery of %s: status %d, want 202 or 409", id, status)
 			}
 			return status == http.StatusConflict
-		})
+		}, "the entry of "+id+" taken by the dispatcher")
 	}
 	stop(w.t, d)
-}
-
-// waitFor polls cond until it holds, failing the test (with what and the
-// daemon's log) after timeout.
-func waitFor(tb testing.TB, timeout time.Duration, what string, log func() string, cond func() bool) {
-	tb.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			tb.Fatalf("waited %v for %s\n%s", timeout, what, log())
-		case <-tick.C:
-		}
-	}
 }
 
 // syncBuffer is a bytes.Buffer safe for exec's copying goroutine and the

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 type world struct {
@@ -59,11 +59,11 @@ func newWorld(t *testing.T, r *remote, keyed bool, retryMode string, maxConcurre
 	return w
 }
 
-func (w *world) start(workers int) *testdaemon.Daemon {
+func (w *world) start(workers int) *testkit.Daemon {
 	w.t.Helper()
 	// --take-over-stale-lock: the SIGKILL test restarts on a lock left by
 	// the killed daemon of this host and boot.
-	return testdaemon.Start(w.t, []string{"FLOW_HMAC=flow-test-secret"}, "serve", w.program, "--manifest", w.manifest,
+	return testkit.Start(w.t, []string{"FLOW_HMAC=flow-test-secret"}, "serve", w.program, "--manifest", w.manifest,
 		"--take-over-stale-lock",
 		"--queue", w.queue, "--state", w.state, "--effect-journal", w.journal, "--listen", "127.0.0.1:0",
 		"--metrics-listen", "", "--admin-socket", w.sock, "--log-level", "info", "--workers", fmt.Sprint(workers))
@@ -72,7 +72,7 @@ func (w *world) start(workers int) *testdaemon.Daemon {
 // cli runs the CLI against the daemon's admin socket and decodes --json.
 func (w *world) cli(out any, args ...string) {
 	w.t.Helper()
-	cmd := exec.Command(testdaemon.Binary(w.t), append(args, "--admin-socket", w.sock, "--json")...)
+	cmd := exec.Command(testkit.Binary(w.t), append(args, "--admin-socket", w.sock, "--json")...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -194,13 +194,10 @@ func TestParkedEntryHoldsItsKey(t *testing.T) {
 	// Everything but cust-02's last three: 4 keys x 5 + cust-02 seq 0, 1.
 	r.waitCalls(t, 22, 60*time.Second)
 	var parked []entry
-	deadline := time.Now().Add(30 * time.Second)
-	for len(parked) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no parked entry")
-		}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
 		w.cli(&parked, "queue", "ls", "--status", "parked")
-	}
+		return len(parked) > 0
+	}, "a parked entry")
 	if parked[0].EventID != "cust-02-1" {
 		t.Fatalf("parked %+v, want cust-02-1", parked[0])
 	}

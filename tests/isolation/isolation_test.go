@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/verify"
 )
 
@@ -80,7 +80,7 @@ func snoop(t *testing.T, grants string) report {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	daemonBin := copyExec(t, testdaemon.Binary(t), filepath.Join(dir, "touba-trigger"))
+	daemonBin := copyExec(t, testkit.Binary(t), filepath.Join(dir, "touba-trigger"))
 	handlerBin := copyExec(t, snoopBin, filepath.Join(dir, "snoop"))
 	reportFile := filepath.Join(dir, "report.json")
 	program := `{"air_version": "touba-air-v1", "triggers": [
@@ -113,7 +113,7 @@ func snoop(t *testing.T, grants string) report {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	}
 	secret := "isolation-" + fmt.Sprint(time.Now().UnixNano())
-	d := testdaemon.StartCmd(t, cmd, []string{secretVar + "=" + secret})
+	d := testkit.StartCmd(t, cmd, []string{secretVar + "=" + secret})
 
 	body := []byte(`{"n":1}`)
 	req, err := http.NewRequest(http.MethodPost, d.URL()+"/triggers/iso/Snoop", strings.NewReader(string(body)))

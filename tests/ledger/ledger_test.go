@@ -6,16 +6,15 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/server"
 )
 
 func TestLedgerExample(t *testing.T) {
@@ -32,17 +31,13 @@ func TestLedgerExample(t *testing.T) {
 	if err := gobuild.Build("", "../../examples/ledger/handler", filepath.Join(dir, "bin", "handler")); err != nil {
 		t.Fatal(err)
 	}
-	d := testdaemon.Start(t, nil, "serve", filepath.Join(dir, "program.air.json"),
-		"--manifest", filepath.Join(dir, "touba.manifest.json"), "--queue", filepath.Join(dir, "q.sqlite"),
-		"--state", filepath.Join(dir, "s.sqlite"), "--effect-journal", filepath.Join(dir, "j.sqlite"),
-		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-socket", filepath.Join(dir, "admin.sock"))
+	d := testkit.StartServer(t, server.Config{Program: filepath.Join(dir, "program.air.json"),
+		Manifest: filepath.Join(dir, "touba.manifest.json"), Queue: filepath.Join(dir, "q.sqlite"),
+		State: filepath.Join(dir, "s.sqlite"), Journal: filepath.Join(dir, "j.sqlite"),
+		AdminSocket: filepath.Join(dir, "admin.sock"), Workers: 4})
 	post := func(body string) int {
-		resp, err := http.Post(d.URL()+"/triggers/examples.ledger/Invoice", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		status, _ := testkit.Post(t, d.URL()+"/triggers/examples.ledger/Invoice", "", body, "Content-Type", "application/json")
+		return status
 	}
 	for i := 0; i < 5; i++ {
 		if got := post(fmt.Sprintf(`{"invoice_id": "inv-%d", "amount": %d}`, i, 10*i)); got != 202 {
@@ -50,24 +45,12 @@ func TestLedgerExample(t *testing.T) {
 		}
 	}
 	ledger := filepath.Join(dir, ".touba", "ledger.jsonl")
-	deadline := time.Now().Add(60 * time.Second)
-	for bookings(t, ledger) < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("ledger has %d bookings after 60s\n%s", bookings(t, ledger), d.Log())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 60*time.Second, func() bool { return bookings(t, ledger) >= 5 }, "5 bookings in the ledger")
 	// Once consumed, the same event is refused; the ledger keeps 5 lines.
-	deadline = time.Now().Add(30 * time.Second)
-	for post(`{"invoice_id": "inv-0", "amount": 0}`) != 409 {
-		if time.Now().After(deadline) {
-			t.Fatal("redelivery of a consumed invoice never answered 409")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	d.Signal(syscall.SIGTERM)
-	if code := d.Wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit %d\n%s", code, d.Log())
+	testkit.WaitFor(t, 30*time.Second, func() bool { return post(`{"invoice_id": "inv-0", "amount": 0}`) == 409 },
+		"the redelivery of a consumed invoice to answer 409")
+	if err := d.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
 	}
 	if n := bookings(t, ledger); n != 5 {
 		t.Fatalf("%d bookings, want 5", n)

@@ -9,7 +9,6 @@ package orders_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -22,9 +21,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/testdaemon"
-	"github.com/touba/touba-trigger/sqlite/journal"
-	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // Test secrets: long enough that no stored output holds one by chance (the
@@ -169,7 +166,7 @@ func (l *testLog) Write(p []byte) (int, error) {
 
 // start runs the daemon on the example, with extra environment (a crash
 // point) and extra flags.
-func (e *example) start(env []string, flags ...string) *testdaemon.Daemon {
+func (e *example) start(env []string, flags ...string) *testkit.Daemon {
 	e.t.Helper()
 	env = append([]string{"ORDERS_WEBHOOK_SECRET=" + webhookSecret, "ORDERS_API_URL=" + e.provider,
 		"ORDERS_API_TOKEN=" + apiToken}, env...)
@@ -178,7 +175,7 @@ func (e *example) start(env []string, flags ...string) *testdaemon.Daemon {
 		"--queue", e.queue, "--state", e.state, "--effect-journal", e.journal,
 		"--listen", "127.0.0.1:0", "--metrics-listen", "",
 		"--admin-socket", filepath.Join(filepath.Dir(e.queue), "admin.sock"), "--log-level", "info"}, flags...)
-	return testdaemon.Start(e.t, env, args...)
+	return testkit.Start(e.t, env, args...)
 }
 
 // stats is the provider's GET /stats.
@@ -217,47 +214,30 @@ func (e *example) orders() []order {
 	return o.Orders
 }
 
-// waitFor polls cond until it holds, failing the test after timeout.
-func waitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool, logs func() string) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("%s: not within %v\n%s", what, timeout, logs())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // entry returns the queue entry's status, read from the file once the
 // daemon has stopped.
 func (e *example) entryStatus(queueID string) string {
 	e.t.Helper()
-	q, err := queue.Open(context.Background(), e.queue, queue.Options{})
-	if err != nil {
-		e.t.Fatal(err)
+	for _, d := range testkit.Entries(e.t, e.queue) {
+		if d.QueueID == queueID {
+			return d.Status
+		}
 	}
-	defer q.Close()
-	d, err := q.Get(context.Background(), queueID)
-	if err != nil || d == nil {
-		e.t.Fatalf("queue entry %s: %v", queueID, err)
-	}
-	return d.Status
+	e.t.Fatalf("no queue entry %s", queueID)
+	return ""
 }
 
 // effect returns one journaled effect, read once the daemon has stopped.
 func (e *example) effect(queueID, step string) *touba.Effect {
 	e.t.Helper()
-	j, err := journal.Open(context.Background(), e.journal, journal.Options{})
-	if err != nil {
-		e.t.Fatal(err)
+	effects, _ := testkit.Effects(e.t, e.journal)
+	for i := range effects {
+		if effects[i].Scope == queueID && effects[i].EffectID == queueID+":"+step {
+			return &effects[i]
+		}
 	}
-	defer j.Close()
-	eff, err := j.Get(context.Background(), queueID, queueID+":"+step)
-	if err != nil || eff == nil {
-		e.t.Fatalf("effect %s:%s: %v", queueID, step, err)
-	}
-	return eff
+	e.t.Fatalf("no effect %s:%s", queueID, step)
+	return nil
 }
 
 // slowMachineTimeouts raises every binding's timeout_ms in the copied

@@ -12,6 +12,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/verify"
 )
 
@@ -75,7 +76,7 @@ func TestOrderEndToEnd(t *testing.T) {
 	if got, want := first.status, http.StatusAccepted; got != want {
 		t.Fatalf("status=%d, want %d (%+v)", got, want, first)
 	}
-	waitFor(t, 60*time.Second, "one shipment", func() bool { return e.stats().Shipments.Performed == 1 }, d.Log)
+	testkit.WaitFor(t, 60*time.Second, func() bool { return e.stats().Shipments.Performed == 1 }, "one shipment")
 	orders := e.orders()
 	if got, want := len(orders), 1; got != want {
 		t.Fatalf("orders=%d, want %d: %+v", got, want, orders)
@@ -112,7 +113,7 @@ func TestOrderEndToEnd(t *testing.T) {
 	if second.status != http.StatusAccepted {
 		t.Fatalf("second delivery: %+v", second)
 	}
-	waitFor(t, 60*time.Second, "the second run's ship call", func() bool { return e.stats().Shipments.Requests == 2 }, d.Log)
+	testkit.WaitFor(t, 60*time.Second, func() bool { return e.stats().Shipments.Requests == 2 }, "the second run's ship call")
 	s := e.stats()
 	if s.Orders.Performed != 1 || s.Shipments.Performed != 1 {
 		t.Fatalf("provider performed %d orders and %d shipments, want 1 and 1", s.Orders.Performed, s.Shipments.Performed)
@@ -167,7 +168,7 @@ func TestKillBetweenDispatchedAndOutcome(t *testing.T) {
 			}
 
 			d2 := e.start(nil, "--take-over-stale-lock")
-			waitFor(t, 60*time.Second, "one shipment after the restart", func() bool { return e.stats().Shipments.Performed == 1 }, d2.Log)
+			testkit.WaitFor(t, 60*time.Second, func() bool { return e.stats().Shipments.Performed == 1 }, "one shipment after the restart")
 			d2.WaitLog("effect.unknown", 10*time.Second)
 			s := e.stats()
 			if got, want := len(e.orders()), 1; got != want {

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // makePersistent rewrites the example's manifest so that every binding asks
@@ -53,7 +55,7 @@ func TestPersistentHandlers(t *testing.T) {
 			t.Fatalf("delivery %d: %+v", i, a)
 		}
 	}
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d shipments", n), func() bool { return e.stats().Shipments.Performed == n }, d.Log)
+	testkit.WaitFor(t, 60*time.Second, func() bool { return e.stats().Shipments.Performed == n }, fmt.Sprintf("%d shipments", n))
 	if got, want := len(e.orders()), n; got != want {
 		t.Fatalf("orders=%d, want %d", got, want)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // TestHandlerKilledWithCallsInFlight SIGKILLs the one persistent handler
@@ -33,7 +34,7 @@ func TestHandlerKilledWithCallsInFlight(t *testing.T) {
 				first = append(first, fmt.Sprintf("evt-%d", i+1))
 			}
 			w.send(d, first...)
-			waitFor(t, 30*time.Second, "four calls held by the handler", d, func() bool { return len(w.remoteLines()) >= held })
+			testkit.WaitFor(t, 30*time.Second, func() bool { return len(w.remoteLines()) >= held }, "four calls held by the handler")
 			lines := w.remoteLines()
 			pid := lines[0].PID
 			for _, l := range lines {
@@ -47,9 +48,9 @@ func TestHandlerKilledWithCallsInFlight(t *testing.T) {
 			if err := os.Remove(hold); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 30*time.Second, "the four runs finished", d, func() bool { return finished(d.Log()) >= held })
+			testkit.WaitFor(t, 30*time.Second, func() bool { return finished(d.Log()) >= held }, "the four runs finished")
 			w.send(d, "evt-late")
-			waitFor(t, 30*time.Second, "the late run finished", d, func() bool { return finished(d.Log()) >= held+1 })
+			testkit.WaitFor(t, 30*time.Second, func() bool { return finished(d.Log()) >= held+1 }, "the late run finished")
 			stop(t, d)
 
 			effects, entries := w.effects(), w.entries()
@@ -104,7 +105,7 @@ func TestMaxCallsAcrossDeliveries(t *testing.T) {
 		ids = append(ids, fmt.Sprintf("evt-%d", i))
 	}
 	w.send(d, ids...)
-	waitFor(t, 60*time.Second, "every run finished", d, func() bool { return finished(d.Log()) >= n })
+	testkit.WaitFor(t, 60*time.Second, func() bool { return finished(d.Log()) >= n }, "every run finished")
 	stop(t, d)
 
 	perPID, perEffect := map[int]int{}, map[string]int{}

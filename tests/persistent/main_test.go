@@ -12,7 +12,6 @@ package persistent_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -26,9 +25,7 @@ import (
 	"github.com/touba/touba-trigger/internal/gobuild"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/testdaemon"
-	"github.com/touba/touba-trigger/sqlite/journal"
-	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // remoteBin is the handler program of testdata/remote.
@@ -71,16 +68,16 @@ func newWorld(t *testing.T, retryMode string, maxCalls int) *world {
 }
 
 // start runs the daemon on w's files with workers.
-func (w *world) start(workers int) *testdaemon.Daemon {
+func (w *world) start(workers int) *testkit.Daemon {
 	w.t.Helper()
-	return testdaemon.Start(w.t, nil, "serve", filepath.Join(w.dir, "program.air.json"),
+	return testkit.Start(w.t, nil, "serve", filepath.Join(w.dir, "program.air.json"),
 		"--manifest", filepath.Join(w.dir, "touba.manifest.json"), "--queue", w.queue, "--state", w.state,
 		"--effect-journal", w.journal, "--listen", "127.0.0.1:0", "--metrics-listen", "",
 		"--admin-socket", filepath.Join(w.dir, "admin.sock"), "--log-level", "info", "--workers", fmt.Sprint(workers))
 }
 
 // send posts one delivery per event id, each must be answered 202.
-func (w *world) send(d *testdaemon.Daemon, ids ...string) {
+func (w *world) send(d *testkit.Daemon, ids ...string) {
 	w.t.Helper()
 	for _, id := range ids {
 		req, err := http.NewRequest(http.MethodPost, d.URL()+"/triggers/persist/Orders",
@@ -106,7 +103,7 @@ func (w *world) send(d *testdaemon.Daemon, ids ...string) {
 }
 
 // stop ends the daemon with SIGTERM; it finishes the runs in flight first.
-func stop(tb testing.TB, d *testdaemon.Daemon) {
+func stop(tb testing.TB, d *testkit.Daemon) {
 	tb.Helper()
 	d.Signal(syscall.SIGTERM)
 	if code := d.Wait(60 * time.Second); code != 0 {
@@ -149,29 +146,10 @@ func finished(log string) int {
 	return strings.Count(log, `"message":"run done"`) + strings.Count(log, `"message":"run parked`)
 }
 
-// waitFor polls cond until it holds, failing after timeout with the log.
-func waitFor(tb testing.TB, timeout time.Duration, what string, d *testdaemon.Daemon, cond func() bool) {
-	tb.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			tb.Fatalf("waited %v for %s\n%s", timeout, what, d.Log())
-		}
-	}
-}
-
 // effects reads the journal by effect id. Only with no daemon running.
 func (w *world) effects() map[string]touba.Effect {
 	w.t.Helper()
-	ctx := context.Background()
-	j, err := journal.Open(ctx, w.journal, journal.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer j.Close()
-	list, err := j.List(ctx, touba.EffectFilter{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	list, _ := testkit.Effects(w.t, w.journal)
 	out := map[string]touba.Effect{}
 	for _, e := range list {
 		out[e.EffectID] = e
@@ -182,18 +160,8 @@ func (w *world) effects() map[string]touba.Effect {
 // entries reads the queue by queue id. Only with no daemon running.
 func (w *world) entries() map[string]*touba.Delivery {
 	w.t.Helper()
-	ctx := context.Background()
-	q, err := queue.Open(ctx, w.queue, queue.Options{})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer q.Close()
-	all, err := q.List(ctx, touba.EntryFilter{Limit: 1000})
-	if err != nil {
-		w.t.Fatal(err)
-	}
 	out := map[string]*touba.Delivery{}
-	for _, e := range all {
+	for _, e := range testkit.Entries(w.t, w.queue) {
 		out[e.QueueID] = e
 	}
 	return out

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // handlerBin is the process handler of testdata/handler, built by TestMain.
@@ -78,10 +78,10 @@ func newSetup(t *testing.T) *setup {
 	return s
 }
 
-func (s *setup) start(t *testing.T, env []string, workers int) *testdaemon.Daemon {
+func (s *setup) start(t *testing.T, env []string, workers int) *testkit.Daemon {
 	t.Helper()
 	env = append([]string{"TRACE_TEST_HMAC=" + hmacSecret}, env...)
-	return testdaemon.Start(t, env, append(s.args, "--workers", fmt.Sprint(workers))...)
+	return testkit.Start(t, env, append(s.args, "--workers", fmt.Sprint(workers))...)
 }
 
 // hookServer is the remote service of the webhook binding: it records the
@@ -113,31 +113,21 @@ func (h *hookServer) traceparents() []string {
 
 // post sends one delivery, with traceparent when not empty, and returns its
 // queue id.
-func post(t *testing.T, d *testdaemon.Daemon, eventID, traceparent string) string {
+func post(t *testing.T, d *testkit.Daemon, eventID, traceparent string) string {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, d.URL()+"/triggers/trace/Orders", strings.NewReader(`{"item":"tea"}`))
-	req.Header.Set("X-Touba-Event-Id", eventID)
-	req.Header.Set("Content-Type", "application/json")
+	header := []string{"Content-Type", "application/json"}
 	if traceparent != "" {
-		req.Header.Set("Traceparent", traceparent)
+		header = append(header, "Traceparent", traceparent)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	status, queueID := testkit.Post(t, d.URL()+"/triggers/trace/Orders", eventID, `{"item":"tea"}`, header...)
+	if status != http.StatusAccepted {
+		t.Fatalf("post: status %d, queue id %q", status, queueID)
 	}
-	defer resp.Body.Close()
-	var a struct {
-		QueueID string `json:"queue_id"`
-		Status  string `json:"status"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil || resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("post: status %d, %+v, %v", resp.StatusCode, a, err)
-	}
-	return a.QueueID
+	return queueID
 }
 
 // stop sends SIGTERM and checks the daemon exits 0.
-func stop(t *testing.T, d *testdaemon.Daemon) {
+func stop(t *testing.T, d *testkit.Daemon) {
 	t.Helper()
 	d.Signal(syscall.SIGTERM)
 	if code := d.Wait(30 * time.Second); code != 0 {

@@ -1,7 +1,4 @@
-// Package testdaemon builds the real touba-trigger binary once per test
-// process and runs it as a child, so tests can send it traffic over
-// loopback and stop it with real signals (SIGTERM, SIGKILL).
-package testdaemon
+package testkit
 
 import (
 	"bufio"
@@ -11,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,11 +30,12 @@ func moduleRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// Binary builds cmd/touba-trigger (once) and returns its path.
+// Binary builds cmd/touba-trigger (once) and returns its path. The test
+// binary's TestMain must call gobuild.Main, which removes it at the end.
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "touba-bin-")
+		dir, err := gobuild.Dir()
 		if err != nil {
 			buildErr = err
 			return
@@ -50,7 +49,9 @@ func Binary(tb testing.TB) string {
 	return binPath
 }
 
-// Daemon is one running touba-trigger child.
+// Daemon is one running touba-trigger child: for the tests that need
+// signals (SIGTERM, SIGHUP, SIGKILL) or a process of its own. The others
+// run the server in process (StartServer).
 type Daemon struct {
 	tb   testing.TB
 	Cmd  *exec.Cmd
@@ -109,6 +110,9 @@ func StartCmd(tb testing.TB, cmd *exec.Cmd, env []string) *Daemon {
 	tb.Cleanup(func() {
 		cmd.Process.Kill()
 		<-d.exited
+		if tb.Failed() {
+			tb.Logf("daemon log:\n%s", d.Log())
+		}
 	})
 	select {
 	case d.Addr = <-addr:
@@ -159,20 +163,19 @@ func (d *Daemon) Kill() {
 	d.Wait(10 * time.Second)
 }
 
-// WaitLog waits until the log holds substr.
+// WaitLog waits until the log holds substr; it fails at once if the
+// daemon exits first.
 func (d *Daemon) WaitLog(substr string, timeout time.Duration) {
 	d.tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !strings.Contains(d.Log(), substr) {
-		if time.Now().After(deadline) {
-			d.tb.Fatalf("log never showed %q\n%s", substr, d.Log())
+	WaitFor(d.tb, timeout, func() bool {
+		if strings.Contains(d.Log(), substr) {
+			return true
 		}
 		select {
 		case <-d.exited:
-			if !strings.Contains(d.Log(), substr) {
-				d.tb.Fatalf("daemon exited before logging %q\n%s", substr, d.Log())
-			}
-		case <-time.After(20 * time.Millisecond):
+			d.tb.Fatalf("daemon exited before logging %q", substr)
+		default:
 		}
-	}
+		return false
+	}, "the daemon to log "+strconv.Quote(substr))
 }
