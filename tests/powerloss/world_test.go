@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/touba/touba-trigger/internal/testdaemon"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 const program = `{"air_version": "touba-air-v1", "triggers": [
@@ -113,9 +113,9 @@ func newWorld(t *testing.T, syncOff bool) *world {
 
 // start runs the daemon on the mount, taking over the lock the last
 // (killed) one left.
-func (w *world) start() *testdaemon.Daemon {
+func (w *world) start() *testkit.Daemon {
 	w.t.Helper()
-	return testdaemon.Start(w.t, w.env, "serve", w.program, "--manifest", w.manifest,
+	return testkit.Start(w.t, w.env, "serve", w.program, "--manifest", w.manifest,
 		"--queue", w.d.path("q.sqlite"), "--state", w.d.path("s.sqlite"), "--effect-journal", w.d.path("j.sqlite"),
 		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-socket", filepath.Join(w.dir, "admin.sock"),
 		"--log-level", "info", "--take-over-stale-lock")
@@ -124,7 +124,7 @@ func (w *world) start() *testdaemon.Daemon {
 // intake posts deliveries with fresh event ids from senders goroutines
 // until ctx ends, recording every 202 and its queue id. It returns when
 // every sender has stopped.
-func (w *world) intake(ctx context.Context, d *testdaemon.Daemon, run, senders int) {
+func (w *world) intake(ctx context.Context, d *testkit.Daemon, run, senders int) {
 	tr := &http.Transport{MaxIdleConnsPerHost: senders}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
