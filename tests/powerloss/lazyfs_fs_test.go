@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	_ "github.com/mattn/go-sqlite3"
+	"github.com/touba/touba-trigger/internal/gobuild"
 )
 
 // TestLazyFSDropsUnsyncedWrites checks the model the power-loss test stands
@@ -99,7 +100,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(lazyfsEnv); spec != "" {
 		os.Exit(serveLazyFS(spec))
 	}
-	os.Exit(m.Run())
+	gobuild.Main(m, nil)
 }
 
 // sqliteChild inserts the rows, says "done" and blocks until killed.
