@@ -182,3 +182,23 @@ func InTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	}
 	return tx.Commit()
 }
+
+// CountBy runs query, which selects a key and a count (`SELECT k, COUNT(*)
+// ... GROUP BY k`), and returns the counts by key.
+func CountBy(ctx context.Context, db *sql.DB, query string, args ...any) (map[string]int64, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			return nil, err
+		}
+		out[k] = n
+	}
+	return out, rows.Err()
+}

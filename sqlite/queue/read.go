@@ -78,19 +78,5 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
 
 // CountByStatus returns how many entries are in each state.
 func (q *Queue) CountByStatus(ctx context.Context) (map[string]int64, error) {
-	rows, err := q.db.Read.QueryContext(ctx, `SELECT status, COUNT(*) FROM entries GROUP BY status`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var s string
-		var n int64
-		if err := rows.Scan(&s, &n); err != nil {
-			return nil, err
-		}
-		out[s] = n
-	}
-	return out, rows.Err()
+	return sqlitex.CountBy(ctx, q.db.Read, `SELECT status, COUNT(*) FROM entries GROUP BY status`)
 }
