@@ -84,13 +84,12 @@ func (j *Journal) fence(ctx context.Context, tx *Tx, scope string, token int64, 
 	if token == 0 {
 		return nil
 	}
-	cond := ``
+	query, args := `SELECT 1 FROM entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'`, []any{scope, token}
 	if live {
-		cond = ` AND lease_expires_at IS NOT NULL AND lease_expires_at >= $3`
+		query, args = query+` AND lease_expires_at IS NOT NULL AND lease_expires_at >= $3`, append(args, j.db.now())
 	}
 	var one int
-	err := tx.QueryRow(ctx, `SELECT 1 FROM entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'`+cond+
-		` FOR UPDATE`, scope, token, j.db.now()).Scan(&one)
+	err := tx.QueryRow(ctx, query+` FOR UPDATE`, args...).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if werr := whyNot(ctx, tx, scope, token); touba.ErrorCode(werr) == touba.ELeaseLost {
 			return werr
