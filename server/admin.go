@@ -62,8 +62,8 @@ type FilesConfig struct {
 	// Database, when set, is the PostgreSQL database of the nodes (SPEC
 	// §8) instead of the files: the CLI works on it whether nodes run or
 	// not, and takes no lock.
-	Database string
-	TakeOverStaleLock     bool
+	Database          string
+	TakeOverStaleLock bool
 	// Program and Manifest, when given, are the configuration a
 	// compensation calls its binding with.
 	Program, Manifest string

@@ -10,10 +10,10 @@ package server
 import (
 	"context"
 	"fmt"
-	"os"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
