@@ -83,6 +83,9 @@ type EffectPrepare struct {
 	Fingerprint string // "sha256:<hex>" of the request
 	RetryMode   string // RetryIdempotencyKey, RetryReconcile or RetryNone
 	CallID      string // this attempt; it holds the effect until its outcome
+	// LeaseToken is the fencing token of the entry's lease the call runs
+	// under; 0 for an operator's action, which holds no lease.
+	LeaseToken int64
 }
 
 // EffectOutcome is the result of one call, as the journal records it.

@@ -62,6 +62,10 @@ const (
 	// EEntryBusy: another operator action (a compensation, a replay) is
 	// working on the entry right now.
 	EEntryBusy = "EntryBusy"
+	// ELeaseLost: the entry is leased under a newer fencing token (its
+	// lease expired and another node took it over, SPEC §8): the node
+	// that lost it changes nothing and starts no new call.
+	ELeaseLost = "LeaseLost"
 	// EAdminForbidden: the admin socket's peer is neither root nor the
 	// daemon's own user.
 	EAdminForbidden = "AdminForbidden"
@@ -80,6 +84,7 @@ var statuses = map[string]int{
 	ETriggerReplayRejected:       http.StatusConflict,
 	EEffectNotUnknown:            http.StatusConflict,
 	EEntryBusy:                   http.StatusConflict,
+	ELeaseLost:                   http.StatusConflict,
 	EAdminForbidden:              http.StatusForbidden,
 	EMethodNotAllowed:            http.StatusMethodNotAllowed,
 	ETriggerUnavailable:          http.StatusServiceUnavailable,

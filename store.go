@@ -18,14 +18,21 @@ type QueueStore interface {
 	Enqueue(ctx context.Context, d *Delivery) (EnqueueResult, error)
 	// Lease moves up to n due pending entries to running and returns them.
 	Lease(ctx context.Context, n int) ([]*Delivery, error)
-	// Finish ends a running entry as done, failed or parked.
-	Finish(ctx context.Context, queueID, status, code, message string) error
+	// Finish ends a running entry as done, failed or parked. token is the
+	// fencing token of the caller's lease (Delivery.LeaseToken): when the
+	// entry is leased under another token, nothing changes and the error
+	// has code LeaseLost. So do Retry, Postpone, Renew and SaveStep.
+	Finish(ctx context.Context, queueID string, token int64, status, code, message string) error
 	// Retry puts a running entry back to pending, due at notBefore, having
 	// spent an attempt.
-	Retry(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
+	Retry(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error
 	// Postpone is Retry without spending an attempt.
-	Postpone(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
-	// RequeueRunning puts every running entry back to pending (start-up).
+	Postpone(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error
+	// Renew extends the caller's lease while its run goes on (a store
+	// whose leases never expire only checks the token).
+	Renew(ctx context.Context, queueID string, token int64) error
+	// RequeueRunning puts the running entries this process (node) left
+	// back to pending (start-up); never those another node is running.
 	RequeueRunning(ctx context.Context) (int64, error)
 	// Replay puts failed and parked entries back to pending.
 	Replay(ctx context.Context, ids []string) ([]ReplayResult, error)
@@ -50,8 +57,9 @@ type RunStore interface {
 	// RecordRun records a finished run (its end stamped by the store); it
 	// does not wait for disk.
 	RecordRun(r *Run)
-	// SaveStep checkpoints a step's output durably.
-	SaveStep(queueID, stepID, runID string, output json.RawMessage) error
+	// SaveStep checkpoints a step's output durably, under the lease whose
+	// token is given (LeaseLost otherwise, where the store can tell).
+	SaveStep(queueID string, token int64, stepID, runID string, output json.RawMessage) error
 	Steps(ctx context.Context, queueID string) (map[string]StepOutput, error)
 	Runs(ctx context.Context, queueID string) ([]Run, error)
 }
@@ -76,7 +84,11 @@ type AuditLog interface {
 // EffectJournal is the effect journal (SPEC §5).
 type EffectJournal interface {
 	// Prepare reserves the effect for p.CallID, durably; a second caller of
-	// a held identity gets EffectInProgress.
+	// a held identity gets EffectInProgress. Under p.LeaseToken (when not
+	// 0), Prepare, and Dispatch and Finish of the call it reserved for,
+	// change nothing once the entry is leased under another token
+	// (LeaseLost); a late Finish is then kept as an effect.late_outcome
+	// event only.
 	Prepare(ctx context.Context, p EffectPrepare) (*Effect, error)
 	Dispatch(ctx context.Context, scope, effectID, callID string) error
 	Finish(ctx context.Context, o EffectOutcome) error

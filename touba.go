@@ -66,6 +66,13 @@ type Delivery struct {
 	ConcKey string
 	ConcMax int
 	Held    bool // pending behind an earlier entry of its key
+	// LeaseToken is the fencing token of the lease that made the entry
+	// running (set by Lease): every change the run makes to the entry, its
+	// checkpoints and its effects carries it, and is refused (LeaseLost)
+	// once the entry was leased again under a newer token.
+	LeaseToken int64
+	// LeaseOwner names the node holding the lease ("" on SQLite).
+	LeaseOwner string
 }
 
 // TimeFormat is how every timestamp is stored: UTC with milliseconds, so

@@ -69,11 +69,11 @@ func (f *files) entry(tb testing.TB, eventID, body, status string) string {
 	switch status {
 	case touba.StatusRunning:
 	case touba.StatusParked:
-		err = f.q.Finish(ctx, r.QueueID, status, touba.EEffectReconciliationRequired, "outcome unknown")
+		err = f.q.Finish(ctx, r.QueueID, got[0].LeaseToken, status, touba.EEffectReconciliationRequired, "outcome unknown")
 	case touba.StatusFailed:
-		err = f.q.Finish(ctx, r.QueueID, status, touba.EHandlerFailed, "boom")
+		err = f.q.Finish(ctx, r.QueueID, got[0].LeaseToken, status, touba.EHandlerFailed, "boom")
 	default:
-		err = f.q.Finish(ctx, r.QueueID, status, "", "")
+		err = f.q.Finish(ctx, r.QueueID, got[0].LeaseToken, status, "", "")
 	}
 	if err != nil {
 		tb.Fatal(err)

@@ -20,17 +20,19 @@ import (
 )
 
 // Queue is what the dispatcher needs of the queue file.
+// Every change carries the fencing token of the run's lease.
 type Queue interface {
 	Lease(ctx context.Context, n int) ([]*touba.Delivery, error)
-	Finish(ctx context.Context, queueID, status, code, message string) error
-	Retry(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
-	Postpone(ctx context.Context, queueID string, notBefore time.Time, code, message string) error
+	Finish(ctx context.Context, queueID string, token int64, status, code, message string) error
+	Retry(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error
+	Postpone(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error
+	Renew(ctx context.Context, queueID string, token int64) error
 }
 
 // State is what the dispatcher needs of the state file.
 type State interface {
 	RecordRun(r *touba.Run)
-	SaveStep(queueID, stepID, runID string, output json.RawMessage) error
+	SaveStep(queueID string, token int64, stepID, runID string, output json.RawMessage) error
 	Steps(ctx context.Context, queueID string) (map[string]touba.StepOutput, error)
 }
 
@@ -57,6 +59,9 @@ type Options struct {
 	// Tracing makes the touba.run, touba.step and touba.handler.call
 	// spans; nil means off.
 	Tracing *tracing.Tracing
+	// RenewEvery is how often a run renews its entry's lease (SPEC §8: a
+	// third of --lease-ttl); 0 for stores whose leases never expire.
+	RenewEvery time.Duration
 }
 
 // Dispatcher runs queue entries with a fixed number of workers.
@@ -147,6 +152,7 @@ func (d *Dispatcher) leaser() {
 	slots := make(chan struct{}, d.opts.Workers)
 	tick := time.NewTicker(d.opts.PollInterval)
 	defer tick.Stop()
+	failures := 0
 	for {
 		// Take one free worker slot (waiting for one), then every other
 		// free slot, and lease that many entries in one transaction.
@@ -167,7 +173,24 @@ func (d *Dispatcher) leaser() {
 		}
 		entries, err := d.queue.Lease(d.runCtx, free)
 		if err != nil && !errors.Is(err, context.Canceled) {
-			d.log.Error().Err(err).Msg("lease failed")
+			// The store does not answer (a database restarting): pause,
+			// longer each time up to a few seconds, and resume on its own.
+			failures++
+			if failures == 1 || failures%50 == 0 {
+				d.log.Error().Err(err).Int("failures", failures).Msg("lease failed; dispatcher paused until the store answers")
+			}
+			for i := len(entries); i < free; i++ {
+				<-slots
+			}
+			select {
+			case <-time.After(min(time.Duration(failures)*d.opts.PollInterval, 3*time.Second)):
+			case <-d.stop:
+				return
+			}
+			continue
+		} else if err == nil && failures > 0 {
+			d.log.Info().Int("failures", failures).Msg("lease works again; dispatcher resumed")
+			failures = 0
 		}
 		for _, e := range entries {
 			d.wg.Add(1)

@@ -65,6 +65,8 @@ func (d *Dispatcher) run(e *touba.Delivery) {
 	if id := tracing.TraceID(ctx); id != "" {
 		log = log.With().Str(tracing.FieldTraceID, id).Logger()
 	}
+	ctx, stopRenew := d.renew(ctx, e, log)
+	defer stopRenew()
 	t, ok := cfg.trigger(e.TriggerRef)
 	if !ok {
 		d.settle(e, run, nil, stop(fail, touba.ETriggerNotFound, "trigger %s is not in the program any more", e.TriggerRef), log)
@@ -102,7 +104,10 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 		if err := rc.setOutput(st.ID, out); err != nil {
 			return stop(fail, touba.EHandlerProtocolError, "%v", err)
 		}
-		if err := d.state.SaveStep(e.QueueID, st.ID, runID, out); err != nil {
+		if err := d.state.SaveStep(e.QueueID, e.LeaseToken, st.ID, runID, out); err != nil {
+			if touba.ErrorCode(err) == touba.ELeaseLost {
+				return stop(later, touba.ELeaseLost, "checkpoint of step %s: %s", st.ID, touba.ErrorMessage(err))
+			}
 			return &verdict{action: later, code: touba.EINTERNAL, message: "checkpoint: " + err.Error()}
 		}
 	}
@@ -117,32 +122,37 @@ func (d *Dispatcher) settle(e *touba.Delivery, run *touba.Run, t *trigger.Trigge
 	switch {
 	case v == nil:
 		crashpoint.Hit(CrashAfterCheckpoint)
-		err = d.queue.Finish(bg, e.QueueID, touba.StatusDone, "", "")
+		err = d.queue.Finish(bg, e.QueueID, e.LeaseToken, touba.StatusDone, "", "")
 		log.Info().Str("run_id", run.RunID).Int("attempt", e.Attempts).Msg("run done")
 	case d.stopping() && d.runCtx.Err() != nil:
 		// Killed by shutdown: the next start resumes it, and the journal
 		// decides what its interrupted effect allows.
 		status, code, msg = "interrupted", v.code, v.message
-		err = d.queue.Retry(bg, e.QueueID, d.opts.Now(), v.code, v.message)
+		err = d.queue.Retry(bg, e.QueueID, e.LeaseToken, d.opts.Now(), v.code, v.message)
 	case v.action == later:
 		status, code, msg = "retry", v.code, v.message
-		err = d.queue.Postpone(bg, e.QueueID, d.opts.Now().Add(time.Second), v.code, v.message)
+		err = d.queue.Postpone(bg, e.QueueID, e.LeaseToken, d.opts.Now().Add(time.Second), v.code, v.message)
 	case v.action == retry && t != nil && e.Attempts < t.Retry.MaxAttempts:
 		status, code, msg = "retry", v.code, v.message
 		wait := delay(t.Retry, e.Attempts)
-		err = d.queue.Retry(bg, e.QueueID, d.opts.Now().Add(wait), v.code, v.message)
+		err = d.queue.Retry(bg, e.QueueID, e.LeaseToken, d.opts.Now().Add(wait), v.code, v.message)
 		log.Info().Str("code", v.code).Dur("wait", wait).Int("attempt", e.Attempts).Msg("run will be retried")
 	case v.action == park:
 		status, code, msg = touba.StatusParked, v.code, v.message
-		err = d.queue.Finish(bg, e.QueueID, touba.StatusParked, v.code, v.message)
+		err = d.queue.Finish(bg, e.QueueID, e.LeaseToken, touba.StatusParked, v.code, v.message)
 		log.Warn().Str("event", "run.needs_reconciliation").Str("code", v.code).Str("reason", v.message).
 			Msg("run parked until an operator reconciles it")
 	default: // fail, or retries exhausted
 		status, code, msg = touba.StatusFailed, v.code, v.message
-		err = d.queue.Finish(bg, e.QueueID, touba.StatusFailed, v.code, v.message)
+		err = d.queue.Finish(bg, e.QueueID, e.LeaseToken, touba.StatusFailed, v.code, v.message)
 		log.Warn().Str("code", v.code).Str("reason", v.message).Int("attempt", e.Attempts).Msg("run failed")
 	}
-	if err != nil {
+	if touba.ErrorCode(err) == touba.ELeaseLost {
+		// Another node took the entry over: its view stands.
+		log.Warn().Str("event", "lease.lost").Str("reason", touba.ErrorMessage(err)).
+			Msg("lease lost during the run; the entry is another node's now")
+		status, code, msg = "lease_lost", touba.ELeaseLost, touba.ErrorMessage(err)
+	} else if err != nil {
 		log.Error().Err(err).Msg("cannot record the end of a run; the entry stays running until the next start")
 	}
 	run.Status, run.ErrorCode, run.ErrorMessage = status, code, msg
@@ -152,6 +162,37 @@ func (d *Dispatcher) settle(e *touba.Delivery, run *touba.Run, t *trigger.Trigge
 		// rather than at the next poll.
 		d.Notify()
 	}
+}
+
+// renew keeps the entry's lease while the run goes on, every RenewEvery.
+// A renewal refused with LeaseLost ends the run's context: another node
+// holds the entry, so this one starts no new call.
+func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.Logger) (context.Context, func()) {
+	if d.opts.RenewEvery <= 0 {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(d.opts.RenewEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			err := d.queue.Renew(context.WithoutCancel(ctx), e.QueueID, e.LeaseToken)
+			if touba.ErrorCode(err) == touba.ELeaseLost {
+				log.Warn().Str("event", "lease.lost").Msg("lease lost while running; no new call starts")
+				cancel()
+				return
+			} else if err != nil {
+				log.Warn().Err(err).Msg("lease renewal failed; retrying")
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel() }
 }
 
 // rawOrNull makes an absent output the JSON null, so a checkpoint and a

@@ -67,7 +67,8 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	scope, effectID, callID := e.QueueID, e.QueueID+":"+st.ID, req.Context.CallID
 	log = log.With().Str("effect_id", effectID).Logger()
 	eff, err := d.journal.Prepare(ctx, touba.EffectPrepare{Scope: scope, EffectID: effectID, ToolRef: st.Tool,
-		Operation: touba.OperationInvoke, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID})
+		Operation: touba.OperationInvoke, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID,
+		LeaseToken: e.LeaseToken})
 	if err != nil {
 		return d.refused(err, log)
 	}
@@ -106,6 +107,12 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		if outcome == touba.EffectApplied {
 			return nil, stop(park, touba.ESecretValueRefused, "result of %s held a secret value and was not stored", effectID)
 		}
+	} else if touba.ErrorCode(err) == touba.ELeaseLost {
+		// Another node took the entry over while the call ran: the journal
+		// kept this answer as effect.late_outcome only, and the new
+		// holder's view stands. Nothing more is done here.
+		log.Warn().Str("event", "effect.late_outcome").Str("outcome", outcome).Msg("lease lost during the call; outcome kept as an audit event only")
+		return nil, stop(later, touba.ELeaseLost, "%s", touba.ErrorMessage(err))
 	} else if err != nil {
 		// The call happened and its outcome is not on disk: only an
 		// operator can say what it did. The call has ended, so its claim
@@ -166,7 +173,8 @@ func (d *Dispatcher) finish(ctx context.Context, o touba.EffectOutcome, log zero
 		switch code := touba.ErrorCode(err); {
 		case err == nil:
 			return nil
-		case code == touba.ESecretValueRefused, errors.Is(err, touba.ErrTransition), code == touba.EEffectInProgress:
+		case code == touba.ESecretValueRefused, errors.Is(err, touba.ErrTransition), code == touba.EEffectInProgress,
+			code == touba.ELeaseLost:
 			return backoff.Permanent(err)
 		}
 		log.Warn().Err(err).Msg("journal outcome write failed; retrying")

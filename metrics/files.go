@@ -54,7 +54,7 @@ type files struct {
 // WatchFiles registers the metrics read from the files at scrape time. j
 // and log may be nil.
 func (m *Metrics) WatchFiles(q Queue, j Journal, log DeliveryLog) {
-	m.reg.MustRegister(&files{q: q, j: j, log: log, now: time.Now,
+	m.r.MustRegister(&files{q: q, j: j, log: log, now: time.Now,
 		depth:     desc("queue_entries", "Queue entries by status.", "status"),
 		oldest:    desc("queue_oldest_pending_age_seconds", "Age of the oldest pending entry (0 when none is pending)."),
 		qCommits:  desc("queue_commits_total", "Queue transactions committed (one fsync each)."),

@@ -24,7 +24,7 @@ type flow struct {
 // queue file) and of runs waiting for a binding's max_concurrency slot.
 // Either func may be nil.
 func (m *Metrics) WatchFlow(heldKeys func(ctx context.Context) (int64, error), waiting func() int64) {
-	m.reg.MustRegister(&flow{heldKeys: heldKeys, waiting: waiting,
+	m.r.MustRegister(&flow{heldKeys: heldKeys, waiting: waiting,
 		held: desc("concurrency_held_keys", "Concurrency keys holding back at least one pending entry behind an earlier one."),
 		wait: desc("binding_slot_waiting_runs", "Runs waiting for a slot of a binding's max_concurrency."),
 	})

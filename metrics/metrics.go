@@ -24,6 +24,7 @@ const namespace = "touba"
 // Metrics holds the collectors of one daemon.
 type Metrics struct {
 	reg *prometheus.Registry
+	r   prometheus.Registerer // reg, with the node's label when it has one
 
 	deliveries   *prometheus.CounterVec
 	calls        *prometheus.CounterVec
@@ -34,8 +35,17 @@ type Metrics struct {
 
 // New returns metrics on a fresh registry, with the Go runtime and process
 // collectors.
-func New() *Metrics {
+func New() *Metrics { return NewNode("") }
+
+// NewNode is New for one node of several on a shared database (SPEC §8):
+// every metric carries the constant label node_id, so the nodes' series
+// can be told apart and summed. "" adds no label.
+func NewNode(nodeID string) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
+	m.r = m.reg
+	if nodeID != "" {
+		m.r = prometheus.WrapRegistererWith(prometheus.Labels{"node_id": nodeID}, m.reg)
+	}
 	m.deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "deliveries_total",
 		Help: "Webhook requests answered, by trigger, code (enqueued, duplicate, or the error code) and HTTP status."},
 		[]string{"trigger_ref", "code", "status"})
@@ -52,7 +62,7 @@ func New() *Metrics {
 	m.journalTook = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "journal_commit_seconds",
 		Help:    "Time one effect journal commit took, fsync included.",
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2, 12)})
-	m.reg.MustRegister(m.deliveries, m.calls, m.latency, m.journalBatch, m.journalTook,
+	m.r.MustRegister(m.deliveries, m.calls, m.latency, m.journalBatch, m.journalTook,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -98,8 +98,8 @@ func TestScrapeAfterKnownWork(t *testing.T) {
 	if err != nil || len(leased) != 2 {
 		t.Fatalf("lease: %v %d", err, len(leased))
 	}
-	q.Finish(ctx, ids[0], touba.StatusDone, "", "")
-	q.Finish(ctx, ids[1], touba.StatusFailed, touba.EHandlerFailed, "x")
+	q.Finish(ctx, ids[0], leased[0].LeaseToken, touba.StatusDone, "", "")
+	q.Finish(ctx, ids[1], leased[1].LeaseToken, touba.StatusFailed, touba.EHandlerFailed, "x")
 	// One applied effect: prepared, dispatched, applied.
 	p := touba.EffectPrepare{Scope: ids[0], EffectID: ids[0] + ":s", ToolRef: "tool:m", Operation: touba.OperationInvoke,
 		Fingerprint: "sha256:x", RetryMode: touba.RetryIdempotencyKey, CallID: "c"}

@@ -13,13 +13,12 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 	"github.com/touba/touba-trigger/dispatcher"
-	"github.com/touba/touba-trigger/sqlite"
 )
 
 // newService is the admin API over open stores, for the daemon and for
 // the CLI on files alike. current gives the configuration in force (nil
 // when none is loaded: the CLI on files without --program).
-func newService(st *sqlite.Store, current func() *dispatcher.Config, log zerolog.Logger) *admin.Service {
+func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logger) *admin.Service {
 	svc := &admin.Service{Queue: st.Queue, State: st.State, Log: log}
 	svc.HasTrigger = func(ref string) bool {
 		c := current()
@@ -60,7 +59,11 @@ func (s *Server) adminService() *admin.Service {
 // FilesConfig is what the operator CLI opens when no daemon answers.
 type FilesConfig struct {
 	Queue, State, Journal string
-	TakeOverStaleLock     bool
+	// Database, when set, is the PostgreSQL database of the nodes (SPEC
+	// §8) instead of the files: the CLI works on it whether nodes run or
+	// not, and takes no lock.
+	Database          string
+	TakeOverStaleLock bool
 	// Program and Manifest, when given, are the configuration a
 	// compensation calls its binding with.
 	Program, Manifest string
@@ -76,18 +79,20 @@ type Files struct {
 	Service *admin.Service
 	// Operator names who is asking, for the audit trail.
 	Operator string
-	store    *sqlite.Store
+	store    *stores
 	closers  []func() error
 }
 
 // OpenFiles opens the stores exactly as the daemon does (sqlite.Open),
 // never creating a file an operator only meant to look at.
 func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
-	if c.Journal == "" {
+	if c.Journal == "" && c.Database == "" {
 		fmt.Fprintln(c.Notes, "warning: no --effect-journal, so no lock keeps a daemon off these files")
 	}
-	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,
-		TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: true, Log: c.Log})
+	// On a database the CLI is one more node, under a name of its own; it
+	// leases nothing and recovers nothing (the daemons' leases do).
+	st, err := openStores(ctx, storeConfig{Queue: c.Queue, State: c.State, Journal: c.Journal, Database: c.Database,
+		NodeID: "cli:" + operator(), TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: true, Log: c.Log})
 	if err != nil {
 		return nil, err
 	}

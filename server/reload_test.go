@@ -7,7 +7,6 @@ import (
 
 	"github.com/touba/touba-trigger/dispatcher"
 	"github.com/touba/touba-trigger/internal/secret"
-	"github.com/touba/touba-trigger/sqlite"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -17,7 +16,7 @@ import (
 func TestReloadSecretsOnlyGrow(t *testing.T) {
 	first := &secret.Set{}
 	first.Add("old-token-1f9a")
-	d := &Server{secrets: first, intake: &trigger.Intake{}, log: zerolog.Nop(), store: &sqlite.Store{}}
+	d := &Server{secrets: first, intake: &trigger.Intake{}, log: zerolog.Nop(), store: &stores{}}
 	d.current.Store(&dispatcher.Config{Secrets: first})
 	d.intake.SetConfig(&trigger.Config{Secrets: first})
 

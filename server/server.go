@@ -9,9 +9,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,8 +26,6 @@ import (
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/systemd"
 	"github.com/touba/touba-trigger/metrics"
-	"github.com/touba/touba-trigger/sqlite"
-	"github.com/touba/touba-trigger/sqlite/queue"
 	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
@@ -44,6 +44,11 @@ type Config struct {
 	LogMaxBytes                        int64
 	LogMaxAge                          time.Duration
 	TrustedProxies                     []netip.Prefix
+	// Database (postgres://...) keeps every store in one PostgreSQL
+	// database shared by the nodes (SPEC §8) instead of the files.
+	Database string
+	NodeID   string        // this node's name in leases, events and metrics; default hostname:pid
+	LeaseTTL time.Duration // default 60s
 
 	Log     zerolog.Logger
 	Tracing *tracing.Tracing // nil: off
@@ -64,7 +69,7 @@ type Server struct {
 	current  atomic.Pointer[dispatcher.Config] // what compensations and delivery replays use; swapped on reload
 	secrets  *secret.Set                       // every resolved value since start; the journal checks against it
 	deadline time.Time                         // of the shutdown in progress
-	store    *sqlite.Store
+	store    *stores
 	disp     *dispatcher.Dispatcher
 	intake   *trigger.Intake
 
@@ -110,7 +115,20 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	s.stubs = &dispatcher.Stubs{}
-	dcfg, err := dispatcher.NewConfig(c.Program, c.Manifest, c.Resolved, f.Journal != "", s.stubs, log)
+	if f.Database != "" {
+		if s.cfg.NodeID == "" {
+			host, _ := os.Hostname()
+			s.cfg.NodeID = fmt.Sprintf("%s:%d", host, os.Getpid())
+		}
+		if s.cfg.LeaseTTL <= 0 {
+			s.cfg.LeaseTTL = 60 * time.Second
+		}
+		if err := checkLeaseTTL(c.Manifest, s.cfg.LeaseTTL); err != nil {
+			return err
+		}
+		f = s.cfg
+	}
+	dcfg, err := dispatcher.NewConfig(c.Program, c.Manifest, c.Resolved, f.Journal != "" || f.Database != "", s.stubs, log)
 	if err != nil {
 		return err
 	}
@@ -121,10 +139,10 @@ func (s *Server) open(ctx context.Context) error {
 			log.Warn().Str("trigger_ref", t.Ref).Str("reason", why).Msg("replayable: the signature does not cover the event id")
 		}
 	}
-	s.metrics = metrics.New()
-	s.store, err = sqlite.Open(ctx, sqlite.Config{Queue: f.Queue, State: f.State, Journal: f.Journal,
-		TakeOverStaleLock: f.TakeOverStaleLock, RequeueRunning: true,
-		QueueOptions: queue.Options{MaxPending: f.MaxPending},
+	s.metrics = metrics.NewNode(f.NodeID)
+	s.store, err = openStores(ctx, storeConfig{Queue: f.Queue, State: f.State, Journal: f.Journal,
+		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL,
+		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending,
 		StateOptions: state.Options{LogMaxRows: f.LogMaxRows, LogMaxAge: f.LogMaxAge, LogMaxBodyBytes: f.LogMaxBodyBytes,
 			LogMaxBytes: f.LogMaxBytes, Log: log.With().Str("component", "deliverylog").Logger()},
 		Secrets: c.Secrets, OnJournalCommit: s.metrics.ObserveJournalCommit, Log: log})
@@ -133,9 +151,9 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	s.logOpened()
 	st := s.store
-	var jm metrics.Journal
-	if st.Journal != nil {
-		jm = st.Journal
+	var jm metrics.Journal = st.Journal
+	if st.Journal == nil {
+		jm = nil
 	}
 	s.metrics.WatchFiles(st.Queue, jm, st.State)
 	s.metrics.WatchFlow(st.Queue.HeldKeys, func() int64 {

@@ -45,9 +45,18 @@ func (e *env) lease(t *testing.T, n int, want ...string) []*touba.Delivery {
 // finish ends a running entry in status.
 func (e *env) finish(t *testing.T, queueID, status string) {
 	t.Helper()
-	if err := e.Queue.Finish(e.ctx, queueID, status, "", ""); err != nil {
+	if err := e.Queue.Finish(e.ctx, queueID, e.tok(queueID), status, "", ""); err != nil {
 		t.Fatalf("finish %s as %s: %v", queueID, status, err)
 	}
+}
+
+// tok is the fencing token queueID is leased under now (0 for none), as
+// the holder of its lease knows it.
+func (e *env) tok(queueID string) int64 {
+	if d, err := e.Queue.Get(e.ctx, queueID); err == nil && d != nil {
+		return d.LeaseToken
+	}
+	return 0
 }
 
 func (e *env) wantPending(t *testing.T, want int64) {
@@ -80,7 +89,7 @@ func testLeaseDue(t *testing.T, f Factory) {
 	a := e.put(t, "a", "1")
 	e.lease(t, 1, a)
 	due := e.clock.Now().Add(time.Hour)
-	if err := e.Queue.Retry(e.ctx, a, due, touba.EHandlerFailed, "boom"); err != nil {
+	if err := e.Queue.Retry(e.ctx, a, e.tok(a), due, touba.EHandlerFailed, "boom"); err != nil {
 		t.Fatal(err)
 	}
 	e.wantPending(t, 1)
@@ -110,7 +119,7 @@ func testFinish(t *testing.T, f Factory) {
 		ids[st] = e.put(t, st, st)
 		e.lease(t, 1, ids[st])
 		e.clock.Add(time.Second)
-		if err := e.Queue.Finish(e.ctx, ids[st], st, "Code"+st, "message "+st); err != nil {
+		if err := e.Queue.Finish(e.ctx, ids[st], e.tok(ids[st]), st, "Code"+st, "message "+st); err != nil {
 			t.Fatalf("finish %s: %v", st, err)
 		}
 		got := e.get(t, ids[st])
@@ -143,9 +152,9 @@ func testGuards(t *testing.T, f Factory) {
 	soon := e.clock.Now().Add(time.Minute)
 	for _, id := range []string{pending, done, "no-such-entry"} {
 		for name, err := range map[string]error{
-			"finish":   e.Queue.Finish(e.ctx, id, touba.StatusFailed, "X", "x"),
-			"retry":    e.Queue.Retry(e.ctx, id, soon, "X", "x"),
-			"postpone": e.Queue.Postpone(e.ctx, id, soon, "X", "x"),
+			"finish":   e.Queue.Finish(e.ctx, id, e.tok(id), touba.StatusFailed, "X", "x"),
+			"retry":    e.Queue.Retry(e.ctx, id, e.tok(id), soon, "X", "x"),
+			"postpone": e.Queue.Postpone(e.ctx, id, e.tok(id), soon, "X", "x"),
 		} {
 			if err == nil {
 				t.Errorf("%s of %s: accepted, want refused (not running)", name, id)
@@ -161,7 +170,7 @@ func testGuards(t *testing.T, f Factory) {
 	e.wantPending(t, 1)
 	// Finish takes only an ending.
 	e.lease(t, 1, pending)
-	if err := e.Queue.Finish(e.ctx, pending, touba.StatusPending, "", ""); err == nil {
+	if err := e.Queue.Finish(e.ctx, pending, e.tok(pending), touba.StatusPending, "", ""); err == nil {
 		t.Fatal("finish as pending accepted")
 	}
 	if got := e.get(t, pending); got.Status != touba.StatusRunning {
@@ -174,20 +183,20 @@ func testAttempts(t *testing.T, f Factory) {
 	a := e.put(t, "a", "1")
 	now := e.clock.Now()
 	e.lease(t, 1, a)
-	if err := e.Queue.Postpone(e.ctx, a, now, touba.EEffectInProgress, "held"); err != nil {
+	if err := e.Queue.Postpone(e.ctx, a, e.tok(a), now, touba.EEffectInProgress, "held"); err != nil {
 		t.Fatal(err)
 	}
 	e.wantPending(t, 1)
 	if got := e.lease(t, 1, a); got[0].Attempts != 1 {
 		t.Fatalf("attempts=%d after a postpone, want 1 again", got[0].Attempts)
 	}
-	if err := e.Queue.Retry(e.ctx, a, now, touba.EHandlerFailed, "boom"); err != nil {
+	if err := e.Queue.Retry(e.ctx, a, e.tok(a), now, touba.EHandlerFailed, "boom"); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.lease(t, 1, a); got[0].Attempts != 2 {
 		t.Fatalf("attempts=%d after a retry, want 2", got[0].Attempts)
 	}
-	if err := e.Queue.Postpone(e.ctx, a, now, "", ""); err != nil {
+	if err := e.Queue.Postpone(e.ctx, a, e.tok(a), now, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.get(t, a); got.Attempts != 1 {
@@ -199,7 +208,7 @@ func testRequeueRunning(t *testing.T, f Factory) {
 	e := open(t, f, Options{})
 	a, b, c := e.put(t, "a", "1"), e.put(t, "b", "2"), e.put(t, "c", "3")
 	e.lease(t, 2, a, b)
-	if err := e.Queue.Retry(e.ctx, b, e.clock.Now().Add(time.Hour), "X", "x"); err != nil {
+	if err := e.Queue.Retry(e.ctx, b, e.tok(b), e.clock.Now().Add(time.Hour), "X", "x"); err != nil {
 		t.Fatal(err)
 	}
 	e.lease(t, 1, c) // b waits for its retry, a and c run

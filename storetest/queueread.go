@@ -207,7 +207,9 @@ func testPurgeMany(t *testing.T, f Factory) {
 	if err != nil || len(got) != n {
 		t.Fatalf("leased %d, %v; want %d", len(got), err, n)
 	}
-	parallel(t, n, func(i int) error { return e.Queue.Finish(e.ctx, got[i].QueueID, touba.StatusDone, "", "") })
+	parallel(t, n, func(i int) error {
+		return e.Queue.Finish(e.ctx, got[i].QueueID, e.tok(got[i].QueueID), touba.StatusDone, "", "")
+	})
 	e.clock.Add(time.Second)
 	if purged, err := e.Queue.PurgeBodies(e.ctx, e.clock.Now()); err != nil || purged != n {
 		t.Fatalf("purged %d, %v; want %d", purged, err, n)

@@ -54,12 +54,12 @@ func testSaveStep(t *testing.T, f Factory) {
 		"label":  json.RawMessage(`"text"`),
 	}
 	for _, id := range []string{"charge", "notify", "label"} {
-		if err := e.State.SaveStep("q1", id, "run-1", outputs[id]); err != nil {
+		if err := e.State.SaveStep("q1", 0, id, "run-1", outputs[id]); err != nil {
 			t.Fatalf("save %s: %v", id, err)
 		}
 		e.clock.Add(time.Second)
 	}
-	if err := e.State.SaveStep("q2", "charge", "run-2", json.RawMessage(`{"id":7}`)); err != nil {
+	if err := e.State.SaveStep("q2", 0, "charge", "run-2", json.RawMessage(`{"id":7}`)); err != nil {
 		t.Fatal(err)
 	}
 	got := e.steps(t, "q1")
@@ -82,11 +82,11 @@ func testSaveStep(t *testing.T, f Factory) {
 // the same step (a replay racing a stale run) keeps the first output.
 func testFirstSaveWins(t *testing.T, f Factory) {
 	e := open(t, f, Options{})
-	if err := e.State.SaveStep("q1", "charge", "run-1", json.RawMessage(`{"id":1}`)); err != nil {
+	if err := e.State.SaveStep("q1", 0, "charge", "run-1", json.RawMessage(`{"id":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Add(time.Second)
-	if err := e.State.SaveStep("q1", "charge", "run-2", json.RawMessage(`{"id":2}`)); err != nil {
+	if err := e.State.SaveStep("q1", 0, "charge", "run-2", json.RawMessage(`{"id":2}`)); err != nil {
 		t.Fatalf("second save: %v, want accepted and ignored", err)
 	}
 	so := e.steps(t, "q1")["charge"]
@@ -99,7 +99,7 @@ func testFirstSaveWins(t *testing.T, f Factory) {
 // for a clean restart and for a new process while the old one is gone.
 func testStepsDurable(t *testing.T, f Factory) {
 	e := open(t, f, Options{})
-	if err := e.State.SaveStep("q1", "charge", "run-1", json.RawMessage(`{"id":1}`)); err != nil {
+	if err := e.State.SaveStep("q1", 0, "charge", "run-1", json.RawMessage(`{"id":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	if so, ok := e.again(t).steps(t, "q1")["charge"]; !ok || so.RunID != "run-1" {

@@ -36,6 +36,9 @@ type Options struct {
 	// defaults. Only the bound test sets them, with Stores.PruneLog.
 	LogMaxRows int64
 	LogMaxAge  time.Duration
+	// LeaseTTL is how long a lease lasts unrenewed, for backends whose
+	// leases expire (Stores.LeasesExpire); 0 for the default.
+	LeaseTTL time.Duration
 }
 
 // Stores is one open set of stores on one storage.
@@ -47,6 +50,11 @@ type Stores struct {
 	// on its own from time to time. Nil when the backend cannot be asked
 	// to: the bound test is then skipped.
 	PruneLog func(ctx context.Context) error
+	// LeasesExpire says that a lease ends Options.LeaseTTL after it was
+	// taken or renewed, on the Options.Now clock, and that stores opened
+	// with OpenAgain are another node that may then take the entry over
+	// (SPEC §8). The take-over tests are skipped without it.
+	LeasesExpire bool
 	// Private is the factory's own record of what it opened (paths,
 	// options, handles), for Reopen and OpenAgain. The suite never reads it.
 	Private any
@@ -79,6 +87,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("JournalTransitions", func(t *testing.T) { runTransitions(t, f) })
 	t.Run("JournalRecovery", func(t *testing.T) { runRecovery(t, f) })
 	t.Run("JournalOperators", func(t *testing.T) { runJournalOperators(t, f) })
+	t.Run("Fencing", func(t *testing.T) { runFencing(t, f) })
 }
 
 // Epoch is where every test's clock starts: a whole second, so stored

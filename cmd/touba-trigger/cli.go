@@ -22,6 +22,7 @@ import (
 // defaults and TOUBA_<FLAG> variables as serve).
 type cliFlags struct {
 	adminSocket, queue, state, journal string
+	database                           string
 	takeOverStaleLock, json            bool
 	// For effects compensate without a daemon: the configuration to call
 	// the binding with.
@@ -45,6 +46,7 @@ func addCLIFlags(fs *flag.FlagSet, f *cliFlags, stateFileFlag bool) {
 	}
 	fs.StringVar(&f.state, "state-file", stateFile, "state file, used when no daemon runs (same as --state)")
 	fs.StringVar(&f.journal, "effect-journal", filepath.Join(stateDir, defaultJournalFile), "effect journal, used when no daemon runs")
+	fs.StringVar(&f.database, "database", "", "postgres://... : the nodes' database, used when no daemon answers on the socket (instead of the files)")
 	fs.BoolVar(&f.takeOverStaleLock, "take-over-stale-lock", false, "when no daemon runs: take over a lock left by a dead process of this host and boot")
 	fs.BoolVar(&f.json, "json", false, "print JSON instead of a table")
 }
@@ -54,7 +56,7 @@ func addCLIFlags(fs *flag.FlagSet, f *cliFlags, stateFileFlag bool) {
 // an exported TOUBA_STATUS or TOUBA_RECEIPT_REF must not change what a
 // command selects or records.
 var envFlags = map[string]bool{"admin-socket": true, "queue": true, "state": true, "state-file": true,
-	"effect-journal": true, "take-over-stale-lock": true, "json": true, "program": true, "manifest": true}
+	"effect-journal": true, "database": true, "take-over-stale-lock": true, "json": true, "program": true, "manifest": true}
 
 // parseCLI parses an operator command's flags; see envFlags. In the
 // effects commands --state is a filter, so it never reads TOUBA_STATE.
@@ -89,7 +91,7 @@ func openSession(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, 
 
 func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, error) {
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.queue, State: f.state, Journal: f.journal,
+	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.queue, State: f.state, Journal: f.journal, Database: f.database,
 		TakeOverStaleLock: f.takeOverStaleLock, Program: f.program, Manifest: f.manifest, Log: log, Notes: stderr})
 	if errors.Is(err, sqlite.ErrNoFiles) {
 		// Never create files an operator only meant to look at.

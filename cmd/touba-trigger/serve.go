@@ -57,6 +57,9 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.Int64Var(&f.LogMaxBodyBytes, "delivery-log-max-body-bytes", 256<<20, "stored rejected bodies kept, in bytes (oldest dropped first)")
 	proxies := fs.String("trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed for source.allow_from, comma-separated")
 	fs.Int64Var(&f.LogMaxBytes, "delivery-log-max-bytes", 1<<30, "delivery log size, every column counted, in bytes (oldest rows pruned first)")
+	fs.StringVar(&f.Database, "database", "", "postgres://... : keep every store in this PostgreSQL database, shared with other nodes (instead of the files)")
+	fs.StringVar(&f.NodeID, "node-id", "", "this node's name in leases, audit events and metrics (with --database); default hostname:pid")
+	fs.DurationVar(&f.LeaseTTL, "lease-ttl", 60*time.Second, "how long a node's lease of an entry lasts unrenewed (with --database); at least every binding's timeout plus 5s")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -72,6 +75,9 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	// holding deliveries while handlers are being fixed.
 	if f.Workers < 0 || f.MaxPending < 1 {
 		return usageError{err: errors.New("--workers must be 0 or more and --max-pending at least 1")}
+	}
+	if f.Database != "" && f.LeaseTTL <= 0 {
+		return usageError{err: errors.New("--lease-ttl must be positive")}
 	}
 	if f.Retention < 0 || f.ShutdownTimeout < 0 {
 		return usageError{err: errors.New("--retention and --shutdown-timeout must not be negative")}

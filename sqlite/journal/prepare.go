@@ -26,7 +26,8 @@ var ErrNotCompensable = touba.ErrNotCompensable
 // EffectOutcomeUnknown, or "" for an applied effect (match ErrApplied).
 type RefusedError = touba.RefusedError
 
-func validatePrepare(p Prepare) error {
+// ValidatePrepare checks the fields of a reservation, for every journal.
+func ValidatePrepare(p Prepare) error {
 	switch {
 	case p.Scope == "" || p.EffectID == "":
 		return errors.New("prepare effect: scope and effect id are required")
@@ -60,7 +61,7 @@ func validatePrepare(p Prepare) error {
 // is returned with a *RefusedError too. A compensation (operation
 // compensate, CompensationID) requires its original effect to be applied.
 func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
-	if err := validatePrepare(p); err != nil {
+	if err := ValidatePrepare(p); err != nil {
 		return nil, err
 	}
 	if j.holdsSecret(p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.CallID) {

@@ -84,14 +84,14 @@ func heldAtEnqueue(ctx context.Context, tx *sqlitex.Tx, ref, key string, max int
 // active), the next of its key are let go, in the same transaction. The
 // key comes back from the update itself, so an unkeyed entry costs
 // nothing more.
-func (q *Queue) finishAndRelease(queueID, status string, query string, args ...any) error {
+func (q *Queue) finishAndRelease(queueID string, token int64, status string, query string, args ...any) error {
 	return q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		var ref string
 		var key sql.NullString
 		var max int
 		err := tx.QueryRowContext(ctx, query+` RETURNING trigger_ref, conc_key, conc_max`, args...).Scan(&ref, &key, &max)
 		if errors.Is(err, sql.ErrNoRows) {
-			return 0, fmt.Errorf("entry %s: not running", queueID)
+			return 0, whyNot(ctx, tx, queueID, token)
 		} else if err != nil {
 			return 0, fmt.Errorf("entry %s: %w", queueID, err)
 		}

@@ -59,7 +59,7 @@ func TestKeyOrdering(t *testing.T) {
 	q := mustOpen(t, path, queue.Options{})
 	finish := func(id, status string) {
 		t.Helper()
-		if err := q.Finish(ctx, id, status, "", ""); err != nil {
+		if err := q.Finish(ctx, id, leaseToken(t, q, id), status, "", ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -95,7 +95,7 @@ func TestKeyOrdering(t *testing.T) {
 	finish(u1, touba.StatusDone)
 
 	// In backoff, a1 still holds its key, across a restart too.
-	if err := q.Retry(ctx, a1, now.Add(time.Hour), "X", "later"); err != nil {
+	if err := q.Retry(ctx, a1, leaseToken(t, q, a1), now.Add(time.Hour), "X", "later"); err != nil {
 		t.Fatal(err)
 	}
 	wantLease(t, q)
@@ -139,7 +139,7 @@ func TestKeyMax(t *testing.T) {
 	enqueueKeyed(t, q, "k3", "7", 2)
 	enqueueKeyed(t, q, "k4", "7", 2)
 	wantLease(t, q, "k1", "k2")
-	if err := q.Finish(ctx, k1, touba.StatusDone, "", ""); err != nil {
+	if err := q.Finish(ctx, k1, leaseToken(t, q, k1), touba.StatusDone, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	wantLease(t, q, "k3")

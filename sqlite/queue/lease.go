@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,7 +34,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	// rather than leave entries running that nobody runs.
 	err := sqlitex.InTx(context.WithoutCancel(ctx), q.db.Write, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, `UPDATE entries SET status = 'running', attempts = attempts + 1, updated_at = ?
+		rows, err := tx.QueryContext(ctx, `UPDATE entries SET status = 'running', attempts = attempts + 1, lease_token = lease_token + 1, updated_at = ?
 			WHERE queue_id IN (SELECT queue_id FROM entries e WHERE status = 'pending' AND held = 0
 			                     AND (not_before IS NULL OR not_before <= ?)
 			                   ORDER BY queue_id LIMIT ?)
@@ -60,43 +61,83 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 
 // Finish ends a running entry as done, failed or parked. It is durable
 // when it returns; concurrent calls share commits.
-func (q *Queue) Finish(ctx context.Context, queueID, status, code, message string) error {
+func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status, code, message string) error {
 	switch status {
 	case touba.StatusDone, touba.StatusFailed, touba.StatusParked:
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
-	return q.finishAndRelease(queueID, status, `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
-		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running'`, status, code, message, q.now(), queueID)
+	return q.finishAndRelease(queueID, token, status, `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`,
+		status, code, message, q.now(), queueID, token)
 }
 
 // Retry puts a running entry back to pending, due at notBefore.
-func (q *Queue) Retry(ctx context.Context, queueID string, notBefore time.Time, code, message string) error {
-	return q.transition(queueID, 1, `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
-		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running'`,
-		code, message, touba.FormatTime(notBefore), q.now(), queueID)
+func (q *Queue) Retry(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error {
+	return q.transition(queueID, token, 1, `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`,
+		code, message, touba.FormatTime(notBefore), q.now(), queueID, token)
 }
 
 // Postpone puts a running entry back to pending, due at notBefore, and
 // gives back the attempt its lease counted: the run could not start (its
 // effect was held elsewhere, a file did not answer), which is no try.
-func (q *Queue) Postpone(ctx context.Context, queueID string, notBefore time.Time, code, message string) error {
-	return q.transition(queueID, 1, `UPDATE entries SET status = 'pending', attempts = MAX(attempts - 1, 0),
+func (q *Queue) Postpone(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error {
+	return q.transition(queueID, token, 1, `UPDATE entries SET status = 'pending', attempts = MAX(attempts - 1, 0),
 		error_code = NULLIF(?, ''), error_message = NULLIF(?, ''), not_before = ?, updated_at = ?
-		WHERE queue_id = ? AND status = 'running'`,
-		code, message, touba.FormatTime(notBefore), q.now(), queueID)
+		WHERE queue_id = ? AND status = 'running' AND lease_token = ?`,
+		code, message, touba.FormatTime(notBefore), q.now(), queueID, token)
+}
+
+// Renew checks that the caller still holds the lease: leases of the queue
+// file never expire (one process owns it), so there is nothing to extend.
+func (q *Queue) Renew(ctx context.Context, queueID string, token int64) error {
+	var st string
+	var cur int64
+	err := q.db.Read.QueryRowContext(ctx, `SELECT status, lease_token FROM entries WHERE queue_id = ?`, queueID).Scan(&st, &cur)
+	if err != nil {
+		return fmt.Errorf("renew lease of %s: %w", queueID, err)
+	}
+	return notHeld(queueID, token, st, cur)
+}
+
+// notHeld explains a guarded change that matched no row: LeaseLost when
+// the entry was leased again under another token, else not running.
+func notHeld(queueID string, token int64, status string, cur int64) error {
+	if cur != token {
+		return touba.Errorf(touba.ELeaseLost, "entry %s is leased under token %d, not %d", queueID, cur, token)
+	} else if status != touba.StatusRunning {
+		return fmt.Errorf("entry %s: not running", queueID)
+	}
+	return nil
+}
+
+// whyNot reads the entry to explain a guarded change that matched no row.
+func whyNot(ctx context.Context, tx *sqlitex.Tx, queueID string, token int64) error {
+	var st string
+	var cur int64
+	err := tx.QueryRowContext(ctx, `SELECT status, lease_token FROM entries WHERE queue_id = ?`, queueID).Scan(&st, &cur)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("entry %s: not running", queueID)
+	} else if err != nil {
+		return fmt.Errorf("entry %s: %w", queueID, err)
+	}
+	if err := notHeld(queueID, token, st, cur); err != nil {
+		return err
+	}
+	return fmt.Errorf("entry %s: not running", queueID)
 }
 
 // transition runs one guarded update through the writer; pending is how
 // the pending count moves when it applies.
-func (q *Queue) transition(queueID string, pending int64, query string, args ...any) error {
+func (q *Queue) transition(queueID string, token, pending int64, query string, args ...any) error {
 	return q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return 0, fmt.Errorf("entry %s: %w", queueID, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
-			return 0, fmt.Errorf("entry %s: not running", queueID)
+			return 0, whyNot(ctx, tx, queueID, token)
 		}
 		return pending, nil
 	})

@@ -52,17 +52,17 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("pending=%d after lease, want 1", q.Pending())
 	}
 	// A retry not yet due is not leased; b is.
-	if err := q.Retry(ctx, a.QueueID, time.Now().Add(time.Hour), "HandlerFailed", "boom"); err != nil {
+	if err := q.Retry(ctx, a.QueueID, leaseToken(t, q, a.QueueID), time.Now().Add(time.Hour), "HandlerFailed", "boom"); err != nil {
 		t.Fatal(err)
 	}
 	got, _ = q.Lease(ctx, 10)
 	if len(got) != 1 || got[0].QueueID != b.QueueID {
 		t.Fatalf("lease after retry: %+v", got)
 	}
-	if err := q.Finish(ctx, b.QueueID, touba.StatusDone, "", ""); err != nil {
+	if err := q.Finish(ctx, b.QueueID, leaseToken(t, q, b.QueueID), touba.StatusDone, "", ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.Finish(ctx, b.QueueID, touba.StatusDone, "", ""); err == nil {
+	if err := q.Finish(ctx, b.QueueID, leaseToken(t, q, b.QueueID), touba.StatusDone, "", ""); err == nil {
 		t.Fatal("finishing an entry that is not running succeeded")
 	}
 	if r := enqueue(t, q, "b", "2"); r.Created || r.Status != touba.StatusDone {
@@ -81,7 +81,7 @@ func TestReplayAndRequeue(t *testing.T) {
 	a := enqueue(t, q, "a", "1")
 	b := enqueue(t, q, "b", "2")
 	q.Lease(ctx, 2)
-	if err := q.Finish(ctx, a.QueueID, touba.StatusParked, touba.EEffectOutcomeUnknown, "x"); err != nil {
+	if err := q.Finish(ctx, a.QueueID, leaseToken(t, q, a.QueueID), touba.StatusParked, touba.EEffectOutcomeUnknown, "x"); err != nil {
 		t.Fatal(err)
 	}
 	res, err := q.Replay(ctx, []string{a.QueueID})
@@ -152,11 +152,21 @@ func TestPostponeGivesTheAttemptBack(t *testing.T) {
 	q := mustOpen(t, filepath.Join(t.TempDir(), "q.sqlite"), queue.Options{})
 	a := enqueue(t, q, "a", "1")
 	q.Lease(ctx, 1)
-	if err := q.Postpone(ctx, a.QueueID, time.Now(), touba.EEffectInProgress, "held"); err != nil {
+	if err := q.Postpone(ctx, a.QueueID, leaseToken(t, q, a.QueueID), time.Now(), touba.EEffectInProgress, "held"); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := q.Lease(ctx, 1)
 	if len(got) != 1 || got[0].Attempts != 1 {
 		t.Fatalf("lease after postpone: %+v, want attempt 1 again", got)
 	}
+}
+
+// leaseToken is the token queueID is leased under now, as its holder knows it.
+func leaseToken(tb testing.TB, q *queue.Queue, queueID string) int64 {
+	tb.Helper()
+	d, err := q.Get(context.Background(), queueID)
+	if err != nil || d == nil {
+		return 0
+	}
+	return d.LeaseToken
 }

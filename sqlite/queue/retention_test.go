@@ -52,7 +52,7 @@ func end(tb testing.TB, q *queue.Queue, want, status string) {
 	if err != nil || len(got) != 1 || got[0].QueueID != want {
 		tb.Fatalf("lease: %v %+v, want %s", err, got, want)
 	}
-	if err := q.Finish(context.Background(), want, status, "", ""); err != nil {
+	if err := q.Finish(context.Background(), want, got[0].LeaseToken, status, "", ""); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -135,7 +135,7 @@ func TestPurgeBodiesChunks(t *testing.T) {
 			break
 		}
 		for _, d := range got {
-			if err := q.Finish(ctx, d.QueueID, touba.StatusDone, "", ""); err != nil {
+			if err := q.Finish(ctx, d.QueueID, leaseToken(t, q, d.QueueID), touba.StatusDone, "", ""); err != nil {
 				t.Fatal(err)
 			}
 		}

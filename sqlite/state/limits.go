@@ -113,3 +113,7 @@ func storedSize(d *Delivery, at string, headersJSON []byte) int64 {
 	}
 	return n
 }
+
+// Trim cuts the fields of d a sender controls to their caps, in place, as
+// Log does: for other implementations of the delivery log.
+func Trim(d *Delivery) { trim(d) }

@@ -36,7 +36,9 @@ func (s *State) runErr(err error) {
 
 // SaveStep checkpoints a step's output; it is durable when SaveStep
 // returns. A step is checkpointed once: a second save keeps the first.
-func (s *State) SaveStep(queueID, stepID, runID string, output json.RawMessage) error {
+// The lease token is not checked here: the state file cannot see the
+// queue file's leases, and one process owns both (the journal lock).
+func (s *State) SaveStep(queueID string, _ int64, stepID, runID string, output json.RawMessage) error {
 	now := touba.FormatTime(s.opts.Now())
 	return s.w.Do(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
 		_, err := tx.ExecContext(ctx, qSaveStep, queueID, stepID, runID, string(output), now)

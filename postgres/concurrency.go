@@ -1,0 +1,112 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Per-key concurrency (SPEC §2.1 `concurrency`), as in the SQLite queue
+// (sqlite/queue/schema/0002_concurrency.sql): a pending entry is held while
+// it is not among the first conc_max active entries of its key. Nodes
+// decide it concurrently, so each decision first takes the key's
+// transaction-level advisory lock: two nodes never both count a key's
+// active entries below its max and both let an entry go.
+
+// lockKey takes the advisory lock of a key until the transaction ends.
+func lockKey(ctx context.Context, tx *Tx, ref, key string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(0) || $2, 7))`, ref, key)
+	return err
+}
+
+const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM entries
+	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked') LIMIT $3) a`
+
+const releaseNext = `UPDATE entries SET held = false WHERE held AND queue_id IN (
+	SELECT queue_id FROM entries
+	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked')
+	ORDER BY queue_id LIMIT $3)`
+
+const rehold = `UPDATE entries SET held = NOT (queue_id IN (
+		SELECT queue_id FROM entries
+		WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked')
+		ORDER BY queue_id LIMIT $3)
+	  AND (SELECT COUNT(*) FROM entries WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'running') < $3)
+	WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending'`
+
+// enqueueKeyed decides and inserts one keyed delivery in tx.
+func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
+	d := o.d
+	if err := lockKey(ctx, tx, d.TriggerRef, d.ConcKey); err != nil {
+		return err
+	}
+	var n int
+	if err := tx.QueryRow(ctx, activeOfKey, d.TriggerRef, d.ConcKey, d.ConcMax).Scan(&n); err != nil {
+		return fmt.Errorf("count active entries of key: %w", err)
+	}
+	body := d.Body
+	if body == nil {
+		body = []byte{}
+	}
+	var id string
+	err := tx.QueryRow(ctx, `INSERT INTO entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
+		received_at, status, updated_at, traceparent, conc_key, conc_max, held)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13)
+		ON CONFLICT (trigger_ref, event_id) WHERE event_id <> '' DO NOTHING RETURNING queue_id`,
+		d.QueueID, d.TriggerRef, d.EventID, d.Digest, body, o.headers, d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now,
+		d.TraceParent, d.ConcKey, d.ConcMax, n >= d.ConcMax).Scan(&id)
+	if err == nil {
+		o.res = touba.EnqueueResult{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}
+		return nil
+	} else if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	ex, ok, err := lookup(ctx, tx, d)
+	if err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("entry for %s/%s neither inserted nor found", d.TriggerRef, d.EventID)
+	}
+	o.res = ex
+	return nil
+}
+
+// release lets the next entries of a key go after one left the active set.
+func release(ctx context.Context, tx *Tx, ref, key string, max int) error {
+	if err := lockKey(ctx, tx, ref, key); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, releaseNext, ref, key, max)
+	return err
+}
+
+// reholdKey recomputes the held entries of queueID's key.
+func reholdKey(ctx context.Context, tx *Tx, queueID string) error {
+	var ref string
+	var key *string
+	var max int
+	if err := tx.QueryRow(ctx, `SELECT trigger_ref, conc_key, conc_max FROM entries WHERE queue_id = $1`, queueID).
+		Scan(&ref, &key, &max); err != nil {
+		return err
+	}
+	if key == nil || max <= 0 {
+		return nil
+	}
+	if err := lockKey(ctx, tx, ref, *key); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, rehold, ref, *key, max)
+	return err
+}
+
+// HeldKeys counts the keys that hold back at least one entry.
+func (q *Queue) HeldKeys(ctx context.Context) (int64, error) {
+	var n int64
+	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT trigger_ref, conc_key FROM entries
+		WHERE conc_key IS NOT NULL AND status = 'pending' AND held) k`).Scan(&n)
+	return n, err
+}

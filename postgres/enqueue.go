@@ -1,0 +1,177 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// enqueueOp is one delivery of a batch, decided at commit.
+type enqueueOp struct {
+	d       *touba.Delivery
+	headers string
+	res     touba.EnqueueResult
+}
+
+// Enqueue takes the identity decision and stores a new entry, in the
+// writer's next batch; it returns once that batch committed (or failed).
+func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueResult, error) {
+	hdr := []byte("{}")
+	if d.Headers != nil {
+		var err error
+		if hdr, err = json.Marshal(d.Headers); err != nil {
+			return touba.EnqueueResult{}, fmt.Errorf("encode headers: %w", err)
+		}
+	}
+	if d.ReceivedAt.IsZero() {
+		d.ReceivedAt = q.db.cfg.Now()
+	}
+	newID := d.QueueID == ""
+	if newID {
+		d.QueueID = newIDFunc()
+	}
+	if q.pendingSeen.Load() >= q.db.cfg.MaxPending {
+		// The count seen may be a second old: count again before refusing.
+		if n, err := q.countPending(ctx); err == nil {
+			q.pendingSeen.Store(n)
+		}
+	}
+	if q.pendingSeen.Load() >= q.db.cfg.MaxPending {
+		// Full: a known identity still gets its true answer.
+		if d.EventID != "" {
+			if ex, ok, err := lookup(ctx, q.db.pool, d); err != nil {
+				return touba.EnqueueResult{}, err
+			} else if ok {
+				return ex, nil
+			}
+		}
+		return touba.EnqueueResult{}, touba.ErrQueueFull
+	}
+	op := &enqueueOp{d: d, headers: string(hdr)}
+	keyed := d.ConcKey != "" && d.ConcMax > 0
+	err := q.db.w.DoShared(context.Background(), func(ctx context.Context, tx *Tx) error {
+		if keyed {
+			// Per-key concurrency needs the key's count under its lock:
+			// decided now, in the batch's transaction.
+			return enqueueKeyed(ctx, tx, op, q.db.now())
+		}
+		tx.enq = append(tx.enq, op)
+		return nil
+	})
+	if err = errClosed(err); err != nil {
+		if newID {
+			d.QueueID = ""
+		}
+		return touba.EnqueueResult{}, fmt.Errorf("queue commit: %w", err)
+	}
+	q.batched.Add(1)
+	if op.res.Created {
+		q.enqueued.Add(1)
+		q.pendingSeen.Add(1)
+	} else {
+		d.QueueID = ""
+	}
+	return op.res, nil
+}
+
+var newIDFunc = newID
+
+// qEnqueue decides and inserts a batch of unkeyed deliveries in one
+// statement: the unique index on the identity refuses a second entry, and
+// the rows that were not inserted are joined to the entry holding their
+// identity (as it was before the statement).
+const qEnqueue = `WITH input AS (
+	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
+		$8::text[], $9::text[]) AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, traceparent)),
+ins AS (
+	INSERT INTO entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status,
+		updated_at, traceparent)
+	SELECT queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, 'pending', $10, traceparent
+	FROM input
+	ON CONFLICT (trigger_ref, event_id) WHERE event_id <> '' DO NOTHING
+	RETURNING queue_id)
+SELECT i.queue_id, ins.queue_id IS NOT NULL, COALESCE(e.queue_id, ''), COALESCE(e.digest, ''), COALESCE(e.status, '')
+FROM input i LEFT JOIN ins ON ins.queue_id = i.queue_id
+LEFT JOIN entries e ON e.trigger_ref = i.trigger_ref AND e.event_id = i.event_id AND i.event_id <> ''`
+
+// flushEnqueues runs qEnqueue for ops and fills in each result.
+func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string) error {
+	n := len(ops)
+	ids, refs, evs, digs, hdrs, addrs, recv, tps := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	bodies := make([][]byte, n)
+	byID := make(map[string]*enqueueOp, n)
+	for i, o := range ops {
+		d := o.d
+		ids[i], refs[i], evs[i], digs[i], hdrs[i] = d.QueueID, d.TriggerRef, d.EventID, d.Digest, o.headers
+		addrs[i], recv[i], tps[i] = d.RemoteAddr, touba.FormatTime(d.ReceivedAt), d.TraceParent
+		bodies[i] = d.Body
+		if bodies[i] == nil {
+			bodies[i] = []byte{}
+		}
+		byID[d.QueueID] = o
+	}
+	rows, err := q.Query(ctx, qEnqueue, ids, refs, evs, digs, bodies, hdrs, addrs, recv, tps, now)
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	for rows.Next() {
+		var id string
+		var r touba.EnqueueResult
+		if err := rows.Scan(&id, &r.Created, &r.QueueID, &r.Digest, &r.Status); err != nil {
+			rows.Close()
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		o := byID[id]
+		if r.Created {
+			r = touba.EnqueueResult{QueueID: id, Created: true, Digest: o.d.Digest, Status: touba.StatusPending}
+		}
+		o.res = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	// Not inserted and not found before the statement: the identity was
+	// taken by an earlier delivery of this batch, or by another node's
+	// transaction that committed while this one waited on it.
+	created := map[[2]string]*enqueueOp{}
+	for _, o := range ops {
+		k := [2]string{o.d.TriggerRef, o.d.EventID}
+		switch {
+		case o.res.Created:
+			if o.d.EventID != "" {
+				created[k] = o
+			}
+		case o.res.QueueID != "":
+		case created[k] != nil:
+			first := created[k]
+			o.res = touba.EnqueueResult{QueueID: first.d.QueueID, Digest: first.d.Digest, Status: touba.StatusPending}
+		default:
+			ex, ok, err := lookup(ctx, q, o.d)
+			if err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("entry for %s/%s neither inserted nor found", o.d.TriggerRef, o.d.EventID)
+			}
+			o.res = ex
+		}
+	}
+	return nil
+}
+
+// lookup reads the entry holding d's identity.
+func lookup(ctx context.Context, q querier, d *touba.Delivery) (touba.EnqueueResult, bool, error) {
+	var ex touba.EnqueueResult
+	err := q.QueryRow(ctx, `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = $1 AND event_id = $2 AND event_id <> ''`,
+		d.TriggerRef, d.EventID).Scan(&ex.QueueID, &ex.Digest, &ex.Status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ex, false, nil
+	}
+	return ex, err == nil, err
+}

@@ -1,0 +1,258 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Journal is the effect journal (SPEC §5) in the shared database. As the
+// SQLite journal, each open handle has an owner id that holds its prepared
+// and dispatched effects, and an in-memory claim per effect in progress;
+// here each claim also keeps the lease token its call runs under, which
+// Dispatch and Finish check against the entry in the same transaction.
+type Journal struct {
+	db    *db
+	owner string
+
+	claimMu sync.Mutex
+	claims  map[string]claim
+}
+
+type claim struct {
+	callID string
+	token  int64
+}
+
+func newJournal(d *db) *Journal {
+	return &Journal{db: d, owner: newID(), claims: map[string]claim{}}
+}
+
+var _ touba.EffectJournal = (*Journal)(nil)
+
+func claimKey(scope, effectID string) string { return scope + "\x00" + effectID }
+
+func (j *Journal) claim(scope, effectID, callID string, token int64) bool {
+	j.claimMu.Lock()
+	defer j.claimMu.Unlock()
+	k := claimKey(scope, effectID)
+	if _, held := j.claims[k]; held {
+		return false
+	}
+	j.claims[k] = claim{callID, token}
+	return true
+}
+
+// holds returns callID's claim of an identity in this process.
+func (j *Journal) holds(scope, effectID, callID string) (claim, bool) {
+	j.claimMu.Lock()
+	defer j.claimMu.Unlock()
+	c, ok := j.claims[claimKey(scope, effectID)]
+	return c, ok && c.callID == callID
+}
+
+func (j *Journal) release(scope, effectID, callID string) {
+	j.claimMu.Lock()
+	defer j.claimMu.Unlock()
+	k := claimKey(scope, effectID)
+	if j.claims[k].callID == callID {
+		delete(j.claims, k)
+	}
+}
+
+// submit runs fn in the writer's next batch under its own savepoint.
+func (j *Journal) submit(fn func(ctx context.Context, tx *Tx) error) error {
+	err := j.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
+		tx.journal++
+		return fn(ctx, tx)
+	})
+	return errClosed(err)
+}
+
+// fence checks, in tx, that the entry scope is still leased under token
+// and locks it until the transaction ends, so no take-over commits in
+// between. live also asks that the lease has not expired: a call starts
+// only under a live lease. Token 0 (an operator's action) is not fenced.
+func (j *Journal) fence(ctx context.Context, tx *Tx, scope string, token int64, live bool) error {
+	if token == 0 {
+		return nil
+	}
+	query, args := `SELECT 1 FROM entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'`, []any{scope, token}
+	if live {
+		query, args = query+` AND lease_expires_at IS NOT NULL AND lease_expires_at >= $3`, append(args, j.db.now())
+	}
+	var one int
+	err := tx.QueryRow(ctx, query+` FOR UPDATE`, args...).Scan(&one)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if werr := whyNot(ctx, tx, scope, token); touba.ErrorCode(werr) == touba.ELeaseLost {
+			return werr
+		}
+		return touba.Errorf(touba.ELeaseLost, "the lease of entry %s (token %d) has expired or ended", scope, token)
+	}
+	if err == nil && live {
+		// The call that follows has the whole --lease-ttl (longer than any
+		// binding's timeout) before anyone may take the entry over.
+		_, err = tx.Exec(ctx, `UPDATE entries SET lease_expires_at = $2 WHERE queue_id = $1`, scope,
+			touba.FormatTime(j.db.cfg.Now().Add(j.db.cfg.LeaseTTL)))
+	}
+	return err
+}
+
+const effectCols = `scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state, attempts,
+	call_id, receipt_ref, result, error_code, receipt_error_code, created_at, updated_at, owner`
+
+type row struct {
+	touba.Effect
+	owner string
+}
+
+func scanEffect(s scanner) (*row, error) {
+	var r row
+	var callID, receipt, result, code, rcode, owner *string
+	var created, updated string
+	err := s.Scan(&r.Scope, &r.EffectID, &r.ToolRef, &r.Operation, &r.Fingerprint, &r.RetryMode,
+		&r.State, &r.Attempts, &callID, &receipt, &result, &code, &rcode, &created, &updated, &owner)
+	if err != nil {
+		return nil, err
+	}
+	str := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	r.CallID, r.ReceiptRef, r.ErrorCode, r.ReceiptErrorCode, r.owner = str(callID), str(receipt), str(code), str(rcode), str(owner)
+	if result != nil {
+		r.Result = json.RawMessage(*result)
+	}
+	if r.CreatedAt, err = touba.ParseTime(created); err != nil {
+		return nil, err
+	}
+	if r.UpdatedAt, err = touba.ParseTime(updated); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func getRow(ctx context.Context, q querier, scope, effectID string) (*row, error) {
+	r, err := scanEffect(q.QueryRow(ctx, `SELECT `+effectCols+` FROM effects WHERE scope = $1 AND effect_id = $2`, scope, effectID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return r, err
+}
+
+// Get returns one effect, or nil, nil.
+func (j *Journal) Get(ctx context.Context, scope, effectID string) (*touba.Effect, error) {
+	r, err := getRow(ctx, j.db.pool, scope, effectID)
+	if err != nil || r == nil {
+		return nil, err
+	}
+	return &r.Effect, nil
+}
+
+// List returns the effects that match f, oldest first.
+func (j *Journal) List(ctx context.Context, f touba.EffectFilter) ([]touba.Effect, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.State != "" {
+		where = append(where, "state = "+arg(f.State))
+	}
+	if f.Scope != "" {
+		where = append(where, "scope = "+arg(f.Scope))
+	}
+	q := `SELECT ` + effectCols + ` FROM effects`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY created_at, scope, effect_id`
+	if f.Limit > 0 {
+		q += ` LIMIT ` + arg(f.Limit)
+	}
+	rows, err := j.db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list effects: %w", err)
+	}
+	defer rows.Close()
+	var out []touba.Effect
+	for rows.Next() {
+		r, err := scanEffect(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list effects: %w", err)
+		}
+		out = append(out, r.Effect)
+	}
+	return out, rows.Err()
+}
+
+// Events returns the audit trail of one effect, in order.
+func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]touba.EffectEvent, error) {
+	rows, err := j.db.pool.Query(ctx, `SELECT seq, scope, effect_id, COALESCE(call_id, ''), state, at, COALESCE(detail, '')
+		FROM effect_events WHERE scope = $1 AND effect_id = $2 ORDER BY seq`, scope, effectID)
+	if err != nil {
+		return nil, fmt.Errorf("effect events: %w", err)
+	}
+	defer rows.Close()
+	var out []touba.EffectEvent
+	for rows.Next() {
+		var e touba.EffectEvent
+		var at string
+		if err := rows.Scan(&e.Seq, &e.Scope, &e.EffectID, &e.CallID, &e.State, &at, &e.Detail); err != nil {
+			return nil, err
+		}
+		if e.At, err = touba.ParseTime(at); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// CountByState returns how many effects are in each state.
+func (j *Journal) CountByState(ctx context.Context) (map[string]int64, error) {
+	return countBy(ctx, j.db.pool, `SELECT state, COUNT(*) FROM effects GROUP BY state`)
+}
+
+// JournalStats returns the shared writer's counters.
+func (j *Journal) JournalStats() touba.JournalStats {
+	st := j.db.w.Stats()
+	return touba.JournalStats{Commits: uint64(st.Commits), Transitions: uint64(st.Ops), Failed: uint64(st.Failed),
+		LargestBatch: uint64(st.Largest), Pending: st.Pending}
+}
+
+func appendEvent(ctx context.Context, tx *Tx, scope, effectID, callID, state, at, detail string) error {
+	_, err := tx.Exec(ctx, `INSERT INTO effect_events (scope, effect_id, call_id, state, at, detail)
+		VALUES ($1, $2, NULLIF($3, ''), $4, $5, NULLIF($6, ''))`, scope, effectID, callID, state, at, detail)
+	if err != nil {
+		return fmt.Errorf("append effect event: %w", err)
+	}
+	return nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (j *Journal) holdsSecret(values ...string) bool {
+	for _, v := range values {
+		if j.db.cfg.Secrets.Contains(v) {
+			return true
+		}
+	}
+	return false
+}
+
+func secretRefused(what string) error {
+	return touba.Errorf(touba.ESecretValueRefused, "%s holds a resolved secret value; not stored", what)
+}

@@ -1,0 +1,256 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/sqlite/journal"
+)
+
+// Dispatch moves the effect held by callID from prepared to dispatched,
+// just before the request leaves, under a live lease of its entry (which
+// it renews for the whole --lease-ttl). A lost lease is LeaseLost: the
+// request is not sent.
+func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
+	return j.submit(func(ctx context.Context, tx *Tx) error {
+		c, ok := j.holds(scope, effectID, callID)
+		if ok {
+			if err := j.fence(ctx, tx, scope, c.token, true); err != nil {
+				return err
+			}
+			now := j.db.now()
+			var attempts int
+			err := tx.QueryRow(ctx, `UPDATE effects SET state = 'dispatched', updated_at = $1
+				WHERE scope = $2 AND effect_id = $3 AND state = 'prepared' AND call_id = $4 AND owner = $5
+				RETURNING attempts`, now, scope, effectID, callID, j.owner).Scan(&attempts)
+			if err == nil {
+				return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now,
+					fmt.Sprintf("dispatch attempt %d", attempts))
+			} else if !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("dispatch effect: %w", err)
+			}
+		}
+		r, err := j.heldRow(ctx, tx, scope, effectID, callID, touba.EffectDispatched)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("dispatch effect %s/%s: %w: %s -> dispatched", scope, effectID, touba.ErrTransition, r.State)
+	})
+}
+
+// heldRow reads an effect callID must hold, to explain a guarded update
+// that matched nothing (see sqlite/journal).
+func (j *Journal) heldRow(ctx context.Context, tx *Tx, scope, effectID, callID, to string) (*row, error) {
+	r, err := getRow(ctx, tx, scope, effectID)
+	if err != nil {
+		return nil, fmt.Errorf("effect %s/%s: %w", scope, effectID, err)
+	}
+	held := r != nil && r.CallID == callID && r.owner == j.owner &&
+		(r.State == touba.EffectPrepared || r.State == touba.EffectDispatched)
+	if !held {
+		j.release(scope, effectID, callID)
+	}
+	if r == nil {
+		return nil, fmt.Errorf("effect %s/%s: no such effect", scope, effectID)
+	}
+	if r.State != touba.EffectPrepared && r.State != touba.EffectDispatched {
+		return nil, fmt.Errorf("effect %s/%s: %w: %s -> %s", scope, effectID, touba.ErrTransition, r.State, to)
+	}
+	if _, ok := j.holds(scope, effectID, callID); !ok || r.CallID != callID || r.owner != j.owner {
+		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s is held by call %s, not %s", scope, effectID, r.CallID, callID)
+	}
+	return r, nil
+}
+
+// Finish records the outcome of the call holding the effect. When the
+// entry's lease was taken over meanwhile, nothing changes: the answer is
+// kept as an effect.late_outcome audit event only, and Finish returns
+// LeaseLost.
+func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
+	switch o.State {
+	case touba.EffectApplied, touba.EffectNotApplied, touba.EffectUnknown:
+	default:
+		return fmt.Errorf("finish effect %s/%s: outcome %q is not applied, not_applied or unknown", o.Scope, o.EffectID, o.State)
+	}
+	var dropped error
+	detail := "outcome " + o.State
+	switch {
+	case j.holdsSecret(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail) || j.db.cfg.Secrets.ContainsJSON(o.Result):
+		dropped = secretRefused("effect outcome")
+		o.ReceiptRef, o.Result, o.ErrorCode, o.ReceiptErrorCode = "", nil, touba.ESecretValueRefused, ""
+		detail += "; receipt and result refused: they held a secret value"
+	case o.Result != nil && !json.Valid(o.Result):
+		dropped = fmt.Errorf("finish effect %s/%s: result is not valid JSON; not stored", o.Scope, o.EffectID)
+		o.Result = nil
+		detail += "; result not stored: not valid JSON"
+	default:
+		detail += describe(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail)
+	}
+	var lost error
+	err := j.submit(func(ctx context.Context, tx *Tx) error {
+		lost = nil
+		now := j.db.now()
+		c, ok := j.holds(o.Scope, o.EffectID, o.CallID)
+		if ok {
+			if err := j.fence(ctx, tx, o.Scope, c.token, false); touba.ErrorCode(err) == touba.ELeaseLost {
+				lost = err
+				return appendEvent(ctx, tx, o.Scope, o.EffectID, o.CallID, "late_outcome", now,
+					fmt.Sprintf("effect.late_outcome: node %s reported %s after losing its lease (token %d); not applied to the journal",
+						j.db.cfg.NodeID, detail, c.token))
+			} else if err != nil {
+				return err
+			}
+			var result any
+			if o.Result != nil {
+				result = string(o.Result)
+			}
+			tag, err := tx.Exec(ctx, `UPDATE effects SET state = $1, receipt_ref = $2, result = $3, error_code = $4,
+				receipt_error_code = $5, updated_at = $6, owner = NULL
+				WHERE scope = $7 AND effect_id = $8 AND state IN ('prepared', 'dispatched') AND call_id = $9 AND owner = $10`,
+				o.State, nullable(o.ReceiptRef), result, nullable(o.ErrorCode), nullable(o.ReceiptErrorCode), now,
+				o.Scope, o.EffectID, o.CallID, j.owner)
+			if err != nil {
+				return fmt.Errorf("finish effect: %w", err)
+			}
+			if tag.RowsAffected() == 1 {
+				return appendEvent(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State, now, detail)
+			}
+		}
+		if _, err := j.heldRow(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State); err != nil {
+			return err
+		}
+		return fmt.Errorf("finish effect %s/%s: %w", o.Scope, o.EffectID, touba.ErrTransition)
+	})
+	if err != nil {
+		return err
+	}
+	j.release(o.Scope, o.EffectID, o.CallID)
+	if lost != nil {
+		return lost
+	}
+	return dropped
+}
+
+func describe(receiptRef, errorCode, receiptErrorCode, detail string) string {
+	var b strings.Builder
+	for _, kv := range [][2]string{{"receipt_ref", receiptRef}, {"error_code", errorCode}, {"receipt_error_code", receiptErrorCode}} {
+		if kv[1] != "" {
+			fmt.Fprintf(&b, " %s=%s", kv[0], kv[1])
+		}
+	}
+	if detail != "" {
+		b.WriteString("; " + detail)
+	}
+	return b.String()
+}
+
+// Resolve records an operator's verdict on an unknown effect.
+func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r touba.EffectResolution) error {
+	var result any
+	switch r.State {
+	case touba.EffectApplied:
+		if r.ReceiptRef == "" {
+			return fmt.Errorf("resolve effect %s/%s: applied needs a receipt ref", scope, effectID)
+		}
+		raw := r.Result
+		if raw == nil {
+			raw, _ = json.Marshal(map[string]string{"receipt_ref": r.ReceiptRef})
+		} else if !json.Valid(raw) {
+			return fmt.Errorf("resolve effect %s/%s: result is not valid JSON", scope, effectID)
+		}
+		if j.holdsSecret(r.ReceiptRef, r.Operator) || j.db.cfg.Secrets.ContainsJSON(raw) {
+			return secretRefused("resolution")
+		}
+		result = string(raw)
+	case touba.EffectNotApplied:
+		if r.ReceiptRef != "" || r.Result != nil {
+			return fmt.Errorf("resolve effect %s/%s: not_applied takes no receipt or result", scope, effectID)
+		}
+		if j.holdsSecret(r.Operator) {
+			return secretRefused("resolution")
+		}
+	default:
+		return fmt.Errorf("resolve effect %s/%s: verdict %q is not applied or not_applied", scope, effectID, r.State)
+	}
+	detail := "operator resolve: " + r.State
+	if r.ReceiptRef != "" {
+		detail += " receipt_ref=" + r.ReceiptRef
+	}
+	if r.Operator != "" {
+		detail += " by " + r.Operator
+	}
+	return j.submit(func(ctx context.Context, tx *Tx) error {
+		cur, err := getRow(ctx, tx, scope, effectID)
+		if err != nil {
+			return fmt.Errorf("resolve effect: %w", err)
+		} else if cur == nil {
+			return fmt.Errorf("resolve effect %s/%s: no such effect", scope, effectID)
+		}
+		now := j.db.now()
+		if j.orphaned(cur) {
+			if err := markUnknown(ctx, tx, cur, now, journal.OrphanDetail); err != nil {
+				return err
+			}
+			cur.State = touba.EffectUnknown
+		}
+		if cur.State != touba.EffectUnknown {
+			return touba.Errorf(touba.EEffectNotUnknown, "effect %s/%s is %s, not unknown", scope, effectID, cur.State)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE effects SET state = $1, receipt_ref = $2, result = $3, error_code = NULL,
+			receipt_error_code = NULL, updated_at = $4, owner = NULL WHERE scope = $5 AND effect_id = $6 AND state = 'unknown'`,
+			r.State, nullable(r.ReceiptRef), result, now, scope, effectID); err != nil {
+			return fmt.Errorf("resolve effect: %w", err)
+		}
+		return appendEvent(ctx, tx, scope, effectID, cur.CallID, r.State, now, detail)
+	})
+}
+
+// Abandon releases an effect whose call ended without its outcome
+// journaled, and records a dispatched one unknown.
+func (j *Journal) Abandon(ctx context.Context, scope, effectID, callID string) error {
+	if _, ok := j.holds(scope, effectID, callID); !ok {
+		return nil
+	}
+	j.release(scope, effectID, callID)
+	return j.submit(func(ctx context.Context, tx *Tx) error {
+		r, err := getRow(ctx, tx, scope, effectID)
+		if err != nil {
+			return fmt.Errorf("abandon effect %s/%s: %w", scope, effectID, err)
+		}
+		if r == nil || r.CallID != callID || r.owner != j.owner {
+			return nil
+		}
+		switch r.State {
+		case touba.EffectDispatched:
+			return markUnknown(ctx, tx, r, j.db.now(), journal.OrphanDetail)
+		case touba.EffectPrepared:
+			_, err := tx.Exec(ctx, `UPDATE effects SET owner = NULL
+				WHERE scope = $1 AND effect_id = $2 AND state = 'prepared' AND call_id = $3`, scope, effectID, callID)
+			return err
+		}
+		return nil
+	})
+}
+
+func (j *Journal) orphaned(r *row) bool {
+	if r == nil || r.State != touba.EffectDispatched || r.owner != j.owner {
+		return false
+	}
+	j.claimMu.Lock()
+	defer j.claimMu.Unlock()
+	_, held := j.claims[claimKey(r.Scope, r.EffectID)]
+	return !held
+}
+
+// Orphaned reports whether the effect is dispatched by this handle with
+// no call of this process holding it.
+func (j *Journal) Orphaned(ctx context.Context, scope, effectID string) bool {
+	r, err := getRow(ctx, j.db.pool, scope, effectID)
+	return err == nil && j.orphaned(r)
+}

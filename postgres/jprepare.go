@@ -1,0 +1,142 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/sqlite/journal"
+)
+
+// Prepare is the atomic reservation of an effect (SPEC §5), under the
+// entry's lease when p.LeaseToken is set: see sqlite/journal.Prepare, whose
+// rules it follows row for row.
+func (j *Journal) Prepare(ctx context.Context, p touba.EffectPrepare) (*touba.Effect, error) {
+	if err := journal.ValidatePrepare(p); err != nil {
+		return nil, err
+	}
+	if j.holdsSecret(p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.CallID) {
+		return nil, secretRefused("effect identity")
+	}
+	if !j.claim(p.Scope, p.EffectID, p.CallID, p.LeaseToken) {
+		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s is in progress in this process", p.Scope, p.EffectID)
+	}
+	var out *touba.Effect
+	var refused *touba.RefusedError
+	err := j.submit(func(ctx context.Context, tx *Tx) error {
+		if err := j.fence(ctx, tx, p.Scope, p.LeaseToken, true); err != nil {
+			return err
+		}
+		e, err := j.prepareTx(ctx, tx, p)
+		out, refused = e, nil
+		if errors.As(err, &refused) {
+			return nil
+		}
+		return err
+	})
+	if err == nil && refused != nil {
+		err = refused
+	}
+	if err != nil {
+		j.release(p.Scope, p.EffectID, p.CallID)
+		var re *touba.RefusedError
+		if errors.As(err, &re) {
+			return &re.Effect, err
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func (j *Journal) prepareTx(ctx context.Context, tx *Tx, p touba.EffectPrepare) (*touba.Effect, error) {
+	now := j.db.now()
+	if orig, ok := touba.IsCompensation(p.EffectID); ok {
+		o, err := getRow(ctx, tx, p.Scope, orig)
+		if err != nil {
+			return nil, fmt.Errorf("prepare compensation: %w", err)
+		} else if o == nil || o.State != touba.EffectApplied {
+			return nil, fmt.Errorf("prepare compensation %s/%s: %w", p.Scope, p.EffectID, touba.ErrNotCompensable)
+		}
+	}
+	r, err := getRow(ctx, tx, p.Scope, p.EffectID)
+	if err != nil {
+		return nil, fmt.Errorf("prepare effect: %w", err)
+	}
+	if r == nil {
+		tag, err := tx.Exec(ctx, `INSERT INTO effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
+			attempts, call_id, created_at, updated_at, owner, lease_token)
+			VALUES ($1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10) ON CONFLICT DO NOTHING`,
+			p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, j.owner, p.LeaseToken)
+		if err != nil {
+			return nil, fmt.Errorf("prepare effect: %w", err)
+		}
+		if tag.RowsAffected() != 1 {
+			return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s was created by another call", p.Scope, p.EffectID)
+		}
+		at, _ := touba.ParseTime(now)
+		e := &touba.Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
+			Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
+			CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
+		return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1")
+	}
+	if r.State == touba.EffectDispatched && r.owner == j.owner && r.CallID != p.CallID {
+		if err := markUnknown(ctx, tx, r, now, journal.OrphanDetail); err != nil {
+			return nil, err
+		}
+		r.State, r.owner = touba.EffectUnknown, ""
+	}
+	if refused := j.refusePrepare(r, p); refused != nil {
+		return nil, refused
+	}
+	tag, err := tx.Exec(ctx, `UPDATE effects SET state = 'prepared', attempts = attempts + 1, call_id = $1,
+		tool_ref = $2, retry_mode = $3, receipt_ref = NULL, result = NULL, error_code = NULL,
+		receipt_error_code = NULL, updated_at = $4, owner = $5, lease_token = $6
+		WHERE scope = $7 AND effect_id = $8 AND state = $9 AND attempts = $10`,
+		p.CallID, p.ToolRef, p.RetryMode, now, j.owner, p.LeaseToken, p.Scope, p.EffectID, r.State, r.Attempts)
+	if err != nil {
+		return nil, fmt.Errorf("prepare effect: %w", err)
+	}
+	if tag.RowsAffected() != 1 {
+		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s changed under another call", p.Scope, p.EffectID)
+	}
+	e := r.Effect
+	e.State, e.Attempts, e.CallID, e.ToolRef, e.RetryMode = touba.EffectPrepared, r.Attempts+1, p.CallID, p.ToolRef, p.RetryMode
+	e.ReceiptRef, e.Result, e.ErrorCode, e.ReceiptErrorCode = "", nil, "", ""
+	e.UpdatedAt, _ = touba.ParseTime(now)
+	return &e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now,
+		fmt.Sprintf("prepare attempt %d (was %s)", e.Attempts, r.State))
+}
+
+// refusePrepare decides whether a stored row allows a new attempt (SPEC §5).
+func (j *Journal) refusePrepare(r *row, p touba.EffectPrepare) *touba.RefusedError {
+	refuse := func(code, format string, args ...any) *touba.RefusedError {
+		return &touba.RefusedError{Effect: r.Effect, Code: code, Reason: fmt.Sprintf(format, args...)}
+	}
+	if r.Fingerprint != p.Fingerprint {
+		return refuse(touba.EEffectRequestConflict, "stored fingerprint %s differs from %s", r.Fingerprint, p.Fingerprint)
+	}
+	switch r.State {
+	case touba.EffectApplied:
+		return refuse("", "already applied (receipt %q)", r.ReceiptRef)
+	case touba.EffectDispatched:
+		return refuse(touba.EEffectInProgress, "dispatched by call %s", r.CallID)
+	case touba.EffectPrepared:
+		if r.owner != "" && r.owner != j.owner {
+			return refuse(touba.EEffectInProgress, "prepared by call %s of another journal handle", r.CallID)
+		}
+	case touba.EffectUnknown:
+		mode := r.RetryMode
+		if mode == touba.RetryIdempotencyKey {
+			mode = p.RetryMode
+		}
+		switch mode {
+		case touba.RetryIdempotencyKey:
+		case touba.RetryReconcile:
+			return refuse(touba.EEffectReconciliationRequired, "outcome unknown; retry mode reconcile needs an operator")
+		default:
+			return refuse(touba.EEffectOutcomeUnknown, "outcome unknown; retry mode %s is not safe to repeat", mode)
+		}
+	}
+	return nil
+}

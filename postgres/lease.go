@@ -1,0 +1,246 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// change runs fn in the writer's next batch, under its own savepoint, and
+// waits for the batch, whatever the caller's context: the change may be
+// committing, and the caller must not act before knowing.
+func (q *Queue) change(fn func(ctx context.Context, tx *Tx) error) error {
+	err := errClosed(q.db.w.Do(context.Background(), fn))
+	if err != nil && touba.ErrorCode(err) == touba.EINTERNAL {
+		return fmt.Errorf("queue commit: %w", err)
+	}
+	return err
+}
+
+func (q *Queue) expiry() string { return touba.FormatTime(q.db.cfg.Now().Add(q.db.cfg.LeaseTTL)) }
+
+// takeOver is an entry leased after its previous lease expired.
+type takeOver struct{ queueID, oldOwner string }
+
+// Lease takes up to n entries: first running entries whose lease expired
+// (their node died or was cut off), then due pending ones, oldest first,
+// each locked with FOR UPDATE SKIP LOCKED so that nodes leasing at once
+// never take the same entry. Each gets a new fencing token. Before an
+// expired entry is returned, its dispatched effects are recorded unknown
+// (SPEC §8), in the same transaction.
+func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
+	var out []*touba.Delivery
+	var took []takeOver
+	err := q.change(func(ctx context.Context, tx *Tx) error {
+		out, took = out[:0], took[:0]
+		now, node, exp := q.db.now(), q.db.cfg.NodeID, q.expiry()
+		for _, pick := range []string{
+			`SELECT queue_id FROM entries WHERE status = 'running' AND lease_expires_at < $1
+				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
+			`SELECT queue_id FROM entries WHERE status = 'pending' AND NOT held AND (not_before IS NULL OR not_before <= $1)
+				ORDER BY queue_id LIMIT $2 FOR UPDATE SKIP LOCKED`,
+		} {
+			if len(out) >= n {
+				break
+			}
+			rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
+				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner FROM entries e JOIN picked USING (queue_id))
+				UPDATE entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, lease_expires_at = $4,
+					lease_token = nextval('lease_tokens'), updated_at = $1
+				FROM old WHERE e.queue_id = old.queue_id
+				RETURNING old.status, old.owner, `+qualified("e."), now, n-len(out), node, exp)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var was, oldOwner string
+				d, err := scanEntry(prefixScanner{rows, []any{&was, &oldOwner}})
+				if err != nil {
+					rows.Close()
+					return err
+				}
+				if was == touba.StatusRunning {
+					took = append(took, takeOver{queueID: d.QueueID, oldOwner: oldOwner})
+				}
+				out = append(out, d)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		}
+		if len(took) > 0 {
+			return q.db.takeOverEffects(ctx, tx, took, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	for _, t := range took {
+		q.db.log.Warn().Str("event", "lease.taken_over").Str("queue_id", t.queueID).Str("previous_node", t.oldOwner).
+			Msg("lease expired; entry taken over from another node")
+	}
+	return out, nil
+}
+
+// qualified is entryColumns with each column read from alias p.
+func qualified(p string) string {
+	return p + `queue_id, ` + p + `trigger_ref, ` + p + `event_id, ` + p + `digest, ` + p + `body, ` + p + `headers, ` +
+		p + `remote_addr, ` + p + `received_at, ` + p + `status, ` + p + `attempts, COALESCE(` + p + `error_code, ''), ` +
+		p + `updated_at, ` + p + `traceparent, COALESCE(` + p + `conc_key, ''), ` + p + `conc_max, ` + p + `held, ` +
+		p + `lease_token, COALESCE(` + p + `lease_owner, '')`
+}
+
+// prefixScanner scans leading columns into extra, then the rest as an entry.
+type prefixScanner struct {
+	rows  pgx.Rows
+	extra []any
+}
+
+func (s prefixScanner) Scan(dest ...any) error {
+	return s.rows.Scan(append(s.extra, dest...)...)
+}
+
+// Finish ends a running entry held under token as done, failed or parked.
+func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status, code, message string) error {
+	switch status {
+	case touba.StatusDone, touba.StatusFailed, touba.StatusParked:
+	default:
+		return fmt.Errorf("finish %s: bad status %q", queueID, status)
+	}
+	return q.change(func(ctx context.Context, tx *Tx) error {
+		var ref string
+		var key *string
+		var max int
+		err := tx.QueryRow(ctx, `UPDATE entries SET status = $1, error_code = NULLIF($2, ''), error_message = NULLIF($3, ''),
+			not_before = NULL, updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
+			WHERE queue_id = $5 AND status = 'running' AND lease_token = $6
+			RETURNING trigger_ref, conc_key, conc_max`, status, code, message, q.db.now(), queueID, token).Scan(&ref, &key, &max)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return whyNot(ctx, tx, queueID, token)
+		} else if err != nil {
+			return err
+		}
+		if status != touba.StatusParked && key != nil && max > 0 {
+			return release(ctx, tx, ref, *key, max)
+		}
+		return nil
+	})
+}
+
+// Retry puts a running entry held under token back to pending.
+func (q *Queue) Retry(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error {
+	return q.back(queueID, token, `attempts`, notBefore, code, message)
+}
+
+// Postpone is Retry giving back the attempt the lease counted.
+func (q *Queue) Postpone(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error {
+	return q.back(queueID, token, `GREATEST(attempts - 1, 0)`, notBefore, code, message)
+}
+
+func (q *Queue) back(queueID string, token int64, attempts string, notBefore time.Time, code, message string) error {
+	return q.change(func(ctx context.Context, tx *Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE entries SET status = 'pending', attempts = `+attempts+`,
+			error_code = NULLIF($1, ''), error_message = NULLIF($2, ''), not_before = $3, updated_at = $4,
+			lease_owner = NULL, lease_expires_at = NULL
+			WHERE queue_id = $5 AND status = 'running' AND lease_token = $6`,
+			code, message, touba.FormatTime(notBefore), q.db.now(), queueID, token)
+		if err != nil {
+			return err
+		} else if tag.RowsAffected() != 1 {
+			return whyNot(ctx, tx, queueID, token)
+		}
+		return nil
+	})
+}
+
+// Renew extends the lease held under token by --lease-ttl from now.
+func (q *Queue) Renew(ctx context.Context, queueID string, token int64) error {
+	return q.change(func(ctx context.Context, tx *Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE entries SET lease_expires_at = $1
+			WHERE queue_id = $2 AND status = 'running' AND lease_token = $3`, q.expiry(), queueID, token)
+		if err != nil {
+			return err
+		} else if tag.RowsAffected() != 1 {
+			return whyNot(ctx, tx, queueID, token)
+		}
+		return nil
+	})
+}
+
+// whyNot explains a guarded change that matched no row: LeaseLost when the
+// entry is leased under another token, else not running.
+func whyNot(ctx context.Context, tx *Tx, queueID string, token int64) error {
+	var st, owner string
+	var cur int64
+	err := tx.QueryRow(ctx, `SELECT status, lease_token, COALESCE(lease_owner, '') FROM entries WHERE queue_id = $1`, queueID).
+		Scan(&st, &cur, &owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("entry %s: not running", queueID)
+	} else if err != nil {
+		return err
+	}
+	if cur != token {
+		return touba.Errorf(touba.ELeaseLost, "entry %s is leased under token %d (node %q), not %d", queueID, cur, owner, token)
+	}
+	return fmt.Errorf("entry %s: not running", queueID)
+}
+
+// RequeueRunning puts back to pending the entries this node id left
+// running (a restart under the same --node-id). Other nodes' running
+// entries are theirs until their lease expires.
+func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
+	var n int64
+	err := q.change(func(ctx context.Context, tx *Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, updated_at = $1,
+			lease_owner = NULL, lease_expires_at = NULL WHERE status = 'running' AND lease_owner = $2`, q.db.now(), q.db.cfg.NodeID)
+		n = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("requeue running: %w", err)
+	}
+	return n, nil
+}
+
+// Replay puts failed and parked entries back to pending with the same
+// queue id; ids in other states are reported, not changed.
+func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult, error) {
+	var out []touba.ReplayResult
+	err := q.change(func(ctx context.Context, tx *Tx) error {
+		out = out[:0]
+		for _, id := range ids {
+			var st string
+			err := tx.QueryRow(ctx, `SELECT status FROM entries WHERE queue_id = $1 FOR UPDATE`, id).Scan(&st)
+			if errors.Is(err, pgx.ErrNoRows) {
+				out = append(out, touba.ReplayResult{QueueID: id, Reason: "no such entry"})
+				continue
+			} else if err != nil {
+				return err
+			}
+			if st != touba.StatusFailed && st != touba.StatusParked {
+				out = append(out, touba.ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed and parked entries are replayed"})
+				continue
+			}
+			if _, err := tx.Exec(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1
+				WHERE queue_id = $2`, q.db.now(), id); err != nil {
+				return err
+			}
+			if err := reholdKey(ctx, tx, id); err != nil {
+				return err
+			}
+			out = append(out, touba.ReplayResult{QueueID: id, From: st})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	return out, nil
+}

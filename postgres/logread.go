@@ -1,0 +1,87 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+const logColumns = `delivery_id, at, trigger_ref, event_id, digest, status_code, error_code, queue_id, remote_addr, headers, body`
+
+func scanLog(sc scanner) (*touba.LoggedDelivery, error) {
+	var d touba.LoggedDelivery
+	var at, hdr string
+	var body []byte
+	if err := sc.Scan(&d.DeliveryID, &at, &d.TriggerRef, &d.EventID, &d.Digest, &d.StatusCode, &d.ErrorCode,
+		&d.QueueID, &d.RemoteAddr, &hdr, &body); err != nil {
+		return nil, err
+	}
+	var err error
+	if d.At, err = touba.ParseTime(at); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(hdr), &d.Headers); err != nil {
+		return nil, err
+	}
+	d.Body, d.BodyStored = body, body != nil
+	return &d, nil
+}
+
+// Deliveries lists log rows, newest first.
+func (s *State) Deliveries(ctx context.Context, f touba.LogFilter) ([]*touba.LoggedDelivery, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.Rejected {
+		where = append(where, "status_code >= 400")
+	}
+	if f.Code != "" {
+		where = append(where, "error_code = "+arg(f.Code))
+	}
+	if f.TriggerRef != "" {
+		where = append(where, "trigger_ref = "+arg(f.TriggerRef))
+	}
+	if f.QueueID != "" {
+		where = append(where, "queue_id = "+arg(f.QueueID))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "at >= "+arg(touba.FormatTime(f.Since)))
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	q := `SELECT ` + logColumns + ` FROM deliveries`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY seq DESC LIMIT ` + arg(f.Limit)
+	rows, err := s.db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*touba.LoggedDelivery
+	for rows.Next() {
+		d, err := scanLog(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// Delivery returns one log row, or nil when there is none.
+func (s *State) Delivery(ctx context.Context, id string) (*touba.LoggedDelivery, error) {
+	d, err := scanLog(s.db.pool.QueryRow(ctx, `SELECT `+logColumns+` FROM deliveries WHERE delivery_id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return d, err
+}

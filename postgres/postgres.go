@@ -1,0 +1,279 @@
+// Package postgres keeps the queue, the identities, the run state, the
+// delivery log and the effect journal of any number of touba-trigger nodes
+// in one PostgreSQL (15 or later) database, schema touba (SPEC §8), behind
+// the root package's storage interfaces: the multi-node sibling of package
+// sqlite.
+//
+// Every write goes through one group-commit engine per node
+// (internal/commit with a pgx backend): intake deliveries waiting together
+// are decided and inserted by one statement (a multi-row INSERT ... ON
+// CONFLICT on the identity) and answered only after COMMIT returned.
+// Entries are leased with FOR UPDATE SKIP LOCKED for --lease-ttl, under a
+// fencing token from a sequence; every change a node makes to an entry, its
+// checkpoints and its effects checks that token in the same statement, so a
+// node whose lease was taken over changes nothing (LeaseLost). The node
+// taking over first turns the entry's dispatched effects unknown.
+package postgres
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
+	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/internal/uuidv7"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Schema is the PostgreSQL schema of every table.
+const Schema = "touba"
+
+// migrateLock is the pg_advisory_lock key under which nodes migrate: one
+// at a time, the others wait and find the work done.
+const migrateLock = 0x746f756261 // "touba"
+
+// Config says which database and how to use it.
+type Config struct {
+	URL string // postgres://...
+	// NodeID names this node in leases and audit events; default
+	// hostname:pid.
+	NodeID string
+	// LeaseTTL is how long a lease lasts unrenewed; default 60s.
+	LeaseTTL time.Duration
+	// RequeueRunning puts the entries this node id left running back to
+	// pending (a restart with the same --node-id); other nodes' are left
+	// to lease expiry.
+	RequeueRunning bool
+	// Recover runs the journal's recovery at open (the daemon's start-up):
+	// dispatched effects no live lease holds become unknown.
+	Recover    bool
+	MaxPending int64            // default 1,000,000 (counted across nodes, refreshed every second)
+	Now        func() time.Time // default time.Now
+	Secrets    *secret.Set
+	// LogMaxRows and LogMaxAge bound the delivery log; defaults 1,000,000
+	// and 168h.
+	LogMaxRows int64
+	LogMaxAge  time.Duration
+	// OnJournalCommit sees each commit holding journal transitions.
+	OnJournalCommit func(transitions int, took time.Duration)
+	Log             zerolog.Logger
+	// MaxConns bounds the pool; default 16.
+	MaxConns int32
+}
+
+// Store is one node's open stores on the database.
+type Store struct {
+	Queue   *Queue
+	State   *State
+	Journal *Journal
+	// Recovered are the effects found dispatched at open under entries no
+	// live lease holds, now unknown.
+	Recovered []touba.Effect
+	// Requeued counts this node's entries found running at open.
+	Requeued int64
+
+	db *db
+}
+
+// db is what the three stores share: the pool, the writer and the options.
+type db struct {
+	pool *pgxpool.Pool
+	w    *commit.Writer[*Tx]
+	cfg  Config
+	log  zerolog.Logger
+}
+
+func (d *db) now() string { return touba.FormatTime(d.cfg.Now()) }
+
+// Open connects, checks that commits are durable, migrates the schema
+// under an advisory lock and opens the stores.
+func Open(ctx context.Context, c Config) (_ *Store, err error) {
+	if c.NodeID == "" {
+		host, _ := os.Hostname()
+		c.NodeID = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 60 * time.Second
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 1_000_000
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.LogMaxRows <= 0 {
+		c.LogMaxRows = 1_000_000
+	}
+	if c.LogMaxAge <= 0 {
+		c.LogMaxAge = 168 * time.Hour
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 16
+	}
+	pc, err := pgxpool.ParseConfig(c.URL)
+	if err != nil {
+		return nil, touba.Errorf(touba.ECONFIG, "--database: %v", err)
+	}
+	pc.ConnConfig.RuntimeParams["search_path"] = Schema
+	pc.ConnConfig.RuntimeParams["application_name"] = "touba-trigger " + c.NodeID
+	pc.MaxConns = c.MaxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			pool.Close()
+		}
+	}()
+	if err := checkDurable(ctx, pool); err != nil {
+		return nil, err
+	}
+	if err := migrate(ctx, pool); err != nil {
+		return nil, err
+	}
+	d := &db{pool: pool, cfg: c, log: c.Log}
+	d.w = commit.New[*Tx](backend{pool: pool, now: d.now}, commit.Options{MaxBatch: 1024, Queue: 4096})
+	s := &Store{db: d}
+	s.Queue = newQueue(d)
+	s.State = newState(d)
+	s.Journal = newJournal(d)
+	if err := s.Queue.start(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if c.RequeueRunning {
+		if s.Requeued, err = s.Queue.RequeueRunning(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	if c.Recover {
+		if s.Recovered, err = s.Journal.Recover(ctx); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("journal recovery: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// checkDurable refuses a database where a commit may return before it is
+// on disk: a 202 must survive a crash (SPEC §8).
+func checkDurable(ctx context.Context, pool *pgxpool.Pool) error {
+	var sc string
+	if err := pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sc); err != nil {
+		return fmt.Errorf("connect to the database: %w", err)
+	}
+	if sc == "off" {
+		return touba.Errorf(touba.ECONFIG, "the database has synchronous_commit = off: a commit may be lost after it returned, "+
+			"so no 202 could be trusted; set it to on (or local, remote_write, remote_apply)")
+	}
+	return nil
+}
+
+// migrate applies, in name order and one transaction each, the embedded
+// migrations not yet recorded, holding the advisory lock so that nodes
+// starting together migrate once.
+func migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
+		return fmt.Errorf("migrate: advisory lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema+`;
+		CREATE TABLE IF NOT EXISTS `+Schema+`.schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	names, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		base := name[strings.LastIndex(name, "/")+1:]
+		body, err := fs.ReadFile(migrations, name)
+		if err != nil {
+			return err
+		}
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM `+Schema+`.schema_migrations WHERE name = $1`, base).Scan(&n); err != nil || n > 0 {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+Schema+`;`+string(body)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+Schema+`.schema_migrations (name, applied_at) VALUES ($1, $2)`,
+				base, touba.FormatTime(time.Now()))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", base, err)
+		}
+	}
+	var format string
+	if err := conn.QueryRow(ctx, `SELECT value FROM `+Schema+`.meta WHERE key = 'format'`).Scan(&format); err != nil || format != "touba-effect-journal-v1" {
+		return touba.Errorf(touba.ECONFIG, "schema %s: journal format %q, want touba-effect-journal-v1 (%v)", Schema, format, err)
+	}
+	return nil
+}
+
+// NodeID is the node's name in leases and audit events.
+func (s *Store) NodeID() string { return s.db.cfg.NodeID }
+
+// EffectJournal returns the journal as the interface.
+func (s *Store) EffectJournal() touba.EffectJournal { return s.Journal }
+
+// Ping checks that the database answers, for /readyz.
+func (s *Store) Ping(ctx context.Context) error { return s.db.pool.Ping(ctx) }
+
+// Close stops the writer after what was submitted, records what this node
+// still held dispatched as unknown, and closes the pool. Idempotent.
+func (s *Store) Close() error {
+	if s.db.pool == nil {
+		return nil
+	}
+	if s.State != nil {
+		s.State.close()
+	}
+	if s.Queue != nil {
+		s.Queue.close()
+	}
+	s.db.w.Close()
+	var err error
+	if s.Journal != nil {
+		err = s.Journal.abandon(context.Background())
+	}
+	s.db.pool.Close()
+	s.db.pool = nil
+	return err
+}
+
+// newID is the id of a new entry or journal handle.
+func newID() string { return uuidv7.New() }
+
+// errClosed maps the writer's closed error to the stores' sentinel.
+func errClosed(err error) error {
+	if errors.Is(err, commit.ErrClosed) {
+		return touba.ErrClosed
+	}
+	return err
+}

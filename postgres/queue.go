@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Queue is the queue of every node: entries, identities and leases.
+type Queue struct {
+	db       *db
+	enqueued atomic.Int64
+	batched  atomic.Int64
+	// pendingSeen is the count of pending entries of every node, read
+	// every second: the --max-pending check of intake, which must not
+	// cost a count per request.
+	pendingSeen atomic.Int64
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+}
+
+func newQueue(d *db) *Queue { return &Queue{db: d, stop: make(chan struct{})} }
+
+var _ touba.QueueStore = (*Queue)(nil)
+
+// start reads the pending count, and refreshes it every second.
+func (q *Queue) start(ctx context.Context) error {
+	n, err := q.countPending(ctx)
+	if err != nil {
+		return fmt.Errorf("queue: count pending: %w", err)
+	}
+	q.pendingSeen.Store(n)
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-q.stop:
+				return
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if n, err := q.countPending(ctx); err == nil {
+				q.pendingSeen.Store(n)
+			}
+			cancel()
+		}
+	}()
+	return nil
+}
+
+func (q *Queue) close() {
+	q.closeOnce.Do(func() { close(q.stop); q.wg.Wait() })
+}
+
+func (q *Queue) countPending(ctx context.Context) (int64, error) {
+	var n int64
+	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM entries WHERE status = 'pending'`).Scan(&n)
+	return n, err
+}
+
+// Pending returns the number of pending entries of every node, read now
+// (or -1 when the database does not answer).
+func (q *Queue) Pending() int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := q.countPending(ctx)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// Ping checks that the database answers, for /readyz.
+func (q *Queue) Ping(ctx context.Context) error {
+	_, err := q.db.pool.Exec(ctx, `SELECT 1`)
+	return err
+}
+
+// QueueStats counts this node's intake work.
+func (q *Queue) QueueStats() touba.QueueStats {
+	return touba.QueueStats{Commits: q.db.w.Stats().Commits, Enqueued: q.enqueued.Load(), Batched: q.batched.Load()}
+}
+
+const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
+	status, attempts, COALESCE(error_code, ''), updated_at, traceparent, COALESCE(conc_key, ''), conc_max, held,
+	lease_token, COALESCE(lease_owner, '')`
+
+type scanner interface{ Scan(...any) error }
+
+func scanEntry(s scanner) (*touba.Delivery, error) {
+	var d touba.Delivery
+	var hdr, recv, upd string
+	if err := s.Scan(&d.QueueID, &d.TriggerRef, &d.EventID, &d.Digest, &d.Body, &hdr, &d.RemoteAddr, &recv,
+		&d.Status, &d.Attempts, &d.ErrorCode, &upd, &d.TraceParent, &d.ConcKey, &d.ConcMax, &d.Held,
+		&d.LeaseToken, &d.LeaseOwner); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(hdr), &d.Headers); err != nil {
+		return nil, fmt.Errorf("entry %s: headers: %w", d.QueueID, err)
+	}
+	var err error
+	if d.ReceivedAt, err = touba.ParseTime(recv); err != nil {
+		return nil, fmt.Errorf("entry %s: received_at: %w", d.QueueID, err)
+	}
+	if d.UpdatedAt, err = touba.ParseTime(upd); err != nil {
+		return nil, fmt.Errorf("entry %s: updated_at: %w", d.QueueID, err)
+	}
+	return &d, nil
+}

@@ -1,0 +1,187 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Get returns one entry, or nil and no error when there is none.
+func (q *Queue) Get(ctx context.Context, queueID string) (*touba.Delivery, error) {
+	d, err := scanEntry(q.db.pool.QueryRow(ctx, `SELECT `+entryColumns+` FROM entries WHERE queue_id = $1`, queueID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return d, err
+}
+
+// Detail returns the entry's error message, retry time and body size.
+func (q *Queue) Detail(ctx context.Context, queueID string) (*touba.EntryDetail, error) {
+	var msg, notBefore *string
+	var size *int64
+	err := q.db.pool.QueryRow(ctx, `SELECT error_message, not_before, length(body)::bigint FROM entries WHERE queue_id = $1`,
+		queueID).Scan(&msg, &notBefore, &size)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("entry %s: %w", queueID, err)
+	}
+	d := &touba.EntryDetail{BodyBytes: -1}
+	if msg != nil {
+		d.ErrorMessage = *msg
+	}
+	if size != nil {
+		d.BodyBytes = *size
+	}
+	if notBefore != nil {
+		t, err := touba.ParseTime(*notBefore)
+		if err != nil {
+			return nil, fmt.Errorf("entry %s: not_before: %w", queueID, err)
+		}
+		d.NotBefore = &t
+	}
+	return d, nil
+}
+
+// List returns entries in queue order (oldest first).
+func (q *Queue) List(ctx context.Context, f touba.EntryFilter) ([]*touba.Delivery, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	if f.Status != "" {
+		where = append(where, "status = "+arg(f.Status))
+	}
+	if f.TriggerRef != "" {
+		where = append(where, "trigger_ref = "+arg(f.TriggerRef))
+	}
+	if f.Held {
+		where = append(where, "status = 'pending' AND held")
+	}
+	if f.Limit <= 0 {
+		f.Limit = 100
+	}
+	query := `SELECT ` + entryColumns + ` FROM entries`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY queue_id LIMIT ` + arg(f.Limit)
+	rows, err := q.db.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list entries: %w", err)
+	}
+	defer rows.Close()
+	var out []*touba.Delivery
+	for rows.Next() {
+		d, err := scanEntry(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// IDsByStatus lists queue ids in a state, optionally of one trigger.
+func (q *Queue) IDsByStatus(ctx context.Context, status, triggerRef string) ([]string, error) {
+	rows, err := q.db.pool.Query(ctx, `SELECT queue_id FROM entries WHERE status = $1 AND ($2 = '' OR trigger_ref = $2)
+		ORDER BY queue_id`, status, triggerRef)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// CountByStatus returns how many entries are in each state.
+func (q *Queue) CountByStatus(ctx context.Context) (map[string]int64, error) {
+	return countBy(ctx, q.db.pool, `SELECT status, COUNT(*) FROM entries GROUP BY status`)
+}
+
+func countBy(ctx context.Context, db querier, query string) (map[string]int64, error) {
+	rows, err := db.Query(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var s string
+		var n int64
+		if err := rows.Scan(&s, &n); err != nil {
+			return nil, err
+		}
+		out[s] = n
+	}
+	return out, rows.Err()
+}
+
+// OldestPending returns when the oldest pending entry was received.
+func (q *Queue) OldestPending(ctx context.Context) (time.Time, bool, error) {
+	var at string
+	err := q.db.pool.QueryRow(ctx, `SELECT received_at FROM entries WHERE status = 'pending' ORDER BY queue_id LIMIT 1`).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	} else if err != nil {
+		return time.Time{}, false, fmt.Errorf("oldest pending: %w", err)
+	}
+	t, err := touba.ParseTime(at)
+	return t, err == nil, err
+}
+
+// purgeChunk bounds one retention statement.
+const purgeChunk = 500
+
+// PurgeBodies drops the bodies and headers of entries done before cutoff;
+// the rows (identities and digests) stay.
+func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error) {
+	before := touba.FormatTime(cutoff)
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var n int64
+		err := q.change(func(ctx context.Context, tx *Tx) error {
+			tag, err := tx.Exec(ctx, `UPDATE entries SET body = NULL, headers = '{}'
+				WHERE queue_id IN (SELECT queue_id FROM entries
+					WHERE status = 'done' AND updated_at < $1 AND body IS NOT NULL LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, purgeChunk)
+			n = tag.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("purge bodies: %w", err)
+		}
+		total += n
+		if n < purgeChunk {
+			return total, nil
+		}
+	}
+}
+
+// RunRetention purges, now and then every quarter of retention (between a
+// second and an hour), the bodies of entries done more than retention ago.
+// Every node runs it; SKIP LOCKED keeps them out of each other's way.
+func (q *Queue) RunRetention(ctx context.Context, retention time.Duration, report func(purged int64, err error)) {
+	if retention <= 0 {
+		return
+	}
+	every := min(max(retention/4, time.Second), time.Hour)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		n, err := q.PurgeBodies(ctx, q.db.cfg.Now().Add(-retention))
+		if (n > 0 || err != nil) && ctx.Err() == nil && report != nil {
+			report(n, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

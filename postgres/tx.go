@@ -1,0 +1,119 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Tx is one batch of the writer. The transaction begins at the first
+// statement, so a batch of intake deliveries alone needs no BEGIN: their
+// one INSERT ... ON CONFLICT is sent at commit and, alone, commits itself
+// (one round trip). Anything else in the batch runs in a real transaction
+// with the deliveries' statement last, before COMMIT.
+type Tx struct {
+	pool *pgxpool.Pool
+	tx   pgx.Tx
+	enq  []*enqueueOp
+	// journal counts the batch's journal transitions, for metrics.
+	journal int
+}
+
+func (t *Tx) begin(ctx context.Context) error {
+	if t.tx != nil {
+		return nil
+	}
+	tx, err := t.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	t.tx = tx
+	return nil
+}
+
+// Exec runs a statement in the batch's transaction.
+func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.begin(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return t.tx.Exec(ctx, sql, args...)
+}
+
+// Query runs a query in the batch's transaction.
+func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	return t.tx.Query(ctx, sql, args...)
+}
+
+// QueryRow runs a one-row query in the batch's transaction.
+func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := t.begin(ctx); err != nil {
+		return errRow{err}
+	}
+	return t.tx.QueryRow(ctx, sql, args...)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// backend is internal/commit's view of the pool.
+type backend struct {
+	pool *pgxpool.Pool
+	now  func() string
+}
+
+func (b backend) Begin(ctx context.Context) (*Tx, error) { return &Tx{pool: b.pool}, nil }
+
+func (b backend) Commit(ctx context.Context, t *Tx) error {
+	if len(t.enq) > 0 {
+		var q querier = b.pool
+		if t.tx != nil {
+			q = t.tx
+		}
+		if err := flushEnqueues(ctx, q, t.enq, b.now()); err != nil {
+			return err
+		}
+	}
+	if t.tx == nil {
+		return nil
+	}
+	return t.tx.Commit(ctx)
+}
+
+func (b backend) Rollback(t *Tx) {
+	if t.tx != nil {
+		t.tx.Rollback(context.Background())
+	}
+}
+
+// Isolate runs fn under a savepoint: its error undoes only its writes.
+func (b backend) Isolate(ctx context.Context, t *Tx, fn func() error) (opErr, fatal error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := t.tx.Exec(ctx, `SAVEPOINT op`); err != nil {
+		return nil, fmt.Errorf("savepoint: %w", err)
+	}
+	if opErr = fn(); opErr != nil {
+		if _, err := t.tx.Exec(ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
+			return opErr, fmt.Errorf("rollback to savepoint: %w", err)
+		}
+	}
+	if _, err := t.tx.Exec(ctx, `RELEASE SAVEPOINT op`); err != nil {
+		return opErr, fmt.Errorf("release savepoint: %w", err)
+	}
+	return opErr, nil
+}
+
+// querier is a pool, a connection or a transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}

@@ -1,0 +1,100 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/manifest"
+	"github.com/touba/touba-trigger/postgres"
+	"github.com/touba/touba-trigger/sqlite"
+	"github.com/touba/touba-trigger/sqlite/journal"
+	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/sqlite/state"
+)
+
+// queueStore is what the server needs of a queue beyond touba.QueueStore.
+type queueStore interface {
+	touba.QueueStore
+	HeldKeys(ctx context.Context) (int64, error)
+	RunRetention(ctx context.Context, retention time.Duration, report func(purged int64, err error))
+}
+
+// stores is one backend's open stores, so the server does not care which:
+// the three SQLite files, or a PostgreSQL database shared with other nodes.
+type stores struct {
+	Queue   queueStore
+	State   touba.StateStore
+	Journal touba.EffectJournal // nil without one
+	Lock    *journal.Lock       // the SQLite journal's lock; nil otherwise
+	// Recovered are the effects found dispatched at open, now unknown;
+	// Requeued the entries found running, now pending.
+	Recovered []touba.Effect
+	Requeued  int64
+	// Shared is true on a database other nodes use too.
+	Shared bool
+	Close  func() error
+}
+
+// storeConfig is how to open the stores, whichever the backend.
+type storeConfig struct {
+	Queue, State, Journal string // the SQLite files
+	Database              string // postgres://...; set, the files are not used
+	NodeID                string
+	LeaseTTL              time.Duration
+	TakeOverStaleLock     bool
+	ExistingOnly          bool // the CLI: create nothing
+	Daemon                bool // requeue and recover at open
+	MaxPending            int64
+	StateOptions          state.Options
+	Secrets               *secret.Set
+	OnJournalCommit       func(int, time.Duration)
+	Log                   zerolog.Logger
+}
+
+func openStores(ctx context.Context, c storeConfig) (*stores, error) {
+	if c.Database != "" {
+		st, err := postgres.Open(ctx, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
+			RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
+			LogMaxRows: c.StateOptions.LogMaxRows, LogMaxAge: c.StateOptions.LogMaxAge,
+			OnJournalCommit: c.OnJournalCommit, Log: c.Log})
+		if err != nil {
+			return nil, err
+		}
+		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Recovered: st.Recovered,
+			Requeued: st.Requeued, Shared: true, Close: st.Close}, nil
+	}
+	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,
+		TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: c.ExistingOnly, RequeueRunning: c.Daemon,
+		QueueOptions: queue.Options{MaxPending: c.MaxPending}, StateOptions: c.StateOptions,
+		Secrets: c.Secrets, OnJournalCommit: c.OnJournalCommit, Log: c.Log})
+	if err != nil {
+		return nil, err
+	}
+	return &stores{Queue: st.Queue, State: st.State, Journal: st.EffectJournal(), Lock: st.Lock,
+		Recovered: st.Recovered, Requeued: st.Requeued, Close: st.Close}, nil
+}
+
+// leaseMargin is how much longer than the slowest binding's call a lease
+// must last: a lease renewed as the request leaves then outlives the call
+// by this much, for the outcome's commit and clock skew between nodes.
+const leaseMargin = 5 * time.Second
+
+// checkLeaseTTL refuses a --lease-ttl under which a lease could expire
+// while a call still legitimately runs (SPEC §8).
+func checkLeaseTTL(m *manifest.Manifest, ttl time.Duration) error {
+	for ref, b := range m.Bindings {
+		timeout := time.Duration(b.TimeoutMS) * time.Millisecond
+		if b.Handler.Options != nil {
+			timeout = max(timeout, time.Duration(b.Handler.Options.TimeoutSec)*time.Second)
+		}
+		if ttl < timeout+leaseMargin {
+			return touba.Errorf(touba.ECONFIG, "--lease-ttl %s is shorter than the timeout of %s (%s) plus a margin of %s: "+
+				"a lease could expire under a call still running", ttl, ref, timeout, leaseMargin)
+		}
+	}
+	return nil
+}
