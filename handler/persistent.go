@@ -69,15 +69,9 @@ func NewPersistent(spec ProcessSpec, opts PersistentOptions) (Runner, error) {
 	if opts.MaxInFlight < 0 || opts.MaxCalls < 0 || opts.IdleTimeout < 0 {
 		return nil, touba.Errorf(touba.ECONFIG, "persistent handler: negative max_in_flight, max_calls or idle_timeout")
 	}
-	if opts.MaxInFlight == 0 {
-		opts.MaxInFlight = DefaultMaxInFlight
-	}
-	if opts.MaxCalls == 0 {
-		opts.MaxCalls = DefaultMaxCalls
-	}
-	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = DefaultIdleTimeout
-	}
+	orDefault(&opts.MaxInFlight, DefaultMaxInFlight)
+	orDefault(&opts.MaxCalls, DefaultMaxCalls)
+	orDefault(&opts.IdleTimeout, DefaultIdleTimeout)
 	r := &persistentRunner{
 		spec:    spec,
 		opts:    opts,

@@ -75,9 +75,7 @@ func checkProcessSpec(spec ProcessSpec) (ProcessSpec, error) {
 			return spec, touba.Errorf(touba.ECONFIG, "process handler: secret %q cannot be an environment variable", name)
 		}
 	}
-	if spec.MaxPayload == 0 {
-		spec.MaxPayload = DefaultMaxPayload
-	}
+	orDefault(&spec.MaxPayload, DefaultMaxPayload)
 	return spec, nil
 }
 

@@ -155,3 +155,11 @@ func refuseUnsent(req *Request, closed bool, maxPayload int64) *Result {
 	}
 	return nil
 }
+
+// orDefault sets *v to def when it is the zero value: a spec's unset limit.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}

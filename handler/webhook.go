@@ -62,21 +62,11 @@ func NewWebhook(spec WebhookSpec) (Runner, error) {
 	if spec.Timeout < 0 || spec.MaxPayload < 0 || spec.MaxTries < 0 || spec.InitialInterval < 0 || spec.MaxInterval < 0 {
 		return nil, touba.Errorf(touba.ECONFIG, "webhook handler: negative timeout, limit or interval")
 	}
-	if spec.Timeout == 0 {
-		spec.Timeout = DefaultWebhookTimeout
-	}
-	if spec.MaxPayload == 0 {
-		spec.MaxPayload = DefaultMaxPayload
-	}
-	if spec.MaxTries == 0 {
-		spec.MaxTries = DefaultMaxTries
-	}
-	if spec.InitialInterval == 0 {
-		spec.InitialInterval = DefaultInitialInterval
-	}
-	if spec.MaxInterval == 0 {
-		spec.MaxInterval = DefaultMaxInterval
-	}
+	orDefault(&spec.Timeout, DefaultWebhookTimeout)
+	orDefault(&spec.MaxPayload, DefaultMaxPayload)
+	orDefault(&spec.MaxTries, DefaultMaxTries)
+	orDefault(&spec.InitialInterval, DefaultInitialInterval)
+	orDefault(&spec.MaxInterval, DefaultMaxInterval)
 	spec.MaxInterval = max(spec.MaxInterval, spec.InitialInterval)
 	w := &webhookRunner{spec: spec, client: spec.Client,
 		log: spec.Log.With().Str("handler", "webhook").Str("url", redactURL(u)).Logger()}
