@@ -105,7 +105,8 @@ func bodyOf(b []byte) *Body {
 
 // Entries lists queue entries, oldest first.
 func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
-	list, err := s.Queue.List(ctx, touba.EntryFilter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Held: f.Held, Limit: f.Limit})
+	list, err := s.Queue.List(ctx, touba.EntryFilter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Held: f.Held,
+		After: f.After, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +266,7 @@ func doneHint(ctx context.Context, s *Service, d *touba.Delivery) string {
 // Deliveries lists delivery log rows, newest first.
 func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]touba.LoggedDelivery, error) {
 	rows, err := s.State.Deliveries(ctx, touba.LogFilter{Rejected: f.Rejected, Code: f.Code,
-		TriggerRef: TriggerRef(f.TriggerRef), Since: f.Since, Limit: f.Limit})
+		TriggerRef: TriggerRef(f.TriggerRef), Since: f.Since, Before: f.Before, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,9 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
 	if f.Held {
 		where = append(where, "status = 'pending' AND held = 1")
 	}
+	if f.After != "" {
+		where, args = append(where, "queue_id > ?"), append(args, f.After)
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}

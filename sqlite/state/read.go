@@ -53,6 +53,10 @@ func (s *State) Deliveries(ctx context.Context, f LogFilter) ([]*Delivery, error
 	if !f.Since.IsZero() {
 		where, args = append(where, "at >= ?"), append(args, touba.FormatTime(f.Since))
 	}
+	if f.Before != "" {
+		where = append(where, "seq < (SELECT seq FROM deliveries WHERE delivery_id = ?)")
+		args = append(args, f.Before)
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
