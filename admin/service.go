@@ -35,7 +35,13 @@ type Service struct {
 	// Keyed, when set, gives a delivery replayed from the log its
 	// concurrency key under the running program, as intake would.
 	Keyed func(d *touba.Delivery)
-	Log   zerolog.Logger
+	// HeldKeys, when set, counts the concurrency keys holding entries back
+	// (the console's overview).
+	HeldKeys func(ctx context.Context) (int64, error)
+	// Compensable, when set, tells whether the binding of a tool declares
+	// compensation support, so the console offers it only there.
+	Compensable func(toolRef string) bool
+	Log         zerolog.Logger
 
 	busy busy // entries an operator action is working on
 	// afterCompensateCheck, set by tests, runs between a compensation's

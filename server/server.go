@@ -44,6 +44,10 @@ type Config struct {
 	LogMaxBytes                        int64
 	LogMaxAge                          time.Duration
 	TrustedProxies                     []netip.Prefix
+	// ConsoleListen serves the operator console (SPEC §6.1) when set;
+	// ConsoleToken is what its requests must prove (required then).
+	ConsoleListen string
+	ConsoleToken  []byte
 
 	Log     zerolog.Logger
 	Tracing *tracing.Tracing // nil: off
@@ -72,6 +76,8 @@ type Server struct {
 	httpAddr, metAddr   net.Addr
 	conns               *connTracker // the webhook listener and its connections
 	adminSrv            *admin.Server
+	consoleSrv          *http.Server
+	consoleAddr         net.Addr
 	activated           bool // the webhook listener came from systemd
 	stopping            atomic.Bool
 	serveErr            chan error

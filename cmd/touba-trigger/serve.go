@@ -57,9 +57,16 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.Int64Var(&f.LogMaxBodyBytes, "delivery-log-max-body-bytes", 256<<20, "stored rejected bodies kept, in bytes (oldest dropped first)")
 	proxies := fs.String("trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed for source.allow_from, comma-separated")
 	fs.Int64Var(&f.LogMaxBytes, "delivery-log-max-bytes", 1<<30, "delivery log size, every column counted, in bytes (oldest rows pruned first)")
+	fs.StringVar(&f.ConsoleListen, "console-listen", "", "address of the operator console (keep it on loopback or behind a TLS proxy); off unless given")
+	tokenFile := fs.String("console-token-file", "", "file holding the console's token; default: the systemd credential console-token")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
+	}
+	if f.ConsoleListen != "" {
+		if f.ConsoleToken, err = loadConsoleToken(*tokenFile); err != nil {
+			return err
+		}
 	}
 	if f.TrustedProxies, err = trigger.ParseCIDRList(*proxies); err != nil {
 		return usageError{err: fmt.Errorf("--trusted-proxies: %w", err)}
