@@ -125,7 +125,7 @@ func (c *Console) effect(w http.ResponseWriter, r *http.Request) {
 	}
 	_, isComp := touba.IsCompensation(id)
 	c.render(w, r, http.StatusOK, "effect", map[string]any{"E": d, "Eff": eff, "Step": step, "Before": before,
-		"Unknown": eff.State == touba.EffectUnknown || eff.State == touba.EffectDispatched,
+		"Unknown":     eff.State == touba.EffectUnknown || eff.State == touba.EffectDispatched,
 		"Compensable": eff.State == touba.EffectApplied && !isComp && c.svc.CanCompensate(eff.ToolRef),
 		"Replayable":  d.Status == touba.StatusFailed || d.Status == touba.StatusParked})
 }
