@@ -147,7 +147,14 @@ func (c *Console) unauthorized(w http.ResponseWriter, r *http.Request, msg strin
 }
 
 func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, status int, next, msg string) {
-	form := randomHex()
+	// One form token per browser while it logs in: a page loaded in
+	// another tab (or a stray request) must not invalidate the form shown.
+	form := ""
+	if ck, err := r.Cookie(loginCookie); err == nil && len(ck.Value) == 64 {
+		form = ck.Value
+	} else {
+		form = randomHex()
+	}
 	http.SetCookie(w, cookie(r, loginCookie, form, 600))
 	w.Header().Set("WWW-Authenticate", `Bearer realm="touba-trigger console"`)
 	c.render(w, r, status, "login", map[string]any{"Next": safeNext(next), "Form": form, "Message": msg})
@@ -159,7 +166,8 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	ck, err := r.Cookie(loginCookie)
 	form := r.PostFormValue("form")
 	if err != nil || form == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(form)) != 1 {
-		c.showLogin(w, r, http.StatusForbidden, r.PostFormValue("next"), errCSRF.Error())
+		_, text := errText(errCSRF)
+		c.showLogin(w, r, http.StatusForbidden, r.PostFormValue("next"), text)
 		return
 	}
 	if !c.auth.tokenOK(r.PostFormValue("token")) {

@@ -16,12 +16,12 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"embed"
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -122,7 +122,13 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("Cache-Control", "no-store")
-	if r.URL.Path == "/login" || bytes.HasPrefix([]byte(r.URL.Path), []byte("/static/")) {
+	if r.URL.Path == "/favicon.ico" {
+		// Browsers ask for it on every page; answered without a login
+		// page, whose new form cookie would replace the one being used.
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/") {
 		c.mux.ServeHTTP(w, r)
 		return
 	}
