@@ -28,7 +28,7 @@ func (c *Console) replayEntry(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	rep, err := c.svc.ReplayEntries(r.Context(), admin.ReplayRequest{IDs: []string{id}})
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	res := result{Title: "Replay of entry " + id, Links: []link{{"/entries/" + id, "the entry"}}}
@@ -38,7 +38,7 @@ func (c *Console) replayEntry(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		// Nothing replayed is a refusal, like the CLI's exit status.
-		c.fail(w, r, nil, touba.Errorf(touba.ENothingReplayed, "entry %s was not replayed: %s %s", id, it.Reason, it.Hint))
+		c.fail(w, r, touba.Errorf(touba.ENothingReplayed, "entry %s was not replayed: %s %s", id, it.Reason, it.Hint))
 		return
 	}
 	c.render(w, r, http.StatusOK, "result", res)
@@ -56,7 +56,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		if raw := strings.TrimSpace(r.PostFormValue("result")); raw != "" {
 			var v any
 			if err := json.Unmarshal([]byte(raw), &v); err != nil {
-				c.fail(w, r, nil, touba.Errorf(touba.EBadRequest, "the result is not valid JSON: %v; nothing was stored", err))
+				c.fail(w, r, touba.Errorf(touba.EBadRequest, "the result is not valid JSON: %v; nothing was stored", err))
 				return
 			}
 			req.Result = json.RawMessage(raw)
@@ -64,7 +64,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := c.svc.Resolve(r.Context(), req)
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	res := result{Title: "Effect " + id + " resolved " + out.Effect.State,
@@ -86,7 +86,7 @@ func (c *Console) compensate(w http.ResponseWriter, r *http.Request) {
 	scope, id := r.PathValue("scope"), r.PathValue("effect")
 	out, err := c.svc.Compensate(r.Context(), admin.CompensateRequest{Scope: scope, EffectID: id})
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	res := result{Title: "Compensation " + out.CompensationID + ": " + out.State,
@@ -114,12 +114,12 @@ func (c *Console) replayDelivery(w http.ResponseWriter, r *http.Request) {
 	out, err := c.svc.ReplayDelivery(r.Context(), admin.DeliveryReplayRequest{DeliveryID: id,
 		NewEventID: r.PostFormValue("new_event_id") == "1"})
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	if out.Code != "" {
 		// Answered like intake: the identity is held by another entry.
-		c.fail(w, r, nil, touba.Errorf(out.Code, "%s (entry %s) %s", out.Message, out.QueueID, out.Hint))
+		c.fail(w, r, touba.Errorf(out.Code, "%s (entry %s) %s", out.Message, out.QueueID, out.Hint))
 		return
 	}
 	res := result{Title: "Delivery " + id + " replayed: " + out.Status,

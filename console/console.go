@@ -138,7 +138,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodPost && sess != nil && !sess.csrfOK(r.PostFormValue("csrf")) {
-		c.fail(w, r, sess, errCSRF)
+		c.fail(w, r, errCSRF)
 		return
 	}
 	ctx := admin.WithOperator(r.Context(), "console: "+who+" from "+r.RemoteAddr)

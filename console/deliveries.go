@@ -18,14 +18,14 @@ func (c *Console) deliveries(w http.ResponseWriter, r *http.Request) {
 	if since != "" {
 		t, err := parseSince(c.now(), since)
 		if err != nil {
-			c.fail(w, r, nil, touba.Errorf(touba.EBadRequest, "since %q: give a duration (90m, 24h) or a time (2026-03-01T12:00:00Z)", since))
+			c.fail(w, r, touba.Errorf(touba.EBadRequest, "since %q: give a duration (90m, 24h) or a time (2026-03-01T12:00:00Z)", since))
 			return
 		}
 		f.Since = t
 	}
 	rows, err := c.svc.Deliveries(r.Context(), f)
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	data := map[string]any{"Rows": rows, "F": f, "Since": since}
@@ -52,7 +52,7 @@ func parseSince(now time.Time, s string) (time.Time, error) {
 func (c *Console) delivery(w http.ResponseWriter, r *http.Request) {
 	d, err := c.svc.Delivery(r.Context(), r.PathValue("id"))
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	data := map[string]any{"D": d}
@@ -60,7 +60,7 @@ func (c *Console) delivery(w http.ResponseWriter, r *http.Request) {
 		if e, err := c.svc.Entry(r.Context(), d.QueueID); err == nil {
 			data["Entry"] = e
 		} else if touba.ErrorCode(err) != touba.ENotFound {
-			c.fail(w, r, nil, err)
+			c.fail(w, r, err)
 			return
 		}
 	}

@@ -15,7 +15,7 @@ var statuses = []string{touba.StatusPending, touba.StatusRunning, touba.StatusDo
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	o, err := c.svc.Overview(r.Context())
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	type count struct {
@@ -40,12 +40,12 @@ func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
 	after := r.URL.Query().Get("after")
 	list, err := c.svc.Entries(r.Context(), admin.EntryFilter{Status: touba.StatusParked, After: after, Limit: c.pageSize})
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	effs, err := c.svc.Effects(r.Context(), admin.EffectFilter{State: touba.EffectUnknown, Limit: 500})
 	if err != nil && touba.ErrorCode(err) != touba.EEffectJournalRequired {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	data := map[string]any{"Entries": list, "Effects": effs, "After": after, "Journal": err == nil}
@@ -60,12 +60,12 @@ func (c *Console) entries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := admin.EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger"), After: q.Get("after"), Limit: c.pageSize}
 	if f.Status != "" && !slices.Contains(statuses, f.Status) {
-		c.fail(w, r, nil, touba.Errorf(touba.EBadRequest, "status %q: want one of %v", f.Status, statuses))
+		c.fail(w, r, touba.Errorf(touba.EBadRequest, "status %q: want one of %v", f.Status, statuses))
 		return
 	}
 	list, err := c.svc.Entries(r.Context(), f)
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	data := map[string]any{"Entries": list, "F": f, "Statuses": statuses}
@@ -83,7 +83,7 @@ func (c *Console) entries(w http.ResponseWriter, r *http.Request) {
 func (c *Console) entry(w http.ResponseWriter, r *http.Request) {
 	d, err := c.svc.Entry(r.Context(), r.PathValue("id"))
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	comp := map[string]bool{}
@@ -101,7 +101,7 @@ func (c *Console) effect(w http.ResponseWriter, r *http.Request) {
 	scope, id := r.PathValue("scope"), r.PathValue("effect")
 	d, err := c.svc.Entry(r.Context(), scope)
 	if err != nil {
-		c.fail(w, r, nil, err)
+		c.fail(w, r, err)
 		return
 	}
 	var eff *admin.EffectDetail
@@ -111,7 +111,7 @@ func (c *Console) effect(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if eff == nil {
-		c.fail(w, r, nil, touba.Errorf(touba.ENotFound, "no effect %s/%s in the journal", scope, id))
+		c.fail(w, r, touba.Errorf(touba.ENotFound, "no effect %s/%s in the journal", scope, id))
 		return
 	}
 	step := stepOf(scope, id)

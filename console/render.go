@@ -68,7 +68,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 
 // fail shows a refusal or an error with its public code, with the HTTP
 // status of the one code table.
-func (c *Console) fail(w http.ResponseWriter, r *http.Request, _ *loginSession, err error) {
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code, text := errText(err)
 	if code == touba.EINTERNAL {
 		c.log.Error().Err(err).Str("path", r.URL.Path).Msg("console request failed")
