@@ -27,7 +27,11 @@ type LogFilter struct {
 	TriggerRef string
 	QueueID    string
 	Since      time.Time
-	Limit      int // default 100
+	// Before is a keyset cursor: only rows logged before the row with this
+	// delivery_id (the last one of the previous page); an unknown id
+	// matches nothing.
+	Before string
+	Limit  int // default 100
 }
 
 // OperatorEvent is one entry of the operators' audit trail: who did what to

@@ -21,7 +21,11 @@ type EntryFilter struct {
 	Status     string
 	TriggerRef string
 	Held       bool // only pending entries held back behind an earlier one of their key
-	Limit      int  // default 100
+	// After is a keyset cursor: only entries whose queue_id sorts after it
+	// (the last one of the previous page), so a page costs the same at the
+	// millionth entry as at the first.
+	After string
+	Limit int // default 100
 }
 
 // EntryDetail is what a listing leaves out of one entry.

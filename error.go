@@ -69,6 +69,12 @@ const (
 	// EAdminForbidden: the admin socket's peer is neither root nor the
 	// daemon's own user.
 	EAdminForbidden = "AdminForbidden"
+	// Console (§6.1): a request without the console's token or session,
+	// a POST without its session's CSRF token, and a --console-listen
+	// given no token to check.
+	EConsoleUnauthorized  = "ConsoleUnauthorized"
+	EConsoleCSRFInvalid   = "ConsoleCsrfInvalid"
+	EConsoleTokenRequired = "ConsoleTokenRequired"
 )
 
 // statuses is the one code → HTTP status table, for intake (SPEC §3.1) and
@@ -86,6 +92,8 @@ var statuses = map[string]int{
 	EEntryBusy:                   http.StatusConflict,
 	ELeaseLost:                   http.StatusConflict,
 	EAdminForbidden:              http.StatusForbidden,
+	EConsoleUnauthorized:         http.StatusUnauthorized,
+	EConsoleCSRFInvalid:          http.StatusForbidden,
 	EMethodNotAllowed:            http.StatusMethodNotAllowed,
 	ETriggerUnavailable:          http.StatusServiceUnavailable,
 	ETriggerSourceForbidden:      http.StatusForbidden,

@@ -39,6 +39,7 @@ type EntryFilter struct {
 	Status     string `json:"status,omitempty"`
 	TriggerRef string `json:"trigger_ref,omitempty"`
 	Held       bool   `json:"held,omitempty"`  // only entries held back behind their concurrency key
+	After      string `json:"after,omitempty"` // keyset cursor: entries after this queue_id
 	Limit      int    `json:"limit,omitempty"` // default 100
 }
 
@@ -124,7 +125,8 @@ type DeliveryFilter struct {
 	Code       string    `json:"code,omitempty"`
 	TriggerRef string    `json:"trigger_ref,omitempty"`
 	Since      time.Time `json:"since,omitempty"`
-	Limit      int       `json:"limit,omitempty"` // default 100
+	Before     string    `json:"before,omitempty"` // keyset cursor: rows logged before this delivery_id
+	Limit      int       `json:"limit,omitempty"`  // default 100
 }
 
 // DeliveryDetail is one delivery log row with its stored body, and whether

@@ -106,7 +106,7 @@ func post[T any](ctx context.Context, c *Client, path string, in any) (T, error)
 // Entries implements API.
 func (c *Client) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
 	return get[[]Entry](ctx, c, "/v1/entries"+queryOf("status", f.Status, "trigger_ref", f.TriggerRef, "limit", strconv.Itoa(f.Limit),
-		"held", strconv.FormatBool(f.Held)))
+		"held", strconv.FormatBool(f.Held), "after", f.After))
 }
 
 // Entry implements API.
@@ -126,7 +126,7 @@ func (c *Client) Deliveries(ctx context.Context, f DeliveryFilter) ([]touba.Logg
 		since = f.Since.UTC().Format(time.RFC3339Nano)
 	}
 	return get[[]touba.LoggedDelivery](ctx, c, "/v1/deliveries"+queryOf("rejected", strconv.FormatBool(f.Rejected), "code", f.Code,
-		"trigger_ref", f.TriggerRef, "since", since, "limit", strconv.Itoa(f.Limit)))
+		"trigger_ref", f.TriggerRef, "since", since, "before", f.Before, "limit", strconv.Itoa(f.Limit)))
 }
 
 // Delivery implements API.

@@ -28,7 +28,8 @@ func Handler(api API) http.Handler {
 	rt.GET("/v1/entries", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		q := r.URL.Query()
 		limit, _ := strconv.Atoi(q.Get("limit"))
-		reply(w)(api.Entries(r.Context(), EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger_ref"), Held: q.Get("held") == "true", Limit: limit}))
+		reply(w)(api.Entries(r.Context(), EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger_ref"), Held: q.Get("held") == "true",
+			After: q.Get("after"), Limit: limit}))
 	})
 	rt.GET("/v1/entries/:id", func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		reply(w)(api.Entry(r.Context(), ps.ByName("id")))
@@ -41,7 +42,8 @@ func Handler(api API) http.Handler {
 	})
 	rt.GET("/v1/deliveries", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		q := r.URL.Query()
-		f := DeliveryFilter{Rejected: q.Get("rejected") == "true", Code: q.Get("code"), TriggerRef: q.Get("trigger_ref")}
+		f := DeliveryFilter{Rejected: q.Get("rejected") == "true", Code: q.Get("code"), TriggerRef: q.Get("trigger_ref"),
+			Before: q.Get("before")}
 		f.Limit, _ = strconv.Atoi(q.Get("limit"))
 		if s := q.Get("since"); s != "" {
 			t, err := time.Parse(time.RFC3339Nano, s)

@@ -35,7 +35,13 @@ type Service struct {
 	// Keyed, when set, gives a delivery replayed from the log its
 	// concurrency key under the running program, as intake would.
 	Keyed func(d *touba.Delivery)
-	Log   zerolog.Logger
+	// HeldKeys, when set, counts the concurrency keys holding entries back
+	// (the console's overview).
+	HeldKeys func(ctx context.Context) (int64, error)
+	// Compensable, when set, tells whether the binding of a tool declares
+	// compensation support, so the console offers it only there.
+	Compensable func(toolRef string) bool
+	Log         zerolog.Logger
 
 	busy busy // entries an operator action is working on
 	// afterCompensateCheck, set by tests, runs between a compensation's
@@ -105,7 +111,8 @@ func bodyOf(b []byte) *Body {
 
 // Entries lists queue entries, oldest first.
 func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
-	list, err := s.Queue.List(ctx, touba.EntryFilter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Held: f.Held, Limit: f.Limit})
+	list, err := s.Queue.List(ctx, touba.EntryFilter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Held: f.Held,
+		After: f.After, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +272,7 @@ func doneHint(ctx context.Context, s *Service, d *touba.Delivery) string {
 // Deliveries lists delivery log rows, newest first.
 func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]touba.LoggedDelivery, error) {
 	rows, err := s.State.Deliveries(ctx, touba.LogFilter{Rejected: f.Rejected, Code: f.Code,
-		TriggerRef: TriggerRef(f.TriggerRef), Since: f.Since, Limit: f.Limit})
+		TriggerRef: TriggerRef(f.TriggerRef), Since: f.Since, Before: f.Before, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}

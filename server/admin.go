@@ -35,6 +35,15 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 			}
 		}
 	}
+	svc.HeldKeys = st.Queue.HeldKeys
+	svc.Compensable = func(toolRef string) bool {
+		c := current()
+		if c == nil {
+			return false
+		}
+		b := c.Bindings[toolRef]
+		return b != nil && b.Compensation
+	}
 	if st.Journal != nil {
 		svc.Journal = st.Journal
 		j := st.Journal

@@ -59,6 +59,9 @@ func (s *Server) start(ctx context.Context) error {
 			}
 		}()
 	}
+	if err := s.startConsole(); err != nil {
+		return err
+	}
 	ln, mln, err := s.listen()
 	if err != nil {
 		return err

@@ -49,6 +49,10 @@ type Config struct {
 	Database string
 	NodeID   string        // this node's name in leases, events and metrics; default hostname:pid
 	LeaseTTL time.Duration // default 60s
+	// ConsoleListen serves the operator console (SPEC §6.1) when set;
+	// ConsoleToken is what its requests must prove (required then).
+	ConsoleListen string
+	ConsoleToken  []byte
 
 	Log     zerolog.Logger
 	Tracing *tracing.Tracing // nil: off
@@ -77,6 +81,8 @@ type Server struct {
 	httpAddr, metAddr   net.Addr
 	conns               *connTracker // the webhook listener and its connections
 	adminSrv            *admin.Server
+	consoleSrv          *http.Server
+	consoleAddr         net.Addr
 	activated           bool // the webhook listener came from systemd
 	stopping            atomic.Bool
 	serveErr            chan error

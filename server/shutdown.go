@@ -66,6 +66,7 @@ func (s *Server) stopServers() {
 	if s.metricsSrv != nil {
 		s.metricsSrv.Shutdown(ctx)
 	}
+	s.stopConsole(ctx)
 	if s.bgCancel != nil {
 		s.bgCancel()
 	}

@@ -119,7 +119,8 @@ func exitCode(err error, stderr io.Writer) int {
 	switch {
 	case code == touba.EJournalLocked || code == touba.EJournalLockStale:
 		return exitLocked
-	case errors.As(err, &ue), code == touba.EUsage, code == touba.ECONFIG, code == touba.EEffectJournalRequired:
+	case errors.As(err, &ue), code == touba.EUsage, code == touba.ECONFIG, code == touba.EEffectJournalRequired,
+		code == touba.EConsoleTokenRequired:
 		return exitUsage
 	}
 	return exitRuntime

@@ -60,9 +60,16 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.StringVar(&f.Database, "database", "", "postgres://... : keep every store in this PostgreSQL database, shared with other nodes (instead of the files)")
 	fs.StringVar(&f.NodeID, "node-id", "", "this node's name in leases, audit events and metrics (with --database); default hostname:pid")
 	fs.DurationVar(&f.LeaseTTL, "lease-ttl", 60*time.Second, "how long a node's lease of an entry lasts unrenewed (with --database); at least every binding's timeout plus 5s")
+	fs.StringVar(&f.ConsoleListen, "console-listen", "", "address of the operator console (keep it on loopback or behind a TLS proxy); off unless given")
+	tokenFile := fs.String("console-token-file", "", "file holding the console's token; default: the systemd credential console-token")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
+	}
+	if f.ConsoleListen != "" {
+		if f.ConsoleToken, err = loadConsoleToken(*tokenFile); err != nil {
+			return err
+		}
 	}
 	if f.TrustedProxies, err = trigger.ParseCIDRList(*proxies); err != nil {
 		return usageError{err: fmt.Errorf("--trusted-proxies: %w", err)}

@@ -56,6 +56,9 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
 	if f.Held {
 		where.Add("status = 'pending' AND held = 1")
 	}
+	if f.After != "" {
+		where.Add("queue_id > ?", f.After)
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}

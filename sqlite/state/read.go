@@ -46,6 +46,9 @@ func (s *State) Deliveries(ctx context.Context, f LogFilter) ([]*Delivery, error
 	if !f.Since.IsZero() {
 		where.Add("at >= ?", touba.FormatTime(f.Since))
 	}
+	if f.Before != "" {
+		where.Add("seq < (SELECT seq FROM deliveries WHERE delivery_id = ?)", f.Before)
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}

@@ -1,0 +1,208 @@
+package console
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Cookie names: the session, and the login form's double-submit token
+// (the login POST has no session yet to hold a CSRF token).
+const (
+	sessionCookie = "touba_console"
+	loginCookie   = "touba_console_login"
+	sessionTTL    = 12 * time.Hour
+	maxSessions   = 256
+)
+
+var errCSRF = touba.Errorf(touba.EConsoleCSRFInvalid, "the form's CSRF token is missing or not this session's; reload the page and try again")
+
+// auth checks the token and keeps the login sessions. Secrets are kept
+// and looked up as SHA-256 digests: comparing digests of equal length
+// in constant time leaks neither the token's content nor its length, and
+// a session is found by the digest of its cookie, never by the cookie.
+type auth struct {
+	token    [32]byte
+	mu       sync.Mutex
+	sessions map[[32]byte]*loginSession
+}
+
+// loginSession is one browser logged in with the token.
+type loginSession struct {
+	csrf    string
+	expires time.Time
+}
+
+// csrfOK compares a form's CSRF token with the session's, in constant
+// time.
+func (s *loginSession) csrfOK(got string) bool {
+	return subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) == 1 && got != ""
+}
+
+func newAuth(token []byte) (*auth, error) {
+	if len(token) == 0 {
+		return nil, touba.Errorf(touba.EConsoleTokenRequired, "the console needs a token")
+	}
+	return &auth{token: sha256.Sum256(token), sessions: map[[32]byte]*loginSession{}}, nil
+}
+
+// tokenOK compares a presented token with the console's, in constant time.
+func (a *auth) tokenOK(got string) bool {
+	d := sha256.Sum256([]byte(got))
+	return subtle.ConstantTimeCompare(d[:], a.token[:]) == 1
+}
+
+// check names who asks ("bearer token" or "session"), or "" when the
+// request proves nothing; the session is nil under a bearer token.
+func (a *auth) check(r *http.Request) (string, *loginSession) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		if tok, ok := strings.CutPrefix(h, "Bearer "); ok && a.tokenOK(tok) {
+			return "bearer token", nil
+		}
+		return "", nil
+	}
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", nil
+	}
+	key := sha256.Sum256([]byte(ck.Value))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.sessions[key]
+	if s == nil {
+		return "", nil
+	}
+	if time.Now().After(s.expires) {
+		delete(a.sessions, key)
+		return "", nil
+	}
+	return "session", s
+}
+
+// start opens a session and returns its cookie value.
+func (a *auth) start() string {
+	id := randomHex()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	for k, s := range a.sessions {
+		if now.After(s.expires) {
+			delete(a.sessions, k)
+		}
+	}
+	if len(a.sessions) >= maxSessions {
+		// Bounded: drop the session closest to expiry, the oldest.
+		var oldest [32]byte
+		var at time.Time
+		for k, s := range a.sessions {
+			if at.IsZero() || s.expires.Before(at) {
+				oldest, at = k, s.expires
+			}
+		}
+		delete(a.sessions, oldest)
+	}
+	a.sessions[sha256.Sum256([]byte(id))] = &loginSession{csrf: randomHex(), expires: now.Add(sessionTTL)}
+	return id
+}
+
+func (a *auth) end(r *http.Request) {
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		a.mu.Lock()
+		delete(a.sessions, sha256.Sum256([]byte(ck.Value)))
+		a.mu.Unlock()
+	}
+}
+
+func randomHex() string {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand, Go 1.24+)
+	return hex.EncodeToString(b[:])
+}
+
+func cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
+	return &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+}
+
+// loginPage shows the login form (GET /login).
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	c.showLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), "")
+}
+
+// unauthorized answers 401 with the login page, to come back to this page.
+func (c *Console) unauthorized(w http.ResponseWriter, r *http.Request, msg string) {
+	next := "/"
+	if r.Method == http.MethodGet {
+		next = r.URL.RequestURI()
+	}
+	c.showLogin(w, r, http.StatusUnauthorized, next, msg)
+}
+
+func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, status int, next, msg string) {
+	// One form token per browser while it logs in: a page loaded in
+	// another tab (or a stray request) must not invalidate the form shown.
+	form := ""
+	if ck, err := r.Cookie(loginCookie); err == nil && len(ck.Value) == 64 {
+		form = ck.Value
+	} else {
+		form = randomHex()
+	}
+	http.SetCookie(w, cookie(r, loginCookie, form, 600))
+	w.Header().Set("WWW-Authenticate", `Bearer realm="touba-trigger console"`)
+	c.render(w, r, status, "login", map[string]any{"Next": safeNext(next), "Form": form, "Message": msg})
+}
+
+// login checks the token of the login form and opens a session (POST
+// /login).
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	ck, err := r.Cookie(loginCookie)
+	form := r.PostFormValue("form")
+	if err != nil || form == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(form)) != 1 {
+		_, text := errText(errCSRF)
+		c.showLogin(w, r, http.StatusForbidden, r.PostFormValue("next"), text)
+		return
+	}
+	if !c.auth.tokenOK(r.PostFormValue("token")) {
+		c.log.Warn().Str("remote_addr", r.RemoteAddr).Msg("console login refused: wrong token")
+		c.showLogin(w, r, http.StatusUnauthorized, r.PostFormValue("next"), touba.EConsoleUnauthorized+": wrong token")
+		return
+	}
+	http.SetCookie(w, cookie(r, loginCookie, "", -1))
+	http.SetCookie(w, cookie(r, sessionCookie, c.auth.start(), int(sessionTTL/time.Second)))
+	c.log.Info().Str("remote_addr", r.RemoteAddr).Msg("console login")
+	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
+}
+
+// logout ends the session (POST /logout, CSRF checked by ServeHTTP).
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	c.auth.end(r)
+	http.SetCookie(w, cookie(r, sessionCookie, "", -1))
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// safeNext keeps a redirect on this console: a path, never "//host" or a
+// URL with a scheme.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		strings.ContainsAny(next, "\r\n") {
+		return "/"
+	}
+	return next
+}
+
+// errText is err's public code and message, "Code: message".
+func errText(err error) (code, text string) {
+	var te *touba.Error
+	if errors.As(err, &te) {
+		return te.Code, te.Code + ": " + te.Message
+	}
+	return touba.EINTERNAL, touba.EINTERNAL + ": " + err.Error()
+}

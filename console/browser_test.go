@@ -1,0 +1,210 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+const chromium = "/usr/bin/chromium"
+
+// problems collects what the browser reports as wrong on any page: an
+// uncaught exception, a console error (CSP violations are reported there
+// and in the log domain), a log entry of level error.
+type problems struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (p *problems) add(s string) { p.mu.Lock(); p.list = append(p.list, s); p.mu.Unlock() }
+func (p *problems) take() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.list
+	p.list = nil
+	return out
+}
+
+func newBrowser(t *testing.T) (context.Context, *problems) {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Skipf("skipped: %s is not installed (apt-get install chromium); the real-browser tests need it", chromium)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true), chromedp.WindowSize(1280, 900))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelB := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
+	p := &problems{}
+	// Every console message of level warning or error, every uncaught
+	// exception and every browser log entry of those levels (a CSP
+	// violation is one, source "security" or "other") is a problem.
+	messages := chromedp.Console(ctx)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			// The 401 of the login page is by design.
+			if m.Source == "network" && strings.Contains(m.Text, "status of 401") {
+				continue
+			}
+			if m.IsException() || m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning {
+				p.add(fmt.Sprintf("%s [%s] %s %s", m.Type, m.Source, m.Text, m.URL))
+			}
+		}
+	}()
+	t.Cleanup(func() { cancelT(); cancelB(); cancelA(); <-readDone })
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx, p
+}
+
+// shot saves a screenshot of the viewport under $CONSOLE_SCREENSHOTS (the
+// README's images come from there) or the test's temporary folder.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", p)
+}
+
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func text(t *testing.T, ctx context.Context, id string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.ID(id)))
+	if err != nil {
+		t.Fatalf("text of #%s: %v", id, err)
+	}
+	return s
+}
+
+// waitText reloads the page until the element #id holds want.
+func waitText(t *testing.T, ctx context.Context, id, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		do(t, ctx, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID(id)))
+		got := text(t, ctx, id)
+		if strings.Contains(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("#%s shows %q, never %q", id, got, want)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+// TestBrowser drives Debian's Chromium through the console of a real
+// daemon: log in, find the run parked by a write whose outcome is
+// unknown, resolve it applied and see the entry finish done; replay a
+// rejected delivery and see it enqueued; and no page logs a JavaScript
+// error or a CSP violation.
+func TestBrowser(t *testing.T) {
+	ctx, probs := newBrowser(t)
+	d := startDaemon(t)
+	if got := d.send(t, "ord-1", `{"order":1,"total":"12.50"}`); got != http.StatusAccepted {
+		t.Fatalf("intake: %d", got)
+	}
+	d.waitPage(t, "/parked", "tool:shop/Charge")
+	// A conflicting redelivery: rejected 409, its body kept for replay.
+	if got := d.send(t, "ord-1", `{"order":1,"total":"99.00"}`); got != http.StatusConflict {
+		t.Fatalf("conflicting redelivery: %d, want 409", got)
+	}
+	d.waitPage(t, "/deliveries", "TriggerEventPayloadConflict")
+
+	// Any page asks for the token first, then shows itself.
+	do(t, ctx, "open the console", chromedp.Navigate(d.console+"/parked"))
+	do(t, ctx, "see the login", chromedp.WaitVisible(chromedp.ID("token")))
+	do(t, ctx, "log in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")))
+	do(t, ctx, "after login", chromedp.WaitVisible(chromedp.ID("unknown-effects")))
+	do(t, ctx, "open the effect", chromedp.Click(chromedp.CSS("#unknown-effects a")), chromedp.WaitVisible(chromedp.ID("apply")))
+	if got := text(t, ctx, "effect-state"); got != "unknown" {
+		t.Fatalf("effect state %q, want unknown", got)
+	}
+	do(t, ctx, "fill the verdict", chromedp.SendKeys(chromedp.ID("receipt_ref"), "ch_42"),
+		chromedp.SendKeys(chromedp.ID("result"), `{"charge":"ch_42","amount":"12.50"}`),
+		chromedp.WaitVisible(chromedp.CSS("#result-check.good")))
+	shot(t, ctx, "console-parked.png")
+	do(t, ctx, "resolve", chromedp.Click(chromedp.ID("apply")), chromedp.WaitVisible(chromedp.CSS("h1#result")))
+	if got := text(t, ctx, "result"); !strings.Contains(got, "resolved applied") {
+		t.Fatalf("after resolve: %q", got)
+	}
+	do(t, ctx, "open the entry", chromedp.Click(chromedp.CSS(`main a[href^="/entries/"]`)), chromedp.WaitVisible(chromedp.ID("entry-status")))
+	waitText(t, ctx, "entry-status", "done")
+	if got := d.calls.Load(); got != 1 {
+		t.Fatalf("remote called %d times, want 1", got)
+	}
+
+	// Replay the rejected delivery under a new event id.
+	do(t, ctx, "open the delivery", chromedp.Navigate(d.console+"/deliveries?rejected=1"), chromedp.WaitVisible(chromedp.ID("deliveries")),
+		chromedp.Click(chromedp.CSS("#deliveries td a")), chromedp.WaitVisible(chromedp.ID("replay-delivery-new")))
+	shot(t, ctx, "console-deliveries.png")
+	do(t, ctx, "replay", chromedp.Click(chromedp.ID("replay-delivery-new")), chromedp.WaitVisible(chromedp.CSS("h1#result")))
+	if got := text(t, ctx, "result"); !strings.Contains(got, "replayed: enqueued") {
+		t.Fatalf("after replay: %q", got)
+	}
+	do(t, ctx, "open the new entry", chromedp.Click(chromedp.CSS(`main a[href^="/entries/"]`)), chromedp.WaitVisible(chromedp.ID("entry-status")))
+	// Every other page, for errors.
+	for _, p := range []string{"/", "/parked", "/entries", "/deliveries", "/login"} {
+		do(t, ctx, p, chromedp.Navigate(d.console+p), chromedp.WaitReady(chromedp.CSS("body")))
+	}
+	flush(t, ctx)
+	if got := probs.take(); len(got) > 0 {
+		t.Fatalf("the browser reported problems:\n%s", strings.Join(got, "\n"))
+	}
+	// The check sees a violation: an inline style is refused and reported.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`document.body.setAttribute("style", "color: red"); 1`)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		flush(t, ctx)
+		got := probs.take()
+		if strings.Contains(fmt.Sprint(got), "Content Security Policy") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a deliberate CSP violation was not reported (got %v): the check above proves nothing", got)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
+	}
+}
+
+// flush makes a round trip to the page, so the events it sent before have
+// reached the reader.
+func flush(t *testing.T, ctx context.Context) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[int]("1")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,155 @@
+// Package console is the operator console of SPEC §6.1: server-rendered
+// HTML pages (html/template, CSS and a few lines of JavaScript embedded in
+// the binary, no build step, no CDN) over the same admin service as the
+// CLI. It lists and shows entries, parked runs, unknown effects and the
+// delivery log, and settles them: resolve an effect applied or not
+// applied, replay entries and deliveries, compensate.
+//
+// Every request needs the console's token, as "Authorization: Bearer
+// TOKEN" or as a session cookie set by the login form; every other request
+// gets 401 and the login page. Every POST of a session carries the
+// session's CSRF token. Every action goes through admin.Service, which
+// records it in the audit trail with the operator "console: ...", and is
+// refused with the same public codes as the CLI. Everything a sender
+// controlled is escaped by html/template, and control and bidi characters
+// are shown as \uXXXX so a body cannot spoof the page.
+package console
+
+import (
+	"context"
+	"embed"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/touba/touba-trigger/admin"
+)
+
+// Service is what the console asks of the daemon: the admin API the CLI
+// uses, plus the overview's counts. *admin.Service implements it.
+type Service interface {
+	admin.API
+	Overview(ctx context.Context) (*admin.Overview, error)
+	CanCompensate(toolRef string) bool
+}
+
+var _ Service = (*admin.Service)(nil)
+
+// Config is what New needs.
+type Config struct {
+	Service Service
+	// Token is the secret every request must prove (SPEC §6.1).
+	Token []byte
+	Log   zerolog.Logger
+	// PageSize is the rows of a listing page; default 50.
+	PageSize int
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Console is the console's HTTP handler.
+type Console struct {
+	svc      Service
+	auth     *auth
+	log      zerolog.Logger
+	pageSize int
+	now      func() time.Time
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+}
+
+// New builds the console. It refuses an empty token.
+func New(c Config) (*Console, error) {
+	a, err := newAuth(c.Token)
+	if err != nil {
+		return nil, err
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = 50
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	con := &Console{svc: c.Service, auth: a, log: c.Log, pageSize: c.PageSize, now: c.Now, pages: pages,
+		mux: http.NewServeMux()}
+	con.routes()
+	return con, nil
+}
+
+func (c *Console) routes() {
+	static, _ := fs.Sub(staticFS, "static")
+	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	c.mux.HandleFunc("GET /login", c.loginPage)
+	c.mux.HandleFunc("POST /login", c.login)
+	c.mux.HandleFunc("POST /logout", c.logout)
+	c.mux.HandleFunc("GET /{$}", c.overview)
+	c.mux.HandleFunc("GET /parked", c.parked)
+	c.mux.HandleFunc("GET /entries", c.entries)
+	c.mux.HandleFunc("GET /entries/{id}", c.entry)
+	c.mux.HandleFunc("POST /entries/{id}/replay", c.replayEntry)
+	c.mux.HandleFunc("GET /effects/{scope}/{effect}", c.effect)
+	c.mux.HandleFunc("POST /effects/{scope}/{effect}/resolve", c.resolve)
+	c.mux.HandleFunc("POST /effects/{scope}/{effect}/compensate", c.compensate)
+	c.mux.HandleFunc("GET /deliveries", c.deliveries)
+	c.mux.HandleFunc("GET /deliveries/{id}", c.delivery)
+	c.mux.HandleFunc("POST /deliveries/{id}/replay", c.replayDelivery)
+}
+
+// ServeHTTP sets the security headers on every answer, lets the login
+// page and the static files through, and sends everything else through
+// authentication (and CSRF for a session's POSTs) first.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	// No inline script or style anywhere: the pages load console.css and
+	// console.js from /static, so 'self' is all they need.
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	if r.URL.Path == "/favicon.ico" {
+		// Browsers ask for it on every page; answered without a login
+		// page, whose new form cookie would replace the one being used.
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if r.URL.Path == "/login" || strings.HasPrefix(r.URL.Path, "/static/") {
+		c.mux.ServeHTTP(w, r)
+		return
+	}
+	who, sess := c.auth.check(r)
+	if who == "" {
+		c.unauthorized(w, r, "")
+		return
+	}
+	if r.Method == http.MethodPost && sess != nil && !sess.csrfOK(r.PostFormValue("csrf")) {
+		c.fail(w, r, errCSRF)
+		return
+	}
+	ctx := admin.WithOperator(r.Context(), "console: "+who+" from "+r.RemoteAddr)
+	ctx = context.WithValue(ctx, sessionKey{}, sess)
+	c.mux.ServeHTTP(w, r.WithContext(ctx))
+}
+
+type sessionKey struct{}
+
+// sessionOf is the request's login session; nil under a bearer token.
+func sessionOf(r *http.Request) *loginSession {
+	s, _ := r.Context().Value(sessionKey{}).(*loginSession)
+	return s
+}

@@ -1,0 +1,131 @@
+package console
+
+import (
+	"net/http"
+	"slices"
+	"sort"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
+)
+
+var statuses = []string{touba.StatusPending, touba.StatusRunning, touba.StatusDone, touba.StatusFailed, touba.StatusParked}
+
+// overview: GET /.
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
+	o, err := c.svc.Overview(r.Context())
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	type count struct {
+		Name string
+		N    int64
+	}
+	var byStatus, rejected []count
+	for _, s := range statuses {
+		byStatus = append(byStatus, count{s, o.Entries[s]})
+	}
+	for code, n := range o.RejectedByCode {
+		rejected = append(rejected, count{code, n})
+	}
+	sort.Slice(rejected, func(i, k int) bool { return rejected[i].N > rejected[k].N })
+	c.render(w, r, http.StatusOK, "overview", map[string]any{"O": o, "ByStatus": byStatus, "Rejected": rejected,
+		"Unknown": o.Effects[touba.EffectUnknown], "Parked": o.Entries[touba.StatusParked], "Journal": o.Effects != nil})
+}
+
+// parked: GET /parked: the parked entries (keyset paged) and the unknown
+// effects, each with a link to what settles it.
+func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
+	after := r.URL.Query().Get("after")
+	list, err := c.svc.Entries(r.Context(), admin.EntryFilter{Status: touba.StatusParked, After: after, Limit: c.pageSize})
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	effs, err := c.svc.Effects(r.Context(), admin.EffectFilter{State: touba.EffectUnknown, Limit: 500})
+	if err != nil && touba.ErrorCode(err) != touba.EEffectJournalRequired {
+		c.fail(w, r, err)
+		return
+	}
+	data := map[string]any{"Entries": list, "Effects": effs, "After": after, "Journal": err == nil}
+	if len(list) == c.pageSize {
+		data["Next"] = "/parked?after=" + list[len(list)-1].QueueID
+	}
+	c.render(w, r, http.StatusOK, "parked", data)
+}
+
+// entries: GET /entries?status=&trigger=&after=.
+func (c *Console) entries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := admin.EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger"), After: q.Get("after"), Limit: c.pageSize}
+	if f.Status != "" && !slices.Contains(statuses, f.Status) {
+		c.fail(w, r, touba.Errorf(touba.EBadRequest, "status %q: want one of %v", f.Status, statuses))
+		return
+	}
+	list, err := c.svc.Entries(r.Context(), f)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	data := map[string]any{"Entries": list, "F": f, "Statuses": statuses}
+	if len(list) == c.pageSize {
+		next := q
+		next.Set("after", list[len(list)-1].QueueID)
+		data["Next"] = "/entries?" + next.Encode()
+	}
+	c.render(w, r, http.StatusOK, "entries", data)
+}
+
+// entry: GET /entries/{id}: the entry, its runs and step checkpoints in
+// time order, its effects with their journal events, the deliveries and
+// operator actions naming it, and what can be done now.
+func (c *Console) entry(w http.ResponseWriter, r *http.Request) {
+	d, err := c.svc.Entry(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	comp := map[string]bool{}
+	for _, e := range d.Effects {
+		_, isComp := touba.IsCompensation(e.EffectID)
+		comp[e.EffectID] = e.State == touba.EffectApplied && !isComp && c.svc.CanCompensate(e.ToolRef)
+	}
+	c.render(w, r, http.StatusOK, "entry", map[string]any{"E": d, "Compensable": comp,
+		"Replayable": d.Status == touba.StatusFailed || d.Status == touba.StatusParked})
+}
+
+// effect: GET /effects/{scope}/{effect}: one effect, what is known and
+// unknown of it, and what each verdict will do, in plain words.
+func (c *Console) effect(w http.ResponseWriter, r *http.Request) {
+	scope, id := r.PathValue("scope"), r.PathValue("effect")
+	d, err := c.svc.Entry(r.Context(), scope)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	var eff *admin.EffectDetail
+	for i := range d.Effects {
+		if d.Effects[i].EffectID == id {
+			eff = &d.Effects[i]
+		}
+	}
+	if eff == nil {
+		c.fail(w, r, touba.Errorf(touba.ENotFound, "no effect %s/%s in the journal", scope, id))
+		return
+	}
+	step := stepOf(scope, id)
+	// What the handler was sent is rebuilt from what is stored: the
+	// request body and the outputs of the steps before this one.
+	var before []touba.StepOutput
+	for _, s := range d.Steps {
+		if s.StepID != step {
+			before = append(before, s)
+		}
+	}
+	_, isComp := touba.IsCompensation(id)
+	c.render(w, r, http.StatusOK, "effect", map[string]any{"E": d, "Eff": eff, "Step": step, "Before": before,
+		"Unknown":     eff.State == touba.EffectUnknown || eff.State == touba.EffectDispatched,
+		"Compensable": eff.State == touba.EffectApplied && !isComp && c.svc.CanCompensate(eff.ToolRef),
+		"Replayable":  d.Status == touba.StatusFailed || d.Status == touba.StatusParked})
+}

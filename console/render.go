@@ -1,0 +1,144 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// The pages, each parsed with the layout.
+var pageNames = []string{"login", "overview", "parked", "entries", "entry", "effect", "deliveries", "delivery", "result", "error"}
+
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"ago":     ago,
+		"at":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") },
+		"oneline": oneline,
+		"json":    prettyJSON,
+		"path":    url.PathEscape,
+		"query":   url.QueryEscape,
+		"stepOf":  stepOf,
+	}
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console template %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// view is what every page's layout reads.
+type view struct {
+	Title string
+	CSRF  string // "" under a bearer token: no form needs one
+	Now   time.Time
+	Data  any
+}
+
+// render runs a page into a buffer, makes every control and bidi
+// character in it visible, and only then writes it: a template error
+// never leaves half a page.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
+	v := view{Title: page, Now: c.now(), Data: data}
+	if s := sessionOf(r); s != nil {
+		v.CSRF = s.csrf
+	}
+	var buf bytes.Buffer
+	if err := c.pages[page].Execute(&buf, v); err != nil {
+		c.log.Error().Err(err).Str("page", page).Msg("console page failed")
+		http.Error(w, touba.EINTERNAL+": the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	w.Write(visible(buf.Bytes(), false))
+}
+
+// fail shows a refusal or an error with its public code, with the HTTP
+// status of the one code table.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code, text := errText(err)
+	if code == touba.EINTERNAL {
+		c.log.Error().Err(err).Str("path", r.URL.Path).Msg("console request failed")
+	}
+	c.render(w, r, touba.HTTPStatus(code), "error", map[string]any{"Code": code, "Text": text, "Back": r.URL.Path})
+}
+
+// visible replaces every control character (but tab and newline, and CR
+// unless oneLine), every Unicode format character (bidi overrides and
+// isolates, zero-width marks, BOM), line and paragraph separators and
+// every invalid UTF-8 byte with an ASCII escape, so text a sender chose
+// cannot reorder, hide or break what the page shows around it. It runs on
+// the whole rendered page: the templates hold no such character, and the
+// escape is plain ASCII, harmless in text and in attributes alike.
+func visible(b []byte, oneLine bool) []byte {
+	clean := true
+	for _, c := range b {
+		if c < 0x20 && c != '\n' && c != '\t' || c >= 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean && !oneLine {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = fmt.Appendf(out, `\x%02x`, b[0])
+		case oneLine && (r == '\n' || r == '\t'):
+			out = fmt.Appendf(out, `\u%04x`, r)
+		case r == '\n' || r == '\t':
+			out = append(out, b[:n]...)
+		case unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp):
+			out = fmt.Appendf(out, `\u%04x`, r)
+		default:
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
+}
+
+// oneline shows a one-line value (a header, an event id) with its line
+// breaks and tabs visible too.
+func oneline(s string) string { return string(visible([]byte(s), true)) }
+
+// prettyJSON indents stored JSON for reading; text that is not JSON is
+// shown as it is.
+func prettyJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// ago says how long ago t was, for a human.
+func ago(now, t time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		return "in " + (-d).String()
+	}
+	return d.String() + " ago"
+}
+
+// stepOf is the step id an effect id names ("<queue_id>:<step>").
+func stepOf(scope, effectID string) string {
+	s, _ := strings.CutPrefix(effectID, scope+":")
+	return s
+}
