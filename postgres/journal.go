@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlwhere"
 )
 
 // Journal is the effect journal (SPEC §5) in the shared database. As the
@@ -160,24 +160,16 @@ func (j *Journal) Get(ctx context.Context, scope, effectID string) (*touba.Effec
 
 // List returns the effects that match f, oldest first.
 func (j *Journal) List(ctx context.Context, f touba.EffectFilter) ([]touba.Effect, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	if f.State != "" {
-		where = append(where, "state = "+arg(f.State))
-	}
-	if f.Scope != "" {
-		where = append(where, "scope = "+arg(f.Scope))
-	}
-	q := `SELECT ` + effectCols + ` FROM effects`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY created_at, scope, effect_id`
+	var where sqlwhere.Where
+	where.Equal("state", f.State)
+	where.Equal("scope", f.Scope)
+	q := `SELECT ` + effectCols + ` FROM effects` + where.String() + ` ORDER BY created_at, scope, effect_id`
+	var more []any
 	if f.Limit > 0 {
-		q += ` LIMIT ` + arg(f.Limit)
+		q += ` LIMIT ?`
+		more = append(more, f.Limit)
 	}
-	rows, err := j.db.pool.Query(ctx, q, args...)
+	rows, err := j.db.pool.Query(ctx, sqlwhere.Dollar(q), where.Args(more...)...)
 	if err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlwhere"
 )
 
 const logColumns = `delivery_id, at, trigger_ref, event_id, digest, status_code, error_code, queue_id, remote_addr, headers, body`
@@ -35,33 +34,24 @@ func scanLog(sc scanner) (*touba.LoggedDelivery, error) {
 
 // Deliveries lists log rows, newest first.
 func (s *State) Deliveries(ctx context.Context, f touba.LogFilter) ([]*touba.LoggedDelivery, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
+	var where sqlwhere.Where
 	if f.Rejected {
-		where = append(where, "status_code >= 400")
+		where.Add("status_code >= 400")
 	}
-	if f.Code != "" {
-		where = append(where, "error_code = "+arg(f.Code))
-	}
-	if f.TriggerRef != "" {
-		where = append(where, "trigger_ref = "+arg(f.TriggerRef))
-	}
-	if f.QueueID != "" {
-		where = append(where, "queue_id = "+arg(f.QueueID))
-	}
+	where.Equal("error_code", f.Code)
+	where.Equal("trigger_ref", f.TriggerRef)
+	where.Equal("queue_id", f.QueueID)
 	if !f.Since.IsZero() {
-		where = append(where, "at >= "+arg(touba.FormatTime(f.Since)))
+		where.Add("at >= ?", touba.FormatTime(f.Since))
+	}
+	if f.Before != "" {
+		where.Add("seq < (SELECT seq FROM deliveries WHERE delivery_id = ?)", f.Before)
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	q := `SELECT ` + logColumns + ` FROM deliveries`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	q += ` ORDER BY seq DESC LIMIT ` + arg(f.Limit)
-	rows, err := s.db.pool.Query(ctx, q, args...)
+	q := `SELECT ` + logColumns + ` FROM deliveries` + where.String() + ` ORDER BY seq DESC LIMIT ?`
+	rows, err := s.db.pool.Query(ctx, sqlwhere.Dollar(q), where.Args(f.Limit)...)
 	if err != nil {
 		return nil, err
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/sqlwhere"
 )
 
 // Get returns one entry, or nil and no error when there is none.
@@ -51,27 +51,20 @@ func (q *Queue) Detail(ctx context.Context, queueID string) (*touba.EntryDetail,
 
 // List returns entries in queue order (oldest first).
 func (q *Queue) List(ctx context.Context, f touba.EntryFilter) ([]*touba.Delivery, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string { args = append(args, v); return fmt.Sprintf("$%d", len(args)) }
-	if f.Status != "" {
-		where = append(where, "status = "+arg(f.Status))
-	}
-	if f.TriggerRef != "" {
-		where = append(where, "trigger_ref = "+arg(f.TriggerRef))
-	}
+	var where sqlwhere.Where
+	where.Equal("status", f.Status)
+	where.Equal("trigger_ref", f.TriggerRef)
 	if f.Held {
-		where = append(where, "status = 'pending' AND held")
+		where.Add("status = 'pending' AND held")
+	}
+	if f.After != "" {
+		where.Add("queue_id > ?", f.After)
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	query := `SELECT ` + entryColumns + ` FROM entries`
-	if len(where) > 0 {
-		query += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	query += ` ORDER BY queue_id LIMIT ` + arg(f.Limit)
-	rows, err := q.db.pool.Query(ctx, query, args...)
+	query := `SELECT ` + entryColumns + ` FROM entries` + where.String() + ` ORDER BY queue_id LIMIT ?`
+	rows, err := q.db.pool.Query(ctx, sqlwhere.Dollar(query), where.Args(f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list entries: %w", err)
 	}

@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/sqlwhere"
 )
 
 // Effect is one row of the effects table: the journaled state of one
@@ -94,7 +94,7 @@ func (j *Journal) Get(ctx context.Context, scope, effectID string) (*Effect, err
 
 // List returns the effects that match f, oldest first.
 func (j *Journal) List(ctx context.Context, f Filter) ([]Effect, error) {
-	var where sqlitex.Where
+	var where sqlwhere.Where
 	where.Equal("state", f.State)
 	where.Equal("scope", f.Scope)
 	q := `SELECT ` + effectCols + ` FROM effects` + where.String() + ` ORDER BY created_at, scope, effect_id`

@@ -9,6 +9,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/sqlwhere"
 )
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
@@ -50,7 +51,7 @@ type Filter = touba.EntryFilter
 
 // List returns entries in queue order (oldest first).
 func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
-	var where sqlitex.Where
+	var where sqlwhere.Where
 	where.Equal("status", f.Status)
 	where.Equal("trigger_ref", f.TriggerRef)
 	if f.Held {

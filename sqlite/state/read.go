@@ -7,7 +7,7 @@ import (
 	"errors"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/sqlwhere"
 )
 
 // LogFilter selects delivery log rows. Empty fields match everything.
@@ -36,7 +36,7 @@ func scanLog(sc interface{ Scan(...any) error }) (*Delivery, error) {
 
 // Deliveries lists log rows, newest first.
 func (s *State) Deliveries(ctx context.Context, f LogFilter) ([]*Delivery, error) {
-	var where sqlitex.Where
+	var where sqlwhere.Where
 	if f.Rejected {
 		where.Add("status_code >= 400")
 	}

@@ -1,6 +1,11 @@
-package sqlitex
+// Package sqlwhere builds the WHERE clauses of the stores' listings, for
+// SQLite (? placeholders) and PostgreSQL (Dollar numbers them $1, $2, ...).
+package sqlwhere
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Where builds the WHERE clause of a listing from optional filters: each
 // condition is ANDed, its arguments kept in order. The zero value is an
@@ -35,4 +40,20 @@ func (w *Where) String() string {
 // Args returns the conditions' arguments followed by more (a LIMIT, say).
 func (w *Where) Args(more ...any) []any {
 	return append(w.args[:len(w.args):len(w.args)], more...)
+}
+
+// Dollar rewrites the ? placeholders of query as PostgreSQL's $1, $2, ...,
+// in order. The stores' listing queries hold no other question mark.
+func Dollar(query string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -1,14 +1,14 @@
-package sqlitex_test
+package sqlwhere_test
 
 import (
 	"reflect"
 	"testing"
 
-	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/sqlwhere"
 )
 
 func TestWhere(t *testing.T) {
-	var w sqlitex.Where
+	var w sqlwhere.Where
 	if got := w.String(); got != "" {
 		t.Fatalf("empty clause %q", got)
 	}
@@ -28,5 +28,15 @@ func TestWhere(t *testing.T) {
 	// the LIMIT of the first.
 	if !reflect.DeepEqual(a, []any{"failed", "2026-01-01", 100}) || !reflect.DeepEqual(b, []any{"failed", "2026-01-01", 7}) {
 		t.Fatalf("args %v and %v", a, b)
+	}
+}
+
+func TestDollar(t *testing.T) {
+	var w sqlwhere.Where
+	w.Equal("state", "unknown")
+	w.Add("seq < (SELECT seq FROM t WHERE id = ?)", "x")
+	got := sqlwhere.Dollar(`SELECT a FROM t` + w.String() + ` LIMIT ?`)
+	if want := `SELECT a FROM t WHERE state = $1 AND seq < (SELECT seq FROM t WHERE id = $2) LIMIT $3`; got != want {
+		t.Fatalf("Dollar=%q, want %q", got, want)
 	}
 }
