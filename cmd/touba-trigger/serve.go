@@ -131,6 +131,11 @@ func (c *ServeCommand) Run(ctx context.Context, stderr io.Writer) error {
 		log = log.Hook(tracing.LogHook{})
 	}
 	c.cfg.Log, c.cfg.Tracing = log, tr
+	stopPprof, err := startPprof(log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	srv, err := server.Open(ctx, c.cfg)
 	if err != nil {
 		return err
