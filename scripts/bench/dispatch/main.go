@@ -52,6 +52,7 @@ func main() {
 	contract := flag.String("contract", "external_write", "external_write (journal) or none (no journal)")
 	dir := flag.String("dir", "", "folder for the files (a temp folder if empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the drain here")
+	countFsyncs := flag.Bool("strace", false, "count the drain's fsync and fdatasync calls with strace (slows the drain: for the count, not the rate)")
 	keys := flag.Int("keys", 0, "concurrency keys at max 1, entries spread over them round robin (0: unkeyed)")
 	flag.Parse()
 	if *dir == "" {
@@ -140,6 +141,12 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	var fc *fsyncCounter
+	if *countFsyncs {
+		if fc, err = startFsyncCounter(*dir); err != nil {
+			log.Fatal(err)
+		}
+	}
 	ru0 := cpuTime()
 	start := time.Now()
 	d := dispatcher.New(cq, st, j, cfg, dispatcher.Options{Workers: *workers, Log: zerolog.Nop()})
@@ -163,6 +170,13 @@ func main() {
 	}
 	elapsed := time.Since(start)
 	cpu := cpuTime() - ru0
+	if fc != nil {
+		calls, err := fc.stop()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer fmt.Printf("strace: %d fsync+fdatasync calls during the drain, %.2f per effect\n", calls, float64(calls)/float64(*n))
+	}
 	d.Close(time.Second)
 	sc, _ := st.BatchStats()
 	qc := q.QueueStats().Commits - qc0 + cq.leases.Load()
