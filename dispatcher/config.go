@@ -96,8 +96,12 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 		if err != nil {
 			return nil, fmt.Errorf("binding %s: %w", ref, err)
 		}
+		maxConc := b.MaxConcurrency
+		if maxConc == 0 && b.Handler.Kind == manifest.KindProcess && b.Handler.Persistent == nil {
+			maxConc = DefaultProcessConcurrency
+		}
 		c.Bindings[ref] = &Binding{Ref: ref, Contract: b.EffectContract, Grants: b.Grants, Timeout: b.Timeout(),
-			Runner: r, Compensation: b.Compensation != nil && b.Compensation.Supported, MaxConcurrency: b.MaxConcurrency}
+			Runner: r, Compensation: b.Compensation != nil && b.Compensation.Supported, MaxConcurrency: maxConc}
 	}
 	return c, nil
 }
