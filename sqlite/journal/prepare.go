@@ -60,6 +60,20 @@ func validatePrepare(p Prepare) error {
 // is returned with a *RefusedError too. A compensation (operation
 // compensate, CompensationID) requires its original effect to be applied.
 func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
+	return j.prepare(ctx, p, false)
+}
+
+// PrepareDispatched is Prepare and then Dispatch in one operation, so one
+// commit: for an in-process handler (accounting_stub), where no process
+// starts and nothing can fail between the two facts, so that prepared
+// alone would tell recovery nothing that dispatched does not (SPEC §5, and
+// docs/performance.md for why it is sound). The audit trail holds both
+// events, as with two commits. The effect is returned dispatched.
+func (j *Journal) PrepareDispatched(ctx context.Context, p Prepare) (*Effect, error) {
+	return j.prepare(ctx, p, true)
+}
+
+func (j *Journal) prepare(ctx context.Context, p Prepare, dispatch bool) (*Effect, error) {
 	if err := validatePrepare(p); err != nil {
 		return nil, err
 	}
@@ -74,6 +88,10 @@ func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
 	err := j.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		e, err := j.prepareTx(ctx, tx, p)
 		out, refused = e, nil
+		if err == nil && dispatch {
+			err = j.dispatchTx(ctx, tx, p.Scope, p.EffectID, p.CallID)
+			e.State = touba.EffectDispatched
+		}
 		// A refusal writes nothing but, at most, the unknown state of an
 		// orphaned dispatched row, which must stay: keep the savepoint.
 		if errors.As(err, &refused) {
