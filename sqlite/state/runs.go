@@ -44,9 +44,11 @@ func (s *State) SaveStep(queueID, stepID, runID string, output json.RawMessage) 
 	})
 }
 
+const qSteps = `SELECT step_id, run_id, output, at FROM run_steps WHERE queue_id = ?`
+
 // Steps returns the checkpointed outputs of an entry, by step id.
 func (s *State) Steps(ctx context.Context, queueID string) (map[string]StepOutput, error) {
-	rows, err := s.db.Read.QueryContext(ctx, `SELECT step_id, run_id, output, at FROM run_steps WHERE queue_id = ?`, queueID)
+	rows, err := s.steps.QueryContext(ctx, queueID)
 	if err != nil {
 		return nil, fmt.Errorf("steps of %s: %w", queueID, err)
 	}
