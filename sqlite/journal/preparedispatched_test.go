@@ -54,4 +54,23 @@ func TestPrepareDispatched(t *testing.T) {
 	if got := mustGet(t, j, "q", "q:step"); got.State != touba.EffectApplied {
 		t.Fatalf("applied effect rewritten to %s", got.State)
 	}
+	// A row that allows a new attempt (not_applied) is prepared again and
+	// dispatched in the same operation: attempt 2, both events appended.
+	if _, err := j.Prepare(ctx, prep("q", "q:two", "c1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Finish(ctx, touba.EffectOutcome{Scope: "q", EffectID: "q:two", CallID: "c1", State: touba.EffectNotApplied}); err != nil {
+		t.Fatal(err)
+	}
+	if e, err = j.PrepareDispatched(ctx, prep("q", "q:two", "c2")); err != nil {
+		t.Fatal(err)
+	}
+	got := mustGet(t, j, "q", "q:two")
+	if e.State != touba.EffectDispatched || got.State != touba.EffectDispatched || got.Attempts != 2 || got.CallID != "c2" {
+		t.Fatalf("again: returned %s, stored %s attempt %d by %s; want dispatched attempt 2 by c2", e.State, got.State, got.Attempts, got.CallID)
+	}
+	ev := mustEvents(t, j, "q", "q:two")
+	if n := len(ev); n != 4 || ev[2].State != touba.EffectPrepared || ev[3].State != touba.EffectDispatched {
+		t.Fatalf("again: %d events, want 4 (prepared, not_applied, prepared, dispatched)", n)
+	}
 }
