@@ -200,8 +200,8 @@ func main() {
 			mode = fmt.Sprintf("persistent(%s,max_in_flight=%d)", filepath.Base(*command), *maxInFlight)
 		}
 	}
-	fmt.Printf("handler=%s keys=%d contract=%s workers=%d entries=%d elapsed=%v effects_per_s=%.0f us_per_effect=%.0f cpu_us_per_effect=%.0f fsyncs_per_effect=%.2f (queue %.2f, state %.2f, journal %.2f) load=%s\n",
-		mode, *keys, *contract, *workers, *n, elapsed.Round(time.Millisecond), float64(*n)/elapsed.Seconds(),
+	fmt.Printf("handler=%s keys=%d contract=%s workers=%d entries=%d leases=%d elapsed=%v effects_per_s=%.0f us_per_effect=%.0f cpu_us_per_effect=%.0f fsyncs_per_effect=%.2f (queue %.2f, state %.2f, journal %.2f) load=%s\n",
+		mode, *keys, *contract, *workers, *n, cq.leases.Load(), elapsed.Round(time.Millisecond), float64(*n)/elapsed.Seconds(),
 		float64(elapsed.Microseconds())/float64(*n), float64(cpu.Microseconds())/float64(*n), float64(qc+sc+jc)/float64(*n),
 		float64(qc)/float64(*n), float64(sc)/float64(*n), float64(jc)/float64(*n), loadavg())
 	st.Close()
