@@ -7,8 +7,10 @@ command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteract
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 
+# BIN names a prebuilt daemon to measure instead of this tree's (for a
+# before/after in one run: build the old commit elsewhere, pass it here).
 bench_setup() {
-  go build -o "$WORK/touba-trigger" ./cmd/touba-trigger
+  if [[ -n "${BIN:-}" ]]; then cp "$BIN" "$WORK/touba-trigger"; else go build -o "$WORK/touba-trigger" ./cmd/touba-trigger; fi
   cat > "$WORK/program.air.json" <<'JSON'
 {"air_version": "touba-air-v1", "triggers": [
   {"ref": "trigger:bench/Ingest", "source": {"kind": "webhook"},
