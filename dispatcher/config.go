@@ -27,6 +27,10 @@ type Binding struct {
 	// MaxConcurrency bounds the binding's calls in flight across workers;
 	// 0 is no bound (slots.go).
 	MaxConcurrency int
+	// InProcess: the runner is the daemon's own code (accounting_stub): no
+	// process starts and no request leaves between prepared and
+	// dispatched, so the journal writes both in one commit (step.go).
+	InProcess bool
 }
 
 // ExternalWrite reports whether calls of b go through the journal.
@@ -96,8 +100,13 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 		if err != nil {
 			return nil, fmt.Errorf("binding %s: %w", ref, err)
 		}
+		maxConc := b.MaxConcurrency
+		if maxConc == 0 && b.Handler.Kind == manifest.KindProcess && b.Handler.Persistent == nil {
+			maxConc = DefaultProcessConcurrency
+		}
 		c.Bindings[ref] = &Binding{Ref: ref, Contract: b.EffectContract, Grants: b.Grants, Timeout: b.Timeout(),
-			Runner: r, Compensation: b.Compensation != nil && b.Compensation.Supported, MaxConcurrency: b.MaxConcurrency}
+			Runner: r, Compensation: b.Compensation != nil && b.Compensation.Supported, MaxConcurrency: maxConc,
+			InProcess: b.Handler.Kind == manifest.KindAccountingStub}
 	}
 	return c, nil
 }

@@ -46,6 +46,20 @@ type Journal interface {
 	Abandon(ctx context.Context, scope, effectID, callID string) error
 }
 
+// DefaultWorkers is serve's --workers default (SPEC §3 leaves it to us).
+// Each worker is one run in progress: a goroutine, not a thread or a
+// process. The journal's group commit shares one fsync among the runs
+// waiting on it, so the fsyncs per effect fall as runs in flight grow:
+// about 6 at 4 workers, 0.75 at 64, 0.2 at 256, where the dispatcher keeps
+// up with intake (docs/performance.md). Process-per-call bindings are
+// bounded by their max_concurrency, DefaultProcessConcurrency when unset.
+const DefaultWorkers = 256
+
+// DefaultProcessConcurrency bounds the calls in flight of a process-per-call
+// binding that sets no max_concurrency: DefaultWorkers processes started at
+// once would swamp the host.
+const DefaultProcessConcurrency = 16
+
 // Options configure a Dispatcher.
 type Options struct {
 	Workers int
@@ -87,7 +101,7 @@ type Dispatcher struct {
 // New returns a dispatcher; Start runs it.
 func New(q Queue, s State, j Journal, cfg *Config, opts Options) *Dispatcher {
 	if opts.Workers <= 0 {
-		opts.Workers = 4
+		opts.Workers = DefaultWorkers
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = 100 * time.Millisecond

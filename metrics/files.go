@@ -63,7 +63,7 @@ func (m *Metrics) WatchFiles(q Queue, j Journal, log DeliveryLog) {
 		effects:   desc("effects", "Journaled effects by state.", "state"),
 		jCommits:  desc("journal_commits_total", "Effect journal transactions committed."),
 		jTransitions: desc("journal_transitions_total",
-			"Effect journal transitions committed; divided by journal_commits_total, the mean commit batch size."),
+			"Effect journal operations committed (an in-process handler's prepared+dispatched is one); divided by journal_commits_total, the mean commit batch size."),
 		jFailed: desc("journal_transitions_failed_total", "Effect journal transitions that failed."),
 		logRows: desc("delivery_log_rows_total", "Delivery log rows written, or dropped because the log's buffer was full.", "result"),
 	})

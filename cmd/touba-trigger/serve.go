@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/dispatcher"
 	"github.com/touba/touba-trigger/server"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
@@ -45,7 +46,7 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.StringVar(&f.Listen, "listen", "127.0.0.1:8080", "HTTP address for webhooks (unused under socket activation)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "127.0.0.1:9464", "HTTP address for /metrics; empty to disable")
 	fs.StringVar(&f.AdminSocket, "admin-socket", filepath.Join(runDir, defaultAdminSocket), "admin unix socket (mode 0600); empty to disable")
-	fs.IntVar(&f.Workers, "workers", 4, "dispatcher workers; 0 runs intake only")
+	fs.IntVar(&f.Workers, "workers", dispatcher.DefaultWorkers, "runs in progress at once (dispatcher workers); 0 runs intake only")
 	fs.Int64Var(&f.MaxPending, "max-pending", 1_000_000, "pending entries above which intake answers 503")
 	fs.DurationVar(&f.Retention, "retention", 168*time.Hour, "how long bodies of done entries are kept; 0 keeps them")
 	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "time running handlers get at shutdown")
@@ -144,6 +145,11 @@ func (c *ServeCommand) Run(ctx context.Context, stderr io.Writer) error {
 		log = log.Hook(tracing.LogHook{})
 	}
 	c.cfg.Log, c.cfg.Tracing = log, tr
+	stopPprof, err := startPprof(log)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 	srv, err := server.Open(ctx, c.cfg)
 	if err != nil {
 		return err

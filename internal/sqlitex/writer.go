@@ -16,28 +16,49 @@ import (
 type Tx struct {
 	*sql.Tx
 	stmts map[string]*sql.Stmt
+	// bound are stmts bound to this transaction, made on first use: a
+	// batch runs the same few statements for each of its operations, and
+	// binding one (Tx.StmtContext) allocates and locks each time.
+	bound map[string]*sql.Stmt
+}
+
+// stmt returns q's prepared statement bound to t, nil when q is not hot.
+func (t *Tx) stmt(ctx context.Context, q string) *sql.Stmt {
+	if s := t.bound[q]; s != nil {
+		return s
+	}
+	s := t.stmts[q]
+	if s == nil {
+		return nil
+	}
+	if t.bound == nil {
+		t.bound = make(map[string]*sql.Stmt, len(t.stmts))
+	}
+	b := t.Tx.StmtContext(ctx, s)
+	t.bound[q] = b
+	return b
 }
 
 // ExecContext runs q with its prepared statement when there is one.
 func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	if s := t.stmts[q]; s != nil {
-		return t.Tx.StmtContext(ctx, s).ExecContext(ctx, args...)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.ExecContext(ctx, args...)
 	}
 	return t.Tx.ExecContext(ctx, q, args...)
 }
 
 // QueryRowContext runs q with its prepared statement when there is one.
 func (t *Tx) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	if s := t.stmts[q]; s != nil {
-		return t.Tx.StmtContext(ctx, s).QueryRowContext(ctx, args...)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryRowContext(ctx, args...)
 	}
 	return t.Tx.QueryRowContext(ctx, q, args...)
 }
 
 // QueryContext runs q with its prepared statement when there is one.
 func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	if s := t.stmts[q]; s != nil {
-		return t.Tx.StmtContext(ctx, s).QueryContext(ctx, args...)
+	if s := t.stmt(ctx, q); s != nil {
+		return s.QueryContext(ctx, args...)
 	}
 	return t.Tx.QueryContext(ctx, q, args...)
 }

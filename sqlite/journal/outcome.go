@@ -26,27 +26,32 @@ const qDispatch = `UPDATE effects SET state = 'dispatched', updated_at = ?
 // durably, just before the request leaves (SPEC §5).
 func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
 	return j.submit(ctx, func(ctx context.Context, tx *wtx) error {
-		// The guarded update is the check: it matches only the row callID
-		// holds in prepared. Only when it matches nothing is the row read,
-		// to say why.
-		now := j.stamp()
-		var attempts int
-		err := errNotHeld
-		if j.holds(scope, effectID, callID) {
-			err = tx.QueryRowContext(ctx, qDispatch, now, scope, effectID, callID, j.owner).Scan(&attempts)
-		}
-		if errors.Is(err, sql.ErrNoRows) || errors.Is(err, errNotHeld) {
-			r, herr := j.heldRow(ctx, tx, scope, effectID, callID, touba.EffectDispatched)
-			if herr != nil {
-				return herr
-			}
-			return fmt.Errorf("dispatch effect %s/%s: %w: %s -> dispatched", scope, effectID, ErrTransition, r.State)
-		} else if err != nil {
-			return fmt.Errorf("dispatch effect: %w", err)
-		}
-		return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now,
-			fmt.Sprintf("dispatch attempt %d", attempts))
+		return j.dispatchTx(ctx, tx, scope, effectID, callID)
 	})
+}
+
+// dispatchTx is Dispatch inside the writer's transaction.
+func (j *Journal) dispatchTx(ctx context.Context, tx *wtx, scope, effectID, callID string) error {
+	// The guarded update is the check: it matches only the row callID
+	// holds in prepared. Only when it matches nothing is the row read,
+	// to say why.
+	now := j.stamp()
+	var attempts int
+	err := errNotHeld
+	if j.holds(scope, effectID, callID) {
+		err = tx.QueryRowContext(ctx, qDispatch, now, scope, effectID, callID, j.owner).Scan(&attempts)
+	}
+	if errors.Is(err, sql.ErrNoRows) || errors.Is(err, errNotHeld) {
+		r, herr := j.heldRow(ctx, tx, scope, effectID, callID, touba.EffectDispatched)
+		if herr != nil {
+			return herr
+		}
+		return fmt.Errorf("dispatch effect %s/%s: %w: %s -> dispatched", scope, effectID, ErrTransition, r.State)
+	} else if err != nil {
+		return fmt.Errorf("dispatch effect: %w", err)
+	}
+	return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now,
+		fmt.Sprintf("dispatch attempt %d", attempts))
 }
 
 // errNotHeld stands for "this process does not hold the claim": the slow

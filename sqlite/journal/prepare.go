@@ -61,6 +61,20 @@ func ValidatePrepare(p Prepare) error {
 // is returned with a *RefusedError too. A compensation (operation
 // compensate, CompensationID) requires its original effect to be applied.
 func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
+	return j.prepare(ctx, p, false)
+}
+
+// PrepareDispatched is Prepare and then Dispatch in one operation, so one
+// commit: for an in-process handler (accounting_stub), where no process
+// starts and nothing can fail between the two facts, so that prepared
+// alone would tell recovery nothing that dispatched does not (SPEC §5, and
+// docs/performance.md for why it is sound). The audit trail holds both
+// events, as with two commits. The effect is returned dispatched.
+func (j *Journal) PrepareDispatched(ctx context.Context, p Prepare) (*Effect, error) {
+	return j.prepare(ctx, p, true)
+}
+
+func (j *Journal) prepare(ctx context.Context, p Prepare, dispatch bool) (*Effect, error) {
 	if err := ValidatePrepare(p); err != nil {
 		return nil, err
 	}
@@ -73,8 +87,12 @@ func (j *Journal) Prepare(ctx context.Context, p Prepare) (*Effect, error) {
 	var out *Effect
 	var refused *RefusedError
 	err := j.submit(ctx, func(ctx context.Context, tx *wtx) error {
-		e, err := j.prepareTx(ctx, tx, p)
+		e, err := j.prepareTx(ctx, tx, p, dispatch)
 		out, refused = e, nil
+		if err == nil && dispatch && e.State != touba.EffectDispatched {
+			err = j.dispatchTx(ctx, tx, p.Scope, p.EffectID, p.CallID)
+			e.State = touba.EffectDispatched
+		}
 		// A refusal writes nothing but, at most, the unknown state of an
 		// orphaned dispatched row, which must stay: keep the savepoint.
 		if errors.As(err, &refused) {
@@ -102,6 +120,11 @@ const (
 	qInsertEffect = `INSERT INTO effects (scope, effect_id, tool_ref, operation, fingerprint,
 		retry_mode, state, attempts, call_id, created_at, updated_at, owner)
 		VALUES (?, ?, ?, ?, ?, ?, 'prepared', 1, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
+	// The same, for PrepareDispatched: a new row goes straight to
+	// dispatched (both events are appended), one statement fewer.
+	qInsertEffectDispatched = `INSERT INTO effects (scope, effect_id, tool_ref, operation, fingerprint,
+		retry_mode, state, attempts, call_id, created_at, updated_at, owner)
+		VALUES (?, ?, ?, ?, ?, ?, 'dispatched', 1, ?, ?, ?, ?) ON CONFLICT DO NOTHING`
 	// The compare-and-swap on (state, attempts): the row must still be what
 	// was read, so two racers that read the same row cannot both move it.
 	qPrepareAgain = `UPDATE effects SET state = 'prepared', attempts = attempts + 1, call_id = ?,
@@ -110,7 +133,9 @@ const (
 		WHERE scope = ? AND effect_id = ? AND state = ? AND attempts = ?`
 )
 
-func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare) (*Effect, error) {
+// prepareTx prepares p; with dispatch, a new row is created dispatched
+// (the returned effect says which state it is in).
+func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare, dispatch bool) (*Effect, error) {
 	now := j.stamp()
 	if orig, ok := IsCompensation(p.EffectID); ok {
 		o, err := getRow(ctx, tx, p.Scope, orig)
@@ -125,7 +150,11 @@ func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare) (*Effect, e
 		return nil, fmt.Errorf("prepare effect: %w", err)
 	}
 	if r == nil {
-		res, err := tx.ExecContext(ctx, qInsertEffect, p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, now, j.owner)
+		insert := qInsertEffect
+		if dispatch {
+			insert = qInsertEffectDispatched
+		}
+		res, err := tx.ExecContext(ctx, insert, p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, now, j.owner)
 		if err != nil {
 			return nil, fmt.Errorf("prepare effect: %w", err)
 		}
@@ -136,7 +165,11 @@ func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare) (*Effect, e
 		e := &Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
 			Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
 			CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
-		return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1")
+		if err := appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1"); err != nil || !dispatch {
+			return e, err
+		}
+		e.State = touba.EffectDispatched
+		return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectDispatched, now, "dispatch attempt 1")
 	}
 	if r.State == touba.EffectDispatched && r.owner == j.owner && r.CallID != p.CallID {
 		// Dispatched by this handle, and p.CallID now holds the claim: the

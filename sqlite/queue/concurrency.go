@@ -79,8 +79,8 @@ func heldAtEnqueue(ctx context.Context, tx *sqlitex.Tx, ref, key string, max int
 	return n >= max, nil
 }
 
-// finishAndRelease is Finish's state change (query, an UPDATE without
-// RETURNING): the entry ends, and when it ends done or failed (no longer
+// finishAndRelease is Finish's state change (query, an UPDATE returning
+// trigger_ref, conc_key, conc_max): the entry ends, and when it ends done or failed (no longer
 // active), the next of its key are let go, in the same transaction. The
 // key comes back from the update itself, so an unkeyed entry costs
 // nothing more.
@@ -89,7 +89,7 @@ func (q *Queue) finishAndRelease(queueID string, token int64, status string, que
 		var ref string
 		var key sql.NullString
 		var max int
-		err := tx.QueryRowContext(ctx, query+` RETURNING trigger_ref, conc_key, conc_max`, args...).Scan(&ref, &key, &max)
+		err := tx.QueryRowContext(ctx, query, args...).Scan(&ref, &key, &max)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, whyNot(ctx, tx, queueID, token)
 		} else if err != nil {

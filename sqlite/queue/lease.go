@@ -59,6 +59,19 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	return out, nil
 }
 
+// The dispatcher's transitions of an entry, prepared once on the writer
+// connection (sqlitex.Tx): one of them ends every run.
+const (
+	qFinish = `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?
+		RETURNING trigger_ref, conc_key, conc_max`
+	qRetry = `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`
+	qPostpone = `UPDATE entries SET status = 'pending', attempts = MAX(attempts - 1, 0),
+		error_code = NULLIF(?, ''), error_message = NULLIF(?, ''), not_before = ?, updated_at = ?
+		WHERE queue_id = ? AND status = 'running' AND lease_token = ?`
+)
+
 // Finish ends a running entry as done, failed or parked. It is durable
 // when it returns; concurrent calls share commits.
 func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status, code, message string) error {
@@ -67,26 +80,19 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
-	return q.finishAndRelease(queueID, token, status, `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
-		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`,
-		status, code, message, q.now(), queueID, token)
+	return q.finishAndRelease(queueID, token, status, qFinish, status, code, message, q.now(), queueID, token)
 }
 
 // Retry puts a running entry back to pending, due at notBefore.
 func (q *Queue) Retry(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error {
-	return q.transition(queueID, token, 1, `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
-		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`,
-		code, message, touba.FormatTime(notBefore), q.now(), queueID, token)
+	return q.transition(queueID, token, 1, qRetry, code, message, touba.FormatTime(notBefore), q.now(), queueID, token)
 }
 
 // Postpone puts a running entry back to pending, due at notBefore, and
 // gives back the attempt its lease counted: the run could not start (its
 // effect was held elsewhere, a file did not answer), which is no try.
 func (q *Queue) Postpone(ctx context.Context, queueID string, token int64, notBefore time.Time, code, message string) error {
-	return q.transition(queueID, token, 1, `UPDATE entries SET status = 'pending', attempts = MAX(attempts - 1, 0),
-		error_code = NULLIF(?, ''), error_message = NULLIF(?, ''), not_before = ?, updated_at = ?
-		WHERE queue_id = ? AND status = 'running' AND lease_token = ?`,
-		code, message, touba.FormatTime(notBefore), q.now(), queueID, token)
+	return q.transition(queueID, token, 1, qPostpone, code, message, touba.FormatTime(notBefore), q.now(), queueID, token)
 }
 
 // Renew checks that the caller still holds the lease: leases of the queue

@@ -46,9 +46,11 @@ func (s *State) SaveStep(queueID string, _ int64, stepID, runID string, output j
 	})
 }
 
+const qSteps = `SELECT step_id, run_id, output, at FROM run_steps WHERE queue_id = ?`
+
 // Steps returns the checkpointed outputs of an entry, by step id.
 func (s *State) Steps(ctx context.Context, queueID string) (map[string]StepOutput, error) {
-	rows, err := s.db.Read.QueryContext(ctx, `SELECT step_id, run_id, output, at FROM run_steps WHERE queue_id = ?`, queueID)
+	rows, err := s.steps.QueryContext(ctx, queueID)
 	if err != nil {
 		return nil, fmt.Errorf("steps of %s: %w", queueID, err)
 	}

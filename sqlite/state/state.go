@@ -9,6 +9,7 @@ package state
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"fmt"
 	"sync"
@@ -43,6 +44,10 @@ type State struct {
 	db   *sqlitex.DB
 	opts Options
 	w    *sqlitex.Writer // run checkpoints, group-committed
+	// steps is Steps' query, prepared once on the reader pool: every run
+	// reads its checkpoints, and parsing the SQL each time cost more than
+	// running it.
+	steps *sql.Stmt
 
 	rows    chan *waiting
 	mu      sync.RWMutex
@@ -107,6 +112,11 @@ func Open(ctx context.Context, path string, opts Options) (*State, error) {
 		db.Close()
 		return nil, fmt.Errorf("state: %w", err)
 	}
+	if s.steps, err = db.Read.PrepareContext(ctx, qSteps); err != nil {
+		s.w.Close()
+		db.Close()
+		return nil, fmt.Errorf("state: %w", err)
+	}
 	go s.logWriter()
 	return s, nil
 }
@@ -123,6 +133,7 @@ func (s *State) Close() error {
 	s.mu.Unlock()
 	<-s.done
 	s.w.Close()
+	s.steps.Close()
 	return s.db.Close()
 }
 

@@ -14,7 +14,9 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -51,6 +53,7 @@ func main() {
 	contract := flag.String("contract", "external_write", "external_write (journal) or none (no journal)")
 	dir := flag.String("dir", "", "folder for the files (a temp folder if empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the drain here")
+	countFsyncs := flag.Bool("strace", false, "count the drain's fsync and fdatasync calls with strace (slows the drain: for the count, not the rate)")
 	keys := flag.Int("keys", 0, "concurrency keys at max 1, entries spread over them round robin (0: unkeyed)")
 	flag.Parse()
 	if *dir == "" {
@@ -114,16 +117,27 @@ func main() {
 		log.Fatal(err)
 	}
 	body, _ := json.Marshal(map[string]any{"order_id": 42, "lines": []string{"a", "b"}})
-	for i := 0; i < *n; i++ {
-		d := &touba.Delivery{TriggerRef: "trigger:bench/D", EventID: fmt.Sprintf("e%d", i),
-			Digest: dedupe.Digest(body), Body: body}
-		if *keys > 0 {
-			d.ConcKey, d.ConcMax = fmt.Sprintf(`"k%d"`, i%*keys), 1
-		}
-		if _, err := q.Enqueue(ctx, d); err != nil {
-			log.Fatal(err)
-		}
+	// Queued by 32 goroutines, so that group commit makes the set-up
+	// quick; ids are taken in order, so entries are roughly in order.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < *n; i = int(next.Add(1) - 1) {
+				d := &touba.Delivery{TriggerRef: "trigger:bench/D", EventID: fmt.Sprintf("e%d", i),
+					Digest: dedupe.Digest(body), Body: body}
+				if *keys > 0 {
+					d.ConcKey, d.ConcMax = fmt.Sprintf(`"k%d"`, i%*keys), 1
+				}
+				if _, err := q.Enqueue(ctx, d); err != nil {
+					log.Fatal(err)
+				}
+			}
+		}()
 	}
+	wg.Wait()
 	cfg, err := dispatcher.NewConfig(p, m, res, true, &dispatcher.Stubs{}, zerolog.Nop())
 	if err != nil {
 		log.Fatal(err)
@@ -139,6 +153,13 @@ func main() {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	var fc *fsyncCounter
+	if *countFsyncs {
+		if fc, err = startFsyncCounter(*dir); err != nil {
+			log.Fatal(err)
+		}
+	}
+	ru0 := cpuTime()
 	start := time.Now()
 	d := dispatcher.New(cq, st, j, cfg, dispatcher.Options{Workers: *workers, Log: zerolog.Nop()})
 	if err := d.Start(ctx); err != nil {
@@ -160,6 +181,14 @@ func main() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	cpu := cpuTime() - ru0
+	if fc != nil {
+		calls, err := fc.stop()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer fmt.Printf("strace: %d fsync+fdatasync calls during the drain, %.2f per effect\n", calls, float64(calls)/float64(*n))
+	}
 	d.Close(time.Second)
 	sc, _ := st.BatchStats()
 	qc := q.QueueStats().Commits - qc0 + cq.leases.Load()
@@ -171,11 +200,31 @@ func main() {
 			mode = fmt.Sprintf("persistent(%s,max_in_flight=%d)", filepath.Base(*command), *maxInFlight)
 		}
 	}
-	fmt.Printf("handler=%s keys=%d contract=%s workers=%d entries=%d elapsed=%v effects_per_s=%.0f us_per_effect=%.0f fsyncs_per_effect=%.2f (queue %.2f, state %.2f, journal %.2f)\n",
-		mode, *keys, *contract, *workers, *n, elapsed.Round(time.Millisecond), float64(*n)/elapsed.Seconds(),
-		float64(elapsed.Microseconds())/float64(*n), float64(qc+sc+jc)/float64(*n),
-		float64(qc)/float64(*n), float64(sc)/float64(*n), float64(jc)/float64(*n))
+	fmt.Printf("handler=%s keys=%d contract=%s workers=%d entries=%d leases=%d elapsed=%v effects_per_s=%.0f us_per_effect=%.0f cpu_us_per_effect=%.0f fsyncs_per_effect=%.2f (queue %.2f, state %.2f, journal %.2f) load=%s\n",
+		mode, *keys, *contract, *workers, *n, cq.leases.Load(), elapsed.Round(time.Millisecond), float64(*n)/elapsed.Seconds(),
+		float64(elapsed.Microseconds())/float64(*n), float64(cpu.Microseconds())/float64(*n), float64(qc+sc+jc)/float64(*n),
+		float64(qc)/float64(*n), float64(sc)/float64(*n), float64(jc)/float64(*n), loadavg())
 	st.Close()
 	q.Close()
 	j.Close()
+}
+
+// cpuTime is the CPU (user and system) this process has used: the
+// dispatcher's cost per effect, which contention for the cores disturbs
+// less than a rate does. A process handler's own CPU is not counted.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// loadavg is the 1-minute load average, printed with every figure.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
 }
