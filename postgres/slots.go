@@ -18,7 +18,7 @@ type Slots struct{ db *db }
 // slotLock serialises the takers of one binding's slots, across nodes.
 // The choice of a free slot is then made on a snapshot taken after the
 // lock, which sees every slot taken before it.
-const slotLock = `SELECT pg_advisory_xact_lock(hashtextextended('slot' || chr(0) || $1, 7))`
+const slotLock = `SELECT pg_advisory_xact_lock(hashtextextended('slot:' || $1, 7))`
 
 // takeSlot takes the lowest slot of $1 among 1..$2 that no live lease
 // holds, for entry $3 if it is still leased under token $4.
