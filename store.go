@@ -116,3 +116,19 @@ type StateStore interface {
 	DeliveryLog
 	AuditLog
 }
+
+// SlotStore keeps the bindings' max_concurrency slots (SPEC §2.2) where
+// several nodes share the bound: a database every node uses. A slot is
+// held by an entry's lease, so it frees by itself when that lease ends
+// (the entry finished, went back to pending, or its node died and the
+// lease expired): a crashed node never keeps a slot. Without one (nil),
+// the dispatcher bounds the calls of its own process only, which is the
+// whole bound for a single daemon.
+type SlotStore interface {
+	// TakeSlot takes one of the max slots of toolRef for the entry leased
+	// under token, if one is free; ok is false when all max are held by
+	// live leases, or the entry is no longer leased under token.
+	TakeSlot(ctx context.Context, toolRef string, max int, queueID string, token int64) (slot int, ok bool, err error)
+	// ReleaseSlot frees slot if the entry still holds it under token.
+	ReleaseSlot(ctx context.Context, toolRef string, slot int, queueID string, token int64) error
+}

@@ -76,6 +76,9 @@ type Options struct {
 	// RenewEvery is how often a run renews its entry's lease (SPEC §8: a
 	// third of --lease-ttl); 0 for stores whose leases never expire.
 	RenewEvery time.Duration
+	// Slots holds the bindings' max_concurrency across the nodes sharing
+	// a database; nil bounds this process's calls only (slots.go).
+	Slots touba.SlotStore
 }
 
 // Dispatcher runs queue entries with a fixed number of workers.

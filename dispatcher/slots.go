@@ -3,13 +3,23 @@ package dispatcher
 import (
 	"context"
 	"sync"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
 )
 
 // A binding's max_concurrency (SPEC §2.2): at most that many of its calls
-// in flight across the workers. A run waits for a slot before anything of
-// the step is written or started, so the wait spends no attempt (the
-// entry's was counted at lease; no effect is prepared) and the handler's
-// timeout starts only once the call has its slot.
+// in flight. A run waits for a slot before anything of the step is written
+// or started, so the wait spends no attempt (the entry's was counted at
+// lease; no effect is prepared) and the handler's timeout starts only once
+// the call has its slot; the run's lease is renewed while it waits, as
+// during the call.
+//
+// In one process (SQLite) the bound is a semaphore per binding. Nodes
+// sharing a database (Options.Slots set) hold the bound in the database
+// too: a run takes its node's semaphore first, so a node never polls the
+// database for more slots than the bound, then one of the binding's slots
+// in the store, which every node sees.
 
 // slots is the semaphores of the bindings, by tool ref. They live in the
 // dispatcher, not the configuration, so a reload that keeps a binding's
@@ -43,28 +53,78 @@ func (s *slots) of(b *Binding) *sem {
 	return x
 }
 
-// acquire waits for a slot of b; the release func gives it back. It ends
-// early when ctx ends or the dispatcher stops leasing (shutdown), with
-// ok false: the run then stops without a verdict on its step.
-func (d *Dispatcher) acquire(ctx context.Context, b *Binding) (release func(), ok bool) {
+// acquire waits for a slot of b for the run of e; the release func gives
+// it back. It ends early when ctx ends (the lease was lost) or the
+// dispatcher stops leasing (shutdown), with ok false: the run then stops
+// without a verdict on its step.
+func (d *Dispatcher) acquire(ctx context.Context, b *Binding, e *touba.Delivery) (release func(), ok bool) {
 	s := d.slots.of(b)
 	if s == nil {
 		return func() {}, true
 	}
+	waiting := false
+	defer func() {
+		if waiting {
+			d.waiting.Add(-1)
+		}
+	}()
 	select {
 	case s.ch <- struct{}{}:
-		return func() { <-s.ch }, true
 	default:
+		waiting = true
+		d.waiting.Add(1)
+		select {
+		case s.ch <- struct{}{}:
+		case <-ctx.Done():
+			return nil, false
+		case <-d.stop:
+			return nil, false
+		}
 	}
-	d.waiting.Add(1)
-	defer d.waiting.Add(-1)
-	select {
-	case s.ch <- struct{}{}:
+	if d.opts.Slots == nil {
 		return func() { <-s.ch }, true
-	case <-ctx.Done():
-	case <-d.stop:
 	}
-	return nil, false
+	slot, ok := d.sharedSlot(ctx, b, e, &waiting)
+	if !ok {
+		<-s.ch
+		return nil, false
+	}
+	return func() {
+		if err := d.opts.Slots.ReleaseSlot(context.Background(), b.Ref, slot, e.QueueID, e.LeaseToken); err != nil {
+			d.log.Warn().Err(err).Str("tool_ref", b.Ref).Str("queue_id", e.QueueID).
+				Msg("cannot release a binding slot; it frees when the entry's lease ends")
+		}
+		<-s.ch
+	}, true
+}
+
+// sharedSlot takes one of b's slots in the store, polling every
+// PollInterval while all are held (by this node or others).
+func (d *Dispatcher) sharedSlot(ctx context.Context, b *Binding, e *touba.Delivery, waiting *bool) (int, bool) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	<-t.C
+	for {
+		slot, ok, err := d.opts.Slots.TakeSlot(ctx, b.Ref, b.MaxConcurrency, e.QueueID, e.LeaseToken)
+		if err == nil && ok {
+			return slot, true
+		}
+		if err != nil && ctx.Err() == nil {
+			d.log.Warn().Err(err).Str("tool_ref", b.Ref).Str("queue_id", e.QueueID).Msg("cannot take a binding slot; retrying")
+		}
+		if !*waiting {
+			*waiting = true
+			d.waiting.Add(1)
+		}
+		t.Reset(d.opts.PollInterval)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return 0, false
+		case <-d.stop:
+			return 0, false
+		}
+	}
 }
 
 // WaitingForSlot is the number of runs waiting for a binding's slot now,

@@ -36,7 +36,7 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	if err != nil {
 		return nil, fromError(asTouba(err))
 	}
-	release, ok := d.acquire(ctx, b)
+	release, ok := d.acquire(ctx, b, e)
 	if !ok {
 		return nil, &verdict{action: later, code: "DispatcherStopping", message: "stopped while waiting for a slot of " + b.Ref}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	touba "github.com/touba/touba-trigger"
 )
@@ -15,12 +16,61 @@ import (
 // it is not among the first conc_max active entries of its key. Nodes
 // decide it concurrently, so each decision first takes the key's
 // transaction-level advisory lock: two nodes never both count a key's
-// active entries below its max and both let an entry go.
+// active entries below its max and both let an entry go. The statements
+// after the lock run on a snapshot taken after it (READ COMMITTED, which
+// the writer's transactions ask for), so they see every change made under
+// the lock before. A key's order is conc_seq, drawn under that lock: the
+// order its entries were accepted in, whichever node accepted them.
 
 // lockKey takes the advisory lock of a key until the transaction ends.
 func lockKey(ctx context.Context, tx *Tx, ref, key string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(0) || $2, 7))`, ref, key)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || $2, 7))`, ref, key)
 	return err
+}
+
+// errRetry is a change that lost a deadlock to another node's batch (both
+// waiting on key locks the other holds: a batch takes several keys' locks
+// in the order its operations came). Its writes are undone; it is tried
+// again in a new batch.
+var errRetry = errors.New("deadlock with another node; tried again")
+
+// deadlocked tells whether err is PostgreSQL breaking a deadlock (or a
+// serialization failure): the change may simply be tried again.
+func deadlocked(err error) bool {
+	var pe *pgconn.PgError
+	return errors.Is(err, errRetry) || errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+}
+
+// maxTries bounds how often a change that lost a deadlock is tried again.
+const maxTries = 5
+
+// lockKeyShared is lockKey inside a batch without savepoints (intake's
+// DoShared): a free lock is taken at once; a lock another transaction
+// holds is waited for under a savepoint, so a deadlock undoes only this
+// delivery (errRetry) and not the batch of every other one.
+func lockKeyShared(ctx context.Context, tx *Tx, ref, key string) error {
+	var ok bool
+	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || $2, 7))`, ref, key).
+		Scan(&ok); err != nil || ok {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `SAVEPOINT key_lock`); err != nil {
+		return err
+	}
+	lockErr := lockKey(ctx, tx, ref, key)
+	if lockErr != nil {
+		if !deadlocked(lockErr) {
+			return lockErr
+		}
+		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT key_lock`); err != nil {
+			return err
+		}
+		lockErr = errRetry
+	}
+	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT key_lock`); err != nil {
+		return err
+	}
+	return lockErr
 }
 
 const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM entries
@@ -29,19 +79,19 @@ const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM entries
 const releaseNext = `UPDATE entries SET held = false WHERE held AND queue_id IN (
 	SELECT queue_id FROM entries
 	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked')
-	ORDER BY queue_id LIMIT $3)`
+	ORDER BY conc_seq LIMIT $3)`
 
 const rehold = `UPDATE entries SET held = NOT (queue_id IN (
 		SELECT queue_id FROM entries
 		WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked')
-		ORDER BY queue_id LIMIT $3)
+		ORDER BY conc_seq LIMIT $3)
 	  AND (SELECT COUNT(*) FROM entries WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'running') < $3)
 	WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending'`
 
 // enqueueKeyed decides and inserts one keyed delivery in tx.
 func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	d := o.d
-	if err := lockKey(ctx, tx, d.TriggerRef, d.ConcKey); err != nil {
+	if err := lockKeyShared(ctx, tx, d.TriggerRef, d.ConcKey); err != nil {
 		return err
 	}
 	var n int
@@ -54,8 +104,8 @@ func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	}
 	var id string
 	err := tx.QueryRow(ctx, `INSERT INTO entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
-		received_at, status, updated_at, traceparent, conc_key, conc_max, held)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13)
+		received_at, status, updated_at, traceparent, conc_key, conc_max, held, conc_seq)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, nextval('conc_seqs'))
 		ON CONFLICT (trigger_ref, event_id) WHERE event_id <> '' DO NOTHING RETURNING queue_id`,
 		d.QueueID, d.TriggerRef, d.EventID, d.Digest, body, o.headers, d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now,
 		d.TraceParent, d.ConcKey, d.ConcMax, n >= d.ConcMax).Scan(&id)
@@ -97,6 +147,13 @@ func reholdKey(ctx context.Context, tx *Tx, queueID string) error {
 		return nil
 	}
 	if err := lockKey(ctx, tx, ref, *key); err != nil {
+		return err
+	}
+	// Lease takes no key lock: wait for any lease of the key's pending
+	// entries in flight, and keep them from being leased until this
+	// commits, so the count of running entries below is the truth.
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM entries WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending'
+		FOR UPDATE`, ref, *key); err != nil {
 		return err
 	}
 	_, err := tx.Exec(ctx, rehold, ref, *key, max)

@@ -16,6 +16,7 @@ type enqueueOp struct {
 	d       *touba.Delivery
 	headers string
 	res     touba.EnqueueResult
+	retry   bool // lost a deadlock: undone, to be tried again
 }
 
 // Enqueue takes the identity decision and stores a new entry, in the
@@ -54,15 +55,32 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	}
 	op := &enqueueOp{d: d, headers: string(hdr)}
 	keyed := d.ConcKey != "" && d.ConcMax > 0
-	err := q.db.w.DoShared(context.Background(), func(ctx context.Context, tx *Tx) error {
-		if keyed {
-			// Per-key concurrency needs the key's count under its lock:
-			// decided now, in the batch's transaction.
-			return enqueueKeyed(ctx, tx, op, q.db.now())
+	var err error
+	for try := 1; ; try++ {
+		op.retry = false
+		err = q.db.w.DoShared(context.Background(), func(ctx context.Context, tx *Tx) error {
+			if keyed {
+				// Per-key concurrency needs the key's count under its
+				// lock: decided now, in the batch's transaction.
+				err := enqueueKeyed(ctx, tx, op, q.db.now())
+				if errors.Is(err, errRetry) {
+					op.retry = true // undone; the batch goes on without it
+					return nil
+				}
+				return err
+			}
+			tx.enq = append(tx.enq, op)
+			return nil
+		})
+		// A deadlock with another node undid this delivery (op.retry) or
+		// its whole batch (err): nothing of it was stored, try again.
+		if !(op.retry || deadlocked(err)) || try == maxTries {
+			break
 		}
-		tx.enq = append(tx.enq, op)
-		return nil
-	})
+	}
+	if err == nil && op.retry {
+		err = errRetry
+	}
 	if err = errClosed(err); err != nil {
 		if newID {
 			d.QueueID = ""

@@ -14,8 +14,16 @@ import (
 // change runs fn in the writer's next batch, under its own savepoint, and
 // waits for the batch, whatever the caller's context: the change may be
 // committing, and the caller must not act before knowing.
+// A change that lost a deadlock with another node's batch was undone
+// whole (its savepoint): it is tried again in the next batch.
 func (q *Queue) change(fn func(ctx context.Context, tx *Tx) error) error {
-	err := errClosed(q.db.w.Do(context.Background(), fn))
+	var err error
+	for try := 1; ; try++ {
+		err = errClosed(q.db.w.Do(context.Background(), fn))
+		if !deadlocked(err) || try == maxTries {
+			break
+		}
+	}
 	if err != nil && touba.ErrorCode(err) == touba.EINTERNAL {
 		return fmt.Errorf("queue commit: %w", err)
 	}

@@ -80,6 +80,8 @@ type Store struct {
 	Queue   *Queue
 	State   *State
 	Journal *Journal
+	// Slots are the bindings' max_concurrency slots, shared by the nodes.
+	Slots *Slots
 	// Recovered are the effects found dispatched at open under entries no
 	// live lease holds, now unknown.
 	Recovered []touba.Effect
@@ -152,6 +154,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	s.Queue = newQueue(d)
 	s.State = newState(d)
 	s.Journal = newJournal(d)
+	s.Slots = &Slots{db: d}
 	if err := s.Queue.start(ctx); err != nil {
 		s.Close()
 		return nil, err

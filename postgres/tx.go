@@ -26,7 +26,9 @@ func (t *Tx) begin(ctx context.Context) error {
 	if t.tx != nil {
 		return nil
 	}
-	tx, err := t.pool.Begin(ctx)
+	// READ COMMITTED whatever the database's default: the per-key
+	// decisions (concurrency.go) need a new snapshot after each lock.
+	tx, err := t.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		s.disp = dispatcher.New(s.store.Queue, s.store.State, j, s.current.Load(), dispatcher.Options{Workers: f.Workers,
 			Log: log.With().Str("component", "dispatcher").Logger(), Observe: s.metrics.ObserveCall,
-			Tracing: s.tracing, RenewEvery: renew})
+			Tracing: s.tracing, RenewEvery: renew, Slots: s.store.Slots})
 		s.intake.Enqueued = s.disp.Notify
 	}
 	if f.AdminSocket != "" {

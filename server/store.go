@@ -30,6 +30,8 @@ type stores struct {
 	State   touba.StateStore
 	Journal touba.EffectJournal // nil without one
 	Lock    *journal.Lock       // the SQLite journal's lock; nil otherwise
+	// Slots holds max_concurrency across nodes; nil for one process.
+	Slots touba.SlotStore
 	// Recovered are the effects found dispatched at open, now unknown;
 	// Requeued the entries found running, now pending.
 	Recovered []touba.Effect
@@ -64,8 +66,8 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Recovered: st.Recovered,
-			Requeued: st.Requeued, Shared: true, Close: st.Close}, nil
+		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots,
+			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, Close: st.Close}, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,
 		TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: c.ExistingOnly, RequeueRunning: c.Daemon,
