@@ -68,7 +68,7 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 		return err
 	}
 	if f.ConsoleListen != "" {
-		if f.ConsoleToken, err = loadConsoleToken(*tokenFile); err != nil {
+		if f.ConsoleToken, err = server.LoadConsoleToken(*tokenFile); err != nil {
 			return err
 		}
 	}
@@ -145,7 +145,7 @@ func (c *ServeCommand) Run(ctx context.Context, stderr io.Writer) error {
 		log = log.Hook(tracing.LogHook{})
 	}
 	c.cfg.Log, c.cfg.Tracing = log, tr
-	stopPprof, err := startPprof(log)
+	stopPprof, err := server.StartPprof(log)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -18,10 +18,10 @@ const consoleCredential = "console-token"
 // between the network and the operator's actions.
 const minConsoleToken = 16
 
-// loadConsoleToken reads the console's token from file, or else from
+// LoadConsoleToken reads the console's token from file, or else from
 // $CREDENTIALS_DIRECTORY/console-token. No token refuses start-up: a
 // console without one would answer nobody, or everybody.
-func loadConsoleToken(file string) ([]byte, error) {
+func LoadConsoleToken(file string) ([]byte, error) {
 	if file == "" {
 		if dir := os.Getenv("CREDENTIALS_DIRECTORY"); dir != "" {
 			cred := filepath.Join(dir, consoleCredential)

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"testing"
@@ -12,22 +12,22 @@ import (
 // usage refusal, so a profile (stacks, memory) never reaches the network.
 func TestPprofLoopbackOnly(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", ":0", "10.1.2.3:6060", "example.com:6060", "nonsense"} {
-		t.Setenv(envPprof, addr)
-		if stop, err := startPprof(zerolog.Nop()); touba.ErrorCode(err) != touba.EUsage {
+		t.Setenv(EnvPprof, addr)
+		if stop, err := StartPprof(zerolog.Nop()); touba.ErrorCode(err) != touba.EUsage {
 			if err == nil {
 				stop()
 			}
-			t.Errorf("%s=%q: %v, want %s", envPprof, addr, err, touba.EUsage)
+			t.Errorf("%s=%q: %v, want %s", EnvPprof, addr, err, touba.EUsage)
 		}
 	}
-	t.Setenv(envPprof, "")
-	stop, err := startPprof(zerolog.Nop())
+	t.Setenv(EnvPprof, "")
+	stop, err := StartPprof(zerolog.Nop())
 	if err != nil {
 		t.Fatalf("unset: %v", err)
 	}
 	stop()
-	t.Setenv(envPprof, "127.0.0.1:0")
-	if stop, err = startPprof(zerolog.Nop()); err != nil {
+	t.Setenv(EnvPprof, "127.0.0.1:0")
+	if stop, err = StartPprof(zerolog.Nop()); err != nil {
 		t.Fatalf("loopback: %v", err)
 	}
 	stop()

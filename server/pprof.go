@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"errors"
@@ -14,29 +14,29 @@ import (
 	touba "github.com/touba/touba-trigger"
 )
 
-// envPprof names a loopback address (127.0.0.1:6060) on which serve answers
+// EnvPprof names a loopback address (127.0.0.1:6060) on which serve answers
 // net/http/pprof's /debug/pprof/ for profiling (scripts/profile). Off by
 // default and never on another interface: a profile shows the daemon's
 // memory and stacks, so it is not for the network.
-const envPprof = "TOUBA_PPROF"
+const EnvPprof = "TOUBA_PPROF"
 
-// startPprof serves /debug/pprof/ on TOUBA_PPROF's address when it is set.
+// StartPprof serves /debug/pprof/ on TOUBA_PPROF's address when it is set.
 // It returns a stop func (a no-op when off).
-func startPprof(log zerolog.Logger) (func(), error) {
-	addr := os.Getenv(envPprof)
+func StartPprof(log zerolog.Logger) (func(), error) {
+	addr := os.Getenv(EnvPprof)
 	if addr == "" {
 		return func() {}, nil
 	}
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return nil, touba.Errorf(touba.EUsage, "%s=%q: %v", envPprof, addr, err)
+		return nil, touba.Errorf(touba.EUsage, "%s=%q: %v", EnvPprof, addr, err)
 	}
 	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return nil, touba.Errorf(touba.EUsage, "%s=%q: only a loopback address is allowed", envPprof, addr)
+		return nil, touba.Errorf(touba.EUsage, "%s=%q: only a loopback address is allowed", EnvPprof, addr)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, touba.Errorf(touba.EUsage, "%s: %v", envPprof, err)
+		return nil, touba.Errorf(touba.EUsage, "%s: %v", EnvPprof, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -50,6 +50,6 @@ func startPprof(log zerolog.Logger) (func(), error) {
 			log.Warn().Err(err).Msg("pprof listener stopped")
 		}
 	}()
-	log.Warn().Str("addr", ln.Addr().String()).Msg(fmt.Sprintf("%s set: profiling endpoints served (not for production)", envPprof))
+	log.Warn().Str("addr", ln.Addr().String()).Msg(fmt.Sprintf("%s set: profiling endpoints served (not for production)", EnvPprof))
 	return func() { srv.Close() }, nil
 }
