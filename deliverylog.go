@@ -1,6 +1,12 @@
 package touba
 
-import "time"
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+	"unicode/utf8"
+)
 
 // LoggedDelivery is one row of the delivery log (SPEC §6): a request that
 // did not create a queue entry (a rejection, a duplicate, a filtered
@@ -45,4 +51,81 @@ type OperatorEvent struct {
 	Outcome  string    `json:"outcome"`
 	Operator string    `json:"operator"`
 	Detail   string    `json:"detail"`
+}
+
+// Caps on what a sender controls in a log row. A request may carry 64 KiB
+// of headers and a 64 KiB path; kept whole, a flood of such rejections
+// would cost 128 KiB a row, in memory while buffered and on disk after.
+// Trim cuts each field before the row is buffered, and marks every cut.
+const (
+	MaxRefBytes        = 256  // trigger_ref (from the path when no trigger matched)
+	MaxEventIDBytes    = 256  // event_id (a valid one is at most 200 bytes)
+	MaxRemoteAddrBytes = 128  // remote_addr
+	MaxHeaderBytes     = 8192 // all kept header names and values of one row together
+	maxHeaderNameBytes = 128
+)
+
+// TruncatedMark ends every field Trim cut short.
+const TruncatedMark = "...[truncated]"
+
+// TruncatedHeader is the header Trim adds to a row whose headers it cut or
+// dropped. Its name is not an HTTP token, so no sender can send it.
+const TruncatedHeader = "(truncated)"
+
+// cut returns s if it fits in max bytes, else its longest prefix (on a
+// UTF-8 boundary) that fits with TruncatedMark appended.
+func cut(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	n := max - len(TruncatedMark)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + TruncatedMark
+}
+
+// Trim cuts the fields of d a sender controls to their caps, in place,
+// before the row is buffered: every delivery log applies it.
+func (d *LoggedDelivery) Trim() {
+	d.TriggerRef = cut(d.TriggerRef, MaxRefBytes)
+	d.EventID = cut(d.EventID, MaxEventIDBytes)
+	d.RemoteAddr = cut(d.RemoteAddr, MaxRemoteAddrBytes)
+	d.Headers = trimHeaders(d.Headers)
+}
+
+// trimHeaders keeps headers, in name order, while their names and values
+// fit in MaxHeaderBytes; a value that does not fit whole is cut, and the
+// headers after the budget is spent are dropped. What was cut or dropped
+// is said in TruncatedHeader.
+func trimHeaders(h map[string]string) map[string]string {
+	total := 0
+	for k, v := range h {
+		total += len(k) + len(v)
+	}
+	if total <= MaxHeaderBytes {
+		return h
+	}
+	names := slices.Sorted(maps.Keys(h))
+	// Room for the note itself, so the row stays within the cap.
+	budget := MaxHeaderBytes - len(TruncatedHeader) - 96
+	out := make(map[string]string)
+	cutN, droppedN := 0, 0
+	for _, k := range names {
+		v := h[k]
+		name := cut(k, maxHeaderNameBytes)
+		room := budget - len(name)
+		if room < len(TruncatedMark)+16 {
+			droppedN++
+			continue
+		}
+		if name != k || len(v) > room {
+			cutN++
+		}
+		v = cut(v, room)
+		out[name] = v
+		budget -= len(name) + len(v)
+	}
+	out[TruncatedHeader] = fmt.Sprintf("%d bytes of headers: %d cut, %d dropped", total, cutN, droppedN)
+	return out
 }

@@ -157,3 +157,35 @@ func (e *RefusedError) Unwrap() error {
 	}
 	return &Error{Code: e.Code, Message: e.Reason}
 }
+
+// Validate checks the fields of a reservation, for every journal.
+func (p EffectPrepare) Validate() error {
+	switch {
+	case p.Scope == "" || p.EffectID == "":
+		return errors.New("prepare effect: scope and effect id are required")
+	case p.ToolRef == "" || p.Fingerprint == "" || p.CallID == "":
+		return errors.New("prepare effect: tool ref, fingerprint and call id are required")
+	case p.RetryMode != RetryIdempotencyKey && p.RetryMode != RetryReconcile && p.RetryMode != RetryNone:
+		return fmt.Errorf("prepare effect: retry mode %q is not one of idempotency_key, reconcile, none", p.RetryMode)
+	}
+	_, comp := IsCompensation(p.EffectID)
+	switch p.Operation {
+	case OperationInvoke, OperationCompensate:
+	default:
+		return fmt.Errorf("prepare effect: operation %q is not invoke or compensate", p.Operation)
+	}
+	if comp != (p.Operation == OperationCompensate) {
+		return fmt.Errorf("prepare effect: operation compensate goes with an effect id ending in :compensate, and only it")
+	}
+	return nil
+}
+
+// Audit details every journal writes alike.
+const (
+	// DetailOrphaned: a dispatched effect whose call ended without its
+	// outcome journaled (the outcome write failed for good): unknown.
+	DetailOrphaned = "the call ended and its outcome could not be journaled; unknown"
+	// DetailRecovered starts the detail of an effect that recovery found
+	// dispatched and recorded unknown.
+	DetailRecovered = "recovery at start-up: found dispatched, outcome unknown; "
+)

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // Dispatch moves the effect held by callID from prepared to dispatched,
@@ -194,7 +193,7 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r touba.E
 		}
 		now := j.db.now()
 		if j.orphaned(cur) {
-			if err := markUnknown(ctx, tx, cur, now, journal.OrphanDetail); err != nil {
+			if err := markUnknown(ctx, tx, cur, now, touba.DetailOrphaned); err != nil {
 				return err
 			}
 			cur.State = touba.EffectUnknown
@@ -228,7 +227,7 @@ func (j *Journal) Abandon(ctx context.Context, scope, effectID, callID string) e
 		}
 		switch r.State {
 		case touba.EffectDispatched:
-			return markUnknown(ctx, tx, r, j.db.now(), journal.OrphanDetail)
+			return markUnknown(ctx, tx, r, j.db.now(), touba.DetailOrphaned)
 		case touba.EffectPrepared:
 			_, err := tx.Exec(ctx, `UPDATE effects SET owner = NULL
 				WHERE scope = $1 AND effect_id = $2 AND state = 'prepared' AND call_id = $3`, scope, effectID, callID)

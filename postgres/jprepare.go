@@ -6,14 +6,13 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // Prepare is the atomic reservation of an effect (SPEC §5), under the
 // entry's lease when p.LeaseToken is set: see sqlite/journal.Prepare, whose
 // rules it follows row for row.
 func (j *Journal) Prepare(ctx context.Context, p touba.EffectPrepare) (*touba.Effect, error) {
-	if err := journal.ValidatePrepare(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if j.holdsSecret(p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.CallID) {
@@ -81,7 +80,7 @@ func (j *Journal) prepareTx(ctx context.Context, tx *Tx, p touba.EffectPrepare) 
 		return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1")
 	}
 	if r.State == touba.EffectDispatched && r.owner == j.owner && r.CallID != p.CallID {
-		if err := markUnknown(ctx, tx, r, now, journal.OrphanDetail); err != nil {
+		if err := markUnknown(ctx, tx, r, now, touba.DetailOrphaned); err != nil {
 			return nil, err
 		}
 		r.State, r.owner = touba.EffectUnknown, ""

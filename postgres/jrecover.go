@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
 // noLiveLease selects the scopes no node runs under a live lease: no such
@@ -50,7 +49,7 @@ func (j *Journal) Recover(ctx context.Context) ([]touba.Effect, error) {
 			return err
 		}
 		for _, r := range found {
-			if err := markUnknown(ctx, tx, r, now, recoveryDetail(r.RetryMode, journal.RecoveryDetail)); err != nil {
+			if err := markUnknown(ctx, tx, r, now, recoveryDetail(r.RetryMode, touba.DetailRecovered)); err != nil {
 				return err
 			}
 			r.State = touba.EffectUnknown

@@ -13,7 +13,6 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/uuidv7"
-	sqlitestate "github.com/touba/touba-trigger/sqlite/state"
 )
 
 // State is the run history, the step checkpoints, the delivery log and the
@@ -195,7 +194,7 @@ func (s *State) Log(d *touba.LoggedDelivery) {
 	if d.At.IsZero() {
 		d.At = s.db.cfg.Now()
 	}
-	sqlitestate.Trim(d)
+	d.Trim()
 	if !d.BodyStored {
 		d.Body = nil
 	}

@@ -10,7 +10,7 @@ import (
 // OrphanDetail is the audit detail of a dispatched effect whose call ended
 // in this process without its outcome on disk (a failed commit): nobody
 // will report it any more, so it is unknown, exactly as at a restart.
-const OrphanDetail = "the call ended and its outcome could not be journaled; unknown"
+const OrphanDetail = touba.DetailOrphaned
 
 // Abandon is called when the call holding an effect has ended but its
 // outcome could not be journaled (Finish failed for good). It releases the

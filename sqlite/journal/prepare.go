@@ -26,27 +26,8 @@ var ErrNotCompensable = touba.ErrNotCompensable
 // EffectOutcomeUnknown, or "" for an applied effect (match ErrApplied).
 type RefusedError = touba.RefusedError
 
-// ValidatePrepare checks the fields of a reservation, for every journal.
-func ValidatePrepare(p Prepare) error {
-	switch {
-	case p.Scope == "" || p.EffectID == "":
-		return errors.New("prepare effect: scope and effect id are required")
-	case p.ToolRef == "" || p.Fingerprint == "" || p.CallID == "":
-		return errors.New("prepare effect: tool ref, fingerprint and call id are required")
-	case p.RetryMode != touba.RetryIdempotencyKey && p.RetryMode != touba.RetryReconcile && p.RetryMode != touba.RetryNone:
-		return fmt.Errorf("prepare effect: retry mode %q is not one of idempotency_key, reconcile, none", p.RetryMode)
-	}
-	_, comp := IsCompensation(p.EffectID)
-	switch p.Operation {
-	case OperationInvoke, OperationCompensate:
-	default:
-		return fmt.Errorf("prepare effect: operation %q is not invoke or compensate", p.Operation)
-	}
-	if comp != (p.Operation == OperationCompensate) {
-		return fmt.Errorf("prepare effect: operation compensate goes with an effect id ending in :compensate, and only it")
-	}
-	return nil
-}
+// ValidatePrepare checks the fields of a reservation (EffectPrepare.Validate).
+func ValidatePrepare(p Prepare) error { return p.Validate() }
 
 // Prepare is the atomic reservation of an effect, durable before it
 // returns. It creates the row (prepared, attempt 1), or moves an existing

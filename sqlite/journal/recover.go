@@ -97,7 +97,7 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r Resolut
 // recovery found dispatched and recorded unknown; the rest names the event
 // of SPEC §5: effect.unknown when the retry mode lets the next attempt
 // repeat it safely, run.needs_reconciliation when an operator must decide.
-const RecoveryDetail = "recovery at start-up: found dispatched, outcome unknown; "
+const RecoveryDetail = touba.DetailRecovered
 
 func recoveryDetail(retryMode string) string {
 	if retryMode == touba.RetryIdempotencyKey {

@@ -29,7 +29,7 @@ func (s *State) Log(d *Delivery) {
 	if d.At.IsZero() {
 		d.At = s.opts.Now()
 	}
-	trim(d)
+	d.Trim()
 	if !d.BodyStored {
 		d.Body = nil
 	}

@@ -48,19 +48,19 @@ func TestLogCutsSenderFields(t *testing.T) {
 	for name, c := range map[string]struct {
 		v   string
 		max int
-	}{"trigger_ref": {d.TriggerRef, state.MaxRefBytes}, "event_id": {d.EventID, state.MaxEventIDBytes},
-		"remote_addr": {d.RemoteAddr, state.MaxRemoteAddrBytes}} {
-		if len(c.v) > c.max || !strings.HasSuffix(c.v, state.TruncatedMark) {
-			t.Errorf("%s: %d bytes (cap %d), marked=%v", name, len(c.v), c.max, strings.HasSuffix(c.v, state.TruncatedMark))
+	}{"trigger_ref": {d.TriggerRef, touba.MaxRefBytes}, "event_id": {d.EventID, touba.MaxEventIDBytes},
+		"remote_addr": {d.RemoteAddr, touba.MaxRemoteAddrBytes}} {
+		if len(c.v) > c.max || !strings.HasSuffix(c.v, touba.TruncatedMark) {
+			t.Errorf("%s: %d bytes (cap %d), marked=%v", name, len(c.v), c.max, strings.HasSuffix(c.v, touba.TruncatedMark))
 		}
 	}
 	if !strings.HasPrefix(d.TriggerRef, "trigger:ppp") {
 		t.Errorf("trigger_ref %q: want the start of the path kept", d.TriggerRef[:20])
 	}
-	if n := headerBytes(d.Headers); n > state.MaxHeaderBytes {
-		t.Errorf("headers hold %d bytes, cap %d", n, state.MaxHeaderBytes)
+	if n := headerBytes(d.Headers); n > touba.MaxHeaderBytes {
+		t.Errorf("headers hold %d bytes, cap %d", n, touba.MaxHeaderBytes)
 	}
-	note, ok := d.Headers[state.TruncatedHeader]
+	note, ok := d.Headers[touba.TruncatedHeader]
 	if !ok || !strings.Contains(note, "dropped") {
 		t.Errorf("no truncation note in the headers: %q", note)
 	}
@@ -71,7 +71,7 @@ func TestLogCutsSenderFields(t *testing.T) {
 		if len(k) > 128 {
 			t.Errorf("header name of %d bytes kept", len(k))
 		}
-		if k == "x-big" && !strings.HasSuffix(v, state.TruncatedMark) {
+		if k == "x-big" && !strings.HasSuffix(v, touba.TruncatedMark) {
 			t.Errorf("x-big cut without its mark")
 		}
 	}
@@ -92,7 +92,7 @@ func TestLogCutKeepsUTF8(t *testing.T) {
 		t.Fatal(err)
 	}
 	d, _ := s.Delivery(context.Background(), "u")
-	if d == nil || !strings.HasSuffix(d.TriggerRef, "é"+state.TruncatedMark) {
+	if d == nil || !strings.HasSuffix(d.TriggerRef, "é"+touba.TruncatedMark) {
 		t.Fatalf("trigger_ref cut inside a character: %+v", d)
 	}
 }
