@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/touba/touba-trigger/protocol"
 )
 
 // Operations of an effect (SPEC §4): a normal call, or an operator's
 // compensation of an applied effect.
 const (
-	OperationInvoke     = string(protocol.Invoke)
-	OperationCompensate = string(protocol.Compensate)
+	OperationInvoke     = "invoke"
+	OperationCompensate = "compensate"
 )
 
 // Sentinels of the effect journal, matched with errors.Is.
