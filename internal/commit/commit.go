@@ -107,23 +107,51 @@ func (w *Writer[Tx]) Do(ctx context.Context, fn Op[Tx]) error {
 	return w.submit(ctx, &op[Tx]{fn: fn, isolated: true, done: make(chan struct{})})
 }
 
-// DoShared is Do without isolation, for the hot path: an error of fn fails
-// its whole batch, so fn must return one only when the transaction is
-// broken, and report a refusal of its own through what it captured.
+// DoShared is Do without isolation (no savepoint: two statements fewer per
+// operation), for operations of one guarded statement. An error of fn fails
+// its whole batch, unless fn marks it with Refused: fn's own error, which
+// fails only its caller. fn may return a Refused error only when it wrote
+// nothing: a guard that matched no row, or a statement that failed on its
+// own (SQLite undoes a failed statement by itself). Any error after a
+// write must be a plain one, which fails the batch, since nothing undoes
+// that write but the rollback of the whole transaction.
 func (w *Writer[Tx]) DoShared(ctx context.Context, fn Op[Tx]) error {
 	return w.submit(ctx, &op[Tx]{fn: fn, done: make(chan struct{})})
 }
+
+// Refused marks err as an operation's own error, for DoShared and GoShared:
+// the operation wrote nothing, so its batch goes on without it. The caller
+// gets err as it was (Refused(err) reads and unwraps as err). nil stays nil.
+func Refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &refusal{err}
+}
+
+type refusal struct{ err error }
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
 
 // Go runs fn in the next batch without waiting for it: for records whose
 // loss in a crash is harmless. Operations keep their order, so a later Do
 // commits after it. Errors go to onErr when set.
 func (w *Writer[Tx]) Go(fn Op[Tx], onErr func(error)) {
-	o := &op[Tx]{fn: fn, isolated: true, done: make(chan struct{}), onErr: onErr}
+	w.goOp(&op[Tx]{fn: fn, isolated: true, done: make(chan struct{}), onErr: onErr})
+}
+
+// GoShared is Go without isolation, with DoShared's rules for fn's errors.
+func (w *Writer[Tx]) GoShared(fn Op[Tx], onErr func(error)) {
+	w.goOp(&op[Tx]{fn: fn, done: make(chan struct{}), onErr: onErr})
+}
+
+func (w *Writer[Tx]) goOp(o *op[Tx]) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.shut {
-		if onErr != nil {
-			onErr(ErrClosed)
+		if o.onErr != nil {
+			o.onErr(ErrClosed)
 		}
 		return
 	}
@@ -230,7 +258,11 @@ func (w *Writer[Tx]) run1(ctx context.Context, batch []*op[Tx]) error {
 		o.err = nil
 		if !o.isolated {
 			if err := o.fn(ctx, tx); err != nil {
-				return err
+				var r *refusal
+				if !errors.As(err, &r) {
+					return err
+				}
+				o.err = err // its own, and it wrote nothing: the batch goes on
 			}
 			continue
 		}

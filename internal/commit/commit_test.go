@@ -142,3 +142,67 @@ func TestGoOrderAndClose(t *testing.T) {
 		t.Fatalf("Go after Close reported %v", got)
 	}
 }
+
+// A shared op's Refused error is its own: it fails only its caller, the
+// ops batched with it commit, and it wrote nothing. A plain error of a
+// shared op still fails its whole batch.
+func TestSharedRefusedFailsOnlyItself(t *testing.T) {
+	b := &memBackend{}
+	w := commit.New[*memTx](b, commit.Options{MaxBatch: 64, Queue: 64})
+	defer w.Close()
+	ctx := context.Background()
+	errGuard := errors.New("guard matched no row")
+	// batch holds the blocker and the three ops submitted while it waits.
+	batch := func(ops ...commit.Op[*memTx]) []error {
+		entered, release := make(chan struct{}), make(chan struct{})
+		before := w.Stats().Commits
+		w.Go(func(context.Context, *memTx) error { close(entered); <-release; return nil }, nil)
+		<-entered
+		errs := make([]error, len(ops))
+		var wg sync.WaitGroup
+		for i, o := range ops {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = w.DoShared(ctx, o) }()
+		}
+		testkit.WaitFor(t, 10*time.Second, func() bool { return w.Stats().Pending >= int64(len(ops)+1) }, "ops queued")
+		close(release)
+		wg.Wait()
+		if got := w.Stats().Commits - before; got > 2 {
+			t.Fatalf("%d commits, want the ops in the blocker's batch or the next one", got)
+		}
+		return errs
+	}
+	refused := func(_ context.Context, _ *memTx) error { return commit.Refused(errGuard) }
+	errs := batch(write(1, false), refused, write(2, false))
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("ops batched with a refused one failed: %v", errs)
+	}
+	if !errors.Is(errs[1], errGuard) || errs[1].Error() != errGuard.Error() {
+		t.Fatalf("refused op returned %v, want %v", errs[1], errGuard)
+	}
+	if got := b.committed; len(got) != 2 || got[0]+got[1] != 3 {
+		t.Fatalf("committed=%v, want 1 and 2", got)
+	}
+	// A plain error: the whole batch fails, nothing of it commits.
+	errs = batch(write(3, false), write(4, true), write(5, false))
+	for i, err := range errs {
+		if err == nil {
+			t.Fatalf("op %d reported done in a batch a plain error failed", i)
+		}
+	}
+	if got := b.committed; len(got) != 2 {
+		t.Fatalf("committed=%v, want still [1 2]", got)
+	}
+	// GoShared reports a refusal to onErr and lets a later Do commit.
+	var got error
+	var mu sync.Mutex
+	w.GoShared(refused, func(err error) { mu.Lock(); got = err; mu.Unlock() })
+	if err := w.Do(ctx, write(6, false)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !errors.Is(got, errGuard) {
+		t.Fatalf("GoShared refusal reported %v", got)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
 )
 
 // ErrTransition is matched (errors.Is) by the error of a transition the
@@ -63,7 +64,8 @@ var errNotHeld = errors.New("claim not held")
 // can hold (applied, not_applied, unknown) is ErrTransition, whoever asks.
 // When the file says callID no longer holds the effect (another handle
 // recovered or retried it), callID's claim is dropped too, so that it does
-// not block this identity in this process for good.
+// not block this identity in this process for good. Its refusals are
+// commit.Refused (they write nothing); a failed read is the transaction's.
 func (j *Journal) heldRow(ctx context.Context, tx *wtx, scope, effectID, callID, to string) (*row, error) {
 	r, err := getRow(ctx, tx, scope, effectID)
 	if err != nil {
@@ -75,13 +77,13 @@ func (j *Journal) heldRow(ctx context.Context, tx *wtx, scope, effectID, callID,
 		j.release(scope, effectID, callID)
 	}
 	if r == nil {
-		return nil, fmt.Errorf("effect %s/%s: no such effect", scope, effectID)
+		return nil, commit.Refused(fmt.Errorf("effect %s/%s: no such effect", scope, effectID))
 	}
 	if r.State != touba.EffectPrepared && r.State != touba.EffectDispatched {
-		return nil, fmt.Errorf("effect %s/%s: %w: %s -> %s", scope, effectID, ErrTransition, r.State, to)
+		return nil, commit.Refused(fmt.Errorf("effect %s/%s: %w: %s -> %s", scope, effectID, ErrTransition, r.State, to))
 	}
 	if !j.holds(scope, effectID, callID) || r.CallID != callID || r.owner != j.owner {
-		return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s is held by call %s, not %s", scope, effectID, r.CallID, callID)
+		return nil, commit.Refused(touba.Errorf(touba.EEffectInProgress, "effect %s/%s is held by call %s, not %s", scope, effectID, r.CallID, callID))
 	}
 	return r, nil
 }
@@ -121,7 +123,10 @@ func (j *Journal) Finish(ctx context.Context, o Outcome) error {
 	default:
 		detail += describe(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail)
 	}
-	err := j.submit(ctx, func(ctx context.Context, tx *wtx) error {
+	// Shared, no savepoint: the guarded update writes nothing when it
+	// refuses (the refusals are commit.Refused), and an error after it (the
+	// event) fails the batch.
+	err := j.submitShared(ctx, func(ctx context.Context, tx *wtx) error {
 		now := j.stamp()
 		var result any
 		if o.Result != nil {
@@ -142,7 +147,7 @@ func (j *Journal) Finish(ctx context.Context, o Outcome) error {
 			if _, err := j.heldRow(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State); err != nil {
 				return err
 			}
-			return fmt.Errorf("finish effect %s/%s: %w", o.Scope, o.EffectID, ErrTransition)
+			return commit.Refused(fmt.Errorf("finish effect %s/%s: %w", o.Scope, o.EffectID, ErrTransition))
 		}
 		return appendEvent(ctx, tx, o.Scope, o.EffectID, o.CallID, o.State, now, detail)
 	})

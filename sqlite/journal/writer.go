@@ -74,3 +74,13 @@ func (j *Journal) submit(ctx context.Context, fn txFunc) error {
 	}
 	return err
 }
+
+// submitShared is submit without a savepoint, for a transition whose guard
+// is its first statement: see commit.Writer.DoShared for what fn may return.
+func (j *Journal) submitShared(ctx context.Context, fn txFunc) error {
+	err := j.w.DoShared(ctx, commit.Op[*wtx](fn))
+	if errors.Is(err, commit.ErrClosed) {
+		return ErrClosed
+	}
+	return err
+}

@@ -83,9 +83,10 @@ func heldAtEnqueue(ctx context.Context, tx *sqlitex.Tx, ref, key string, max int
 // trigger_ref, conc_key, conc_max): the entry ends, and when it ends done or failed (no longer
 // active), the next of its key are let go, in the same transaction. The
 // key comes back from the update itself, so an unkeyed entry costs
-// nothing more.
+// nothing more. No savepoint: the guarded update writes nothing when it
+// refuses, and an error after it (the key's release) fails the batch.
 func (q *Queue) finishAndRelease(queueID string, token int64, status string, query string, args ...any) error {
-	return q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
+	return q.guarded(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		var ref string
 		var key sql.NullString
 		var max int

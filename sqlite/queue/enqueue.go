@@ -35,6 +35,20 @@ func (q *Queue) change(o op) error {
 	}))
 }
 
+// guarded is change for an op of one guarded statement, without a
+// savepoint (two statements fewer): op must return its own error wrapped in
+// commit.Refused and only when it wrote nothing (the guard matched no row);
+// any other error fails the whole batch (see commit.Writer.DoShared).
+func (q *Queue) guarded(o op) error {
+	return q.closedErr(q.w.DoShared(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
+		n, err := o(ctx, tx)
+		if err == nil {
+			q.batchMoved += n
+		}
+		return err
+	}))
+}
+
 func (q *Queue) closedErr(err error) error {
 	if errors.Is(err, commit.ErrClosed) {
 		return ErrClosed

@@ -10,3 +10,6 @@ import (
 func (q *Queue) SubmitOp(op func(context.Context, *sqlitex.Tx) (int64, error)) error {
 	return q.change(op)
 }
+
+// WriterPending is how many operations wait for (or are in) the writer.
+func (q *Queue) WriterPending() int64 { return q.w.Stats().Pending }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
@@ -119,25 +120,27 @@ func notHeld(queueID string, token int64, status string, cur int64) error {
 }
 
 // whyNot reads the entry to explain a guarded change that matched no row.
+// The explanation is the change's own error (commit.Refused: it wrote
+// nothing); a failed read is the transaction's.
 func whyNot(ctx context.Context, tx *sqlitex.Tx, queueID string, token int64) error {
 	var st string
 	var cur int64
 	err := tx.QueryRowContext(ctx, `SELECT status, lease_token FROM entries WHERE queue_id = ?`, queueID).Scan(&st, &cur)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("entry %s: not running", queueID)
+		return commit.Refused(fmt.Errorf("entry %s: not running", queueID))
 	} else if err != nil {
 		return fmt.Errorf("entry %s: %w", queueID, err)
 	}
 	if err := notHeld(queueID, token, st, cur); err != nil {
-		return err
+		return commit.Refused(err)
 	}
-	return fmt.Errorf("entry %s: not running", queueID)
+	return commit.Refused(fmt.Errorf("entry %s: not running", queueID))
 }
 
 // transition runs one guarded update through the writer; pending is how
-// the pending count moves when it applies.
+// the pending count moves when it applies. One statement: no savepoint.
 func (q *Queue) transition(queueID string, token, pending int64, query string, args ...any) error {
-	return q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
+	return q.guarded(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return 0, fmt.Errorf("entry %s: %w", queueID, err)

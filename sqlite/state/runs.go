@@ -20,9 +20,11 @@ type StepOutput = touba.StepOutput
 // not state the dispatcher depends on, so nobody waits for their fsync:
 // they ride on the next commit of the file, and a crash may lose the
 // newest (the entry's own state and checkpoints are what recovery uses).
+// One statement, so no savepoint: its error, the transaction's, fails the
+// batch.
 func (s *State) RecordRun(r *Run) {
 	ended := s.opts.Now()
-	s.w.Go(func(ctx context.Context, tx *sqlitex.Tx) error {
+	s.w.GoShared(func(ctx context.Context, tx *sqlitex.Tx) error {
 		_, err := tx.ExecContext(ctx, qInsertRun,
 			r.RunID, r.QueueID, r.TriggerRef, r.Attempt, r.Status, r.ErrorCode, r.ErrorMessage,
 			touba.FormatTime(r.StartedAt), touba.FormatTime(ended))
@@ -38,9 +40,11 @@ func (s *State) runErr(err error) {
 // returns. A step is checkpointed once: a second save keeps the first.
 // The lease token is not checked here: the state file cannot see the
 // queue file's leases, and one process owns both (the journal lock).
+// One statement (a second save is DO NOTHING, not an error), so no
+// savepoint: its error, the transaction's, fails the batch.
 func (s *State) SaveStep(queueID string, _ int64, stepID, runID string, output json.RawMessage) error {
 	now := touba.FormatTime(s.opts.Now())
-	return s.w.Do(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
+	return s.w.DoShared(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
 		_, err := tx.ExecContext(ctx, qSaveStep, queueID, stepID, runID, string(output), now)
 		return err
 	})
