@@ -73,6 +73,7 @@ func (t *Tracing) Middleware(next http.Handler) http.Handler {
 			ctx = propagator.Extract(ctx, propagation.HeaderCarrier(r.Header))
 		}
 		ctx, span := t.tracer.Start(ctx, SpanIntake, serverKind)
+		defer span.End() // even if next panics
 		sw := writers.Get().(*statusWriter)
 		*sw = statusWriter{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(sw, r.WithContext(ctx))
@@ -85,7 +86,6 @@ func (t *Tracing) Middleware(next http.Handler) http.Handler {
 				span.SetStatus(codes.Error, http.StatusText(sw.status))
 			}
 		}
-		span.End()
 		*sw = statusWriter{} // drop the request's strings before pooling
 		writers.Put(sw)
 	})
