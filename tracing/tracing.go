@@ -20,6 +20,7 @@ package tracing
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -129,23 +130,72 @@ func (t *Tracing) Shutdown(timeout time.Duration) error {
 var propagator = propagation.TraceContext{}
 
 // TraceParent renders the span context of ctx as a W3C traceparent value,
-// or "" when ctx holds no valid span context (tracing off).
+// or "" when ctx holds no valid span context (tracing off). Written by
+// hand: one allocation, where fmt took several (it runs once a delivery).
 func TraceParent(ctx context.Context) string {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
 		return ""
 	}
-	return fmt.Sprintf("00-%s-%s-%s", sc.TraceID(), sc.SpanID(), sc.TraceFlags())
+	tid, sid := sc.TraceID(), sc.SpanID()
+	var b [55]byte
+	copy(b[:], "00-")
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	hex.Encode(b[53:], []byte{byte(sc.TraceFlags() & w3cFlags)})
+	return string(b[:])
 }
 
 // Remote parses a stored traceparent into a remote span context; the zero
-// SpanContext when tp is empty or malformed.
+// SpanContext when tp is empty or malformed. The version-00 form
+// TraceParent writes is parsed by hand (a run parses one per attempt);
+// anything else goes through the W3C propagator.
 func Remote(tp string) trace.SpanContext {
 	if tp == "" {
 		return trace.SpanContext{}
 	}
+	if len(tp) == 55 && tp[:3] == "00-" && tp[35] == '-' && tp[52] == '-' {
+		var c trace.SpanContextConfig
+		var flags [1]byte
+		if hexInto(c.TraceID[:], tp[3:35]) && hexInto(c.SpanID[:], tp[36:52]) && hexInto(flags[:], tp[53:]) {
+			c.TraceFlags, c.Remote = trace.TraceFlags(flags[0])&w3cFlags, true
+			if sc := trace.NewSpanContext(c); sc.IsValid() {
+				return sc
+			}
+		}
+		return trace.SpanContext{}
+	}
 	ctx := propagator.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp})
 	return trace.SpanContextFromContext(ctx)
+}
+
+// w3cFlags are the trace flags W3C defines, the only ones the propagator
+// keeps: sampled and random.
+const w3cFlags = trace.FlagsSampled | trace.FlagsRandom
+
+// hexInto decodes lowercase hex s into dst (len(s) == 2*len(dst)); false
+// on any other character, as the W3C format allows lowercase only.
+func hexInto(dst []byte, s string) bool {
+	for i := range dst {
+		hi, lo := unhex(s[2*i]), unhex(s[2*i+1])
+		if hi < 0 || lo < 0 {
+			return false
+		}
+		dst[i] = byte(hi<<4 | lo)
+	}
+	return true
+}
+
+func unhex(c byte) int {
+	switch {
+	case '0' <= c && c <= '9':
+		return int(c - '0')
+	case 'a' <= c && c <= 'f':
+		return int(c - 'a' + 10)
+	}
+	return -1
 }
 
 // TraceID returns the trace id of ctx's span, or "" when there is none.
@@ -159,13 +209,17 @@ func TraceID(ctx context.Context) string {
 
 // LogHook adds trace_id to every log event given a context (zerolog's
 // Event.Ctx) that belongs to a trace, so logs and traces join. A context
-// lookup per event; nothing when the event has no context or no trace.
+// lookup per event, the id hex-encoded straight into the event (no
+// string); nothing when the event has no context or no trace.
 type LogHook struct{}
 
 // Run implements zerolog.Hook.
 func (LogHook) Run(e *zerolog.Event, _ zerolog.Level, _ string) {
-	if id := TraceID(e.GetCtx()); id != "" {
-		e.Str(FieldTraceID, id)
+	if ctx := e.GetCtx(); ctx != nil {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			tid := sc.TraceID()
+			e.Hex(FieldTraceID, tid[:])
+		}
 	}
 }
 

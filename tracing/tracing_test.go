@@ -1,6 +1,7 @@
 package tracing_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -102,7 +104,7 @@ func TestSpans(t *testing.T) {
 	var stored string
 	h := tr.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		stored = tracing.TraceParent(r.Context())
-		tracing.AnnotateIntake(r.Context(), "trigger:t", "e1", "q1", "enqueued")
+		tracing.AnnotateIntake(w, "trigger:t", "e1", "q1", "enqueued")
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	req := httptest.NewRequest(http.MethodPost, "/triggers/t", strings.NewReader("{}"))
@@ -151,9 +153,10 @@ func TestSpans(t *testing.T) {
 func BenchmarkOff(b *testing.B) {
 	tr := tracing.Off()
 	ctx := context.Background()
+	var w http.ResponseWriter = httptest.NewRecorder()
 	b.ReportAllocs()
 	for b.Loop() {
-		tracing.AnnotateIntake(ctx, "trigger:t", "e1", "q1", "enqueued")
+		tracing.AnnotateIntake(w, "trigger:t", "e1", "q1", "enqueued")
 		_ = tracing.TraceParent(ctx)
 		rctx, run := tr.StartRun(ctx, tracing.Run{TraceParent: parent, QueueID: "q1"})
 		sctx, step := tr.StartStep(rctx, "s1", "tool:x")
@@ -162,5 +165,47 @@ func BenchmarkOff(b *testing.B) {
 		tracing.EndCall(call, "ok", true, "", "")
 		tracing.EndStep(step, "", "")
 		tracing.EndRun(run, "done", "", "")
+	}
+}
+
+// TestRemoteMatchesPropagator: the hand-written traceparent parser and
+// writer agree with the W3C propagator, on good values and bad ones.
+func TestRemoteMatchesPropagator(t *testing.T) {
+	for _, tp := range []string{parent,
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03",
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bx-01",
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+	} {
+		want := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+			propagation.MapCarrier{"traceparent": tp}))
+		if got := tracing.Remote(tp); !got.Equal(want) {
+			t.Errorf("Remote(%q) = %v, want %v", tp, got, want)
+		}
+		if want.IsValid() {
+			carrier := propagation.MapCarrier{}
+			propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), want), carrier)
+			if got := tracing.TraceParent(trace.ContextWithSpanContext(context.Background(), want)); got != carrier["traceparent"] {
+				t.Errorf("TraceParent = %q, want %q", got, carrier["traceparent"])
+			}
+		}
+	}
+}
+
+// TestLogHook: trace_id is the span's trace id in hex, as TraceID renders it.
+func TestLogHook(t *testing.T) {
+	var buf bytes.Buffer
+	log := zerolog.New(&buf).Hook(tracing.LogHook{})
+	sc := tracing.Remote(parent)
+	log.Info().Ctx(trace.ContextWithSpanContext(context.Background(), sc)).Msg("x")
+	log.Info().Ctx(context.Background()).Msg("y")
+	if want := `{"level":"info","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","message":"x"}` + "\n" +
+		`{"level":"info","message":"y"}` + "\n"; buf.String() != want {
+		t.Fatalf("logged %q, want %q", buf.String(), want)
 	}
 }

@@ -120,7 +120,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	}
 	httpjson.Write(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: a.Status})
 	in.observe(t.Ref, a.Status, http.StatusAccepted)
-	annotate(r, req, a.Status, res.QueueID)
+	annotate(w, req, a.Status, res.QueueID)
 }
 
 // reject answers an error and records it in the delivery log.
@@ -134,7 +134,7 @@ func (in *Intake) reject(w http.ResponseWriter, r *http.Request, req *request, c
 		label = req.triggerRef
 	}
 	in.observe(label, code, status)
-	annotate(r, req, code, queueID)
+	annotate(w, req, code, queueID)
 	in.Logger.Debug().Str("trigger_ref", req.triggerRef).Str("event_id", req.eventID).Str("queue_id", queueID).
 		Str("code", code).Int("status", status).Ctx(r.Context()).Msg("delivery rejected")
 }

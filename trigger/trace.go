@@ -8,6 +8,6 @@ import (
 
 // annotate adds intake's decision to the request's touba.intake span
 // (tracing.Middleware starts it); a no-op when tracing is off.
-func annotate(r *http.Request, req *request, code, queueID string) {
-	tracing.AnnotateIntake(r.Context(), req.triggerRef, req.eventID, queueID, code)
+func annotate(w http.ResponseWriter, req *request, code, queueID string) {
+	tracing.AnnotateIntake(w, req.triggerRef, req.eventID, queueID, code)
 }
