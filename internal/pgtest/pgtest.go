@@ -42,7 +42,10 @@ var BinDir = "/usr/lib/postgresql/15/bin"
 type Cluster struct {
 	Dir  string // the temporary folder: data/ and the socket
 	Port int
-	cred *syscall.Credential // nil when not root
+	// Durable keeps fsync on (the benchmarks, which compare with SQLite's
+	// synchronous=FULL); the tests turn it off.
+	Durable bool
+	cred    *syscall.Credential // nil when not root
 
 	mu   sync.Mutex
 	proc *exec.Cmd
@@ -157,12 +160,18 @@ func (c *Cluster) URL(name string) string {
 func (c *Cluster) exec(ctx context.Context, sql string) error { return c.Exec(ctx, "postgres", sql) }
 
 // Start creates and starts a new cluster in a temporary folder.
-func Start() (*Cluster, error) {
+func Start() (*Cluster, error) { return start(false) }
+
+// StartDurable is Start with fsync on: every commit reaches the disk, as
+// in production (for the benchmarks).
+func StartDurable() (*Cluster, error) { return start(true) }
+
+func start(durable bool) (*Cluster, error) {
 	dir, err := os.MkdirTemp("", "touba-pg-")
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir}
+	c := &Cluster{Dir: dir, Durable: durable}
 	if os.Getuid() == 0 {
 		// PostgreSQL refuses root: run it as the postgres system user,
 		// owner of the folder.
@@ -213,17 +222,21 @@ func (c *Cluster) command(name string, args ...string) *exec.Cmd {
 }
 
 // Restart starts the server (again) on the same data and port, and waits
-// until it accepts connections. fsync is off: the tests restart the server
-// but never the machine, and the disk is shared with other work.
+// until it accepts connections. fsync is off unless Durable: the tests
+// restart the server but never the machine, and the disk is shared.
 func (c *Cluster) Restart() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.proc != nil {
 		return nil
 	}
+	fsync := "off"
+	if c.Durable {
+		fsync = "on"
+	}
 	cmd := c.command(filepath.Join(BinDir, "postgres"), "-D", filepath.Join(c.Dir, "data"),
 		"-p", strconv.Itoa(c.Port), "-k", c.Dir, "-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300",
+		"-c", "fsync="+fsync, "-c", "full_page_writes="+fsync, "-c", "max_connections=300",
 		"-c", "shared_buffers=64MB", "-c", "log_min_messages=fatal")
 	logf, err := os.Create(filepath.Join(c.Dir, "postgres.log"))
 	if err != nil {
