@@ -67,9 +67,10 @@ func (j *Journal) release(scope, effectID, callID string) {
 	}
 }
 
-// submit runs fn in the writer's next batch under its own savepoint.
-func (j *Journal) submit(fn func(ctx context.Context, tx *Tx) error) error {
-	err := j.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
+// submit runs fn in the next batch of scope's writer under its own
+// savepoint.
+func (j *Journal) submit(scope string, fn func(ctx context.Context, tx *Tx) error) error {
+	err := j.db.writer(scope).Do(context.Background(), func(ctx context.Context, tx *Tx) error {
 		tx.journal++
 		return fn(ctx, tx)
 	})
@@ -84,23 +85,24 @@ func (j *Journal) fence(ctx context.Context, tx *Tx, scope string, token int64, 
 	if token == 0 {
 		return nil
 	}
-	query, args := `SELECT 1 FROM entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'`, []any{scope, token}
+	// Live: one statement both checks the lease and extends it (the call
+	// that follows has the whole --lease-ttl, longer than any binding's
+	// timeout, before anyone may take the entry over). Either way the
+	// entry's row stays locked until the transaction ends, so no take-over
+	// commits in between.
+	query, args := `SELECT 1 FROM entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE`, []any{scope, token}
 	if live {
-		query, args = query+` AND lease_expires_at IS NOT NULL AND lease_expires_at >= $3`, append(args, j.db.now())
+		query, args = `UPDATE entries SET lease_expires_at = $4 WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
+			AND lease_expires_at IS NOT NULL AND lease_expires_at >= $3 RETURNING 1`,
+			append(args, j.db.now(), touba.FormatTime(j.db.cfg.Now().Add(j.db.cfg.LeaseTTL)))
 	}
 	var one int
-	err := tx.QueryRow(ctx, query+` FOR UPDATE`, args...).Scan(&one)
+	err := tx.QueryRow(ctx, query, args...).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if werr := whyNot(ctx, tx, scope, token); touba.ErrorCode(werr) == touba.ELeaseLost {
 			return werr
 		}
 		return touba.Errorf(touba.ELeaseLost, "the lease of entry %s (token %d) has expired or ended", scope, token)
-	}
-	if err == nil && live {
-		// The call that follows has the whole --lease-ttl (longer than any
-		// binding's timeout) before anyone may take the entry over.
-		_, err = tx.Exec(ctx, `UPDATE entries SET lease_expires_at = $2 WHERE queue_id = $1`, scope,
-			touba.FormatTime(j.db.cfg.Now().Add(j.db.cfg.LeaseTTL)))
 	}
 	return err
 }
@@ -215,7 +217,7 @@ func (j *Journal) CountByState(ctx context.Context) (map[string]int64, error) {
 
 // JournalStats returns the shared writer's counters.
 func (j *Journal) JournalStats() touba.JournalStats {
-	st := j.db.w.Stats()
+	st := j.db.stats()
 	return touba.JournalStats{Commits: uint64(st.Commits), Transitions: uint64(st.Ops), Failed: uint64(st.Failed),
 		LargestBatch: uint64(st.Largest), Pending: st.Pending}
 }

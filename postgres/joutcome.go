@@ -17,7 +17,7 @@ import (
 // it renews for the whole --lease-ttl). A lost lease is LeaseLost: the
 // request is not sent.
 func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
-	return j.submit(func(ctx context.Context, tx *Tx) error {
+	return j.submit(scope, func(ctx context.Context, tx *Tx) error {
 		c, ok := j.holds(scope, effectID, callID)
 		if ok {
 			if err := j.fence(ctx, tx, scope, c.token, true); err != nil {
@@ -92,7 +92,7 @@ func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
 		detail += describe(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail)
 	}
 	var lost error
-	err := j.submit(func(ctx context.Context, tx *Tx) error {
+	err := j.submit(o.Scope, func(ctx context.Context, tx *Tx) error {
 		lost = nil
 		now := j.db.now()
 		c, ok := j.holds(o.Scope, o.EffectID, o.CallID)
@@ -184,7 +184,7 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r touba.E
 	if r.Operator != "" {
 		detail += " by " + r.Operator
 	}
-	return j.submit(func(ctx context.Context, tx *Tx) error {
+	return j.submit(scope, func(ctx context.Context, tx *Tx) error {
 		cur, err := getRow(ctx, tx, scope, effectID)
 		if err != nil {
 			return fmt.Errorf("resolve effect: %w", err)
@@ -217,7 +217,7 @@ func (j *Journal) Abandon(ctx context.Context, scope, effectID, callID string) e
 		return nil
 	}
 	j.release(scope, effectID, callID)
-	return j.submit(func(ctx context.Context, tx *Tx) error {
+	return j.submit(scope, func(ctx context.Context, tx *Tx) error {
 		r, err := getRow(ctx, tx, scope, effectID)
 		if err != nil {
 			return fmt.Errorf("abandon effect %s/%s: %w", scope, effectID, err)

@@ -23,7 +23,7 @@ func (j *Journal) Prepare(ctx context.Context, p touba.EffectPrepare) (*touba.Ef
 	}
 	var out *touba.Effect
 	var refused *touba.RefusedError
-	err := j.submit(func(ctx context.Context, tx *Tx) error {
+	err := j.submit(p.Scope, func(ctx context.Context, tx *Tx) error {
 		if err := j.fence(ctx, tx, p.Scope, p.LeaseToken, true); err != nil {
 			return err
 		}

@@ -27,7 +27,7 @@ func recoveryDetail(retryMode, why string) string {
 // (SPEC §5's start-up recovery, limited to what no live node is doing).
 func (j *Journal) Recover(ctx context.Context) ([]touba.Effect, error) {
 	var out []touba.Effect
-	err := j.submit(func(ctx context.Context, tx *Tx) error {
+	err := j.submit("", func(ctx context.Context, tx *Tx) error {
 		out = nil
 		now := j.db.now()
 		rows, err := tx.Query(ctx, `SELECT `+effectCols+` FROM effects WHERE state = 'dispatched'

@@ -16,10 +16,10 @@ import (
 // committing, and the caller must not act before knowing.
 // A change that lost a deadlock with another node's batch was undone
 // whole (its savepoint): it is tried again in the next batch.
-func (q *Queue) change(fn func(ctx context.Context, tx *Tx) error) error {
+func (q *Queue) change(queueID string, fn func(ctx context.Context, tx *Tx) error) error {
 	var err error
 	for try := 1; ; try++ {
-		err = errClosed(q.db.w.Do(context.Background(), fn))
+		err = errClosed(q.db.writer(queueID).Do(context.Background(), fn))
 		if !deadlocked(err) || try == maxTries {
 			break
 		}
@@ -44,7 +44,7 @@ type takeOver struct{ queueID, oldOwner string }
 func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	var out []*touba.Delivery
 	var took []takeOver
-	err := q.change(func(ctx context.Context, tx *Tx) error {
+	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took = out[:0], took[:0]
 		now, node, exp := q.db.now(), q.db.cfg.NodeID, q.expiry()
 		for _, pick := range []string{
@@ -122,7 +122,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
-	return q.change(func(ctx context.Context, tx *Tx) error {
+	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
 		var ref string
 		var key *string
 		var max int
@@ -153,7 +153,7 @@ func (q *Queue) Postpone(ctx context.Context, queueID string, token int64, notBe
 }
 
 func (q *Queue) back(queueID string, token int64, attempts string, notBefore time.Time, code, message string) error {
-	return q.change(func(ctx context.Context, tx *Tx) error {
+	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE entries SET status = 'pending', attempts = `+attempts+`,
 			error_code = NULLIF($1, ''), error_message = NULLIF($2, ''), not_before = $3, updated_at = $4,
 			lease_owner = NULL, lease_expires_at = NULL
@@ -170,7 +170,7 @@ func (q *Queue) back(queueID string, token int64, attempts string, notBefore tim
 
 // Renew extends the lease held under token by --lease-ttl from now.
 func (q *Queue) Renew(ctx context.Context, queueID string, token int64) error {
-	return q.change(func(ctx context.Context, tx *Tx) error {
+	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE entries SET lease_expires_at = $1
 			WHERE queue_id = $2 AND status = 'running' AND lease_token = $3`, q.expiry(), queueID, token)
 		if err != nil {
@@ -205,7 +205,7 @@ func whyNot(ctx context.Context, tx *Tx, queueID string, token int64) error {
 // entries are theirs until their lease expires.
 func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
 	var n int64
-	err := q.change(func(ctx context.Context, tx *Tx) error {
+	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, updated_at = $1,
 			lease_owner = NULL, lease_expires_at = NULL WHERE status = 'running' AND lease_owner = $2`, q.db.now(), q.db.cfg.NodeID)
 		n = tag.RowsAffected()
@@ -221,7 +221,7 @@ func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
 // queue id; ids in other states are reported, not changed.
 func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult, error) {
 	var out []touba.ReplayResult
-	err := q.change(func(ctx context.Context, tx *Tx) error {
+	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out = out[:0]
 		for _, id := range ids {
 			var st string

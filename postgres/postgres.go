@@ -20,6 +20,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"sort"
@@ -73,6 +74,14 @@ type Config struct {
 	Log             zerolog.Logger
 	// MaxConns bounds the pool; default 16.
 	MaxConns int32
+	// Writers is how many group-commit writers (each one connection, one
+	// transaction at a time) the node runs; default 4. Intake, leasing
+	// and the delivery log go through the first; an entry's own changes
+	// (journal, checkpoints, its end) through the one its queue id hashes
+	// to, so they keep their order while other entries' commit beside
+	// them: a run's changes are a few statements each, and one writer
+	// alone would wait on one round trip after another.
+	Writers int
 }
 
 // Store is one node's open stores on the database.
@@ -91,12 +100,39 @@ type Store struct {
 	db *db
 }
 
-// db is what the three stores share: the pool, the writer and the options.
+// db is what the three stores share: the pool, the writers and the
+// options.
 type db struct {
 	pool *pgxpool.Pool
-	w    *commit.Writer[*Tx]
+	w    *commit.Writer[*Tx]   // intake, leases, the delivery log: ws[0]
+	ws   []*commit.Writer[*Tx] // every writer
 	cfg  Config
 	log  zerolog.Logger
+}
+
+// writer is the writer of an entry's own changes: always the same one for
+// a queue id, so that they commit in the order they were made.
+func (d *db) writer(queueID string) *commit.Writer[*Tx] {
+	if queueID == "" || len(d.ws) == 1 {
+		return d.w
+	}
+	h := fnv.New32a()
+	h.Write([]byte(queueID))
+	return d.ws[h.Sum32()%uint32(len(d.ws))]
+}
+
+// stats sums the writers' counters.
+func (d *db) stats() commit.Stats {
+	var s commit.Stats
+	for _, w := range d.ws {
+		st := w.Stats()
+		s.Commits += st.Commits
+		s.Ops += st.Ops
+		s.Failed += st.Failed
+		s.Pending += st.Pending
+		s.Largest = max(s.Largest, st.Largest)
+	}
+	return s
 }
 
 func (d *db) now() string { return touba.FormatTime(d.cfg.Now()) }
@@ -126,6 +162,9 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	if c.MaxConns <= 0 {
 		c.MaxConns = 16
 	}
+	if c.Writers <= 0 {
+		c.Writers = 4
+	}
 	pc, err := pgxpool.ParseConfig(c.URL)
 	if err != nil {
 		return nil, touba.Errorf(touba.ECONFIG, "--database: %v", err)
@@ -149,7 +188,10 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		return nil, err
 	}
 	d := &db{pool: pool, cfg: c, log: c.Log}
-	d.w = commit.New[*Tx](backend{pool: pool, now: d.now}, commit.Options{MaxBatch: 1024, Queue: 4096})
+	for range c.Writers {
+		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now}, commit.Options{MaxBatch: 1024, Queue: 4096}))
+	}
+	d.w = d.ws[0]
 	s := &Store{db: d}
 	s.Queue = newQueue(d)
 	s.State = newState(d)
@@ -260,7 +302,9 @@ func (s *Store) Close() error {
 	if s.Queue != nil {
 		s.Queue.close()
 	}
-	s.db.w.Close()
+	for _, w := range s.db.ws {
+		w.Close()
+	}
 	var err error
 	if s.Journal != nil {
 		err = s.Journal.abandon(context.Background())

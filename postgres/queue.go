@@ -87,7 +87,7 @@ func (q *Queue) Ping(ctx context.Context) error {
 
 // QueueStats counts this node's intake work.
 func (q *Queue) QueueStats() touba.QueueStats {
-	return touba.QueueStats{Commits: q.db.w.Stats().Commits, Enqueued: q.enqueued.Load(), Batched: q.batched.Load()}
+	return touba.QueueStats{Commits: q.db.stats().Commits, Enqueued: q.enqueued.Load(), Batched: q.batched.Load()}
 }
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,

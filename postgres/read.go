@@ -139,7 +139,7 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 			return total, err
 		}
 		var n int64
-		err := q.change(func(ctx context.Context, tx *Tx) error {
+		err := q.change("", func(ctx context.Context, tx *Tx) error {
 			tag, err := tx.Exec(ctx, `UPDATE entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM entries
 					WHERE status = 'done' AND updated_at < $1 AND body IS NOT NULL LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, purgeChunk)

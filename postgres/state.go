@@ -61,7 +61,7 @@ func (s *State) close() {
 // RecordRun writes a finished run to the history without waiting for it.
 func (s *State) RecordRun(r *touba.Run) {
 	ended := s.db.now()
-	s.db.w.Go(func(ctx context.Context, tx *Tx) error {
+	s.db.writer(r.QueueID).Go(func(ctx context.Context, tx *Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
 			started_at, ended_at, node_id) VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10)`,
 			r.RunID, r.QueueID, r.TriggerRef, r.Attempt, r.Status, r.ErrorCode, r.ErrorMessage,
@@ -74,7 +74,7 @@ func (s *State) RecordRun(r *touba.Run) {
 // checked, for tools), durably; a second save keeps the first.
 func (s *State) SaveStep(queueID string, token int64, stepID, runID string, output json.RawMessage) error {
 	now := s.db.now()
-	return errClosed(s.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
+	return errClosed(s.db.writer(queueID).Do(context.Background(), func(ctx context.Context, tx *Tx) error {
 		if token != 0 {
 			var one int
 			err := tx.QueryRow(ctx, `SELECT 1 FROM entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'

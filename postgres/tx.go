@@ -20,6 +20,8 @@ type Tx struct {
 	enq  []*enqueueOp
 	// journal counts the batch's journal transitions, for metrics.
 	journal int
+	// spOpen: the last operation's savepoint is not released yet.
+	spOpen bool
 }
 
 func (t *Tx) begin(ctx context.Context) error {
@@ -95,20 +97,29 @@ func (b backend) Rollback(t *Tx) {
 }
 
 // Isolate runs fn under a savepoint: its error undoes only its writes.
+// The savepoint of an operation that succeeded is released with the next
+// operation's SAVEPOINT, in the same round trip (or by COMMIT), and an
+// undone one in one round trip too: each round trip is a wait on the
+// database, in the one goroutine that commits for many callers.
 func (b backend) Isolate(ctx context.Context, t *Tx, fn func() error) (opErr, fatal error) {
 	if err := t.begin(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := t.tx.Exec(ctx, `SAVEPOINT op`); err != nil {
+	sp := `SAVEPOINT op`
+	if t.spOpen {
+		sp = `RELEASE SAVEPOINT op; SAVEPOINT op`
+	}
+	// No arguments: pgx sends it by the simple protocol, which takes
+	// several statements in one message.
+	if _, err := t.tx.Exec(ctx, sp); err != nil {
 		return nil, fmt.Errorf("savepoint: %w", err)
 	}
+	t.spOpen = true
 	if opErr = fn(); opErr != nil {
-		if _, err := t.tx.Exec(ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
+		if _, err := t.tx.Exec(ctx, `ROLLBACK TO SAVEPOINT op; RELEASE SAVEPOINT op`); err != nil {
 			return opErr, fmt.Errorf("rollback to savepoint: %w", err)
 		}
-	}
-	if _, err := t.tx.Exec(ctx, `RELEASE SAVEPOINT op`); err != nil {
-		return opErr, fmt.Errorf("release savepoint: %w", err)
+		t.spOpen = false
 	}
 	return opErr, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
+	"github.com/touba/touba-trigger/internal/pgtest"
 	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/server"
 )
@@ -26,7 +27,7 @@ var opHandlerPath string
 // TestMain builds the test handler and, at the end, removes it and the
 // daemon binary testkit builds.
 func TestMain(m *testing.M) {
-	gobuild.Main(m, map[string]*string{"./testdata/handler": &opHandlerPath})
+	gobuild.Main(pgtest.M(m), map[string]*string{"./testdata/handler": &opHandlerPath})
 }
 
 // opProgram runs a charge (an external write that needs reconciling when
@@ -52,6 +53,8 @@ const opManifest = `{"manifest_version": "touba-manifest-v1", "bindings": {
 // socket path must fit in 108 bytes).
 type opEnv struct {
 	dir, program, manifest, queue, state, journal, socket, calls, marker string
+	// db, set, is the PostgreSQL database used instead of the three files.
+	db string
 }
 
 func newOpEnv(tb testing.TB, program, manifest string) *opEnv {
@@ -74,6 +77,9 @@ func newOpEnv(tb testing.TB, program, manifest string) *opEnv {
 }
 
 func (e *opEnv) fileFlags(cmd string) []string {
+	if e.db != "" {
+		return []string{"--admin-socket", e.socket, "--database", e.db}
+	}
 	if cmd == "journal" {
 		return []string{"--effect-journal", e.journal}
 	}
@@ -93,6 +99,9 @@ func (e *opEnv) start(tb testing.TB, set ...func(*server.Config)) *testkit.Serve
 	tb.Helper()
 	cfg := server.Config{Program: e.program, Manifest: e.manifest, Queue: e.queue, State: e.state,
 		Journal: e.journal, AdminSocket: e.socket, Workers: 2}
+	if e.db != "" {
+		cfg.Queue, cfg.State, cfg.Journal, cfg.Database, cfg.NodeID = "", "", "", e.db, "node-cli"
+	}
 	for _, f := range set {
 		f(&cfg)
 	}

@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"testing"
 )
 
 var (
@@ -23,11 +22,15 @@ var (
 // folder, to the variable that receives the built program's path), runs
 // the tests, removes the programs and every folder Dir made, and exits
 // with the tests' code. Call it from TestMain.
-func Main(m *testing.M, progs map[string]*string) {
+func Main(m Runner, progs map[string]*string) {
 	os.Exit(run(m, progs))
 }
 
-func run(m *testing.M, progs map[string]*string) int {
+// Runner runs a binary's tests: a *testing.M, or one wrapped to clean up
+// after them (pgtest.M stops the PostgreSQL cluster).
+type Runner interface{ Run() int }
+
+func run(m Runner, progs map[string]*string) int {
 	mu.Lock()
 	inMain = true
 	mu.Unlock()

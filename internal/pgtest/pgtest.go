@@ -42,7 +42,10 @@ var BinDir = "/usr/lib/postgresql/15/bin"
 type Cluster struct {
 	Dir  string // the temporary folder: data/ and the socket
 	Port int
-	cred *syscall.Credential // nil when not root
+	// Durable keeps fsync on (the benchmarks, which compare with SQLite's
+	// synchronous=FULL); the tests turn it off.
+	Durable bool
+	cred    *syscall.Credential // nil when not root
 
 	mu   sync.Mutex
 	proc *exec.Cmd
@@ -57,13 +60,22 @@ var (
 )
 
 // Main runs the tests of a binary and stops the cluster after them.
-func Main(m *testing.M) {
-	code := m.Run()
+func Main(m *testing.M) { os.Exit(M(m).Run()) }
+
+// M wraps m so that its Run stops the binary's cluster after the tests:
+// for a TestMain that runs them through another helper,
+// gobuild.Main(pgtest.M(m), ...).
+func M(m *testing.M) interface{ Run() int } { return runner{m} }
+
+type runner struct{ m *testing.M }
+
+func (r runner) Run() int {
+	code := r.m.Run()
 	if shared != nil {
 		shared.Stop()
 		os.RemoveAll(shared.Dir)
 	}
-	os.Exit(code)
+	return code
 }
 
 // Available says whether the PostgreSQL 15 binaries are installed, and if
@@ -97,7 +109,29 @@ func Shared(t testing.TB) *Cluster {
 // the database is dropped when t ends.
 func New(t testing.TB) string {
 	t.Helper()
-	c := Shared(t)
+	return Shared(t).NewDB(t)
+}
+
+// Own starts a cluster for t alone, stopped and removed when t ends: for
+// the tests that stop and restart PostgreSQL under the daemon, which must
+// not take the binary's shared cluster away from the other tests.
+func Own(t testing.TB) *Cluster {
+	t.Helper()
+	if ok, why := Available(); !ok {
+		t.Skip("PostgreSQL 15 not installed: " + why)
+	}
+	c, err := Start()
+	if err != nil {
+		t.Fatalf("start PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { c.Stop(); os.RemoveAll(c.Dir) })
+	return c
+}
+
+// NewDB returns the URL of a fresh, empty database on c; the database is
+// dropped when t ends (if c still runs).
+func (c *Cluster) NewDB(t testing.TB) string {
+	t.Helper()
 	name := fmt.Sprintf("t%d_%d", os.Getpid(), c.dbs.Add(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -105,6 +139,9 @@ func New(t testing.TB) string {
 		t.Fatalf("create database: %v", err)
 	}
 	t.Cleanup(func() {
+		if !c.Running() {
+			return // Own's cluster, stopped by the test or about to be removed
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		// FORCE: a store a test left open must not keep the database.
@@ -120,23 +157,21 @@ func (c *Cluster) URL(name string) string {
 	return fmt.Sprintf("postgres://touba@127.0.0.1:%d/%s?sslmode=disable", c.Port, name)
 }
 
-func (c *Cluster) exec(ctx context.Context, sql string) error {
-	conn, err := pgx.Connect(ctx, c.URL("postgres"))
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, sql)
-	return err
-}
+func (c *Cluster) exec(ctx context.Context, sql string) error { return c.Exec(ctx, "postgres", sql) }
 
 // Start creates and starts a new cluster in a temporary folder.
-func Start() (*Cluster, error) {
+func Start() (*Cluster, error) { return start(false) }
+
+// StartDurable is Start with fsync on: every commit reaches the disk, as
+// in production (for the benchmarks).
+func StartDurable() (*Cluster, error) { return start(true) }
+
+func start(durable bool) (*Cluster, error) {
 	dir, err := os.MkdirTemp("", "touba-pg-")
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir}
+	c := &Cluster{Dir: dir, Durable: durable}
 	if os.Getuid() == 0 {
 		// PostgreSQL refuses root: run it as the postgres system user,
 		// owner of the folder.
@@ -187,17 +222,21 @@ func (c *Cluster) command(name string, args ...string) *exec.Cmd {
 }
 
 // Restart starts the server (again) on the same data and port, and waits
-// until it accepts connections. fsync is off: the tests restart the server
-// but never the machine, and the disk is shared with other work.
+// until it accepts connections. fsync is off unless Durable: the tests
+// restart the server but never the machine, and the disk is shared.
 func (c *Cluster) Restart() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.proc != nil {
 		return nil
 	}
+	fsync := "off"
+	if c.Durable {
+		fsync = "on"
+	}
 	cmd := c.command(filepath.Join(BinDir, "postgres"), "-D", filepath.Join(c.Dir, "data"),
 		"-p", strconv.Itoa(c.Port), "-k", c.Dir, "-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=300",
+		"-c", "fsync="+fsync, "-c", "full_page_writes="+fsync, "-c", "max_connections=300",
 		"-c", "shared_buffers=64MB", "-c", "log_min_messages=fatal")
 	logf, err := os.Create(filepath.Join(c.Dir, "postgres.log"))
 	if err != nil {
@@ -234,6 +273,25 @@ func (c *Cluster) Restart() error {
 	}
 	c.proc, c.exit = cmd, exit
 	return nil
+}
+
+// Running says whether the server runs (between Restart and Stop).
+func (c *Cluster) Running() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proc != nil
+}
+
+// Exec runs one statement as the superuser on database name (for a test
+// that changes the server's settings, such as synchronous_commit).
+func (c *Cluster) Exec(ctx context.Context, name, sql string) error {
+	conn, err := pgx.Connect(ctx, c.URL(name))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
 }
 
 // Stop stops the server (fast shutdown: clients are disconnected, nothing

@@ -57,6 +57,9 @@ func (w *world) remoteLines() []remoteLine {
 // daemon running: the journal file is the daemon's own.
 func (w *world) effects() (map[string]touba.Effect, map[string][]touba.EffectEvent) {
 	w.t.Helper()
+	if w.db != "" {
+		return w.pgEffects()
+	}
 	list, events := testkit.Effects(w.t, w.journal)
 	effects := map[string]touba.Effect{}
 	for _, e := range list {
@@ -69,11 +72,15 @@ func (w *world) effects() (map[string]touba.Effect, map[string][]touba.EffectEve
 func (w *world) entries() map[string]entry {
 	w.t.Helper()
 	out := map[string]entry{}
+	if w.db != "" {
+		return w.pgEntries()
+	}
 	for _, e := range testkit.Entries(w.t, w.queue) {
 		out[e.QueueID] = entry{EventID: e.EventID, Status: e.Status, ErrorCode: e.ErrorCode}
 	}
 	return out
 }
 
-// entry is what the checks need of a queue entry.
-type entry struct{ EventID, Status, ErrorCode string }
+// entry is what the checks need of a queue entry (LeaseOwner: on
+// PostgreSQL only, the node holding a running entry).
+type entry struct{ EventID, Status, ErrorCode, LeaseOwner string }

@@ -14,13 +14,14 @@ import (
 	"testing"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
+	"github.com/touba/touba-trigger/internal/pgtest"
 )
 
 // remoteBin is the handler program of testdata/remote, built by TestMain.
 var remoteBin string
 
 func TestMain(m *testing.M) {
-	gobuild.Main(m, map[string]*string{"./testdata/remote": &remoteBin})
+	gobuild.Main(pgtest.M(m), map[string]*string{"./testdata/remote": &remoteBin})
 }
 
 // The program has two external-write steps on the same binding: the

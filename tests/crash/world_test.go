@@ -26,6 +26,9 @@ type world struct {
 	retryMode                     string
 	acked                         map[string]string // event id -> queue id of every 202
 	order                         []string          // event ids in the order they were sent
+	// db, set, is the PostgreSQL database the nodes share instead of the
+	// three files (pg_test.go).
+	db string
 }
 
 // newWorld writes the program and a manifest binding the remote handler
@@ -48,6 +51,10 @@ func newWorld(t *testing.T, retryMode, kind string) *world {
 
 // args are the serve arguments on w's files, plus extra.
 func (w *world) args(extra ...string) []string {
+	if w.db != "" {
+		return append([]string{"serve", w.program, "--manifest", w.manifest, "--database", w.db, "--lease-ttl", pgLeaseTTL.String(),
+			"--listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-socket", "", "--log-level", "info"}, extra...)
+	}
 	return append([]string{"serve", w.program, "--manifest", w.manifest, "--queue", w.queue, "--state", w.state,
 		"--effect-journal", w.journal, "--listen", "127.0.0.1:0", "--metrics-listen", "",
 		"--admin-socket", filepath.Join(w.dir, "admin.sock"), "--log-level", "info"}, extra...)

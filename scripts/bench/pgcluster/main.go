@@ -1,0 +1,145 @@
+// Command pgcluster is the benchmarks' throwaway PostgreSQL 15: the same
+// cluster the tests start (internal/pgtest), but with fsync on, so that a
+// commit costs what it costs in production.
+//
+//	pgcluster serve            start it, print a database URL, run until SIGTERM or SIGINT
+//	pgcluster fresh URL NAME   create database NAME on URL's cluster and print its URL
+//	pgcluster count URL [STATUS]   print how many entries (in STATUS) the database holds
+//	pgcluster prefill URL N    enqueue N pending entries of trigger:bench/Ingest
+//	pgcluster wait URL N       wait until N entries are done; print effects_per_s
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/dedupe"
+	"github.com/touba/touba-trigger/internal/pgtest"
+	"github.com/touba/touba-trigger/postgres"
+)
+
+func main() {
+	log.SetFlags(0)
+	if len(os.Args) < 2 {
+		log.Fatal("usage: pgcluster serve | fresh URL NAME | count URL [STATUS] | prefill URL N | wait URL N")
+	}
+	ctx := context.Background()
+	switch os.Args[1] {
+	case "serve":
+		serve()
+	case "fresh":
+		conn := connect(ctx, os.Args[2])
+		if _, err := conn.Exec(ctx, `CREATE DATABASE `+os.Args[3]); err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(strings.Replace(os.Args[2], "/"+conn.Config().Database+"?", "/"+os.Args[3]+"?", 1))
+	case "count":
+		status := ""
+		if len(os.Args) > 3 {
+			status = os.Args[3]
+		}
+		fmt.Println(count(ctx, connect(ctx, os.Args[2]), status))
+	case "prefill":
+		prefill(ctx, os.Args[2], atoi(os.Args[3]))
+	case "wait":
+		wait(ctx, os.Args[2], atoi(os.Args[3]))
+	default:
+		log.Fatalf("unknown command %q", os.Args[1])
+	}
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return n
+}
+
+func connect(ctx context.Context, url string) *pgx.Conn {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return conn
+}
+
+func count(ctx context.Context, conn *pgx.Conn, status string) int64 {
+	var n int64
+	err := conn.QueryRow(ctx, `SELECT COUNT(*) FROM touba.entries WHERE $1 = '' OR status = $1`, status).Scan(&n)
+	if err != nil {
+		return 0 // no schema yet: no entries
+	}
+	return n
+}
+
+func serve() {
+	if ok, why := pgtest.Available(); !ok {
+		log.Fatal("PostgreSQL 15 not installed: " + why)
+	}
+	c, err := pgtest.StartDurable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(c.Dir)
+	defer c.Stop()
+	fmt.Println(c.URL("postgres"))
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+}
+
+// prefill enqueues n entries through the store's group commit, from 64
+// goroutines, as the daemon's intake would.
+func prefill(ctx context.Context, url string, n int) {
+	st, err := postgres.Open(ctx, postgres.Config{URL: url, NodeID: "prefill", Log: zerolog.Nop()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+	body := []byte(`{"data":"x"}`)
+	digest := dedupe.Digest(body)
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < n; i += 64 {
+				d := &touba.Delivery{TriggerRef: "trigger:bench/Ingest", EventID: fmt.Sprintf("prefill-%d", i), Digest: digest,
+					Body: body, Headers: map[string]string{"content-type": "application/json"}, RemoteAddr: "prefill",
+					ReceivedAt: time.Now()}
+				if _, err := st.Queue.Enqueue(ctx, d); err != nil {
+					log.Fatal(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// wait polls until n entries are done and prints the rate since it began
+// (it is started with the daemons, so the rate includes their start-up).
+func wait(ctx context.Context, url string, n int) {
+	conn := connect(ctx, url)
+	start := time.Now()
+	for count(ctx, conn, touba.StatusDone) < int64(n) {
+		if time.Since(start) > 10*time.Minute {
+			log.Fatal("not done within 10 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	secs := time.Since(start).Seconds()
+	fmt.Printf("entries=%d secs=%.3f effects_per_s=%.0f\n", n, secs, float64(n)/secs)
+}
