@@ -34,9 +34,16 @@ const (
 	walPages     = 4096 // automatic checkpoint at about 16 MB of WAL
 )
 
+// temp_store=MEMORY on the writer: every op of a batch runs under a
+// savepoint, and the statement journal that savepoints and multi-row
+// updates keep spills to a temporary file past 64 KiB, so a batch that
+// touches many pages (a per-key release dirties the next entry's row and
+// index pages far from the finished one's) paid for file writes on every
+// statement. Batches are bounded (MaxBatch), so the memory is too.
+
 func init() {
 	sql.Register(writerDriver, &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
-		_, err := c.Exec(fmt.Sprintf(`PRAGMA wal_autocheckpoint=%d; PRAGMA cache_size=-%d`, walPages, cacheKiB), nil)
+		_, err := c.Exec(fmt.Sprintf(`PRAGMA wal_autocheckpoint=%d; PRAGMA cache_size=-%d; PRAGMA temp_store=MEMORY`, walPages, cacheKiB), nil)
 		return err
 	}})
 	sql.Register(readerDriver, &sqlite3.SQLiteDriver{})

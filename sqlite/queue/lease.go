@@ -26,39 +26,52 @@ func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
 }
 
 // Lease moves up to n due pending entries to running, oldest first, and
-// returns them with their attempt count already incremented.
+// returns them with their attempt count already incremented. It runs in
+// the writer's next batch rather than in a transaction of its own: the
+// lease shares the commit (and the fsync) of the Finish calls queued
+// before it, and sees the entries they released (per-key ordering), so a
+// released entry is leased in the same round instead of the next.
 func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
 	now := q.now()
 	var out []*touba.Delivery
-	// In an explicit transaction: UPDATE ... RETURNING changes every row
-	// before the first is read, so a failure while reading must undo it all
-	// rather than leave entries running that nobody runs.
-	err := sqlitex.InTx(context.WithoutCancel(ctx), q.db.Write, func(tx *sql.Tx) error {
+	// Isolated under the op's savepoint: UPDATE ... RETURNING changes every
+	// row before the first is read, so a failure while reading must undo it
+	// all rather than leave entries running that nobody runs.
+	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, `UPDATE entries SET status = 'running', attempts = attempts + 1, lease_token = lease_token + 1, updated_at = ?
-			WHERE queue_id IN (SELECT queue_id FROM entries e WHERE status = 'pending' AND held = 0
-			                     AND (not_before IS NULL OR not_before <= ?)
-			                   ORDER BY queue_id LIMIT ?)
-			RETURNING `+entryColumns, now, now, n)
+		rows, err := tx.QueryContext(ctx, qLease, now, now, n)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		defer rows.Close()
 		for rows.Next() {
 			d, err := scanEntry(rows)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			out = append(out, d)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		return -int64(len(out)), nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	q.pending.Add(-int64(len(out)))
 	return out, nil
 }
+
+// qLease takes the oldest due entries that no earlier entry of their key
+// holds back (entries_ready).
+const qLease = `UPDATE entries SET status = 'running', attempts = attempts + 1, lease_token = lease_token + 1, updated_at = ?
+	WHERE queue_id IN (SELECT queue_id FROM entries e WHERE status = 'pending' AND held = 0
+	                     AND (not_before IS NULL OR not_before <= ?)
+	                   ORDER BY queue_id LIMIT ?)
+	RETURNING ` + entryColumns
 
 // The dispatcher's transitions of an entry, prepared once on the writer
 // connection (sqlitex.Tx): one of them ends every run.
