@@ -117,7 +117,7 @@ func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery
 		}
 	}
 	res, err := tx.ExecContext(ctx, qInsert, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, headers,
-		d.RemoteAddr, touba.FormatTime(d.ReceivedAt), q.now(), d.TraceParent, d.ConcKey, d.ConcMax, held)
+		d.RemoteAddr, touba.FormatTime(d.ReceivedAt), q.batchTime(), d.TraceParent, d.ConcKey, d.ConcMax, held)
 	if err != nil {
 		return Result{}, nil, err
 	}
@@ -142,7 +142,16 @@ func (q *Queue) onBatch(_ int, _ time.Duration, err error) {
 		q.pending.Add(q.batchAdded + q.batchMoved)
 		q.enqueued.Add(q.batchAdded)
 	}
-	q.batchAdded, q.batchMoved = 0, 0
+	q.batchAdded, q.batchMoved, q.batchNow = 0, 0, ""
+}
+
+// batchTime is the time of the batch being written, formatted once for
+// all its enqueues (the writer's CPU is what delays the next fsync).
+func (q *Queue) batchTime() string {
+	if q.batchNow == "" {
+		q.batchNow = q.now()
+	}
+	return q.batchNow
 }
 
 const (

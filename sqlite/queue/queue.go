@@ -47,6 +47,7 @@ type Queue struct {
 	// Touched by the writer goroutine only: how the batch being written
 	// moves the pending count.
 	batchAdded, batchMoved int64
+	batchNow               string // batchTime's cache
 	closeOnce              sync.Once
 	closeErr               error
 }
