@@ -181,38 +181,5 @@ func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare, dispatch bo
 
 // refusePrepare decides whether a stored row allows a new attempt (SPEC §5).
 func (j *Journal) refusePrepare(r *row, p Prepare) *RefusedError {
-	refuse := func(code, format string, args ...any) *RefusedError {
-		return &RefusedError{Effect: r.Effect, Code: code, Reason: fmt.Sprintf(format, args...)}
-	}
-	if r.Fingerprint != p.Fingerprint {
-		return refuse(touba.EEffectRequestConflict, "stored fingerprint %s differs from %s", r.Fingerprint, p.Fingerprint)
-	}
-	switch r.State {
-	case touba.EffectApplied:
-		return refuse("", "already applied (receipt %q)", r.ReceiptRef)
-	case touba.EffectDispatched:
-		return refuse(touba.EEffectInProgress, "dispatched by call %s", r.CallID)
-	case touba.EffectPrepared:
-		// A prepared row held by another open handle is in progress there;
-		// one with no owner was released by recovery and may be retried.
-		if r.owner != "" && r.owner != j.owner {
-			return refuse(touba.EEffectInProgress, "prepared by call %s of another journal handle", r.CallID)
-		}
-	case touba.EffectUnknown:
-		// The stricter of the stored mode and the binding's mode now: an
-		// unknown effect of an idempotency_key binding reloaded as none
-		// must not be re-sent to a remote that no longer deduplicates.
-		mode := r.RetryMode
-		if mode == touba.RetryIdempotencyKey {
-			mode = p.RetryMode
-		}
-		switch mode {
-		case touba.RetryIdempotencyKey:
-		case touba.RetryReconcile:
-			return refuse(touba.EEffectReconciliationRequired, "outcome unknown; retry mode reconcile needs an operator")
-		default:
-			return refuse(touba.EEffectOutcomeUnknown, "outcome unknown; retry mode %s is not safe to repeat", mode)
-		}
-	}
-	return nil
+	return touba.PrepareRefusal(r.Effect, p, r.owner != "" && r.owner != j.owner)
 }

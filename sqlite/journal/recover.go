@@ -31,38 +31,16 @@ func NotApplied() Resolution { return Resolution{State: touba.EffectNotApplied} 
 // SecretValueRefused and nothing is stored: the effect stays unknown and the
 // operator can resolve it again.
 func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r Resolution) error {
+	raw, detail, err := r.Check(scope, effectID)
+	if err != nil {
+		return err
+	}
+	if j.holdsSecret(r.ReceiptRef, r.Operator) || (raw != nil && j.resultHoldsSecret(raw)) {
+		return secretRefused("resolution")
+	}
 	var result any
-	switch r.State {
-	case touba.EffectApplied:
-		if r.ReceiptRef == "" {
-			return fmt.Errorf("resolve effect %s/%s: applied needs a receipt ref", scope, effectID)
-		}
-		raw := r.Result
-		if raw == nil {
-			raw, _ = json.Marshal(map[string]string{"receipt_ref": r.ReceiptRef})
-		} else if !json.Valid(raw) {
-			return fmt.Errorf("resolve effect %s/%s: result is not valid JSON", scope, effectID)
-		}
-		if j.holdsSecret(r.ReceiptRef, r.Operator) || j.resultHoldsSecret(raw) {
-			return secretRefused("resolution")
-		}
+	if raw != nil {
 		result = string(raw)
-	case touba.EffectNotApplied:
-		if r.ReceiptRef != "" || r.Result != nil {
-			return fmt.Errorf("resolve effect %s/%s: not_applied takes no receipt or result", scope, effectID)
-		}
-		if j.holdsSecret(r.Operator) {
-			return secretRefused("resolution")
-		}
-	default:
-		return fmt.Errorf("resolve effect %s/%s: verdict %q is not applied or not_applied", scope, effectID, r.State)
-	}
-	detail := "operator resolve: " + r.State
-	if r.ReceiptRef != "" {
-		detail += " receipt_ref=" + r.ReceiptRef
-	}
-	if r.Operator != "" {
-		detail += " by " + r.Operator
 	}
 	return j.submit(ctx, func(ctx context.Context, tx *wtx) error {
 		cur, err := getRow(ctx, tx, scope, effectID)
