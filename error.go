@@ -59,6 +59,9 @@ const (
 	ECompensationNotSupported     = "CompensationNotSupported"
 	EEffectNotCompensable         = "EffectNotCompensable"
 	ECompensationInputUnavailable = "CompensationInputUnavailable"
+	// EDispatcherStopping: a run postponed because the dispatcher stopped
+	// while it waited for a binding slot (no attempt spent).
+	EDispatcherStopping = "DispatcherStopping"
 	// EEntryBusy: another operator action (a compensation, a replay) is
 	// working on the entry right now.
 	EEntryBusy = "EntryBusy"

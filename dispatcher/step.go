@@ -38,7 +38,7 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	}
 	release, ok := d.acquire(ctx, b, e)
 	if !ok {
-		return nil, &verdict{action: later, code: "DispatcherStopping", message: "stopped while waiting for a slot of " + b.Ref}
+		return nil, &verdict{action: later, code: touba.EDispatcherStopping, message: "stopped while waiting for a slot of " + b.Ref}
 	}
 	defer release()
 	callID := uuidv7.New()

@@ -26,9 +26,6 @@ var ErrNotCompensable = touba.ErrNotCompensable
 // EffectOutcomeUnknown, or "" for an applied effect (match ErrApplied).
 type RefusedError = touba.RefusedError
 
-// ValidatePrepare checks the fields of a reservation (EffectPrepare.Validate).
-func ValidatePrepare(p Prepare) error { return p.Validate() }
-
 // Prepare is the atomic reservation of an effect, durable before it
 // returns. It creates the row (prepared, attempt 1), or moves an existing
 // row that allows a new attempt (prepared, not_applied, or unknown with
@@ -56,7 +53,7 @@ func (j *Journal) PrepareDispatched(ctx context.Context, p Prepare) (*Effect, er
 }
 
 func (j *Journal) prepare(ctx context.Context, p Prepare, dispatch bool) (*Effect, error) {
-	if err := ValidatePrepare(p); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
 	if j.holdsSecret(p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.CallID) {
