@@ -84,7 +84,9 @@ func (s *Service) release(ctx context.Context, scope string, out *ResolveResult)
 	switch e.Status {
 	case touba.StatusParked:
 	case touba.StatusRunning:
-		out.Note = "entry is running; if the daemon stopped while it ran, it goes back to pending at the next start"
+		// Its run may still be recording its end (parked, a moment
+		// later): nothing to put back now, so say what to do then.
+		out.Note = "entry is running; once its run has ended (parked), replay it: touba-trigger queue replay " + scope
 		return nil
 	default:
 		out.Note = "entry is " + e.Status + "; nothing to put back to pending"

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -135,7 +136,10 @@ func TestBrowser(t *testing.T) {
 	if got := d.send(t, "ord-1", `{"order":1,"total":"12.50"}`); got != http.StatusAccepted {
 		t.Fatalf("intake: %d", got)
 	}
-	d.waitPage(t, "/parked", "tool:shop/Charge")
+	body := d.waitPage(t, "/parked", "tool:shop/Charge")
+	if m := regexp.MustCompile(`href="/effects/([^/"]+)/`).FindStringSubmatch(body); m != nil {
+		d.waitParked(t, m[1])
+	}
 	// A conflicting redelivery: rejected 409, its body kept for replay.
 	if got := d.send(t, "ord-1", `{"order":1,"total":"99.00"}`); got != http.StatusConflict {
 		t.Fatalf("conflicting redelivery: %d, want 409", got)

@@ -131,6 +131,15 @@ func (d *daemon) waitPage(t *testing.T, path, want string) string {
 	}
 }
 
+// waitParked waits until the run is parked, not only its effect unknown:
+// /parked lists an unknown effect as soon as the journal says so, while
+// the run may still be recording its end; a verdict given then finds no
+// parked entry to put back to pending.
+func (d *daemon) waitParked(t *testing.T, queueID string) {
+	t.Helper()
+	d.waitPage(t, "/entries/"+queueID, `id="entry-status" class="st-parked">parked<`)
+}
+
 // TestDaemonConsole: the console served by the real daemon settles a
 // parked run over HTTP (bearer token) and the run finishes done; the
 // shutdown stops the console listener too.
@@ -144,6 +153,7 @@ func TestDaemonConsole(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no effect link on /parked:\n%s", body)
 	}
+	d.waitParked(t, m[1])
 	req, _ := http.NewRequest(http.MethodPost, d.console+"/effects/"+m[1]+"/"+m[2]+"/resolve",
 		strings.NewReader(url.Values{"verdict": {"applied"}, "receipt_ref": {"ch_1"}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
