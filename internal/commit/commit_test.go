@@ -3,6 +3,7 @@ package commit_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -204,5 +205,38 @@ func TestSharedRefusedFailsOnlyItself(t *testing.T) {
 	defer mu.Unlock()
 	if !errors.Is(got, errGuard) {
 		t.Fatalf("GoShared refusal reported %v", got)
+	}
+}
+
+// Callers answered by one commit must be able to join the next one: a
+// writer that gathered at once after answering would find only the first
+// of them queued (the others woken but not run yet) and commit it alone:
+// one fsync for one op. On one P the order is fixed: without the writer's
+// yield every op below took a commit of its own (1,600 for 1,600).
+func TestWokenCallersJoinTheNextBatch(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	b := &memBackend{}
+	w := commit.New[*memTx](b, commit.Options{MaxBatch: 64, Queue: 64})
+	defer w.Close()
+	const callers, rounds = 32, 50
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				if err := w.Do(context.Background(), write(i, false)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	commits := w.Stats().Commits
+	t.Logf("%d ops in %d commits", callers*rounds, commits)
+	if commits > rounds*5/4 {
+		t.Fatalf("%d ops took %d commits: callers answered by a commit did not join the next one (want at most %d)",
+			callers*rounds, commits, rounds*5/4)
 	}
 }
