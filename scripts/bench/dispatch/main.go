@@ -76,6 +76,8 @@ func main() {
 	dir := flag.String("dir", "", "folder for the files (a temp folder if empty)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the drain here")
 	countFsyncs := flag.Bool("strace", false, "count the drain's fsync and fdatasync calls with strace (slows the drain: for the count, not the rate)")
+	phase := flag.String("phase", "all", "all: queue n entries, then drain them; fill: queue them in -dir and stop; drain: drain the n entries a fill left in -dir (to profile or count the drain alone)")
+	bodySize := flag.Int("body", 0, "body bytes: a JSON object of about that size (0: a small order, 34 bytes)")
 	keys := flag.Int("keys", 0, "concurrency keys at max 1, entries spread over them round robin (0: unkeyed)")
 	flag.Parse()
 	if *dir == "" {
@@ -139,9 +141,15 @@ func main() {
 		log.Fatal(err)
 	}
 	body, _ := json.Marshal(map[string]any{"order_id": 42, "lines": []string{"a", "b"}})
+	if *bodySize > len(`{"data":""}`) {
+		body = []byte(`{"data":"` + strings.Repeat("x", *bodySize-len(`{"data":""}`)) + `"}`)
+	}
 	// Queued by 32 goroutines, so that group commit makes the set-up
 	// quick; ids are taken in order, so entries are roughly in order.
 	var next atomic.Int64
+	if *phase == "drain" {
+		next.Store(int64(*n))
+	}
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Add(1)
@@ -160,6 +168,12 @@ func main() {
 		}()
 	}
 	wg.Wait()
+	if *phase == "fill" {
+		st.Close()
+		q.Close()
+		j.Close()
+		return
+	}
 	cfg, err := dispatcher.NewConfig(p, m, res, true, &dispatcher.Stubs{}, zerolog.Nop())
 	if err != nil {
 		log.Fatal(err)
