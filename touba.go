@@ -73,6 +73,10 @@ type Delivery struct {
 	LeaseToken int64
 	// LeaseOwner names the node holding the lease ("" on SQLite).
 	LeaseOwner string
+	// FirstLease says that LeaseToken is the entry's first lease: no run of
+	// it started before, so it has no step checkpoints and the dispatcher
+	// need not read them. A store that cannot tell leaves it false.
+	FirstLease bool
 }
 
 // TimeFormat is how every timestamp is stored: UTC with milliseconds, so

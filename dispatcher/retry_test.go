@@ -138,3 +138,31 @@ func TestNoneContractStep(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayReadsCheckpoints: a replayed entry's run reads its checkpoints,
+// though a first run does not (Delivery.FirstLease): the none step that
+// succeeded before the failure is not run again. Were the replay's lease
+// taken for a first one, look would run twice.
+func TestReplayReadsCheckpoints(t *testing.T) {
+	for _, r := range runners {
+		t.Run(r.name, func(t *testing.T) {
+			dir := t.TempDir()
+			lookCalls, thenCalls := filepath.Join(dir, "look.calls"), filepath.Join(dir, "then.calls")
+			prog := program(t, 1,
+				step{"look", toolW, map[string]any{"mode": "ok", "calls": lookCalls}},
+				step{"then", toolThen, map[string]any{"mode": "fail", "code": touba.EWebhookRejected, "times": 1,
+					"calls": thenCalls, "prev": ref("/steps/look/output")}})
+			w := newWorld(t, prog, manifestOf(t, binding{Tool: toolW, Stub: r.stub}, binding{Tool: toolThen}), nil, true)
+			qid := w.enqueue(trigName, `{}`, nil)
+			wantEntry(t, w.wait(qid, touba.StatusFailed), touba.StatusFailed, touba.EWebhookRejected, 1)
+			w.replay(qid)
+			wantEntry(t, w.wait(qid, touba.StatusDone), touba.StatusDone, "", 1)
+			if got, want := w.remoteCalls(r, lookCalls), 1; got != want {
+				t.Fatalf("look ran %d times, want %d: the replay did not read its checkpoint", got, want)
+			}
+			if got, want := len(calls(t, thenCalls)), 2; got != want {
+				t.Fatalf("then ran %d times, want %d", got, want)
+			}
+		})
+	}
+}

@@ -79,9 +79,15 @@ func (d *Dispatcher) run(e *touba.Delivery) {
 // steps runs the trigger's steps from the first one without a checkpoint.
 // ctx is the run's: d.runCtx with the run's span.
 func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger, e *touba.Delivery, runID string, log zerolog.Logger) *verdict {
-	done, err := d.state.Steps(ctx, e.QueueID)
-	if err != nil {
-		return &verdict{action: later, code: touba.EINTERNAL, message: err.Error()}
+	// An entry's first run has no checkpoints: only a run writes them, and
+	// a run needs a lease. Any later lease (a retry, a postponed run, a
+	// crash's requeue, a replay) reads them.
+	var done map[string]touba.StepOutput
+	if !e.FirstLease {
+		var err error
+		if done, err = d.state.Steps(ctx, e.QueueID); err != nil {
+			return &verdict{action: later, code: touba.EINTERNAL, message: err.Error()}
+		}
 	}
 	rc := newRunContext(e)
 	for _, st := range t.Steps {

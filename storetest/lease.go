@@ -20,6 +20,7 @@ func runLease(t *testing.T, f Factory) {
 	t.Run("RequeueRunning", func(t *testing.T) { testRequeueRunning(t, f) })
 	t.Run("RequeueAfterRestart", func(t *testing.T) { testRequeueAfterRestart(t, f) })
 	t.Run("Replay", func(t *testing.T) { testReplay(t, f) })
+	t.Run("FirstLeaseOnlyOnce", func(t *testing.T) { testFirstLease(t, f) })
 }
 
 // lease leases up to n entries and checks that they are want, in order.
@@ -288,6 +289,40 @@ func testReplay(t *testing.T, f Factory) {
 	for _, d := range e.lease(t, 10, failed, parked, pending) {
 		if d.Attempts != 1 {
 			t.Fatalf("%s: attempts=%d after replay, want 1 (a fresh start)", d.QueueID, d.Attempts)
+		}
+	}
+}
+
+// testFirstLease: Delivery.FirstLease lets the dispatcher skip reading the
+// checkpoints of an entry no run has started before. A store may leave it
+// false, but never set it on a later lease: a postponed, retried, requeued
+// or replayed entry may have checkpoints, and a run that did not read them
+// would repeat its steps.
+func testFirstLease(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	a, b, c, d := e.put(t, "a", "1"), e.put(t, "b", "2"), e.put(t, "c", "3"), e.put(t, "d", "4")
+	now := e.clock.Now()
+	first := map[string]bool{}
+	for _, got := range e.lease(t, 4, a, b, c, d) {
+		first[got.QueueID] = got.FirstLease
+	}
+	if err := e.Queue.Postpone(e.ctx, a, e.tok(a), now, touba.EEffectInProgress, "held"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Queue.Retry(e.ctx, b, e.tok(b), now, touba.EHandlerFailed, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	e.finish(t, c, touba.StatusParked)
+	if _, err := e.Queue.Replay(e.ctx, []string{c}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.Queue.RequeueRunning(e.ctx); err != nil || n != 1 {
+		t.Fatalf("requeue: %d, %v; want 1 (d)", n, err)
+	}
+	for _, got := range e.lease(t, 4, a, b, c, d) {
+		if got.FirstLease {
+			t.Fatalf("%s: FirstLease on its second lease (first lease said %v): its checkpoints would go unread",
+				got.QueueID, first[got.QueueID])
 		}
 	}
 }

@@ -157,8 +157,8 @@ func (q *Queue) batchTime() string {
 const (
 	qInsert = `INSERT INTO entries
 		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at, traceparent,
-		 conc_key, conc_max, held)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULLIF(?, ''), ?, ?)
+		 conc_key, conc_max, held, first_token)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULLIF(?, ''), ?, ?, 1)
 		ON CONFLICT (trigger_ref, event_id) WHERE event_id != '' DO NOTHING`
 	qFind = `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`
 )

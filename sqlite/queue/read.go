@@ -13,7 +13,8 @@ import (
 )
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
-	status, attempts, COALESCE(error_code, ''), updated_at, traceparent, COALESCE(conc_key, ''), conc_max, held, lease_token`
+	status, attempts, COALESCE(error_code, ''), updated_at, traceparent, COALESCE(conc_key, ''), conc_max, held, lease_token,
+	lease_token = first_token`
 
 type scanner interface{ Scan(...any) error }
 
@@ -21,7 +22,8 @@ func scanEntry(s scanner) (*touba.Delivery, error) {
 	var d touba.Delivery
 	var hdr, recv, upd string
 	if err := s.Scan(&d.QueueID, &d.TriggerRef, &d.EventID, &d.Digest, &d.Body, &hdr, &d.RemoteAddr, &recv,
-		&d.Status, &d.Attempts, &d.ErrorCode, &upd, &d.TraceParent, &d.ConcKey, &d.ConcMax, &d.Held, &d.LeaseToken); err != nil {
+		&d.Status, &d.Attempts, &d.ErrorCode, &upd, &d.TraceParent, &d.ConcKey, &d.ConcMax, &d.Held, &d.LeaseToken,
+		&d.FirstLease); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(hdr), &d.Headers); err != nil {
