@@ -3,6 +3,7 @@ package handler_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -41,14 +42,22 @@ func BenchmarkAccountingStub(b *testing.B) {
 	}
 }
 
+// BenchmarkFingerprint: an order, and the 1 KiB body of the benchmarks'
+// webhooks (scripts/bench-e2e), where the long string dominates.
 func BenchmarkFingerprint(b *testing.B) {
-	input := json.RawMessage(`{"request":{"order_id":"A-42","customer":{"name":"Zoë","email":"z@example.com"},` +
-		`"lines":[{"sku":"A-1","qty":2,"price":12.50},{"sku":"B-7","qty":1,"price":3.0}]},"existing":null}`)
-	b.SetBytes(int64(len(input)))
-	for b.Loop() {
-		if _, err := handler.Fingerprint("tool:examples.orders/CreateOrder", "invoke", input); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct{ name, input string }{
+		{"order", `{"request":{"order_id":"A-42","customer":{"name":"Zoë","email":"z@example.com"},` +
+			`"lines":[{"sku":"A-1","qty":2,"price":12.50},{"sku":"B-7","qty":1,"price":3.0}]},"existing":null}`},
+		{"1KiB", `{"body":{"data":"` + strings.Repeat("x", 1013) + `"}}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.input)))
+			for b.Loop() {
+				if _, err := handler.Fingerprint("tool:examples.orders/CreateOrder", "invoke", json.RawMessage(c.input)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 

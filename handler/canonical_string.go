@@ -14,6 +14,16 @@ func (p *canon) str(key bool) error {
 		if p.i >= len(p.in) {
 			return p.errorf("unterminated string")
 		}
+		// A run of plain ASCII (no quote, backslash or control character)
+		// is written as read, in one copy: most of most strings.
+		if j := plainRun(p.in, p.i); j > p.i {
+			p.out = append(p.out, p.in[p.i:j]...)
+			if key {
+				p.keys = append(p.keys, p.in[p.i:j]...)
+			}
+			p.i = j
+			continue
+		}
 		c := p.in[p.i]
 		var r rune
 		switch {
@@ -44,6 +54,18 @@ func (p *canon) str(key bool) error {
 			p.keys = utf8.AppendRune(p.keys, r)
 		}
 	}
+}
+
+// plainRun returns the end of the run of bytes from i that a canonical
+// string writes as they are: printable ASCII but the quote and backslash.
+func plainRun(b []byte, i int) int {
+	for i < len(b) {
+		if c := b[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // escape decodes one backslash escape, pairing UTF-16 surrogates.
