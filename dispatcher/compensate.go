@@ -79,7 +79,7 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 			}
 		}
 	}
-	input, err := rc.resolve(st.Input)
+	input, err := rc.resolve(cfg, st.Input)
 	if err != nil {
 		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "cannot rebuild the input of step %s: %s", stepID, touba.ErrorMessage(err))
 	}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -41,6 +42,8 @@ type Config struct {
 	Program  *trigger.Program
 	Bindings map[string]*Binding
 	Secrets  *secret.Set // values nothing stored may hold
+
+	templates sync.Map // templateKey -> *template
 }
 
 // Stubs keeps accounting_stub instances across reloads, so their

@@ -6,35 +6,49 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/handler"
 	"github.com/touba/touba-trigger/internal/jsonptr"
 )
 
 // runContext is the document `$ref` pointers read (SPEC §2.1):
-// {"event": {...}, "steps": {"<id>": {"output": ...}}}.
+// {"event": {...}, "steps": {"<id>": {"output": ...}}}. It is built on
+// first use: most inputs read only the whole body, which is taken in
+// canonical form without decoding (value), and decoding it into the tree
+// cost more than the SQL of its effect.
 type runContext struct {
-	doc   map[string]any
+	e     *touba.Delivery
+	doc   map[string]any // nil until a pointer needs it
 	steps map[string]any
 	// raw are step outputs not decoded yet: most are never referenced
-	// (always the last step's), and decoding one into the tree cost as much
-	// as the journal's SQL of its effect. A $ref into steps decodes it.
+	// (always the last step's). A $ref into steps decodes it.
 	raw map[string]json.RawMessage
+	// body is the body in canonical form once a $ref to it needed it; nil
+	// before, or when Canonical refuses the body.
+	body []byte
 }
 
 func newRunContext(e *touba.Delivery) *runContext {
-	headers := map[string]any{}
-	for k, v := range e.Headers {
-		headers[k] = v
+	return &runContext{e: e, steps: map[string]any{}, raw: map[string]json.RawMessage{}}
+}
+
+// document returns the run context as a tree, building it on first use.
+func (rc *runContext) document() map[string]any {
+	if rc.doc == nil {
+		headers := map[string]any{}
+		for k, v := range rc.e.Headers {
+			headers[k] = v
+		}
+		event := map[string]any{
+			"trigger_ref": rc.e.TriggerRef,
+			"event_id":    rc.e.EventID,
+			"queue_id":    rc.e.QueueID,
+			"received_at": touba.FormatTime(rc.e.ReceivedAt),
+			"headers":     headers,
+			"body":        parseBody(rc.e.Body),
+		}
+		rc.doc = map[string]any{"event": event, "steps": rc.steps}
 	}
-	event := map[string]any{
-		"trigger_ref": e.TriggerRef,
-		"event_id":    e.EventID,
-		"queue_id":    e.QueueID,
-		"received_at": touba.FormatTime(e.ReceivedAt),
-		"headers":     headers,
-		"body":        parseBody(e.Body),
-	}
-	steps := map[string]any{}
-	return &runContext{doc: map[string]any{"event": event, "steps": steps}, steps: steps, raw: map[string]json.RawMessage{}}
+	return rc.doc
 }
 
 // parseBody is the parsed JSON body, numbers kept as written, or the raw
@@ -116,57 +130,66 @@ func (rc *runContext) materialize(ptr string) error {
 	return nil
 }
 
-// resolve replaces every {"$ref": pointer} object of input by the value the
-// pointer names in the run context; everything else is literal.
-func (rc *runContext) resolve(input json.RawMessage) (json.RawMessage, error) {
-	v, err := decode(input)
+// bodyRef is the pointer to the whole event body: its value is the body
+// as sent when that is JSON.
+const bodyRef = "/event/body"
+
+// resolve replaces every {"$ref": pointer} object of the step's input by
+// the value the pointer names in the run context; everything else is
+// literal. The input comes out in canonical form (handler.Canonical), what
+// its fingerprint is computed over: the template's literal text is
+// canonical already (template.go), and each value is written canonical.
+//
+// The whole body, the common $ref, is not decoded: its canonical form is
+// what decoding and encoding it would give, whenever Canonical accepts it.
+// A body it refuses (not JSON, or JSON whose meaning decoding has to
+// choose: duplicate keys, invalid UTF-8, lone surrogates) is decoded, as
+// for every $ref into the body.
+func (rc *runContext) resolve(cfg *Config, input json.RawMessage) (json.RawMessage, error) {
+	tpl, err := cfg.template(input)
 	if err != nil {
 		return nil, touba.Errorf(touba.EStepInputUnresolved, "input is not JSON: %v", err)
 	}
-	out, err := rc.walk(v)
-	if err != nil {
-		return nil, err
+	out := make([]byte, 0, tpl.size+len(rc.e.Body))
+	for _, p := range tpl.parts {
+		if !p.ref {
+			out = append(out, p.text...)
+			continue
+		}
+		v, err := rc.value(p.ptr)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v...)
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return nil, touba.Errorf(touba.EStepInputUnresolved, "input: %v", err)
-	}
-	return b, nil
+	return out, nil
 }
 
-func (rc *runContext) walk(v any) (any, error) {
-	switch x := v.(type) {
-	case map[string]any:
-		if ref, ok := x["$ref"]; ok && len(x) == 1 {
-			ptr, _ := ref.(string)
-			if err := rc.materialize(ptr); err != nil {
-				return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q: %v", ptr, err)
+// value is the canonical JSON of what ptr names in the run context.
+func (rc *runContext) value(ptr string) ([]byte, error) {
+	if ptr == bodyRef {
+		if rc.body == nil {
+			if c, err := handler.Canonical(rc.e.Body); err == nil {
+				rc.body = c
 			}
-			got, err := jsonptr.Get(rc.doc, ptr)
-			if err != nil {
-				return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q resolves to nothing", ptr)
-			}
-			return got, nil
 		}
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			r, err := rc.walk(e)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = r
+		if rc.body != nil {
+			return rc.body, nil
 		}
-		return out, nil
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			r, err := rc.walk(e)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = r
-		}
-		return out, nil
 	}
-	return v, nil
+	if err := rc.materialize(ptr); err != nil {
+		return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q: %v", ptr, err)
+	}
+	got, err := jsonptr.Get(rc.document(), ptr)
+	if err != nil {
+		return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q resolves to nothing", ptr)
+	}
+	b, err := json.Marshal(got)
+	if err == nil {
+		b, err = handler.Canonical(b)
+	}
+	if err != nil {
+		return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q: %v", ptr, err)
+	}
+	return b, nil
 }

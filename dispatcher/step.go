@@ -32,7 +32,7 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	if b == nil {
 		return nil, stop(fail, "ToolNotBound", "tool %s has no binding", st.Tool)
 	}
-	input, err := rc.resolve(st.Input)
+	input, err := rc.resolve(cfg, st.Input)
 	if err != nil {
 		return nil, fromError(asTouba(err))
 	}
@@ -60,7 +60,7 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 // effect runs one external write under the journal's rules.
 func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding, e *touba.Delivery, st trigger.Step, req *handler.Request,
 	log zerolog.Logger) (json.RawMessage, *verdict) {
-	fp, err := handler.Fingerprint(st.Tool, touba.OperationInvoke, req.Input)
+	fp, err := handler.FingerprintCanonical(st.Tool, touba.OperationInvoke, req.Input) // resolve made it canonical
 	if err != nil {
 		return nil, stop(fail, touba.EStepInputUnresolved, "input of step %s: %v", st.ID, err)
 	}

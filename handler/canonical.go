@@ -53,13 +53,20 @@ func Fingerprint(toolRef, operation string, input json.RawMessage) (string, erro
 	if err != nil {
 		return "", fmt.Errorf("fingerprint input: %w", err)
 	}
+	return FingerprintCanonical(toolRef, operation, ci)
+}
+
+// FingerprintCanonical is Fingerprint of an input already in canonical
+// form (what Canonical returns), which it does not check again: the
+// dispatcher resolves step inputs to that form.
+func FingerprintCanonical(toolRef, operation string, canonical []byte) (string, error) {
 	if !utf8.ValidString(toolRef) || !utf8.ValidString(operation) {
 		return "", fmt.Errorf("fingerprint: tool_ref or operation is not valid UTF-8")
 	}
 	// The keys are written already in canonical order.
-	doc := make([]byte, 0, len(ci)+len(toolRef)+len(operation)+40)
+	doc := make([]byte, 0, len(canonical)+len(toolRef)+len(operation)+40)
 	doc = append(doc, `{"input":`...)
-	doc = append(doc, ci...)
+	doc = append(doc, canonical...)
 	doc = append(doc, `,"operation":`...)
 	doc = appendString(doc, operation)
 	doc = append(doc, `,"tool_ref":`...)
