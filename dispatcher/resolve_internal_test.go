@@ -96,10 +96,10 @@ var resolveBodies = []string{
 	`{"n": 1, "b": [true, false, null], "a": {"z": 1.50, "y": -0, "x": 12345678901234567890123}}`,
 	` {"n" : 2 } `,
 	`{"html": "<a href=\"x\">&amp;</a>", "ls": "\u2028", "e": "\u00e9t\u00e9", "raw": "été", "ctl": "\u0000\t\n"}`,
-	`{"n": 1, "n": 2}`,          // duplicate keys: decoding keeps the last
-	"{\"n\": \"\xff\"}",         // invalid UTF-8: decoding replaces it
-	`{"n": "\ud800"}`,           // a lone surrogate: decoding replaces it
-	`{"n": "\ud83d\ude00"}`,     // a pair
+	`{"n": 1, "n": 2}`,      // duplicate keys: decoding keeps the last
+	"{\"n\": \"\xff\"}",     // invalid UTF-8: decoding replaces it
+	`{"n": "\ud800"}`,       // a lone surrogate: decoding replaces it
+	`{"n": "\ud83d\ude00"}`, // a pair
 	`"just a string"`, `42`, `[]`, `null`,
 	`a=1&b=<2>`, ``, `{"n": 1} {"m": 2}`, `{"n":`, // not JSON: the body as a string
 	`"`, // a fragment: spliced twice into one input it read as one string (found by the fuzzer)

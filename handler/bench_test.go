@@ -3,8 +3,8 @@ package handler_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
