@@ -12,6 +12,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strings"
@@ -128,18 +129,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer lock.Release()
-	j, err := journal.Open(ctx, jpath, journal.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	q, err := queue.Open(ctx, filepath.Join(*dir, "q.sqlite"), queue.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	st, err := state.Open(ctx, filepath.Join(*dir, "s.sqlite"), state.Options{})
-	if err != nil {
-		log.Fatal(err)
-	}
+	j, q, st := openStores(ctx, *dir)
 	body, _ := json.Marshal(map[string]any{"order_id": 42, "lines": []string{"a", "b"}})
 	if *bodySize > len(`{"data":""}`) {
 		body = []byte(`{"data":"` + strings.Repeat("x", *bodySize-len(`{"data":""}`)) + `"}`)
@@ -168,11 +158,18 @@ func main() {
 		}()
 	}
 	wg.Wait()
-	if *phase == "fill" {
+	if *phase != "drain" {
+		// The drain starts on the files as a restarted daemon finds them,
+		// the fill's WAL checkpointed by the close: copying it, and
+		// collecting the fill's garbage, are not the drain's work.
 		st.Close()
 		q.Close()
 		j.Close()
-		return
+		if *phase == "fill" {
+			return
+		}
+		j, q, st = openStores(ctx, *dir)
+		runtime.GC()
 	}
 	cfg, err := dispatcher.NewConfig(p, m, res, true, &dispatcher.Stubs{}, zerolog.Nop())
 	if err != nil {
@@ -234,6 +231,23 @@ func main() {
 	st.Close()
 	q.Close()
 	j.Close()
+}
+
+// openStores opens the journal, queue and state files of dir.
+func openStores(ctx context.Context, dir string) (*journal.Journal, *queue.Queue, *state.State) {
+	j, err := journal.Open(ctx, filepath.Join(dir, "j.sqlite"), journal.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	q, err := queue.Open(ctx, filepath.Join(dir, "q.sqlite"), queue.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	st, err := state.Open(ctx, filepath.Join(dir, "s.sqlite"), state.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return j, q, st
 }
 
 // cpuTime is the CPU (user and system) this process has used: the
