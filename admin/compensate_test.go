@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -79,4 +80,55 @@ func TestCompensateHoldsEntryAgainstReplay(t *testing.T) {
 	if rep, err := f.svc.ReplayEntries(ctx, admin.ReplayRequest{IDs: []string{q}}); err != nil || rep.Replayed != 1 {
 		t.Fatalf("replay after the compensation: %+v %v", rep, err)
 	}
+}
+
+// The dispatcher checkpoints only steps without an effect: an external
+// write's output stays in the journal. The step outputs an operator sees,
+// and those a compensation rebuilds its input from, hold both.
+func TestStepOutputsIncludeJournaledResults(t *testing.T) {
+	f := mustFiles(t)
+	ctx := context.Background()
+	q := f.entry(t, "e", "1", touba.StatusParked)
+	if err := f.st.SaveStep(q, 0, "look", "run-1", json.RawMessage(`{"seen":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.effect(t, q, "charge", touba.RetryReconcile, touba.EffectApplied)
+	f.effect(t, q, "notify", touba.RetryReconcile, touba.EffectNotApplied)
+	ship := f.effect(t, q, "ship", touba.RetryReconcile, touba.EffectApplied)
+	want := map[string]string{"look": `{"seen":1}`, "charge": `{"ok":true}`, "ship": `{"ok":true}`}
+	check := func(what string, got map[string]string) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("%s: step outputs %v, want %v", what, got, want)
+		}
+		for id, w := range want {
+			if got[id] != w {
+				t.Fatalf("%s: step outputs %v, want %v", what, got, want)
+			}
+		}
+	}
+	d, err := f.svc.Entry(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := map[string]string{}
+	for _, so := range d.Steps {
+		shown[so.StepID] = string(so.Output)
+	}
+	check("queue show", shown)
+
+	var given map[string]string
+	f.svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]touba.StepOutput,
+		o *touba.Effect) (*touba.Compensation, error) {
+		given = map[string]string{}
+		for id, so := range steps {
+			given[id] = string(so.Output)
+		}
+		return &touba.Compensation{Scope: q, EffectID: o.EffectID, CompensationID: touba.CompensationID(o.EffectID),
+			State: touba.EffectApplied}, nil
+	}
+	if _, err := f.svc.Compensate(ctx, admin.CompensateRequest{Scope: q, EffectID: ship}); err != nil {
+		t.Fatal(err)
+	}
+	check("compensation", given)
 }

@@ -162,7 +162,11 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 	if s.afterCompensateCheck != nil {
 		s.afterCompensateCheck()
 	}
-	steps, err := s.State.Steps(ctx, r.Scope)
+	effs, err := s.Journal.List(ctx, touba.EffectFilter{Scope: r.Scope})
+	if err != nil {
+		return nil, err
+	}
+	steps, err := s.stepOutputs(ctx, r.Scope, effs)
 	if err != nil {
 		return nil, err
 	}

@@ -153,17 +153,9 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 	} else if runs != nil {
 		out.Runs = runs
 	}
-	steps, err := s.State.Steps(ctx, queueID)
-	if err != nil {
-		return nil, err
-	}
-	for _, so := range steps {
-		out.Steps = append(out.Steps, so)
-	}
-	sort.Slice(out.Steps, func(i, k int) bool { return out.Steps[i].At.Before(out.Steps[k].At) })
+	var effs []touba.Effect
 	if s.Journal != nil {
-		effs, err := s.Journal.List(ctx, touba.EffectFilter{Scope: queueID})
-		if err != nil {
+		if effs, err = s.Journal.List(ctx, touba.EffectFilter{Scope: queueID}); err != nil {
 			return nil, err
 		}
 		for _, e := range effs {
@@ -174,6 +166,14 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 			out.Effects = append(out.Effects, EffectDetail{Effect: e, Events: ev})
 		}
 	}
+	steps, err := s.stepOutputs(ctx, queueID, effs)
+	if err != nil {
+		return nil, err
+	}
+	for _, so := range steps {
+		out.Steps = append(out.Steps, so)
+	}
+	sort.Slice(out.Steps, func(i, k int) bool { return out.Steps[i].At.Before(out.Steps[k].At) })
 	if rows, err := s.State.Deliveries(ctx, touba.LogFilter{QueueID: queueID, Limit: 1000}); err != nil {
 		return nil, err
 	} else {
@@ -188,6 +188,29 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 	}
 	out.Next = s.next(ctx, d, out)
 	return out, nil
+}
+
+// stepOutputs are the outputs of an entry's steps: its checkpoints, and
+// the results of its applied external writes (effs, the entry's effects),
+// which the journal holds instead of a checkpoint: the dispatcher writes
+// none for them. Those have no RunID: the journal names the call.
+func (s *Service) stepOutputs(ctx context.Context, queueID string, effs []touba.Effect) (map[string]touba.StepOutput, error) {
+	steps, err := s.State.Steps(ctx, queueID)
+	if err != nil {
+		return nil, err
+	} else if steps == nil {
+		steps = map[string]touba.StepOutput{}
+	}
+	for _, e := range effs {
+		id, ok := strings.CutPrefix(e.EffectID, queueID+":")
+		if _, comp := touba.IsCompensation(e.EffectID); !ok || comp || e.State != touba.EffectApplied || len(e.Result) == 0 {
+			continue
+		}
+		if _, ok := steps[id]; !ok {
+			steps[id] = touba.StepOutput{StepID: id, Output: e.Result, At: e.UpdatedAt}
+		}
+	}
+	return steps, nil
 }
 
 // next says what an operator can do with an entry in its present state.

@@ -38,7 +38,7 @@ func TestRefResolution(t *testing.T) {
 	qid := w.enqueue(trigName, body, map[string]string{"x-sig": "abc"})
 	e := w.wait(qid, touba.StatusDone)
 
-	one := w.steps(qid)["one"].Output
+	one := w.effect(qid, "one").Result
 	payload := field(t, one, "payload")
 	for key, want := range map[string]string{
 		"order":   `42`,
@@ -83,7 +83,7 @@ func TestRefToBodyThatIsNotJSON(t *testing.T) {
 		manifestOf(t, binding{Tool: toolW, Stub: true, Write: touba.RetryIdempotencyKey}), nil, true)
 	qid := w.enqueue(trigName, `a=1&b=<2>`, nil)
 	w.wait(qid, touba.StatusDone)
-	got := field(t, field(t, w.steps(qid)["one"].Output, "payload"), "body")
+	got := field(t, field(t, w.effect(qid, "one").Result, "payload"), "body")
 	if want := mustJSON(t, "a=1&b=<2>"); !jsonEqual(t, got, []byte(want)) {
 		t.Fatalf("body = %s, want %s", got, want)
 	}

@@ -78,6 +78,11 @@ func (d *Dispatcher) run(e *touba.Delivery) {
 
 // steps runs the trigger's steps from the first one without a checkpoint.
 // ctx is the run's: d.runCtx with the run's span.
+//
+// An external write's output is not checkpointed: the journal's applied
+// record holds it already (SPEC §5, result), and a later run's step finds
+// it there and calls nothing, as after a crash between the outcome and the
+// checkpoint. One row, and a copy of the output, fewer per effect.
 func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger, e *touba.Delivery, runID string, log zerolog.Logger) *verdict {
 	// An entry's first run has no checkpoints: only a run writes them, and
 	// a run needs a lease. Any later lease (a retry, a postponed run, a
@@ -98,7 +103,7 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 			continue
 		}
 		sctx, sspan := d.opts.Tracing.StartStep(ctx, st.ID, st.Tool)
-		out, v := d.step(sctx, cfg, e, runID, st, rc, log)
+		out, journaled, v := d.step(sctx, cfg, e, runID, st, rc, log)
 		if v != nil {
 			tracing.EndStep(sspan, v.code, v.message)
 			return v
@@ -109,6 +114,9 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 		}
 		if err := rc.setOutput(st.ID, out); err != nil {
 			return stop(fail, touba.EHandlerProtocolError, "%v", err)
+		}
+		if journaled {
+			continue
 		}
 		if err := d.state.SaveStep(e.QueueID, e.LeaseToken, st.ID, runID, out); err != nil {
 			if touba.ErrorCode(err) == touba.ELeaseLost {

@@ -20,9 +20,10 @@ import (
 )
 
 // step runs one step and returns its output, or the verdict that stops
-// the run. An external write goes through the journal (SPEC §5).
+// the run. An external write goes through the journal (SPEC §5), which
+// then holds the output (journaled).
 func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, runID string, st trigger.Step,
-	rc *runContext, log zerolog.Logger) (json.RawMessage, *verdict) {
+	rc *runContext, log zerolog.Logger) (out json.RawMessage, journaled bool, v *verdict) {
 	// The binding of the configuration in force now, not the one the run
 	// started with: a reload closes runners nobody uses any more.
 	b := d.cfg.Load().Bindings[st.Tool]
@@ -30,15 +31,15 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		b = cfg.Bindings[st.Tool]
 	}
 	if b == nil {
-		return nil, stop(fail, "ToolNotBound", "tool %s has no binding", st.Tool)
+		return nil, false, stop(fail, "ToolNotBound", "tool %s has no binding", st.Tool)
 	}
 	input, err := rc.resolve(cfg, st.Input)
 	if err != nil {
-		return nil, fromError(asTouba(err))
+		return nil, false, fromError(asTouba(err))
 	}
 	release, ok := d.acquire(ctx, b, e)
 	if !ok {
-		return nil, &verdict{action: later, code: touba.EDispatcherStopping, message: "stopped while waiting for a slot of " + b.Ref}
+		return nil, false, &verdict{action: later, code: touba.EDispatcherStopping, message: "stopped while waiting for a slot of " + b.Ref}
 	}
 	defer release()
 	callID := uuidv7.New()
@@ -49,12 +50,13 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	if !b.ExternalWrite() {
 		res := d.call(ctx, cfg.Secrets, b, req, func() error { return nil })
 		if res.OK {
-			return rawOrNull(res.Output), nil
+			return rawOrNull(res.Output), false, nil
 		}
 		log.Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
-		return nil, fromError(res.Err)
+		return nil, false, fromError(res.Err)
 	}
-	return d.effect(ctx, cfg.Secrets, b, e, st, req, log)
+	out, v = d.effect(ctx, cfg.Secrets, b, e, st, req, log)
+	return out, true, v
 }
 
 // effect runs one external write under the journal's rules.

@@ -29,10 +29,10 @@ func TestManyEntries(t *testing.T) {
 				if eff == nil || eff.State != touba.EffectApplied || eff.Attempts != 1 {
 					t.Fatalf("effect of entry %d: %+v, want applied at attempt 1", i, eff)
 				}
-				out := w.steps(qid)["bill"].Output
-				if !jsonEqual(t, out, eff.Result) {
-					t.Fatalf("entry %d: checkpoint %s differs from the journal's result %s", i, out, eff.Result)
+				if so, ok := w.steps(qid)["bill"]; ok {
+					t.Fatalf("entry %d: the external write was checkpointed (%s): the journal holds its output", i, so.Output)
 				}
+				out := eff.Result
 				key := "payload"
 				if !r.stub {
 					key = "input"

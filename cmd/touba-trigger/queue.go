@@ -134,7 +134,7 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 		t.row("  "+r.RunID, strconv.Itoa(r.Attempt), r.Status, ts(r.StartedAt), tsp(r.EndedAt), codeAndMessage(r.ErrorCode, r.ErrorMessage))
 	}
 	t.flush()
-	fmt.Fprintf(w, "\nsteps checkpointed (%d)\n", len(d.Steps))
+	fmt.Fprintf(w, "\nstep outputs (%d)\n", len(d.Steps))
 	t = newTable(w, "  STEP", "AT", "OUTPUT")
 	for _, s := range d.Steps {
 		t.row("  "+s.StepID, ts(s.At), string(s.Output))
