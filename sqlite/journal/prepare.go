@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // Prepare names the effect a call is about to attempt.
@@ -64,19 +66,38 @@ func (j *Journal) prepare(ctx context.Context, p Prepare, dispatch bool) (*Effec
 	}
 	var out *Effect
 	var refused *RefusedError
-	err := j.submit(ctx, func(ctx context.Context, tx *wtx) error {
-		e, err := j.prepareTx(ctx, tx, p, dispatch)
-		out, refused = e, nil
-		if err == nil && dispatch && e.State != touba.EffectDispatched {
-			err = j.dispatchTx(ctx, tx, p.Scope, p.EffectID, p.CallID)
-			e.State = touba.EffectDispatched
+	err := j.submitShared(ctx, func(ctx context.Context, tx *wtx) error {
+		out, refused = nil, nil
+		if _, comp := IsCompensation(p.EffectID); !comp {
+			// The common case, a new effect: the insert is the reservation,
+			// and nothing refuses it after. No savepoint: a statement that
+			// fails here fails the batch, as one of the transaction's.
+			e, err := j.insertTx(ctx, tx, p, dispatch)
+			if err != nil || e != nil {
+				out = e
+				return err
+			}
 		}
-		// A refusal writes nothing but, at most, the unknown state of an
-		// orphaned dispatched row, which must stay: keep the savepoint.
-		if errors.As(err, &refused) {
-			return nil
+		// The effect exists (or it is a compensation, whose original is
+		// read first). Deciding may write (an orphaned dispatched row turned
+		// unknown), then refuse, which keeps that write, or fail, which must
+		// undo it: a savepoint of its own.
+		opErr, fatal := sqlitex.Savepoint(ctx, tx, func() error {
+			e, err := j.prepareTx(ctx, tx, p, dispatch)
+			out, refused = e, nil
+			if err == nil && dispatch && e.State != touba.EffectDispatched {
+				err = j.dispatchTx(ctx, tx, p.Scope, p.EffectID, p.CallID)
+				e.State = touba.EffectDispatched
+			}
+			if errors.As(err, &refused) {
+				return nil
+			}
+			return err
+		})
+		if fatal != nil {
+			return fatal
 		}
-		return err
+		return commit.Refused(opErr)
 	})
 	if err == nil && refused != nil {
 		err = refused
@@ -128,26 +149,11 @@ func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare, dispatch bo
 		return nil, fmt.Errorf("prepare effect: %w", err)
 	}
 	if r == nil {
-		insert := qInsertEffect
-		if dispatch {
-			insert = qInsertEffectDispatched
+		e, err := j.insertTx(ctx, tx, p, dispatch)
+		if err == nil && e == nil {
+			err = touba.Errorf(touba.EEffectInProgress, "effect %s/%s was created by another call", p.Scope, p.EffectID)
 		}
-		res, err := tx.ExecContext(ctx, insert, p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, now, j.owner)
-		if err != nil {
-			return nil, fmt.Errorf("prepare effect: %w", err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return nil, touba.Errorf(touba.EEffectInProgress, "effect %s/%s was created by another call", p.Scope, p.EffectID)
-		}
-		at, _ := touba.ParseTime(now)
-		e := &Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
-			Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
-			CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
-		if err := appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1"); err != nil || !dispatch {
-			return e, err
-		}
-		e.State = touba.EffectDispatched
-		return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectDispatched, now, "dispatch attempt 1")
+		return e, err
 	}
 	if r.State == touba.EffectDispatched && r.owner == j.owner && r.CallID != p.CallID {
 		// Dispatched by this handle, and p.CallID now holds the claim: the
@@ -174,6 +180,32 @@ func (j *Journal) prepareTx(ctx context.Context, tx *wtx, p Prepare, dispatch bo
 	e.UpdatedAt, _ = touba.ParseTime(now)
 	return &e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now,
 		fmt.Sprintf("prepare attempt %d (was %s)", e.Attempts, r.State))
+}
+
+// insertTx creates p's row, prepared (attempt 1), or with dispatch straight
+// as dispatched, with its events; nil and no error when the row exists.
+func (j *Journal) insertTx(ctx context.Context, tx *wtx, p Prepare, dispatch bool) (*Effect, error) {
+	now := j.stamp()
+	insert := qInsertEffect
+	if dispatch {
+		insert = qInsertEffectDispatched
+	}
+	res, err := tx.ExecContext(ctx, insert, p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, now, j.owner)
+	if err != nil {
+		return nil, fmt.Errorf("prepare effect: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return nil, nil
+	}
+	at, _ := touba.ParseTime(now)
+	e := &Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
+		Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
+		CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
+	if err := appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1"); err != nil || !dispatch {
+		return e, err
+	}
+	e.State = touba.EffectDispatched
+	return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectDispatched, now, "dispatch attempt 1")
 }
 
 // refusePrepare decides whether a stored row allows a new attempt (SPEC §5).
