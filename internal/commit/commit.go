@@ -39,6 +39,15 @@ type Backend[Tx any] interface {
 	Isolate(ctx context.Context, tx Tx, fn func() error) (opErr, fatal error)
 }
 
+// Batcher is a Backend whose transaction lives only inside one call (the
+// SQLite backend's runs on the driver connection database/sql lends to a
+// function): the writer then runs each batch through Batch, which begins,
+// runs fn, and commits when fn returns nil (rolls back otherwise), instead
+// of through Begin, Commit and Rollback.
+type Batcher[Tx any] interface {
+	Batch(ctx context.Context, fn func(tx Tx) error) error
+}
+
 // Op is one operation of a batch. It must not keep tx.
 type Op[Tx any] func(ctx context.Context, tx Tx) error
 
@@ -252,16 +261,33 @@ func (w *Writer[Tx]) commit(batch []*op[Tx]) {
 }
 
 func (w *Writer[Tx]) run1(ctx context.Context, batch []*op[Tx]) error {
-	tx, err := w.b.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	committed := false
-	defer func() {
-		if !committed {
-			w.b.Rollback(tx)
+	if bb, ok := w.b.(Batcher[Tx]); ok {
+		if err := bb.Batch(ctx, func(tx Tx) error { return w.runOps(ctx, tx, batch) }); err != nil {
+			return err
 		}
-	}()
+	} else {
+		tx, err := w.b.Begin(ctx)
+		if err != nil {
+			return fmt.Errorf("begin: %w", err)
+		}
+		if err := w.runOps(ctx, tx, batch); err != nil {
+			w.b.Rollback(tx)
+			return err
+		}
+		if err := w.b.Commit(ctx, tx); err != nil {
+			w.b.Rollback(tx)
+			return fmt.Errorf("commit: %w", err)
+		}
+	}
+	if w.opts.AfterCommit != nil {
+		w.opts.AfterCommit()
+	}
+	return nil
+}
+
+// runOps runs the batch's operations in tx, then BeforeCommit: a non-nil
+// error is the transaction's, and it must not commit.
+func (w *Writer[Tx]) runOps(ctx context.Context, tx Tx, batch []*op[Tx]) error {
 	for _, o := range batch {
 		o.err = nil
 		if !o.isolated {
@@ -281,13 +307,6 @@ func (w *Writer[Tx]) run1(ctx context.Context, batch []*op[Tx]) error {
 	}
 	if w.opts.BeforeCommit != nil {
 		w.opts.BeforeCommit()
-	}
-	if err := w.b.Commit(ctx, tx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	committed = true
-	if w.opts.AfterCommit != nil {
-		w.opts.AfterCommit()
 	}
 	return nil
 }

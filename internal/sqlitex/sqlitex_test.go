@@ -2,7 +2,10 @@ package sqlitex_test
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -117,5 +120,86 @@ func TestWriter(t *testing.T) {
 	}
 	if err := w.Do(context.Background(), func(context.Context, *sqlitex.Tx) error { return nil }); !errors.Is(err, commit.ErrClosed) {
 		t.Fatalf("Do after Close: %v", err)
+	}
+}
+
+// TestWriterTxReads: a writer transaction runs on the driver connection,
+// not database/sql, and must convert arguments and scan columns as
+// database/sql does for the types the stores use; a WrapTx transaction
+// (start-up and close code) reads the same.
+func TestWriterTxReads(t *testing.T) {
+	db := open(t)
+	if _, err := db.Write.Exec(`CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT, n INTEGER, b BLOB, j TEXT, flag INTEGER) STRICT`); err != nil {
+		t.Fatal(err)
+	}
+	const ins = `INSERT INTO t (id, s, n, b, j, flag) VALUES (?, ?, ?, ?, ?, ?)`
+	w, err := sqlitex.NewWriter(context.Background(), db.Write, []string{ins}, commit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	type row struct {
+		s    string
+		n    int
+		n64  int64
+		b    []byte
+		j    sql.NullString
+		flag bool
+	}
+	check := func(tx *sqlitex.Tx) error {
+		ctx := context.Background()
+		var got row
+		if err := tx.QueryRowContext(ctx, `SELECT s, n, n, b, j, flag FROM t WHERE id = 1`).Scan(
+			&got.s, &got.n, &got.n64, &got.b, &got.j, &got.flag); err != nil {
+			return err
+		}
+		if got.s != "é\x00x" || got.n != 42 || got.n64 != 42 || string(got.b) != "\x00\xff" || !got.j.Valid || got.j.String != `{"a":1}` || !got.flag {
+			return fmt.Errorf("row 1 read as %+v", got)
+		}
+		var j sql.NullString
+		var b []byte
+		if err := tx.QueryRowContext(ctx, `SELECT j, b FROM t WHERE id = 2`).Scan(&j, &b); err != nil || j.Valid || b != nil {
+			return fmt.Errorf("row 2: %v %+v %v, want NULLs", err, j, b)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT s FROM t WHERE id = 3`).Scan(&got.s); !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("no row: %v, want sql.ErrNoRows", err)
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM t ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var ids []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil || len(ids) != 2 || ids[0] != 1 || ids[1] != 2 {
+			return fmt.Errorf("ids %v, %v", ids, err)
+		}
+		return nil
+	}
+	err = w.Do(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
+		// An int, a named []byte type and a driver.Valuer, as the stores pass them.
+		res, err := tx.ExecContext(ctx, ins, 1, "é\x00x", 42, json.RawMessage("\x00\xff"), sql.NullString{String: `{"a":1}`, Valid: true}, true)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("rows affected %d", n)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO t (id, s, n, b, j, flag) VALUES (?, ?, ?, ?, ?, ?)`, 2, "", int64(0), nil, nil, false); err != nil {
+			return err
+		}
+		return check(tx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlitex.InTx(context.Background(), db.Write, func(tx *sql.Tx) error { return check(sqlitex.WrapTx(tx)) }); err != nil {
+		t.Fatalf("WrapTx: %v", err)
 	}
 }

@@ -66,15 +66,15 @@ func scanEffect(s scanner) (*row, error) {
 	return &r, nil
 }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 const qGetEffect = `SELECT ` + effectCols + ` FROM effects WHERE scope = ? AND effect_id = ?`
 
-// getRow reads one effect, nil when absent.
-func getRow(ctx context.Context, q querier, scope, effectID string) (*row, error) {
-	r, err := scanEffect(q.QueryRowContext(ctx, qGetEffect, scope, effectID))
+// getRow reads one effect in tx, nil when absent.
+func getRow(ctx context.Context, tx *wtx, scope, effectID string) (*row, error) {
+	return rowOrNil(scanEffect(tx.QueryRowContext(ctx, qGetEffect, scope, effectID)))
+}
+
+// rowOrNil makes a missing row nil and no error.
+func rowOrNil(r *row, err error) (*row, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -83,7 +83,7 @@ func getRow(ctx context.Context, q querier, scope, effectID string) (*row, error
 
 // Get returns the effect (scope, effectID), or nil, nil when there is none.
 func (j *Journal) Get(ctx context.Context, scope, effectID string) (*Effect, error) {
-	r, err := getRow(ctx, j.db.Read, scope, effectID)
+	r, err := rowOrNil(scanEffect(j.db.Read.QueryRowContext(ctx, qGetEffect, scope, effectID)))
 	if err != nil {
 		return nil, fmt.Errorf("get effect: %w", err)
 	} else if r == nil {

@@ -165,7 +165,7 @@ func (j *Journal) abandon(ctx context.Context) error {
 		return fmt.Errorf("close effect journal: %w", err)
 	}
 	err = sqlitex.InTx(ctx, j.db.Write, func(sqltx *sql.Tx) error {
-		tx := &wtx{Tx: sqltx} // the writer and its statements are gone: unprepared
+		tx := sqlitex.WrapTx(sqltx) // the writer and its statements are gone
 		now := j.stamp()
 		for _, r := range found {
 			j.log.Warn().Str("scope", r.Scope).Str("effect_id", r.EffectID).Str("call_id", r.CallID).
