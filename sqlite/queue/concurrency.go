@@ -79,18 +79,26 @@ func heldAtEnqueue(ctx context.Context, tx *sqlitex.Tx, ref, key string, max int
 	return n >= max, nil
 }
 
-// finishAndRelease is Finish's state change (query, an UPDATE returning
-// trigger_ref, conc_key, conc_max): the entry ends, and when it ends done or failed (no longer
-// active), the next of its key are let go, in the same transaction. The
-// key comes back from the update itself, so an unkeyed entry costs
-// nothing more. No savepoint: the guarded update writes nothing when it
-// refuses, and an error after it (the key's release) fails the batch.
-func (q *Queue) finishAndRelease(queueID string, token int64, status string, query string, args ...any) error {
+// finishAndRelease is Finish's state change (args are qFinish's): the
+// entry ends, and when it ends done or failed (no longer active), the next
+// of its key are let go, in the same transaction. An unkeyed entry ends
+// with qFinishUnkeyed alone; a keyed one (or one not held) matches none of
+// it, and qFinish returns its key. No savepoint: the guarded update writes
+// nothing when it refuses, and an error after it (the key's release) fails
+// the batch.
+func (q *Queue) finishAndRelease(queueID string, token int64, status string, args ...any) error {
 	return q.guarded(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
+		res, err := tx.ExecContext(ctx, qFinishUnkeyed, args...)
+		if err != nil {
+			return 0, fmt.Errorf("entry %s: %w", queueID, err)
+		}
+		if n, _ := res.RowsAffected(); n == 1 {
+			return 0, nil
+		}
 		var ref string
 		var key sql.NullString
 		var max int
-		err := tx.QueryRowContext(ctx, query, args...).Scan(&ref, &key, &max)
+		err = tx.QueryRowContext(ctx, qFinish, args...).Scan(&ref, &key, &max)
 		if errors.Is(err, sql.ErrNoRows) {
 			return 0, whyNot(ctx, tx, queueID, token)
 		} else if err != nil {

@@ -79,6 +79,12 @@ const (
 	qFinish = `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
 		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?
 		RETURNING trigger_ref, conc_key, conc_max`
+	// qFinishUnkeyed is qFinish for an entry without a concurrency key, the
+	// common case: nothing to release, so no RETURNING (SQLite keeps the
+	// rows it returns in a table of their own until the statement ends).
+	qFinishUnkeyed = `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?
+		AND conc_key IS NULL`
 	qRetry = `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
 		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`
 	qPostpone = `UPDATE entries SET status = 'pending', attempts = MAX(attempts - 1, 0),
@@ -94,7 +100,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
-	return q.finishAndRelease(queueID, token, status, qFinish, status, code, message, q.now(), queueID, token)
+	return q.finishAndRelease(queueID, token, status, status, code, message, q.now(), queueID, token)
 }
 
 // Retry puts a running entry back to pending, due at notBefore.
