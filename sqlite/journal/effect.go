@@ -153,6 +153,11 @@ func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]Event, 
 const qInsertEvent = `INSERT INTO effect_events (scope, effect_id, call_id, state, at, detail)
 	VALUES (?, ?, ?, ?, ?, ?)`
 
+// qInsertEventPair is two events in one statement: a new effect's
+// prepared and dispatched when they are written together.
+const qInsertEventPair = `INSERT INTO effect_events (scope, effect_id, call_id, state, at, detail)
+	VALUES (?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)`
+
 // appendEvent writes one audit row; every transition calls it in the same
 // transaction as its update.
 func appendEvent(ctx context.Context, tx *wtx, scope, effectID, callID, state, at, detail string) error {

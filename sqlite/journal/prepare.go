@@ -201,11 +201,16 @@ func (j *Journal) insertTx(ctx context.Context, tx *wtx, p Prepare, dispatch boo
 	e := &Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
 		Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
 		CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
-	if err := appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1"); err != nil || !dispatch {
-		return e, err
+	if !dispatch {
+		return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1")
 	}
 	e.State = touba.EffectDispatched
-	return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectDispatched, now, "dispatch attempt 1")
+	if _, err := tx.ExecContext(ctx, qInsertEventPair,
+		p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1",
+		p.Scope, p.EffectID, p.CallID, touba.EffectDispatched, now, "dispatch attempt 1"); err != nil {
+		return nil, fmt.Errorf("append effect events: %w", err)
+	}
+	return e, nil
 }
 
 // refusePrepare decides whether a stored row allows a new attempt (SPEC §5).

@@ -40,7 +40,7 @@ func (j *Journal) Stats() Stats {
 }
 
 // hotQueries are prepared once at start; see sqlitex.Tx.
-var hotQueries = []string{qGetEffect, qInsertEvent, qInsertEffect, qInsertEffectDispatched, qPrepareAgain, qDispatch, qFinish}
+var hotQueries = []string{qGetEffect, qInsertEvent, qInsertEventPair, qInsertEffect, qInsertEffectDispatched, qPrepareAgain, qDispatch, qFinish}
 
 // startWriter starts the one goroutine that writes the journal. Every
 // transition waits for it; it takes all that are waiting, runs them in one
