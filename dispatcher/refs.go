@@ -8,6 +8,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
 	"github.com/touba/touba-trigger/internal/jsonptr"
+	"github.com/touba/touba-trigger/internal/jsonx"
 )
 
 // runContext is the document `$ref` pointers read (SPEC §2.1):
@@ -88,7 +89,7 @@ func (rc *runContext) setOutput(stepID string, out json.RawMessage) error {
 // checkJSON accepts what decode accepts: one JSON value, with white space
 // around it.
 func checkJSON(b []byte) error {
-	if !json.Valid(b) {
+	if !jsonx.Valid(b) {
 		_, err := decode(b) // for its message
 		if err == nil {
 			err = fmt.Errorf("invalid JSON")

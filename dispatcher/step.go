@@ -12,6 +12,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
 	"github.com/touba/touba-trigger/internal/crashpoint"
+	"github.com/touba/touba-trigger/internal/jsonx"
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/uuidv7"
 	"github.com/touba/touba-trigger/protocol"
@@ -210,7 +211,7 @@ func (d *Dispatcher) finish(ctx context.Context, o touba.EffectOutcome, log zero
 func (d *Dispatcher) refused(err error, log zerolog.Logger) (json.RawMessage, *verdict) {
 	var re *touba.RefusedError
 	if errors.As(err, &re) && errors.Is(err, touba.ErrEffectApplied) {
-		if len(re.Effect.Result) == 0 || !json.Valid(re.Effect.Result) {
+		if len(re.Effect.Result) == 0 || !jsonx.Valid(re.Effect.Result) {
 			return nil, stop(park, touba.EEffectResultUnavailable, "effect %s is applied and its result cannot be restored", re.Effect.EffectID)
 		}
 		log.Debug().Msg("effect already applied; result read from the journal")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/jsonx"
 )
 
 // CheckReceipt returns "" when r is a valid receipt for req, else the
@@ -102,7 +103,7 @@ func parseResponse(doc []byte) (*wireResponse, *wireError, error) {
 // with a boolean "ok"), so a webhook body can be told from a plain answer.
 func isResponse(doc []byte) bool {
 	doc = bytes.TrimSpace(doc)
-	if len(doc) == 0 || doc[0] != '{' || !json.Valid(doc) {
+	if len(doc) == 0 || doc[0] != '{' || !jsonx.Valid(doc) {
 		return false
 	}
 	var probe struct {

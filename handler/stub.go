@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/jsonx"
 )
 
 // AccountingStub is the in-process development stand-in of SPEC §2.2 kind
@@ -70,7 +71,7 @@ func (s *AccountingStub) Call(ctx context.Context, req *Request, dispatched func
 	if len(input) == 0 {
 		input = json.RawMessage("null")
 	}
-	if !json.Valid(input) {
+	if !jsonx.Valid(input) {
 		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EINTERNAL, "accounting stub: input is not JSON"))
 	}
 	if err := dispatched(); err != nil {

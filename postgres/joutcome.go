@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/jsonx"
 )
 
 // Dispatch moves the effect held by callID from prepared to dispatched,
@@ -84,7 +84,7 @@ func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
 		dropped = secretRefused("effect outcome")
 		o.ReceiptRef, o.Result, o.ErrorCode, o.ReceiptErrorCode = "", nil, touba.ESecretValueRefused, ""
 		detail += "; receipt and result refused: they held a secret value"
-	case o.Result != nil && !json.Valid(o.Result):
+	case o.Result != nil && !jsonx.Valid(o.Result):
 		dropped = fmt.Errorf("finish effect %s/%s: result is not valid JSON; not stored", o.Scope, o.EffectID)
 		o.Result = nil
 		detail += "; result not stored: not valid JSON"

@@ -7,7 +7,9 @@ so that malloc under JSON counts as allocation, not JSON."""
 import re
 import sys
 
-# (category, where, regex): where is "leaf" (the sampled function) or
+# (category, where, regex): where is "leaf" (the sampled function),
+# "batch-not-ops" (C time inside a SQLite writer batch but outside its
+# operations: BEGIN and COMMIT), or
 # "stack" (any frame).
 RULES = [
     ("GC (background mark, sweep, scavenge)", "stack", r"^runtime\.(gcBgMarkWorker|bgsweep|bgscavenge|gcMarkTermination)"),
@@ -16,6 +18,9 @@ RULES = [
     # A sample taken while a thread runs C has runtime.cgocall as its leaf
     # (no C traceback): that is SQLite's own time, fsync's kernel time
     # included. The crossing itself is the Go side of entering and leaving.
+    # A SQLite writer batch runs inside sqlitex's backend.Batch: its
+    # statements under runOps, its BEGIN and COMMIT outside it.
+    ("SQLite commit in C (WAL write + fsync, kernel time included)", "batch-not-ops", r"sqlitex\.\(\*backend\)\.Batch"),
     ("SQLite commit in C (WAL write + fsync, kernel time included)", "stack", r"(SQLiteTx\)\.Commit|\(\*backend\)\.Commit)"),
     ("SQLite prepare in C (parsing SQL not cached)", "stack", r"_Cfunc__sqlite3_prepare"),
     ("SQLite statements in C (B-tree, bind, step)", "leaf", r"^(runtime\.cgocall|runtime\._ExternalCode)"),
@@ -53,6 +58,11 @@ def parse(lines):
 
 def classify(stack):
     for name, where, rx in RULES:
+        if where == "batch-not-ops":
+            if any(re.search(rx, f) for f in stack) and not any("runOps" in f for f in stack) and \
+                    re.search(r"^(runtime\.cgocall|runtime\._ExternalCode)", stack[0]):
+                return name
+            continue
         frames = stack[:1] if where == "leaf" else stack
         if any(re.search(rx, f) for f in frames):
             return name

@@ -3,13 +3,13 @@ package journal
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/commit"
+	"github.com/touba/touba-trigger/internal/jsonx"
 )
 
 // ErrTransition is matched (errors.Is) by the error of a transition the
@@ -116,7 +116,7 @@ func (j *Journal) Finish(ctx context.Context, o Outcome) error {
 		dropped = secretRefused("effect outcome")
 		o.ReceiptRef, o.Result, o.ErrorCode, o.ReceiptErrorCode = "", nil, touba.ESecretValueRefused, ""
 		detail += "; receipt and result refused: they held a secret value"
-	case o.Result != nil && !json.Valid(o.Result):
+	case o.Result != nil && !jsonx.Valid(o.Result):
 		dropped = fmt.Errorf("finish effect %s/%s: result is not valid JSON; not stored", o.Scope, o.EffectID)
 		o.Result = nil
 		detail += "; result not stored: not valid JSON"
