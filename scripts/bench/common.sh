@@ -69,11 +69,16 @@ start_daemon() {
 }
 stop_daemon() { kill -TERM "$DPID"; wait "$DPID" || { echo "daemon exit $?" >&2; tail -5 "$WORK"/daemon-*.log >&2; return 1; }; }
 
-# status_count PORT STATUS: entries in STATUS, from /metrics.
-status_count() {
-  curl -fs "http://127.0.0.1:$(($1 + 1000))/metrics" |
-    awk -v s="$2" '$1 == "touba_queue_entries{status=\""s"\"}" {printf "%d", $2; found=1} END {if (!found) print 0}'
+# status_counts PORT STATUS...: entries in each STATUS, on one line, from
+# one scrape of /metrics.
+status_counts() {
+  local port=$1; shift
+  curl -fs "http://127.0.0.1:$((port + 1000))/metrics" | awk -v want="$*" '
+    BEGIN { n = split(want, s, " ") }
+    { for (i = 1; i <= n; i++) if ($1 == "touba_queue_entries{status=\""s[i]"\"}") c[i] = $2 }
+    END { for (i = 1; i <= n; i++) printf "%d%s", c[i], (i < n ? " " : "\n") }'
 }
+status_count() { status_counts "$1" "$2"; }
 # cpu_ticks PID: user+system clock ticks of the process so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 CLK_TCK=$(getconf CLK_TCK)
