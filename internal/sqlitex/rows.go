@@ -105,9 +105,9 @@ func (r *Row) Scan(dest ...any) error {
 
 // namedValues converts arguments the way database/sql does for this
 // driver: the common types as they are, others (int, named types,
-// driver.Valuer) by driver.DefaultParameterConverter.
-func namedValues(args []any) ([]driver.NamedValue, error) {
-	nv := make([]driver.NamedValue, len(args))
+// driver.Valuer) by driver.DefaultParameterConverter. They go in t.args.
+func (t *Tx) namedValues(args []any) ([]driver.NamedValue, error) {
+	nv := (*t.args)[:0]
 	for i, a := range args {
 		switch v := a.(type) {
 		case nil, string, int64, float64, bool, []byte, time.Time:
@@ -125,8 +125,9 @@ func namedValues(args []any) ([]driver.NamedValue, error) {
 				return nil, fmt.Errorf("sqlitex: argument %d: %w", i+1, err)
 			}
 		}
-		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: a})
 	}
+	*t.args = nv
 	return nv, nil
 }
 

@@ -27,6 +27,9 @@ type Tx struct {
 	conn  *sqlite3.SQLiteConn
 	stmts map[string]driver.Stmt // hot statements prepared on conn
 	sql   *sql.Tx
+	// args is the arguments' buffer, reused by every statement of the
+	// writer (one goroutine): the driver has bound them when it returns.
+	args *[]driver.NamedValue
 }
 
 // WrapTx lets the operations written for the writer run in tx.
@@ -42,7 +45,7 @@ func (t *Tx) ExecContext(ctx context.Context, q string, args ...any) (sql.Result
 		return nil, err
 	}
 	defer done()
-	nv, err := namedValues(args)
+	nv, err := t.namedValues(args)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +75,7 @@ func (t *Tx) QueryContext(ctx context.Context, q string, args ...any) (*Rows, er
 	if err != nil {
 		return nil, err
 	}
-	nv, err := namedValues(args)
+	nv, err := t.namedValues(args)
 	if err != nil {
 		done()
 		return nil, err
@@ -145,6 +148,7 @@ type backend struct {
 	// them again. Only the writer goroutine touches them.
 	conn  *sqlite3.SQLiteConn
 	stmts map[string]driver.Stmt
+	args  []driver.NamedValue
 }
 
 // Batch runs fn in one IMMEDIATE transaction and commits it, or rolls it
@@ -166,7 +170,7 @@ func (b *backend) Batch(ctx context.Context, fn func(*Tx) error) error {
 		if _, err := conn.Exec(`BEGIN IMMEDIATE`, nil); err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
-		if err := fn(&Tx{conn: conn, stmts: b.stmts}); err != nil {
+		if err := fn(&Tx{conn: conn, stmts: b.stmts, args: &b.args}); err != nil {
 			rollback(conn)
 			return err
 		}
