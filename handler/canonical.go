@@ -63,17 +63,19 @@ func FingerprintCanonical(toolRef, operation string, canonical []byte) (string, 
 	if !utf8.ValidString(toolRef) || !utf8.ValidString(operation) {
 		return "", fmt.Errorf("fingerprint: tool_ref or operation is not valid UTF-8")
 	}
-	// The keys are written already in canonical order.
-	doc := make([]byte, 0, len(canonical)+len(toolRef)+len(operation)+40)
-	doc = append(doc, `{"input":`...)
-	doc = append(doc, canonical...)
-	doc = append(doc, `,"operation":`...)
-	doc = appendString(doc, operation)
-	doc = append(doc, `,"tool_ref":`...)
-	doc = appendString(doc, toolRef)
-	doc = append(doc, '}')
-	sum := sha256.Sum256(doc)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	// The document, keys already in canonical order, hashed in pieces
+	// rather than copied whole first.
+	h := sha256.New()
+	h.Write([]byte(`{"input":`))
+	h.Write(canonical)
+	tail := make([]byte, 0, len(toolRef)+len(operation)+32)
+	tail = append(tail, `,"operation":`...)
+	tail = appendString(tail, operation)
+	tail = append(tail, `,"tool_ref":`...)
+	tail = appendString(tail, toolRef)
+	h.Write(append(tail, '}'))
+	var sum [sha256.Size]byte
+	return "sha256:" + hex.EncodeToString(h.Sum(sum[:0])), nil
 }
 
 // canon is a one-pass parser that writes the canonical form as it reads.
