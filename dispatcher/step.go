@@ -24,7 +24,7 @@ import (
 // the run. An external write goes through the journal (SPEC §5), which
 // then holds the output (journaled).
 func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, runID string, st trigger.Step,
-	rc *runContext, log zerolog.Logger) (out json.RawMessage, journaled bool, v *verdict) {
+	rc *runContext, runLog zerolog.Logger) (out json.RawMessage, journaled bool, v *verdict) {
 	// The binding of the configuration in force now, not the one the run
 	// started with: a reload closes runners nobody uses any more.
 	b := d.cfg.Load().Bindings[st.Tool]
@@ -47,13 +47,13 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	req := &handler.Request{Protocol: protocol.Name, Operation: protocol.Invoke, ToolRef: st.Tool, Input: input,
 		Context: handler.Context{TriggerRef: e.TriggerRef, EventID: e.EventID, QueueID: e.QueueID, RunID: runID,
 			CallID: callID, Attempt: e.Attempts, Grants: b.Grants}}
-	log = log.With().Str("step", st.ID).Str("call_id", callID).Logger()
+	log := &callLog{run: runLog, step: st.ID, callID: callID}
 	if !b.ExternalWrite() {
 		res := d.call(ctx, cfg.Secrets, b, req, func() error { return nil })
 		if res.OK {
 			return rawOrNull(res.Output), false, nil
 		}
-		log.Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
+		log.get().Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
 		return nil, false, fromError(res.Err)
 	}
 	out, v = d.effect(ctx, cfg.Secrets, b, e, st, req, log)
@@ -62,13 +62,13 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 
 // effect runs one external write under the journal's rules.
 func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding, e *touba.Delivery, st trigger.Step, req *handler.Request,
-	log zerolog.Logger) (json.RawMessage, *verdict) {
+	log *callLog) (json.RawMessage, *verdict) {
 	fp, err := handler.FingerprintCanonical(st.Tool, touba.OperationInvoke, req.Input) // resolve made it canonical
 	if err != nil {
 		return nil, stop(fail, touba.EStepInputUnresolved, "input of step %s: %v", st.ID, err)
 	}
 	scope, effectID, callID := e.QueueID, e.QueueID+":"+st.ID, req.Context.CallID
-	log = log.With().Str("effect_id", effectID).Logger()
+	log.effectID = effectID
 	p := touba.EffectPrepare{Scope: scope, EffectID: effectID, ToolRef: st.Tool,
 		Operation: touba.OperationInvoke, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID,
 		LeaseToken: e.LeaseToken}
@@ -121,7 +121,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		// The outcome state is journaled; what held a secret was dropped.
 		// An applied result that cannot be stored cannot be restored
 		// either, so the run stops here for an operator.
-		log.Error().Str("outcome", outcome).Msg("effect receipt or result held a secret value; not stored")
+		log.get().Error().Str("outcome", outcome).Msg("effect receipt or result held a secret value; not stored")
 		if outcome == touba.EffectApplied {
 			return nil, stop(park, touba.ESecretValueRefused, "result of %s held a secret value and was not stored", effectID)
 		}
@@ -129,7 +129,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		// Another node took the entry over while the call ran: the journal
 		// kept this answer as effect.late_outcome only, and the new
 		// holder's view stands. Nothing more is done here.
-		log.Warn().Str("event", "effect.late_outcome").Str("outcome", outcome).Msg("lease lost during the call; outcome kept as an audit event only")
+		log.get().Warn().Str("event", "effect.late_outcome").Str("outcome", outcome).Msg("lease lost during the call; outcome kept as an audit event only")
 		return nil, stop(later, touba.ELeaseLost, "%s", touba.ErrorMessage(err))
 	} else if err != nil {
 		// The call happened and its outcome is not on disk: only an
@@ -138,9 +138,9 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		// Prepare or Resolve of it if the journal still cannot write):
 		// a replay then parks once on it instead of looping on
 		// EffectInProgress, and `effects resolve` accepts it.
-		log.Error().Err(err).Str("outcome", outcome).Msg("cannot record the effect outcome")
+		log.get().Error().Err(err).Str("outcome", outcome).Msg("cannot record the effect outcome")
 		if aerr := d.journal.Abandon(context.WithoutCancel(ctx), scope, effectID, callID); aerr != nil {
-			log.Error().Err(aerr).Msg("cannot record the effect unknown either; it is turned unknown at its next use")
+			log.get().Error().Err(aerr).Msg("cannot record the effect unknown either; it is turned unknown at its next use")
 		}
 		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome %s of %s could not be journaled (%v); it is unknown: "+
 			"find out whether it happened, then touba-trigger effects resolve %s %s", outcome, effectID, err, scope, effectID)
@@ -161,14 +161,14 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		if err == nil {
 			err = touba.Errorf(touba.EHandlerFailed, "effect not applied")
 		}
-		log.Info().Str("code", err.Code).Str("reason", err.Message).Msg("effect not applied")
+		log.get().Info().Str("code", err.Code).Str("reason", err.Message).Msg("effect not applied")
 		return nil, fromError(err)
 	}
 	code, msg := touba.EHandlerFailed, "outcome unknown"
 	if res.Err != nil {
 		code, msg = res.Err.Code, res.Err.Message
 	}
-	log.Warn().Str("event", "effect.unknown").Str("code", code).Str("retry_mode", b.Contract.RetryMode).
+	log.get().Warn().Str("event", "effect.unknown").Str("code", code).Str("retry_mode", b.Contract.RetryMode).
 		Str("reason", msg).Msg("effect outcome unknown")
 	switch b.Contract.RetryMode {
 	case touba.RetryIdempotencyKey:
@@ -190,7 +190,7 @@ type prepareDispatcher interface {
 // finish journals an outcome, retrying a failed commit a few times: the
 // call happened, and an outcome left unwritten blocks its identity until
 // the next start turns it unknown.
-func (d *Dispatcher) finish(ctx context.Context, o touba.EffectOutcome, log zerolog.Logger) error {
+func (d *Dispatcher) finish(ctx context.Context, o touba.EffectOutcome, log *callLog) error {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = 50*time.Millisecond, time.Second, 5*time.Second
 	return backoff.Retry(func() error {
@@ -202,19 +202,19 @@ func (d *Dispatcher) finish(ctx context.Context, o touba.EffectOutcome, log zero
 			code == touba.ELeaseLost:
 			return backoff.Permanent(err)
 		}
-		log.Warn().Err(err).Msg("journal outcome write failed; retrying")
+		log.get().Warn().Err(err).Msg("journal outcome write failed; retrying")
 		return err
 	}, bo)
 }
 
 // refused turns a Prepare refusal into the §5 table's answer.
-func (d *Dispatcher) refused(err error, log zerolog.Logger) (json.RawMessage, *verdict) {
+func (d *Dispatcher) refused(err error, log *callLog) (json.RawMessage, *verdict) {
 	var re *touba.RefusedError
 	if errors.As(err, &re) && errors.Is(err, touba.ErrEffectApplied) {
 		if len(re.Effect.Result) == 0 || !jsonx.Valid(re.Effect.Result) {
 			return nil, stop(park, touba.EEffectResultUnavailable, "effect %s is applied and its result cannot be restored", re.Effect.EffectID)
 		}
-		log.Debug().Msg("effect already applied; result read from the journal")
+		log.get().Debug().Msg("effect already applied; result read from the journal")
 		return re.Effect.Result, nil
 	}
 	te := asTouba(err)
@@ -226,7 +226,7 @@ func (d *Dispatcher) refused(err error, log zerolog.Logger) (json.RawMessage, *v
 	case touba.EEffectReconciliationRequired, touba.EEffectOutcomeUnknown:
 		return nil, &verdict{action: park, code: te.Code, message: te.Message}
 	}
-	log.Error().Err(err).Msg("journal refused to prepare")
+	log.get().Error().Err(err).Msg("journal refused to prepare")
 	return nil, &verdict{action: later, code: te.Code, message: te.Message}
 }
 
@@ -270,4 +270,27 @@ func withholdSecretError(secrets *secret.Set, res *handler.Result) {
 		}
 		res.Err = touba.Errorf(code, "the handler's error message held a secret value; withheld")
 	}
+}
+
+// callLog is a run's logger with a call's fields (step, call_id, and
+// effect_id once set), made the first time the call writes a line: most
+// calls write none, and each With copied the run's fields into a new
+// buffer (a third of a run's allocations).
+type callLog struct {
+	run          zerolog.Logger
+	step, callID string
+	effectID     string
+	l            *zerolog.Logger
+}
+
+func (c *callLog) get() *zerolog.Logger {
+	if c.l == nil {
+		lc := c.run.With().Str("step", c.step).Str("call_id", c.callID)
+		if c.effectID != "" {
+			lc = lc.Str("effect_id", c.effectID)
+		}
+		l := lc.Logger()
+		c.l = &l
+	}
+	return c.l
 }
