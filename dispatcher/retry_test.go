@@ -102,15 +102,7 @@ func TestPermanentErrorIsNotRetried(t *testing.T) {
 func TestNoneContractStep(t *testing.T) {
 	for _, r := range runners {
 		t.Run(r.name, func(t *testing.T) {
-			dir := t.TempDir()
-			lookCalls, thenCalls := filepath.Join(dir, "look.calls"), filepath.Join(dir, "then.calls")
-			prog := program(t, 3,
-				step{"look", toolW, map[string]any{"mode": "ok", "calls": lookCalls}},
-				step{"then", toolThen, map[string]any{"mode": "fail", "code": touba.EWebhookRejected, "times": 1,
-					"calls": thenCalls, "prev": ref("/steps/look/output")}})
-			w := newWorld(t, prog, manifestOf(t, binding{Tool: toolW, Stub: r.stub}, binding{Tool: toolThen}), nil, true)
-			qid := w.enqueue(trigName, `{}`, nil)
-			wantEntry(t, w.wait(qid, touba.StatusFailed), touba.StatusFailed, touba.EWebhookRejected, 1)
+			w, qid, lookCalls, thenCalls := lookThenFailed(t, r)
 			if got := w.effects(qid); len(got) != 0 {
 				t.Fatalf("effects journaled: %+v, want none", got)
 			}
@@ -146,15 +138,7 @@ func TestNoneContractStep(t *testing.T) {
 func TestReplayReadsCheckpoints(t *testing.T) {
 	for _, r := range runners {
 		t.Run(r.name, func(t *testing.T) {
-			dir := t.TempDir()
-			lookCalls, thenCalls := filepath.Join(dir, "look.calls"), filepath.Join(dir, "then.calls")
-			prog := program(t, 1,
-				step{"look", toolW, map[string]any{"mode": "ok", "calls": lookCalls}},
-				step{"then", toolThen, map[string]any{"mode": "fail", "code": touba.EWebhookRejected, "times": 1,
-					"calls": thenCalls, "prev": ref("/steps/look/output")}})
-			w := newWorld(t, prog, manifestOf(t, binding{Tool: toolW, Stub: r.stub}, binding{Tool: toolThen}), nil, true)
-			qid := w.enqueue(trigName, `{}`, nil)
-			wantEntry(t, w.wait(qid, touba.StatusFailed), touba.StatusFailed, touba.EWebhookRejected, 1)
+			w, qid, lookCalls, thenCalls := lookThenFailed(t, r)
 			w.replay(qid)
 			wantEntry(t, w.wait(qid, touba.StatusDone), touba.StatusDone, "", 1)
 			if got, want := w.remoteCalls(r, lookCalls), 1; got != want {
@@ -165,4 +149,21 @@ func TestReplayReadsCheckpoints(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lookThenFailed runs an entry through two none-contract steps, look (on
+// r) and then, which fails once with a code no retry can change: the entry
+// ends failed after look succeeded and was checkpointed.
+func lookThenFailed(t *testing.T, r runner) (w *world, qid, lookCalls, thenCalls string) {
+	t.Helper()
+	dir := t.TempDir()
+	lookCalls, thenCalls = filepath.Join(dir, "look.calls"), filepath.Join(dir, "then.calls")
+	prog := program(t, 3,
+		step{"look", toolW, map[string]any{"mode": "ok", "calls": lookCalls}},
+		step{"then", toolThen, map[string]any{"mode": "fail", "code": touba.EWebhookRejected, "times": 1,
+			"calls": thenCalls, "prev": ref("/steps/look/output")}})
+	w = newWorld(t, prog, manifestOf(t, binding{Tool: toolW, Stub: r.stub}, binding{Tool: toolThen}), nil, true)
+	qid = w.enqueue(trigName, `{}`, nil)
+	wantEntry(t, w.wait(qid, touba.StatusFailed), touba.StatusFailed, touba.EWebhookRejected, 1)
+	return w, qid, lookCalls, thenCalls
 }
