@@ -72,9 +72,23 @@ type backend struct {
 	now  func() string
 }
 
-func (b backend) Begin(ctx context.Context) (*Tx, error) { return &Tx{pool: b.pool}, nil }
+// Batch runs fn on a transaction begun when its first statement needs it
+// (intake's enqueues of a batch are one statement at the end, with or
+// without one), then commits; it rolls back when fn fails.
+func (b backend) Batch(ctx context.Context, fn func(*Tx) error) error {
+	t := &Tx{pool: b.pool}
+	if err := fn(t); err != nil {
+		b.rollback(t)
+		return err
+	}
+	if err := b.commit(ctx, t); err != nil {
+		b.rollback(t)
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
 
-func (b backend) Commit(ctx context.Context, t *Tx) error {
+func (b backend) commit(ctx context.Context, t *Tx) error {
 	if len(t.enq) > 0 {
 		var q querier = b.pool
 		if t.tx != nil {
@@ -90,7 +104,7 @@ func (b backend) Commit(ctx context.Context, t *Tx) error {
 	return t.tx.Commit(ctx)
 }
 
-func (b backend) Rollback(t *Tx) {
+func (b backend) rollback(t *Tx) {
 	if t.tx != nil {
 		t.tx.Rollback(context.Background())
 	}

@@ -3,7 +3,8 @@
 // transaction, commits once (one fsync, or one round trip), and only then
 // answers each caller. The queue's enqueues, the journal's transitions, the
 // run checkpoints and the delivery log all go through it, whatever the
-// backend: a Backend says how to begin, commit and isolate one operation.
+// backend: a Backend says how to run a batch in one transaction and how to
+// isolate one operation.
 //
 // Batching needs no timer: while one batch commits, the next callers queue
 // up and form the next batch, so the commit itself is the linger. Before
@@ -26,26 +27,17 @@ var ErrClosed = errors.New("writer closed")
 
 // Backend is what the writer needs of a store's transactions.
 type Backend[Tx any] interface {
-	// Begin starts the batch's transaction.
-	Begin(ctx context.Context) (Tx, error)
-	// Commit makes the batch durable. Once it returns nil, every operation
-	// of the batch may be answered as done.
-	Commit(ctx context.Context, tx Tx) error
-	// Rollback ends a transaction that will not commit.
-	Rollback(tx Tx)
+	// Batch runs fn in one transaction and makes it durable (one fsync, or
+	// one round trip) when fn returns nil; it rolls the transaction back
+	// when fn fails. Once it returns nil, every operation of the batch may
+	// be answered as done. A backend whose transaction lives only inside a
+	// call (SQLite's runs on the driver connection database/sql lends to a
+	// function) can keep it there.
+	Batch(ctx context.Context, fn func(tx Tx) error) error
 	// Isolate runs fn so that its error undoes only its own writes (a
 	// savepoint). fatal means the transaction itself is gone: the whole
 	// batch fails.
 	Isolate(ctx context.Context, tx Tx, fn func() error) (opErr, fatal error)
-}
-
-// Batcher is a Backend whose transaction lives only inside one call (the
-// SQLite backend's runs on the driver connection database/sql lends to a
-// function): the writer then runs each batch through Batch, which begins,
-// runs fn, and commits when fn returns nil (rolls back otherwise), instead
-// of through Begin, Commit and Rollback.
-type Batcher[Tx any] interface {
-	Batch(ctx context.Context, fn func(tx Tx) error) error
 }
 
 // Op is one operation of a batch. It must not keep tx.
@@ -261,23 +253,8 @@ func (w *Writer[Tx]) commit(batch []*op[Tx]) {
 }
 
 func (w *Writer[Tx]) run1(ctx context.Context, batch []*op[Tx]) error {
-	if bb, ok := w.b.(Batcher[Tx]); ok {
-		if err := bb.Batch(ctx, func(tx Tx) error { return w.runOps(ctx, tx, batch) }); err != nil {
-			return err
-		}
-	} else {
-		tx, err := w.b.Begin(ctx)
-		if err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		if err := w.runOps(ctx, tx, batch); err != nil {
-			w.b.Rollback(tx)
-			return err
-		}
-		if err := w.b.Commit(ctx, tx); err != nil {
-			w.b.Rollback(tx)
-			return fmt.Errorf("commit: %w", err)
-		}
+	if err := w.b.Batch(ctx, func(tx Tx) error { return w.runOps(ctx, tx, batch) }); err != nil {
+		return err
 	}
 	if w.opts.AfterCommit != nil {
 		w.opts.AfterCommit()

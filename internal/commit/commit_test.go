@@ -24,9 +24,11 @@ type memBackend struct {
 	batches   int
 }
 
-func (b *memBackend) Begin(context.Context) (*memTx, error) { return &memTx{}, nil }
-func (b *memBackend) Rollback(*memTx)                       {}
-func (b *memBackend) Commit(_ context.Context, tx *memTx) error {
+func (b *memBackend) Batch(_ context.Context, fn func(*memTx) error) error {
+	tx := &memTx{}
+	if err := fn(tx); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.batches++

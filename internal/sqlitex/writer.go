@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -152,7 +151,7 @@ type backend struct {
 }
 
 // Batch runs fn in one IMMEDIATE transaction and commits it, or rolls it
-// back when fn fails (commit.Batcher).
+// back when fn fails (commit.Backend).
 func (b *backend) Batch(ctx context.Context, fn func(*Tx) error) error {
 	c, err := b.db.Conn(ctx)
 	if err != nil {
@@ -221,14 +220,6 @@ func (b *backend) closeStmts() {
 	}
 	b.conn, b.stmts = nil, nil
 }
-
-// Begin, Commit and Rollback are never called: the engine runs batches
-// through Batch. They make backend a commit.Backend.
-func (b *backend) Begin(context.Context) (*Tx, error) { return nil, errBatchOnly }
-func (b *backend) Commit(context.Context, *Tx) error  { return errBatchOnly }
-func (b *backend) Rollback(*Tx)                       {}
-
-var errBatchOnly = errors.New("sqlitex: the writer runs batches through Batch")
 
 func (b *backend) Isolate(ctx context.Context, tx *Tx, fn func() error) (opErr, fatal error) {
 	return Savepoint(ctx, tx, fn)
