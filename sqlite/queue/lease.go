@@ -76,15 +76,13 @@ const qLease = `UPDATE entries SET status = 'running', attempts = attempts + 1, 
 // The dispatcher's transitions of an entry, prepared once on the writer
 // connection (sqlitex.Tx): one of them ends every run.
 const (
-	qFinish = `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
-		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?
-		RETURNING trigger_ref, conc_key, conc_max`
+	qFinish = finishEntry + ` RETURNING trigger_ref, conc_key, conc_max`
 	// qFinishUnkeyed is qFinish for an entry without a concurrency key, the
 	// common case: nothing to release, so no RETURNING (SQLite keeps the
 	// rows it returns in a table of their own until the statement ends).
-	qFinishUnkeyed = `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
-		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?
-		AND conc_key IS NULL`
+	qFinishUnkeyed = finishEntry + ` AND conc_key IS NULL`
+	finishEntry    = `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`
 	qRetry = `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
 		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`
 	qPostpone = `UPDATE entries SET status = 'pending', attempts = MAX(attempts - 1, 0),
