@@ -63,6 +63,6 @@ func (j *Journal) orphaned(r *row) bool {
 // process holding it: semantically unknown, and resolvable like one
 // (`effects resolve`). The operator views use it to say what to do.
 func (j *Journal) Orphaned(ctx context.Context, scope, effectID string) bool {
-	r, err := rowOrNil(scanEffect(j.db.Read.QueryRowContext(ctx, qGetEffect, scope, effectID)))
+	r, err := j.readRow(ctx, scope, effectID)
 	return err == nil && j.orphaned(r)
 }

@@ -73,6 +73,11 @@ func getRow(ctx context.Context, tx *wtx, scope, effectID string) (*row, error) 
 	return rowOrNil(scanEffect(tx.QueryRowContext(ctx, qGetEffect, scope, effectID)))
 }
 
+// readRow reads one effect on the read pool, nil when absent.
+func (j *Journal) readRow(ctx context.Context, scope, effectID string) (*row, error) {
+	return rowOrNil(scanEffect(j.db.Read.QueryRowContext(ctx, qGetEffect, scope, effectID)))
+}
+
 // rowOrNil makes a missing row nil and no error.
 func rowOrNil(r *row, err error) (*row, error) {
 	if errors.Is(err, sql.ErrNoRows) {
@@ -83,7 +88,7 @@ func rowOrNil(r *row, err error) (*row, error) {
 
 // Get returns the effect (scope, effectID), or nil, nil when there is none.
 func (j *Journal) Get(ctx context.Context, scope, effectID string) (*Effect, error) {
-	r, err := rowOrNil(scanEffect(j.db.Read.QueryRowContext(ctx, qGetEffect, scope, effectID)))
+	r, err := j.readRow(ctx, scope, effectID)
 	if err != nil {
 		return nil, fmt.Errorf("get effect: %w", err)
 	} else if r == nil {
