@@ -20,15 +20,15 @@ import (
 // Keeping every answer held each body twice in memory for the daemon's
 // lifetime (about 2 KB per 1 KiB delivery, forever).
 type AccountingStub struct {
-	mu      sync.Mutex
-	calls   int
-	applied map[string]int
-	closed  bool
+	mu     sync.Mutex
+	calls  int
+	billed map[string]bool // effect ids
+	closed bool
 }
 
 // NewAccountingStub returns an empty stub.
 func NewAccountingStub() *AccountingStub {
-	return &AccountingStub{applied: map[string]int{}}
+	return &AccountingStub{billed: map[string]bool{}}
 }
 
 // Calls returns how many requests reached the stub, repeats included.
@@ -43,7 +43,10 @@ func (s *AccountingStub) Calls() int {
 func (s *AccountingStub) Applied(effectID string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.applied[effectID]
+	if s.billed[effectID] {
+		return 1
+	}
+	return 0
 }
 
 // Close makes later calls fail without reaching the stub.
@@ -82,7 +85,7 @@ func (s *AccountingStub) Call(ctx context.Context, req *Request, dispatched func
 
 	s.mu.Lock()
 	s.calls++
-	s.applied[id] = 1
+	s.billed[id] = true
 	s.mu.Unlock()
 
 	out := make(json.RawMessage, 0, len(input)+len(ref)+32)
