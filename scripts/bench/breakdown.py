@@ -21,7 +21,6 @@ RULES = [
     # A SQLite writer batch runs inside sqlitex's backend.Batch: its
     # statements under runOps, its BEGIN and COMMIT outside it.
     ("SQLite commit in C (WAL write + fsync, kernel time included)", "batch-not-ops", r"sqlitex\.\(\*backend\)\.Batch"),
-    ("SQLite commit in C (WAL write + fsync, kernel time included)", "stack", r"(SQLiteTx\)\.Commit|\(\*backend\)\.Commit)"),
     ("SQLite prepare in C (parsing SQL not cached)", "stack", r"_Cfunc__sqlite3_prepare"),
     ("SQLite statements in C (B-tree, bind, step)", "leaf", r"^(runtime\.cgocall|runtime\._ExternalCode)"),
     ("cgo crossings (enter/exit of C calls)", "stack", r"^(runtime\.(entersyscall|exitsyscall|cgocall|asmcgocall|cgoCheck|reentersyscall)|.*_Cfunc_)"),
