@@ -189,7 +189,7 @@ func TestParkedEntryHoldsItsKey(t *testing.T) {
 	d := w.start(8)
 	ks := keys(5)
 	// The remote breaks on cust-02's second delivery.
-	failing := failOnSeq(r, "cust-02", 1)
+	mend := r.breakOn("cust-02", 1)
 	postAll(t, d.URL(), ks, 5)
 	// Everything but cust-02's last three: 4 keys x 5 + cust-02 seq 0, 1.
 	r.waitCalls(t, 22, 60*time.Second)
@@ -212,34 +212,11 @@ func TestParkedEntryHoldsItsKey(t *testing.T) {
 		t.Fatalf("cust-02 reached the remote as %v while its entry 1 was parked", got)
 	}
 	r.mu.Unlock()
-	*failing = false
+	mend()
 	q := parked[0].QueueID
 	w.cli(nil, "effects", "resolve", q, q+":write", "--applied", "--receipt-ref", "op-1")
 	r.waitCalls(t, 25, 60*time.Second)
 	r.checkOrder(t, ks, 5)
-}
-
-// failOnSeq makes the remote answer 500 to key's delivery seq until the
-// returned flag is cleared.
-func failOnSeq(r *remote, key string, seq int) *bool {
-	on := true
-	prev := r.srv.Config.Handler
-	r.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := readAndRestore(req)
-		var c call
-		json.Unmarshal(body, &c)
-		r.mu.Lock()
-		fail := on && c.Input.Customer == key && c.Input.Seq == seq
-		r.mu.Unlock()
-		if fail {
-			r.mu.Lock()
-			idem := req.Header.Get("Idempotency-Key")
-			r.failOnce[idem] = true
-			r.mu.Unlock()
-		}
-		prev.ServeHTTP(w, req)
-	})
-	return &on
 }
 
 // TestMaxConcurrency: a binding with max_concurrency 2 never has a third

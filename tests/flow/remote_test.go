@@ -1,7 +1,6 @@
 package flow_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -28,7 +27,13 @@ type remote struct {
 	maxInFlight int
 	perKey      map[string]int // key -> calls in flight now
 	keyOverlap  string         // a key seen with two calls in flight at once
-	failOnce    map[string]bool
+	// broken, while set, is the delivery the remote answers 500 to.
+	broken *brokenCall
+}
+
+type brokenCall struct {
+	customer string
+	seq      int
 }
 
 type call struct {
@@ -39,8 +44,7 @@ type call struct {
 }
 
 func newRemote(t *testing.T, delay time.Duration) *remote {
-	r := &remote{delay: delay, seen: map[string]bool{}, order: map[string][]int{}, perKey: map[string]int{},
-		failOnce: map[string]bool{}}
+	r := &remote{delay: delay, seen: map[string]bool{}, order: map[string][]int{}, perKey: map[string]int{}}
 	r.cond = sync.NewCond(&r.mu)
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
@@ -60,8 +64,7 @@ func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
 		r.order[key] = append(r.order[key], c.Input.Seq)
 		r.calls++
 	}
-	fail := r.failOnce[idem]
-	delete(r.failOnce, idem)
+	fail := r.broken != nil && *r.broken == brokenCall{key, c.Input.Seq}
 	r.inFlight++
 	r.maxInFlight = max(r.maxInFlight, r.inFlight)
 	r.perKey[key]++
@@ -120,9 +123,17 @@ func (r *remote) checkOrder(t *testing.T, keys []string, want int) {
 	}
 }
 
-// readAndRestore reads a request body and puts it back for the next reader.
-func readAndRestore(req *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(req.Body)
-	req.Body = io.NopCloser(bytes.NewReader(b))
-	return b, err
+// breakOn makes the remote answer 500 to key's delivery seq, after
+// recording its arrival (a write that may have happened), until the
+// returned func mends it. Set under mu: the remote's handlers
+// read it while the test runs.
+func (r *remote) breakOn(key string, seq int) (mend func()) {
+	r.mu.Lock()
+	r.broken = &brokenCall{key, seq}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		r.broken = nil
+		r.mu.Unlock()
+	}
 }
