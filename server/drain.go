@@ -21,6 +21,9 @@ type connTracker struct {
 	net.Listener
 	mu    sync.Mutex
 	conns map[net.Conn]http.ConnState
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
 func newConnTracker(ln net.Listener) *connTracker {
@@ -37,6 +40,15 @@ func (t *connTracker) Accept() (net.Conn, error) {
 		t.mu.Unlock()
 	}
 	return c, err
+}
+
+// Close closes the listener once. The drain closes it before Shutdown,
+// which closes it again unless Serve already saw the first close and let
+// go of it: without this, that race made a clean stop log a "use of
+// closed network connection" warning.
+func (t *connTracker) Close() error {
+	t.closeOnce.Do(func() { t.closeErr = t.Listener.Close() })
+	return t.closeErr
 }
 
 // ConnState is the server's http.Server.ConnState hook.
@@ -71,7 +83,7 @@ func (t *connTracker) busy() int {
 // then shuts the server down. A connection that sends nothing is closed
 // by the server's ReadHeaderTimeout; ctx bounds the whole drain.
 func (t *connTracker) drain(ctx context.Context, srv *http.Server) error {
-	t.Listener.Close()
+	t.Close()
 	srv.SetKeepAlivesEnabled(false)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
