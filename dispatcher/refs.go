@@ -185,10 +185,7 @@ func (rc *runContext) value(ptr string) ([]byte, error) {
 	if err != nil {
 		return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q resolves to nothing", ptr)
 	}
-	b, err := json.Marshal(got)
-	if err == nil {
-		b, err = handler.Canonical(b)
-	}
+	b, err := canonical(got)
 	if err != nil {
 		return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q: %v", ptr, err)
 	}

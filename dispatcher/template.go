@@ -110,7 +110,8 @@ func (t *template) emit(lit []byte, v any) ([]byte, error) {
 	return append(lit, b...), err
 }
 
-// canonical is the canonical JSON of a decoded scalar (or key).
+// canonical is the canonical JSON of a decoded value (a template's scalar
+// or key, or what a $ref names).
 func canonical(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -104,7 +104,7 @@ func (r *Row) Scan(dest ...any) error {
 }
 
 // namedValues converts arguments the way database/sql does for this
-// driver: the common types as they are, others (int, named types,
+// driver: the common types as they are, int at once, others (named types,
 // driver.Valuer) by driver.DefaultParameterConverter. They go in t.args.
 func (t *Tx) namedValues(args []any) ([]driver.NamedValue, error) {
 	nv := (*t.args)[:0]
@@ -114,12 +114,6 @@ func (t *Tx) namedValues(args []any) ([]driver.NamedValue, error) {
 		case int:
 			a = int64(v)
 		default:
-			if vr, ok := a.(driver.Valuer); ok {
-				var err error
-				if a, err = vr.Value(); err != nil {
-					return nil, fmt.Errorf("sqlitex: argument %d: %w", i+1, err)
-				}
-			}
 			var err error
 			if a, err = driver.DefaultParameterConverter.ConvertValue(a); err != nil {
 				return nil, fmt.Errorf("sqlitex: argument %d: %w", i+1, err)
