@@ -18,7 +18,10 @@ import (
 // persistent mode the response carries the request's call_id.
 func (t *Tool) handle(ctx context.Context, raw []byte, persistent bool) []byte {
 	var req protocol.Request
-	resp := t.answer(ctx, &req, json.Unmarshal(raw, &req))
+	resp := checkRequest(&req, json.Unmarshal(raw, &req))
+	if resp == nil {
+		resp = t.answer(ctx, newCall(&req))
+	}
 	if persistent {
 		// json.Unmarshal fills what it can before a type error, so even a
 		// malformed request usually yields its call_id.
@@ -28,8 +31,9 @@ func (t *Tool) handle(ctx context.Context, raw []byte, persistent bool) []byte {
 	return encodeLine(resp)
 }
 
-// answer checks the request and runs the tool.
-func (t *Tool) answer(ctx context.Context, req *protocol.Request, decodeErr error) *protocol.Response {
+// checkRequest returns the HandlerProtocolError answer to a request that is
+// not a well-formed touba-tool-handler-v1 request, or nil.
+func checkRequest(req *protocol.Request, decodeErr error) *protocol.Response {
 	if decodeErr != nil {
 		return failure(CodeProtocolError, "request is not a JSON object of "+Protocol+": "+decodeErr.Error())
 	}
@@ -42,12 +46,16 @@ func (t *Tool) answer(ctx context.Context, req *protocol.Request, decodeErr erro
 	if e := req.Context.Effect; e != nil && (e.EffectID == "" || e.Fingerprint == "") {
 		return failure(CodeProtocolError, "context.effect lacks effect_id or fingerprint")
 	}
-	c := newCall(req)
+	return nil
+}
 
+// answer runs the checks that need the tool, then the tool, for a request
+// checkRequest accepted.
+func (t *Tool) answer(ctx context.Context, c *Call) *protocol.Response {
 	// The checks below refuse before Run, so for an external write the SDK
 	// knows the write did not happen and says so.
-	if req.ToolRef != t.Ref {
-		resp := failure(CodeToolRefMismatch, fmt.Sprintf("this handler implements %s, not %s", t.Ref, req.ToolRef))
+	if c.ToolRef != t.Ref {
+		resp := failure(CodeToolRefMismatch, fmt.Sprintf("this handler implements %s, not %s", t.Ref, c.ToolRef))
 		return withErrorReceipt(resp, c.refusedReceipt())
 	}
 	var missing []string

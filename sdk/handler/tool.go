@@ -84,6 +84,12 @@ type RequestContext struct {
 	// on (to your own spans, or as a traceparent header) to join the
 	// delivery's trace.
 	TraceParent string
+	// IdempotencyKey is the Idempotency-Key header of a call served by
+	// HTTPHandler, "" for a process handler. HTTPHandler refuses a header
+	// that is not the signed body's effect_id (or call_id without an
+	// effect), so deduplicating on it or on Effect().EffectID is the same;
+	// EffectID works in both forms.
+	IdempotencyKey string
 }
 
 // Effect identifies the logical external write of an external_write
