@@ -19,3 +19,13 @@ export { defineTool, serveOne, servePersistent } from "./serve.js";
 export { Tool, createTool } from "./tool.js";
 export { ToolResult, ToubaHandlerError, createToolResult } from "./result.js";
 export { Codes, MODE_ENV, Outcomes, PROTOCOL } from "./protocol.js";
+export {
+  DEFAULT_MAX_BODY_BYTES,
+  HttpCodes,
+  IDEMPOTENCY_KEY_HEADER,
+  SECRET_ENV,
+  SIGNATURE_HEADER,
+  ToubaSignatureError,
+  createHttpHandler,
+  verifySignature,
+} from "./http.js";

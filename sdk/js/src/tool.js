@@ -107,8 +107,12 @@ export class Tool {
     return encodeLine(resp);
   }
 
-  /** answer checks a parsed request document and runs the tool; it returns the response object. */
-  async answer(doc, signal) {
+  /**
+   * answer checks a parsed request document and runs the tool; it returns
+   * the response object. idempotencyKey, when served over HTTP, is the
+   * request's Idempotency-Key header (context.idempotency_key).
+   */
+  async answer(doc, signal, { idempotencyKey = null } = {}) {
     let req;
     try {
       req = parseRequest(doc);
@@ -136,7 +140,7 @@ export class Tool {
     }
     const bad = this.checkInput(req.input);
     if (bad) return withErrorReceipt(failure(Codes.InputInvalid, bad), refusedReceipt);
-    return this.run(call, req, signal);
+    return this.run(call, req, signal, idempotencyKey);
   }
 
   /** checkInput returns why input does not match the inputSignature, or "". */
@@ -156,7 +160,7 @@ export class Tool {
     return problems.length ? `input does not match the signature of ${this.toolRef}: ${problems.join("; ")}` : "";
   }
 
-  async run(call, req, hostSignal) {
+  async run(call, req, hostSignal, idempotencyKey = null) {
     const { context: wc } = req;
     const signals = [hostSignal].filter(Boolean);
     let timer;
@@ -171,13 +175,13 @@ export class Tool {
       signals.push(deadline.signal);
     }
     try {
-      return await this.runWith(call, req, signals);
+      return await this.runWith(call, req, signals, idempotencyKey);
     } finally {
       clearTimeout(timer);
     }
   }
 
-  async runWith(call, req, signals) {
+  async runWith(call, req, signals, idempotencyKey) {
     const { context: wc } = req;
     const context = Object.freeze({
       ...wc,
@@ -187,6 +191,9 @@ export class Tool {
       input: req.input,
       deadline: wc.deadline_unix_ms > 0 ? new Date(wc.deadline_unix_ms) : null,
       signal: signals.length ? AbortSignal.any(signals) : new AbortController().signal,
+      // The Idempotency-Key header over HTTP (checked to be effect.effect_id,
+      // or call_id without an effect); null for a process handler.
+      idempotency_key: idempotencyKey,
       // Absent without an effect, so a handler can test for it.
       createEffectReceipt: wc.effect ? bindReceiptFactory(call, wc.effect) : undefined,
     });
