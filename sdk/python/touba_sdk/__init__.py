@@ -26,6 +26,17 @@ from ._protocol import (
     OUTCOMES,
     PROTOCOL,
 )
+from ._http import (
+    CODE_LENGTH_REQUIRED,
+    CODE_METHOD_NOT_ALLOWED,
+    CODE_PAYLOAD_TOO_LARGE,
+    CODE_SIGNATURE_INVALID,
+    DEFAULT_MAX_BODY_BYTES,
+    SECRET_ENV,
+    ToubaSignatureError,
+    verify_signature,
+    wsgi_app,
+)
 from ._result import Effect, EffectReceipt, ToolResult, ToubaHandlerError, create_effect_receipt, create_tool_result
 from ._serve import define_tool, serve_one, serve_persistent
 from ._tool import Tool
@@ -33,20 +44,29 @@ from ._tool import Tool
 __all__ = [
     "CODE_FAILED",
     "CODE_GRANT_MISSING",
+    "CODE_LENGTH_REQUIRED",
+    "CODE_METHOD_NOT_ALLOWED",
+    "CODE_PAYLOAD_TOO_LARGE",
+    "CODE_SIGNATURE_INVALID",
     "CODE_INPUT_INVALID",
     "CODE_PROTOCOL_ERROR",
     "CODE_TOOL_REF_MISMATCH",
+    "DEFAULT_MAX_BODY_BYTES",
     "MODE_ENV",
     "OUTCOMES",
     "PROTOCOL",
+    "SECRET_ENV",
     "Effect",
     "EffectReceipt",
     "Tool",
     "ToolResult",
     "ToubaHandlerError",
+    "ToubaSignatureError",
     "create_effect_receipt",
     "create_tool_result",
     "define_tool",
     "serve_one",
     "serve_persistent",
+    "verify_signature",
+    "wsgi_app",
 ]

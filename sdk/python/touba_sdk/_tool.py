@@ -104,9 +104,11 @@ class Tool:
             resp = {"call_id": p.call_id_of(doc), **resp}
         return _encode_line(resp)
 
-    def answer(self, doc: Any, stop_event: threading.Event | None = None) -> dict:
+    def answer(self, doc: Any, stop_event: threading.Event | None = None, *,
+               idempotency_key: str | None = None) -> dict:
         """Checks a parsed request document and runs the tool; returns the
-        response as a dict."""
+        response as a dict. idempotency_key, when served over HTTP, is the
+        request's Idempotency-Key header (context["idempotency_key"])."""
         try:
             req = p.parse_request(doc)
         except p.ProtocolError as err:
@@ -138,6 +140,9 @@ class Tool:
             "input": req["input"],
             "deadline": deadline,
             "stop_event": stop_event or threading.Event(),
+            # The Idempotency-Key header over HTTP (checked to be the effect's
+            # effect_id, or call_id without an effect); None for a process.
+            "idempotency_key": idempotency_key,
         })
         return self._call(call, req["input"], context)
 
