@@ -3,13 +3,17 @@
 // deduplicates by the effect id exactly as a remote service honouring an
 // Idempotency-Key would, so a retry after an unknown outcome books nothing
 // twice. The same binary serves one-shot and persistent mode (the SDK
-// reads TOUBA_HANDLER_MODE).
+// reads TOUBA_HANDLER_MODE), and, with LEDGER_HTTP_ADDR set, serves the
+// same tool over HTTP as the target of a webhook binding (README, "Over
+// HTTP"): the one line that differs is the last line of main.
 package main
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"log"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,8 +30,17 @@ type booking struct {
 // mu orders bookings within one process; flock orders processes.
 var mu sync.Mutex
 
+// tool is the ledger's one tool, whichever way it is served.
+var tool = handler.Tool{Ref: "tool:examples.ledger/Book", Run: book}
+
 func main() {
-	handler.Main(handler.Tool{Ref: "tool:examples.ledger/Book", Run: book})
+	if addr := os.Getenv("LEDGER_HTTP_ADDR"); addr != "" {
+		// Behind a webhook binding: the signature is checked with the secret
+		// in TOUBA_WEBHOOK_SECRET before book runs.
+		log.Fatal(http.ListenAndServe(addr, handler.HTTPHandler(tool)))
+	}
+	// As a process handler (stdin/stdout), one-shot or persistent.
+	handler.Main(tool)
 }
 
 func book(ctx context.Context, c *handler.Call) (*handler.Result, error) {
