@@ -1,5 +1,6 @@
-// Package handler is the Go SDK for writing touba-trigger process handlers
-// that speak touba-tool-handler-v1 (SPEC §4 and §4.1).
+// Package handler is the Go SDK for writing touba-trigger handlers that
+// speak touba-tool-handler-v1 (SPEC §4 and §4.1), as a process or over HTTP
+// behind a webhook binding (§4.2).
 //
 // A handler is a Tool: the tool reference it implements, the grants it
 // needs and a Run function. Main reads the request from stdin, checks it,
@@ -62,6 +63,36 @@
 //
 // Here shop stands for the client of the remote service; it is not part of
 // the SDK.
+//
+// # Over HTTP: the target of a webhook binding
+//
+// The same Tool serves as the URL of a binding of kind webhook (SPEC §2.2,
+// §4.2): only the line that serves it changes.
+//
+//	handler.Main(tool)                                              // a process handler
+//	log.Fatal(http.ListenAndServe(addr, handler.HTTPHandler(tool))) // a webhook target
+//
+// The daemon POSTs the protocol request with Idempotency-Key (the effect_id)
+// and X-Signature: "sha256=" and the lowercase hex HMAC-SHA256 of the raw
+// body, exactly the bytes sent, keyed with the binding's
+// credentials.hmac_secret. HTTPHandler checks it with Verify, with the
+// secret from WithSecret or the environment variable TOUBA_WEBHOOK_SECRET,
+// before anything else reads the body, and answers:
+//
+//	405  a method other than POST
+//	413  a body over the limit (WithMaxBodyBytes, default 1 MiB)
+//	401  X-Signature missing, malformed or wrong; Run is not called
+//	400  HandlerProtocolError: not a request of the protocol, or an
+//	     Idempotency-Key that is not the signed effect_id
+//	200  the protocol response: the receipt, or a business error with ok
+//	     false and its code (ToolRefMismatch, GrantMissing, HandlerFailed too)
+//
+// The daemon takes a 200 answer's receipt as is, and records any 4xx as
+// not_applied with code WebhookRejected, which is true since Run did not
+// run. The signature covers the body, not the time: a recorded request can
+// be sent again, and a retry after a lost answer is sent again on purpose,
+// so Run must deduplicate by Effect().EffectID (equal to
+// Context.IdempotencyKey over HTTP) as it would for a process handler.
 //
 // # What the SDK checks
 //
