@@ -30,7 +30,8 @@ var ErrNoSecret = errors.New("handler: no webhook secret")
 
 // Verify checks signatureHeader, the X-Signature value of a request from a
 // touba-trigger webhook binding, against body and the binding's shared
-// secret (its credentials.hmac_secret).
+// secret (its credentials.hmac_secret, as the daemon resolved it: a secret
+// file's trailing newline is not part of it).
 //
 // What is signed is exactly the raw request body as it arrived, every byte,
 // before any JSON parsing or re-encoding: the header is "sha256=" followed by

@@ -131,7 +131,7 @@ def _serve(tool: Tool, secret: str | bytes, limit: int, environ: dict) -> tuple[
     stream = environ["wsgi.input"]
     length = (environ.get("CONTENT_LENGTH") or "").strip()
     if length:
-        if not length.isdigit():
+        if not (length.isascii() and length.isdigit()):
             return 400, _failure(p.CODE_PROTOCOL_ERROR, "Content-Length is not a number"), []
         if int(length) > limit:
             return 413, too_large, [("Connection", "close")]
