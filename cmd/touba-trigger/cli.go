@@ -90,7 +90,7 @@ func openSession(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, 
 }
 
 func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, error) {
-	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: !isTerminal(stderr)}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.queue, State: f.state, Journal: f.journal, Database: f.database,
 		TakeOverStaleLock: f.takeOverStaleLock, Program: f.program, Manifest: f.manifest, Log: log, Notes: stderr})
 	if errors.Is(err, sqlite.ErrNoFiles) {
