@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/base64"
 	"errors"
 	"sort"
@@ -26,6 +27,9 @@ type Service struct {
 	// when none is loaded (the CLI on files without --program).
 	Compensator func(ctx context.Context, entry *touba.Delivery, steps map[string]touba.StepOutput,
 		original *touba.Effect) (*touba.Compensation, error)
+	// StepInput, when set, rebuilds the input a step's effect was sent
+	// under the running configuration (EffectInput).
+	StepInput func(entry *touba.Delivery, steps map[string]touba.StepOutput, e *touba.Effect) (json.RawMessage, error)
 	// HasTrigger, when set, tells whether the running program has a trigger;
 	// a delivery replay for a trigger it lacks is refused.
 	HasTrigger func(ref string) bool
