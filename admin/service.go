@@ -2,8 +2,8 @@ package admin
 
 import (
 	"context"
-	"encoding/json"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"sort"
 	"strings"
