@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"sort"
 	"strings"
@@ -26,6 +27,9 @@ type Service struct {
 	// when none is loaded (the CLI on files without --program).
 	Compensator func(ctx context.Context, entry *touba.Delivery, steps map[string]touba.StepOutput,
 		original *touba.Effect) (*touba.Compensation, error)
+	// StepInput, when set, rebuilds the input a step's effect was sent
+	// under the running configuration (EffectInput).
+	StepInput func(entry *touba.Delivery, steps map[string]touba.StepOutput, e *touba.Effect) (json.RawMessage, error)
 	// HasTrigger, when set, tells whether the running program has a trigger;
 	// a delivery replay for a trigger it lacks is refused.
 	HasTrigger func(ref string) bool
@@ -278,12 +282,16 @@ func resolveHint(scope, effectID string) string {
 }
 
 // doneHint tells how to run a done entry's event again: a replay would
-// only read its effects back from the journal.
+// only read its effects back from the journal. Only a stored redelivery of
+// the same body is offered (code TriggerReplayRejected, answered 200 or 409
+// per source.redelivery): a conflicting delivery of the id carries another
+// body, and enqueuing it as the same event would run what the sender never
+// meant as this one.
 func doneHint(ctx context.Context, s *Service, d *touba.Delivery) string {
-	rows, err := s.State.Deliveries(ctx, touba.LogFilter{QueueID: d.QueueID, Rejected: true, Limit: 100})
+	rows, err := s.State.Deliveries(ctx, touba.LogFilter{QueueID: d.QueueID, Code: touba.ETriggerReplayRejected, Limit: 100})
 	if err == nil {
 		for _, r := range rows {
-			if r.BodyStored {
+			if r.BodyStored && r.Digest == d.Digest {
 				return "for a real re-run, enqueue a stored redelivery of it as a new entry: touba-trigger deliveries replay " +
 					r.DeliveryID + " --new-event-id"
 			}

@@ -8,6 +8,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/dedupe"
 )
 
 // TestReplayEntriesExplainsEveryID replays one id in each state: only the
@@ -22,7 +23,11 @@ func TestReplayEntriesExplainsEveryID(t *testing.T) {
 	effect := f.effect(t, parkedBlocked, "charge", touba.RetryReconcile, touba.EffectUnknown)
 	done := f.entry(t, "done", "4", touba.StatusDone)
 	redelivery := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "done", StatusCode: 409,
-		ErrorCode: touba.ETriggerReplayRejected, QueueID: done, Body: []byte("4"), BodyStored: true})
+		ErrorCode: touba.ETriggerReplayRejected, QueueID: done, Digest: dedupe.Digest([]byte("4")), Body: []byte("4"), BodyStored: true})
+	// Logged after the redelivery, so newer: a conflict of the same id with
+	// another body (and amount) is never what the hint offers to enqueue.
+	f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "done", StatusCode: 409,
+		ErrorCode: touba.ETriggerEventPayloadConflict, QueueID: done, Digest: dedupe.Digest([]byte("40")), Body: []byte("40"), BodyStored: true})
 	running := f.entry(t, "running", "6", touba.StatusRunning)
 	pending := f.entry(t, "pending", "5", touba.StatusPending) // after: entry leases the oldest
 

@@ -45,26 +45,53 @@ func (c *Console) replayEntry(w http.ResponseWriter, r *http.Request) {
 }
 
 // resolve: POST /effects/{scope}/{effect}/resolve with verdict=applied
-// (receipt_ref, optional result JSON) or verdict=not_applied.
+// (receipt_ref, optional result JSON) or verdict=not_applied, which can
+// make the write happen twice and so is done only with confirm=yes, after a
+// page that says so (SPEC §6.1). A refused verdict shows the effect page
+// again with what the operator typed.
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	scope, id := r.PathValue("scope"), r.PathValue("effect")
-	req := admin.ResolveRequest{Scope: scope, EffectID: id, State: r.PostFormValue("verdict"),
-		ReceiptRef: strings.TrimSpace(r.PostFormValue("receipt_ref"))}
-	if req.State == touba.EffectApplied {
+	t := typed{ReceiptRef: strings.TrimSpace(r.PostFormValue("receipt_ref")), Result: r.PostFormValue("result")}
+	req := admin.ResolveRequest{Scope: scope, EffectID: id, State: r.PostFormValue("verdict"), ReceiptRef: t.ReceiptRef}
+	refuse := func(err error) {
+		code, text := errText(err)
+		if code == touba.EINTERNAL {
+			c.fail(w, r, err)
+			return
+		}
+		c.effectPage(w, r, touba.HTTPStatus(code), t, text)
+	}
+	switch req.State {
+	case touba.EffectApplied:
 		// Validated here too, before the service: the operator sees what
 		// is wrong with the JSON, and nothing is stored.
-		if raw := strings.TrimSpace(r.PostFormValue("result")); raw != "" {
+		if raw := strings.TrimSpace(t.Result); raw != "" {
 			var v any
 			if err := json.Unmarshal([]byte(raw), &v); err != nil {
-				c.fail(w, r, touba.Errorf(touba.EBadRequest, "the result is not valid JSON: %v; nothing was stored", err))
+				refuse(touba.Errorf(touba.EBadRequest, "the result is not valid JSON: %v", err))
 				return
 			}
 			req.Result = json.RawMessage(raw)
 		}
+	case touba.EffectNotApplied:
+		// Only a verdict that will be recorded is confirmed; one the
+		// service refuses (the effect is not unknown) is refused at once.
+		if r.PostFormValue("confirm") != "yes" && c.awaitsVerdict(r, scope, id) {
+			c.render(w, r, http.StatusOK, "confirm", confirmation{
+				Title: "Resolve " + id + " not applied?",
+				Lines: []string{
+					"The journal will record the effect not applied and release its identity; this cannot be undone.",
+					"The entry goes back to pending, and its next attempt calls the handler again with the same effect id " + id + ".",
+					"If the write did happen after all, it will happen twice. Resolve it applied instead if you found it on the remote system.",
+				},
+				Action: r.URL.Path, Fields: map[string]string{"verdict": touba.EffectNotApplied},
+				Button: "Yes, resolve not applied", Back: "/effects/" + scope + "/" + id})
+			return
+		}
 	}
 	out, err := c.svc.Resolve(r.Context(), req)
 	if err != nil {
-		c.fail(w, r, err)
+		refuse(err)
 		return
 	}
 	res := result{Title: "Effect " + id + " resolved " + out.Effect.State,
@@ -72,13 +99,39 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	if out.Effect.ReceiptRef != "" {
 		res.Lines = append(res.Lines, "receipt: "+out.Effect.ReceiptRef)
 	}
-	if out.Replayed {
+	switch {
+	case out.Replayed:
 		res.Lines = append(res.Lines, "the entry is pending again; the dispatcher picks it up")
-	}
-	if out.Note != "" {
+	case out.Note != "":
 		res.Lines = append(res.Lines, out.Note)
 	}
 	c.render(w, r, http.StatusOK, "result", res)
+}
+
+// awaitsVerdict reports whether effect scope/id is unknown (or dispatched
+// with no call holding it): what a verdict is for.
+func (c *Console) awaitsVerdict(r *http.Request, scope, id string) bool {
+	d, err := c.svc.Entry(r.Context(), scope)
+	if err != nil {
+		return true // the service says what is wrong after the confirmation
+	}
+	for _, e := range d.Effects {
+		if e.EffectID == id {
+			return e.State == touba.EffectUnknown || e.State == touba.EffectDispatched
+		}
+	}
+	return true
+}
+
+// confirmation is the page that asks before an action that can make a
+// write happen twice.
+type confirmation struct {
+	Title  string
+	Lines  []string
+	Action string
+	Fields map[string]string
+	Button string
+	Back   string
 }
 
 // compensate: POST /effects/{scope}/{effect}/compensate.

@@ -40,12 +40,16 @@ func TestResolveApplied(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(body, touba.EBadRequest+": the result is not valid JSON") {
 		t.Fatalf("invalid result JSON: %d %s", resp.StatusCode, body)
 	}
+	// The refused form keeps what the operator typed.
+	if !strings.Contains(body, `value="ch_1"`) || !strings.Contains(body, `>{&#34;charge&#34;: &#34;ch_1&#34;,</textarea>`) {
+		t.Fatalf("the refused form lost what was typed:\n%s", body)
+	}
 	if got := f.effectState(t, q, eff); got != touba.EffectUnknown {
 		t.Fatalf("after invalid JSON: %s, want unknown", got)
 	}
 	resp, body = b.action(path, url.Values{"verdict": {"applied"}, "receipt_ref": {"ch_1"}, "result": {`{"charge": "ch_1"}`}})
-	if resp.StatusCode != 200 || !strings.Contains(body, "the entry is pending again") {
-		t.Fatalf("resolve applied: %d %s", resp.StatusCode, body)
+	if resp.StatusCode != 200 || strings.Count(body, "pending again") != 1 {
+		t.Fatalf("resolve applied: %d, want 200 saying once that the entry is pending again:\n%s", resp.StatusCode, body)
 	}
 	e, _ := f.j.Get(context.Background(), q, eff)
 	if e.State != touba.EffectApplied || e.ReceiptRef != "ch_1" || string(e.Result) != `{"charge": "ch_1"}` {
@@ -68,7 +72,13 @@ func TestResolveNotApplied(t *testing.T) {
 	q := f.entry(t, "trigger:t", "e1", `{}`, touba.StatusParked)
 	eff := f.effect(t, q, "charge", "tool:t", touba.RetryNone, touba.EffectUnknown)
 	b := f.login(t)
-	resp, _ := b.action("/effects/"+q+"/"+eff+"/resolve", url.Values{"verdict": {"not_applied"}})
+	// First a page that says the write may happen twice; nothing changes.
+	resp, body := b.action("/effects/"+q+"/"+eff+"/resolve", url.Values{"verdict": {"not_applied"}})
+	if resp.StatusCode != 200 || !strings.Contains(body, `id="confirm"`) || !strings.Contains(body, "happen twice") ||
+		f.effectState(t, q, eff) != touba.EffectUnknown || f.status(t, q) != touba.StatusParked {
+		t.Fatalf("not applied, unconfirmed: %d, effect %s, entry %s\n%s", resp.StatusCode, f.effectState(t, q, eff), f.status(t, q), body)
+	}
+	resp, _ = b.action("/effects/"+q+"/"+eff+"/resolve", url.Values{"verdict": {"not_applied"}, "confirm": {"yes"}})
 	if resp.StatusCode != 200 || f.effectState(t, q, eff) != touba.EffectNotApplied || f.status(t, q) != touba.StatusPending {
 		t.Fatalf("not applied: %d, effect %s, entry %s", resp.StatusCode, f.effectState(t, q, eff), f.status(t, q))
 	}

@@ -178,9 +178,21 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("after replay: %q", got)
 	}
 	do(t, ctx, "open the new entry", chromedp.Click(chromedp.CSS(`main a[href^="/entries/"]`)), chromedp.WaitVisible(chromedp.ID("entry-status")))
-	// Every other page, for errors.
-	for _, p := range []string{"/", "/parked", "/entries", "/deliveries", "/login"} {
-		do(t, ctx, p, chromedp.Navigate(d.console+p), chromedp.WaitReady(chromedp.CSS("body")))
+	entryURL, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every other page, for errors, and on each no word of a table broken
+	// in the middle, at a laptop's width and a narrow one.
+	pages := []string{"/", "/parked", "/entries", "/deliveries?rejected=1", "/login", strings.TrimPrefix(entryURL, d.console)}
+	for _, width := range []int64{1280, 900} {
+		do(t, ctx, "resize", chromedp.EmulateViewport(width, 900))
+		for _, p := range pages {
+			do(t, ctx, p, chromedp.Navigate(d.console+p), chromedp.WaitReady(chromedp.CSS("body")))
+			if broken := brokenWords(t, ctx); len(broken) > 0 {
+				t.Errorf("at %d px, %s breaks words in the middle:\n%s", width, p, strings.Join(broken, "\n"))
+			}
+		}
 	}
 	flush(t, ctx)
 	if got := probs.take(); len(got) > 0 {
@@ -211,4 +223,35 @@ func flush(t *testing.T, ctx context.Context) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[int]("1")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// brokenWordsJS lists every run of letters and digits in a table cell or
+// header that the layout put on more than one line: read from the computed
+// layout (a Range's client rectangles), as the reader sees it.
+const brokenWordsJS = `(() => {
+  const out = [];
+  for (const cell of document.querySelectorAll("th, td")) {
+    const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      const re = /[A-Za-z0-9]{2,}/g;
+      let m;
+      while ((m = re.exec(n.data))) {
+        const r = document.createRange();
+        r.setStart(n, m.index);
+        r.setEnd(n, m.index + m[0].length);
+        const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+        if (tops.size > 1) out.push(m[0] + " in " + JSON.stringify(cell.textContent.trim().slice(0, 80)));
+      }
+    }
+  }
+  return out;
+})()`
+
+func brokenWords(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](brokenWordsJS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }

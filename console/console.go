@@ -18,6 +18,7 @@ package console
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -35,6 +36,7 @@ type Service interface {
 	admin.API
 	Overview(ctx context.Context) (*admin.Overview, error)
 	CanCompensate(toolRef string) bool
+	EffectInput(ctx context.Context, scope, effectID string) (json.RawMessage, error)
 }
 
 var _ Service = (*admin.Service)(nil)

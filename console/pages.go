@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
@@ -98,6 +99,16 @@ func (c *Console) entry(w http.ResponseWriter, r *http.Request) {
 // effect: GET /effects/{scope}/{effect}: one effect, what is known and
 // unknown of it, and what each verdict will do, in plain words.
 func (c *Console) effect(w http.ResponseWriter, r *http.Request) {
+	c.effectPage(w, r, http.StatusOK, typed{}, "")
+}
+
+// typed is what the operator had typed into the resolve form, shown again
+// when the verdict is refused.
+type typed struct{ ReceiptRef, Result string }
+
+// effectPage renders the effect page with status, the form filled with t,
+// and refusal (if any) above it.
+func (c *Console) effectPage(w http.ResponseWriter, r *http.Request, status int, t typed, refusal string) {
 	scope, id := r.PathValue("scope"), r.PathValue("effect")
 	d, err := c.svc.Entry(r.Context(), scope)
 	if err != nil {
@@ -115,17 +126,43 @@ func (c *Console) effect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	step := stepOf(scope, id)
-	// What the handler was sent is rebuilt from what is stored: the
-	// request body and the outputs of the steps before this one.
 	var before []touba.StepOutput
 	for _, s := range d.Steps {
 		if s.StepID != step {
 			before = append(before, s)
 		}
 	}
+	// The reason the journal gave with the last error: the code alone
+	// ("HandlerFailed") does not say what failed.
+	var lastDetail string
+	for _, ev := range eff.Events {
+		if why := errorReason(ev.Detail); why != "" {
+			lastDetail = why
+		}
+	}
+	data := map[string]any{"E": d, "Eff": eff, "Step": step, "Before": before, "LastDetail": lastDetail,
+		"Typed": t, "Refusal": refusal}
+	if input, err := c.svc.EffectInput(r.Context(), scope, id); err == nil {
+		data["Input"] = input
+	} else {
+		_, data["InputWhy"] = errText(err)
+	}
+	unknown := eff.State == touba.EffectUnknown || eff.State == touba.EffectDispatched
 	_, isComp := touba.IsCompensation(id)
-	c.render(w, r, http.StatusOK, "effect", map[string]any{"E": d, "Eff": eff, "Step": step, "Before": before,
-		"Unknown":     eff.State == touba.EffectUnknown || eff.State == touba.EffectDispatched,
-		"Compensable": eff.State == touba.EffectApplied && !isComp && c.svc.CanCompensate(eff.ToolRef),
-		"Replayable":  d.Status == touba.StatusFailed || d.Status == touba.StatusParked})
+	data["Unknown"] = unknown
+	data["Compensable"] = eff.State == touba.EffectApplied && !isComp && c.svc.CanCompensate(eff.ToolRef)
+	// Replaying while this effect is unknown would only park the entry
+	// again: the verdict comes first.
+	data["Replayable"] = !unknown && (d.Status == touba.StatusFailed || d.Status == touba.StatusParked)
+	c.render(w, r, status, "effect", data)
+}
+
+// errorReason is the words an outcome event gives after its error code
+// ("outcome unknown error_code=HandlerFailed; exit status 3"), or "".
+func errorReason(detail string) string {
+	head, reason, ok := strings.Cut(detail, "; ")
+	if !ok || !strings.Contains(head, "error_code=") {
+		return ""
+	}
+	return reason
 }

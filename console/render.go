@@ -16,7 +16,7 @@ import (
 )
 
 // The pages, each parsed with the layout.
-var pageNames = []string{"login", "overview", "parked", "entries", "entry", "effect", "deliveries", "delivery", "result", "error"}
+var pageNames = []string{"login", "overview", "parked", "entries", "entry", "effect", "deliveries", "delivery", "result", "error", "confirm"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
@@ -73,7 +73,8 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if code == touba.EINTERNAL {
 		c.log.Error().Err(err).Str("path", r.URL.Path).Msg("console request failed")
 	}
-	c.render(w, r, touba.HTTPStatus(code), "error", map[string]any{"Code": code, "Text": text, "Back": r.URL.Path})
+	c.render(w, r, touba.HTTPStatus(code), "error", map[string]any{"Code": code, "Text": text, "Back": r.URL.Path,
+		"Post": r.Method == http.MethodPost})
 }
 
 // visible replaces every control character (but tab and newline, and CR

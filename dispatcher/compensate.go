@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
@@ -41,52 +40,22 @@ func Compensate(ctx context.Context, cfg *Config, j Journal, entry *touba.Delive
 		return nil, touba.Errorf(touba.EEffectNotCompensable, "effect %s is %s; only an applied effect is compensated",
 			original.EffectID, original.State)
 	}
-	stepID, ok := strings.CutPrefix(original.EffectID, original.Scope+":")
-	if !ok || entry == nil || entry.QueueID != original.Scope {
-		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "effect %s does not name a step of entry %s",
-			original.EffectID, original.Scope)
-	}
-	t, ok := cfg.trigger(entry.TriggerRef)
-	if !ok {
-		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "trigger %s is not in the running program", entry.TriggerRef)
-	}
-	idx := -1
-	for i, st := range t.Steps {
-		if st.ID == stepID {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "trigger %s has no step %q any more", t.Ref, stepID)
+	t, idx, err := effectStep(cfg, entry, original)
+	if err != nil {
+		return nil, err
 	}
 	st := t.Steps[idx]
 	b := cfg.Bindings[st.Tool]
 	if b == nil || !b.ExternalWrite() {
-		return nil, touba.Errorf(touba.ECompensationNotSupported, "tool %s of step %s is not an external_write binding", st.Tool, stepID)
+		return nil, touba.Errorf(touba.ECompensationNotSupported, "tool %s of step %s is not an external_write binding", st.Tool, st.ID)
 	}
 	if !b.Compensation {
 		return nil, touba.Errorf(touba.ECompensationNotSupported,
 			`binding %s does not declare "compensation": {"supported": true}`, st.Tool)
 	}
-
-	// The run context as the original call saw it: the event, and the
-	// outputs of the steps before this one.
-	rc := newRunContext(entry)
-	for _, prev := range t.Steps[:idx] {
-		if so, ok := steps[prev.ID]; ok {
-			if err := rc.setOutput(prev.ID, so.Output); err != nil {
-				return nil, touba.Errorf(touba.ECompensationInputUnavailable, "checkpoint of step %s: %v", prev.ID, err)
-			}
-		}
-	}
-	input, err := rc.resolve(cfg, st.Input)
+	input, err := rebuildInput(cfg, t, idx, entry, steps, original)
 	if err != nil {
-		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "cannot rebuild the input of step %s: %s", stepID, touba.ErrorMessage(err))
-	}
-	if fp, err := handler.Fingerprint(st.Tool, touba.OperationInvoke, input); err != nil || fp != original.Fingerprint {
-		return nil, touba.Errorf(touba.ECompensationInputUnavailable,
-			"the rebuilt input of step %s is not the one the original call sent (fingerprint %s, journaled %s); "+
-				"the program, a checkpoint or the body (retention) changed since", stepID, fp, original.Fingerprint)
+		return nil, err
 	}
 	fp, err := handler.Fingerprint(st.Tool, touba.OperationCompensate, input)
 	if err != nil {

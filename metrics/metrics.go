@@ -92,3 +92,11 @@ func (m *Metrics) ObserveJournalCommit(transitions int, took time.Duration) {
 	m.journalBatch.Observe(float64(transitions))
 	m.journalTook.Observe(took.Seconds())
 }
+
+// WatchTracing registers the count of spans the trace exporter failed to
+// send (SPEC §7), read at scrape time. It is 0 while tracing is off.
+func (m *Metrics) WatchTracing(dropped func() uint64) {
+	m.r.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "trace_spans_dropped_total",
+		Help: "Spans the OTLP exporter failed to send (the collector refused them or could not be reached); they are lost."},
+		func() float64 { return float64(dropped()) }))
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -50,6 +51,9 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 		svc.Compensator = func(ctx context.Context, e *touba.Delivery, steps map[string]touba.StepOutput,
 			orig *touba.Effect) (*touba.Compensation, error) {
 			return dispatcher.Compensate(ctx, current(), j, e, steps, orig)
+		}
+		svc.StepInput = func(e *touba.Delivery, steps map[string]touba.StepOutput, eff *touba.Effect) (json.RawMessage, error) {
+			return dispatcher.StepInput(current(), e, steps, eff)
 		}
 	}
 	return svc

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"os"
 
 	touba "github.com/touba/touba-trigger"
@@ -61,5 +60,16 @@ func configErr(err error) error {
 	if touba.ErrorCode(err) == touba.ECONFIG {
 		return err
 	}
-	return fmt.Errorf("%w: %v", &touba.Error{Code: touba.ECONFIG, Message: err.Error()}, err)
+	return configWrapped{code: &touba.Error{Code: touba.ECONFIG, Message: err.Error()}, err: err}
 }
+
+// configWrapped gives err the code ConfigInvalid and still unwraps to it
+// (errors.Is(err, fs.ErrNotExist) holds), reading as err alone: a message
+// made of the code's text and err's would say everything twice.
+type configWrapped struct {
+	code *touba.Error
+	err  error
+}
+
+func (e configWrapped) Error() string   { return e.err.Error() }
+func (e configWrapped) Unwrap() []error { return []error{e.code, e.err} }

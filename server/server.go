@@ -146,6 +146,7 @@ func (s *Server) open(ctx context.Context) error {
 		}
 	}
 	s.metrics = metrics.NewNode(f.NodeID)
+	s.metrics.WatchTracing(s.tracing.DroppedSpans)
 	s.store, err = openStores(ctx, storeConfig{Queue: f.Queue, State: f.State, Journal: f.Journal,
 		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL,
 		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending,

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -46,8 +47,10 @@ const instrumentation = "github.com/touba/touba-trigger"
 
 // Tracing is the daemon's tracer and, when exporting, its provider.
 type Tracing struct {
-	tracer trace.Tracer
-	sdk    *sdktrace.TracerProvider // nil when tracing is off
+	tracer  trace.Tracer
+	sdk     *sdktrace.TracerProvider // nil when tracing is off
+	dropped *atomic.Uint64           // spans the exporter failed to send
+	errs    *errorHandler
 }
 
 // Off returns a Tracing that records and exports nothing.
@@ -76,7 +79,10 @@ func Setup(ctx context.Context, version string, log zerolog.Logger) (*Tracing, e
 	if !Configured(os.Getenv) {
 		return Off(), nil
 	}
-	exp, err := otlptracehttp.New(ctx)
+	if err := checkProtocol(os.Getenv); err != nil {
+		return nil, err
+	}
+	httpExp, err := otlptracehttp.New(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 	}
@@ -87,12 +93,14 @@ func Setup(ctx context.Context, version string, log zerolog.Logger) (*Tracing, e
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		log.Warn().Err(err).Msg("trace export failed")
-	}))
+	dropped := new(atomic.Uint64)
+	errs := &errorHandler{log: log, now: time.Now, dropped: dropped}
+	otel.SetErrorHandler(errs)
+	exp := &exporter{SpanExporter: httpExp, dropped: dropped, errs: errs}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
-	log.Info().Msg("exporting traces over OTLP/HTTP")
-	return &Tracing{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version)), sdk: tp}, nil
+	log.Info().Str("endpoint", Endpoint(os.Getenv)).Str("protocol", "http/protobuf").Msg("exporting traces over OTLP/HTTP")
+	return &Tracing{tracer: tp.Tracer(instrumentation, trace.WithInstrumentationVersion(version)), sdk: tp,
+		dropped: dropped, errs: errs}, nil
 }
 
 // WithProvider returns a Tracing on tp, for tests that record spans in
@@ -120,7 +128,11 @@ func (t *Tracing) Shutdown(timeout time.Duration) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := t.sdk.Shutdown(ctx); err != nil {
+	err := t.sdk.Shutdown(ctx)
+	if t.errs != nil {
+		t.errs.closed.Store(true)
+	}
+	if err != nil {
 		return fmt.Errorf("tracing: shutdown: %w", err)
 	}
 	return nil

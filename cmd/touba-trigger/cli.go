@@ -90,7 +90,7 @@ func openSession(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, 
 }
 
 func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, error) {
-	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: !isTerminal(stderr)}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.queue, State: f.state, Journal: f.journal, Database: f.database,
 		TakeOverStaleLock: f.takeOverStaleLock, Program: f.program, Manifest: f.manifest, Log: log, Notes: stderr})
 	if errors.Is(err, sqlite.ErrNoFiles) {
@@ -118,14 +118,22 @@ func withSession(ctx context.Context, f *cliFlags, stderr io.Writer, fn func(ctx
 // subcommand splits "queue ls ..." into the verb and its arguments.
 func subcommand(group string, args []string, verbs ...string) (string, []string, error) {
 	if len(args) == 0 {
-		return "", nil, usageError{err: fmt.Errorf("%s needs one of: %v", group, verbs)}
+		return "", nil, usageError{err: fmt.Errorf("%s needs one of: %v", group, verbs), usage: groupUsage(group)}
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		return "", nil, groupHelp(group)
 	}
 	for _, v := range verbs {
 		if args[0] == v {
 			return v, args[1:], nil
 		}
 	}
-	return "", nil, usageError{err: fmt.Errorf("%s %s: unknown; want one of %v", group, args[0], verbs)}
+	msg := fmt.Sprintf("%s %s: unknown; want one of %v", group, args[0], verbs)
+	if near := closest(args[0], verbs); near != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", near)
+	}
+	return "", nil, usageError{err: errors.New(msg), usage: groupUsage(group)}
 }
 
 // operatorVerb starts an operator command: which verb of group it is, and

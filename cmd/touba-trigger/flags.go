@@ -38,7 +38,7 @@ func parseArgs(fs *flag.FlagSet, args []string, noEnv ...string) ([]string, erro
 				return nil, err
 			}
 			_, usage, _ := strings.Cut(buf.String(), "\n")
-			return nil, usageError{err: err, usage: usage}
+			return nil, usageError{err: suggestFlag(fs, err), usage: usage}
 		}
 		if fs.NArg() == 0 {
 			break

@@ -68,6 +68,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	default:
 		err = usageError{err: fmt.Errorf("unknown command %q", args[0]), usage: usageText()}
 	}
+	if printGroupHelp(err, stdout) {
+		return exitOK
+	}
 	return exitCode(err, stderr)
 }
 

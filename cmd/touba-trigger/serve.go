@@ -101,7 +101,7 @@ func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
 	switch format {
 	case "json":
 	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !isTerminal(w)}
 	default:
 		return zerolog.Nop(), usageError{err: fmt.Errorf("--log-format %q: want json or console", format)}
 	}
@@ -130,17 +130,24 @@ func (c *ServeCommand) Run(ctx context.Context, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Tracing is set up first and shut down last (defers run in reverse):
-	// spans of the final drain are flushed after the files are closed.
+	// Tracing is set up first and shut down last: spans of the final drain
+	// are flushed after the files are closed, and before "stopped", so that
+	// line is the last one a clean stop writes.
 	tr, err := tracing.Setup(ctx, Version, log)
 	if err != nil {
 		return err
 	}
-	defer func() {
+	flushed := false
+	flushTraces := func() {
+		if flushed {
+			return
+		}
+		flushed = true
 		if err := tr.Shutdown(5 * time.Second); err != nil {
 			log.Warn().Err(err).Msg("trace flush at shutdown failed")
 		}
-	}()
+	}
+	defer flushTraces()
 	if tr.Enabled() {
 		log = log.Hook(tracing.LogHook{})
 	}
@@ -166,6 +173,7 @@ func (c *ServeCommand) Run(ctx context.Context, stderr io.Writer) error {
 	if serveErr != nil {
 		return serveErr
 	}
+	flushTraces()
 	log.Info().Msg("stopped")
 	return nil
 }

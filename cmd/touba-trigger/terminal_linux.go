@@ -1,0 +1,22 @@
+//go:build linux
+
+package main
+
+import (
+	"io"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// isTerminal reports whether w is a terminal: colours are for a person
+// reading a terminal, and are escape codes in a file, a pipe or journald.
+// NO_COLOR (no-color.org) turns them off even there.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok || os.Getenv("NO_COLOR") != "" {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
