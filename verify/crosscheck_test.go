@@ -21,6 +21,7 @@ import (
 var senderPackages = []string{
 	"standardwebhooks@1.1.1",          // the Standard Webhooks reference library for JavaScript
 	"@octokit/webhooks-methods@6.0.0", // GitHub's (Octokit's) sign and verify
+	"@shopify/shopify-api@13.1.0",     // Shopify's app library: webhooks.validate and its test-helpers' getHmac
 }
 
 // crossScript signs every case with the senders' libraries and checks our
@@ -30,7 +31,12 @@ const crossScript = `
 import fs from 'node:fs';
 import sw from 'standardwebhooks';
 import { sign, verify } from '@octokit/webhooks-methods';
+import '@shopify/shopify-api/adapters/web-api';
+import { shopifyApi, ApiVersion, LogSeverity } from '@shopify/shopify-api';
+import { getHmac } from '@shopify/shopify-api/test-helpers';
 const input = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const shopify = shopifyApi({apiKey: 'cross-check', apiSecretKey: input.secret, hostName: 'example.com',
+  apiVersion: ApiVersion.January25, isEmbeddedApp: false, logger: {level: LogSeverity.Error}});
 const out = [];
 for (const c of input.cases) {
   const wh = new sw.Webhook(input.whsec);
@@ -45,14 +51,19 @@ for (const c of input.cases) {
     r.sw_error = String(e);
   }
   r.gh_accepts_ours = await verify(input.secret, c.body, c.our_gh);
+  r.shopify_signature = getHmac(c.body, input.secret);
+  const req = new Request('https://example.com/webhooks', {method: 'POST', body: c.body, headers: {
+    'X-Shopify-Hmac-Sha256': c.our_shopify, 'X-Shopify-Webhook-Id': c.our_shopify_id,
+    'X-Shopify-Topic': 'orders/create', 'X-Shopify-API-Version': '2025-01', 'X-Shopify-Shop-Domain': 'cross-check.myshopify.com'}});
+  r.shopify_validate = await shopify.webhooks.validate({rawBody: c.body, rawRequest: req});
   out.push(r);
 }
 console.log(JSON.stringify(out));
 `
 
-// TestSenderLibraries checks our github and standard-webhooks schemes
-// against the senders' own JavaScript libraries, both ways: what they sign
-// we accept, what SignRequest signs they accept. The packages are installed
+// TestSenderLibraries checks our github, standard-webhooks and shopify
+// schemes against the senders' own JavaScript libraries, both ways: what
+// they sign we accept, what SignRequest signs they accept. The packages are installed
 // from the npm registry into a temporary directory; without node, npm or
 // the registry the test is skipped, saying which.
 func TestSenderLibraries(t *testing.T) {
@@ -81,6 +92,7 @@ func TestSenderLibraries(t *testing.T) {
 	whsec := whsec("cross-check-standard-webhooks-key")
 	gh := verify.Config{Scheme: verify.SchemeGitHub, Secrets: []string{secret}}
 	sw := verify.Config{Scheme: verify.SchemeStandardWebhooks, Secrets: []string{whsec}}
+	shop := verify.Config{Scheme: verify.SchemeShopify, Secrets: []string{secret}}
 	now := time.Now()
 	type crossCase struct {
 		ID        string `json:"id"`
@@ -88,6 +100,8 @@ func TestSenderLibraries(t *testing.T) {
 		Body      string `json:"body"`
 		OurSW     string `json:"our_sw"`
 		OurGH     string `json:"our_gh"`
+		OurShop   string `json:"our_shopify"`
+		OurShopID string `json:"our_shopify_id"`
 	}
 	var cases []crossCase
 	for i, body := range []string{
@@ -103,8 +117,10 @@ func TestSenderLibraries(t *testing.T) {
 			t.Fatal(err)
 		}
 		ghh := signedHeader(t, gh, []byte(body), now)
+		shh := signedHeader(t, shop, []byte(body), now)
 		cases = append(cases, crossCase{ID: id, Timestamp: now.Unix(), Body: body,
-			OurSW: h.Get("webhook-signature"), OurGH: ghh.Get("X-Hub-Signature-256")})
+			OurSW: h.Get("webhook-signature"), OurGH: ghh.Get("X-Hub-Signature-256"),
+			OurShop: shh.Get("X-Shopify-Hmac-Sha256"), OurShopID: shh.Get("X-Shopify-Webhook-Id")})
 	}
 	input, err := json.Marshal(map[string]any{"secret": secret, "whsec": whsec, "cases": cases})
 	if err != nil {
@@ -133,11 +149,17 @@ func TestSenderLibraries(t *testing.T) {
 		SWAcceptsOurs bool   `json:"sw_accepts_ours"`
 		SWError       string `json:"sw_error"`
 		GHAcceptsOurs bool   `json:"gh_accepts_ours"`
+		ShopSignature string `json:"shopify_signature"`
+		ShopValidate  struct {
+			Valid     bool   `json:"valid"`
+			Reason    string `json:"reason"`
+			WebhookID string `json:"webhookId"`
+		} `json:"shopify_validate"`
 	}
 	if err := json.Unmarshal(out, &results); err != nil || len(results) != len(cases) {
 		t.Fatalf("node output %q: %v", out, err)
 	}
-	ghv, swv := mustNew(t, gh), mustNew(t, sw)
+	ghv, swv, shv := mustNew(t, gh), mustNew(t, sw), mustNew(t, shop)
 	for i, r := range results {
 		c := cases[i]
 		h := http.Header{}
@@ -160,6 +182,14 @@ func TestSenderLibraries(t *testing.T) {
 		}
 		if !r.GHAcceptsOurs {
 			t.Errorf("case %d: @octokit/webhooks-methods verify() refuses our %q", i, c.OurGH)
+		}
+		h = http.Header{}
+		h.Set("X-Shopify-Hmac-Sha256", r.ShopSignature)
+		if err := shv.Verify(h, []byte(c.Body), now); err != nil {
+			t.Errorf("case %d: @shopify/shopify-api getHmac() gave %q, which we refuse: %v", i, r.ShopSignature, err)
+		}
+		if v := r.ShopValidate; !v.Valid || v.WebhookID != c.OurShopID {
+			t.Errorf("case %d: @shopify/shopify-api webhooks.validate() of our %q: %+v", i, c.OurShop, v)
 		}
 	}
 }
