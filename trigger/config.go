@@ -24,7 +24,7 @@ func NewConfig(p *Program, env secret.Env, secrets *secret.Set) (*Config, error)
 			continue
 		}
 		path := strictjson.Index("$.triggers", i) + ".source.verify"
-		cfg := verify.Config{Scheme: v.Scheme, Header: v.Header, Tolerance: time.Duration(v.ToleranceSec) * time.Second}
+		cfg := verify.Config{Scheme: v.Scheme, Header: v.Header, Encoding: v.Encoding, Prefix: v.Prefix, Tolerance: time.Duration(v.ToleranceSec) * time.Second}
 		for j, ref := range v.Secrets {
 			val, err := ref.Resolve(env, base)
 			if err != nil {

@@ -82,6 +82,8 @@ type EventIDSource struct {
 type Verify struct {
 	Scheme       string
 	Header       string
+	Encoding     string  // hmac-sha256: "hex" or "base64"; "" is hex
+	Prefix       *string // hmac-sha256: nil is "sha256=", "" none
 	Secrets      []secret.Ref
 	ToleranceSec int64
 }

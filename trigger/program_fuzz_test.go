@@ -20,7 +20,10 @@ var (
 	specTool = regexp.MustCompile(`^tool:[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$`)
 )
 
-var knownSchemes = map[string]bool{"hmac-sha256": true, "github": true, "stripe": true, "standard-webhooks": true, "slack": true}
+// prefixPattern is the rule of verify.prefix: visible ASCII, no spaces.
+var prefixPattern = regexp.MustCompile(`^[!-~]{0,32}$`)
+
+var knownSchemes = map[string]bool{"hmac-sha256": true, "github": true, "stripe": true, "standard-webhooks": true, "slack": true, "shopify": true}
 
 func FuzzParseProgram(f *testing.F) {
 	spec, err := os.ReadFile(specExamplePath)
@@ -31,6 +34,9 @@ func FuzzParseProgram(f *testing.F) {
 	f.Add([]byte(withSource(okSource)))
 	f.Add([]byte(withVerify(`{"scheme":"hmac-sha256","secrets":[{"env":"A"},{"file":"b"}],"header":"X-Sig","tolerance_sec":5}`)))
 	f.Add([]byte(withSource(`{"kind":"webhook","event_id":{"json_pointer":"/a~1b"},"max_body_bytes":1}`)))
+	f.Add([]byte(withVerify(`{"scheme":"hmac-sha256","secret":{"env":"A"},"encoding":"base64","prefix":""}`)))
+	f.Add([]byte(withVerify(`{"scheme":"hmac-sha256","secret":{"env":"A"},"encoding":"hex","prefix":"v1="}`)))
+	f.Add([]byte(withVerify(`{"scheme":"shopify","secret":{"env":"A"}}`)))
 	f.Add([]byte(withRetry(`{"max_attempts":3,"initial_interval_ms":10,"max_interval_ms":10}`)))
 	f.Add([]byte(doc(trig("trigger:a", okSource, okSteps), trig("trigger:a/b", okSource, `[{"id":"x","tool":"tool:q/Q"},{"id":"y","tool":"tool:q/R","input":{"v":[{"$ref":"/steps/x/output"}]}}]`))))
 	for _, tt := range badPrograms {
@@ -152,6 +158,15 @@ func checkSource(t *testing.T, i int, s trigger.Source) {
 	}
 	if v.Header != "" && v.Scheme != "hmac-sha256" {
 		t.Fatalf("trigger %d: header %q on scheme %q", i, v.Header, v.Scheme)
+	}
+	if (v.Encoding != "" || v.Prefix != nil) && v.Scheme != "hmac-sha256" {
+		t.Fatalf("trigger %d: encoding %q or prefix %v on scheme %q", i, v.Encoding, v.Prefix, v.Scheme)
+	}
+	if v.Encoding != "" && v.Encoding != "hex" && v.Encoding != "base64" {
+		t.Fatalf("trigger %d: encoding %q", i, v.Encoding)
+	}
+	if v.Prefix != nil && !prefixPattern.MatchString(*v.Prefix) {
+		t.Fatalf("trigger %d: prefix %q", i, *v.Prefix)
 	}
 	for _, r := range v.Secrets {
 		if err := r.Validate(); err != nil {

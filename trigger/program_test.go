@@ -171,6 +171,8 @@ func TestParseProgram_EventIDDefaults(t *testing.T) {
 		{"standard-webhooks", verifySource("standard-webhooks", ""), trigger.EventIDSource{Header: "Webhook-Id"}},
 		{"stripe", verifySource("stripe", ""), trigger.EventIDSource{JSONPointer: "/id"}},
 		{"github", verifySource("github", ""), trigger.EventIDSource{Header: "X-Github-Delivery"}},
+		{"shopify", verifySource("shopify", ""), trigger.EventIDSource{Header: "X-Shopify-Webhook-Id"}},
+		{"shopify with pointer", verifySource("shopify", `{"json_pointer":"/id"}`), trigger.EventIDSource{JSONPointer: "/id"}},
 		{"stripe with header", verifySource("stripe", `{"header":"x-request-id"}`), trigger.EventIDSource{Header: "X-Request-Id"}},
 		{"github with pointer", verifySource("github", `{"json_pointer":"/hook/id"}`), trigger.EventIDSource{JSONPointer: "/hook/id"}},
 		{"pointer escapes kept", `{"kind":"webhook","event_id":{"json_pointer":"/a~1b/~0c"}}`, trigger.EventIDSource{JSONPointer: "/a~1b/~0c"}},
@@ -202,6 +204,8 @@ func TestUnsignedEventID(t *testing.T) {
 		{"stripe default", verifySource("stripe", ""), false},
 		{"stripe header", verifySource("stripe", `{"header":"x-request-id"}`), true},
 		{"slack default", verifySource("slack", ""), false},
+		{"shopify default", verifySource("shopify", ""), true}, // X-Shopify-Webhook-Id is not signed
+		{"shopify body id", verifySource("shopify", `{"json_pointer":"/id"}`), false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			why := MustParse(t, withSource(tt.source)).Triggers[0].UnsignedEventID()
@@ -237,6 +241,31 @@ func TestParseProgram_Accepts(t *testing.T) {
 			func(t *testing.T, tr *trigger.Trigger) {
 				if got, want := tr.Source.Verify.Header, "X-Acme-Signature"; got != want {
 					t.Fatalf("Header=%q, want %q", got, want)
+				}
+			}},
+		{"hmac encoding and prefix", withVerify(`{"scheme":"hmac-sha256","secret":{"env":"K"},"encoding":"base64","prefix":""}`),
+			func(t *testing.T, tr *trigger.Trigger) {
+				v := tr.Source.Verify
+				if v.Encoding != "base64" || v.Prefix == nil || *v.Prefix != "" {
+					t.Fatalf("Encoding=%q Prefix=%v, want base64 and an empty prefix", v.Encoding, v.Prefix)
+				}
+			}},
+		{"hmac defaults leave encoding and prefix unset", withVerify(`{"scheme":"hmac-sha256","secret":{"env":"K"}}`),
+			func(t *testing.T, tr *trigger.Trigger) {
+				if v := tr.Source.Verify; v.Encoding != "" || v.Prefix != nil {
+					t.Fatalf("Encoding=%q Prefix=%v, want both unset", v.Encoding, v.Prefix)
+				}
+			}},
+		{"hmac custom prefix, hex", withVerify(`{"scheme":"hmac-sha256","secret":{"env":"K"},"encoding":"hex","prefix":"v1="}`),
+			func(t *testing.T, tr *trigger.Trigger) {
+				if v := tr.Source.Verify; v.Encoding != "hex" || v.Prefix == nil || *v.Prefix != "v1=" {
+					t.Fatalf("Encoding=%q Prefix=%v, want hex and v1=", v.Encoding, v.Prefix)
+				}
+			}},
+		{"shopify", withVerify(`{"scheme":"shopify","secrets":[{"env":"NEW"},{"env":"OLD"}]}`),
+			func(t *testing.T, tr *trigger.Trigger) {
+				if got, want := tr.Source.Verify.Scheme, "shopify"; got != want {
+					t.Fatalf("Scheme=%q, want %q", got, want)
 				}
 			}},
 		{"bounds", withSource(`{"kind":"webhook","max_body_bytes":67108864,"verify":{"scheme":"slack","secret":{"env":"K"},"tolerance_sec":86400}}`),

@@ -88,13 +88,15 @@ func defaultEventID(v *Verify) EventIDSource {
 		case verify.SchemeSlack:
 			// Slack's Events API carries its id in the signed body.
 			return EventIDSource{JSONPointer: "/event_id"}
+		case verify.SchemeShopify:
+			return EventIDSource{Header: verify.ShopifyWebhookIDHeader}
 		}
 	}
 	return EventIDSource{Header: http.CanonicalHeaderKey(DefaultEventIDHeader)}
 }
 
 func (w walker) verify(path string, raw *strictjson.Node) (*Verify, error) {
-	m, err := w.Object(path, raw, []string{"scheme", "secret", "secrets", "header", "tolerance_sec"}, "scheme")
+	m, err := w.Object(path, raw, []string{"scheme", "secret", "secrets", "header", "encoding", "prefix", "tolerance_sec"}, "scheme")
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +105,7 @@ func (w walker) verify(path string, raw *strictjson.Node) (*Verify, error) {
 		return nil, err
 	}
 	if !verify.Known(v.Scheme) {
-		return nil, w.Fail(path+".scheme", "unknown scheme %q (want one of hmac-sha256, github, stripe, standard-webhooks, slack)", v.Scheme)
+		return nil, w.Fail(path+".scheme", "unknown scheme %q (want one of %s)", v.Scheme, verify.SchemeList)
 	}
 	one, hasOne := m["secret"]
 	many, hasMany := m["secrets"]
@@ -149,10 +151,45 @@ func (w walker) verify(path string, raw *strictjson.Node) (*Verify, error) {
 			return nil, w.Fail(path+".header", "must be an HTTP header name")
 		}
 	}
+	if err := w.format(path, m, v); err != nil {
+		return nil, err
+	}
 	if t, ok := m["tolerance_sec"]; ok {
 		if v.ToleranceSec, err = w.Integer(path+".tolerance_sec", t, 86400); err != nil {
 			return nil, err
 		}
 	}
 	return v, nil
+}
+
+// format reads hmac-sha256's encoding and prefix. Both are refused on the
+// other schemes, whose formats are fixed: there they would be a mistake
+// that changes nothing.
+func (w walker) format(path string, m strictjson.Fields, v *Verify) error {
+	var err error
+	if e, ok := m["encoding"]; ok {
+		if v.Scheme != verify.SchemeHMACSHA256 {
+			return w.Fail(path+".encoding", "only the hmac-sha256 scheme takes an encoding")
+		}
+		if v.Encoding, err = w.Str(path+".encoding", e); err != nil {
+			return err
+		}
+		if v.Encoding != verify.EncodingHex && v.Encoding != verify.EncodingBase64 {
+			return w.Fail(path+".encoding", `unknown encoding %q (want "hex" or "base64")`, v.Encoding)
+		}
+	}
+	if p, ok := m["prefix"]; ok {
+		if v.Scheme != verify.SchemeHMACSHA256 {
+			return w.Fail(path+".prefix", "only the hmac-sha256 scheme takes a prefix")
+		}
+		prefix, err := w.Str(path+".prefix", p)
+		if err != nil {
+			return err
+		}
+		if err := verify.CheckPrefix(prefix); err != nil {
+			return w.Fail(path+".prefix", "%v", err)
+		}
+		v.Prefix = &prefix
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ package verify
 var (
 	ParseHex       = parseHex
 	FormatHex      = formatHex
+	ParseBase64    = parseBase64
+	FormatBase64   = formatBase64
 	ParseStandard  = parseStandard
 	FormatStandard = formatStandard
 	ParseUnix      = parseUnix

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,6 +58,52 @@ func FuzzParseHex(f *testing.F) {
 				if err != nil || !bytes.Equal(got, sig) {
 					t.Fatalf("FormatHex/ParseHex(%x)=%x, %v", sig, got, err)
 				}
+			}
+		}
+	})
+}
+
+// FuzzParseBase64 covers the base64 form (X-Shopify-Hmac-Sha256, and
+// hmac-sha256 with encoding base64) under any valid prefix: no panic, a
+// parsed signature is 32 bytes, the accepted text is the one canonical
+// spelling of those bytes (so format gives back exactly the trimmed
+// input), and any 32 bytes survive format-then-parse. The hex form is
+// checked the same way under the fuzzed prefix.
+func FuzzParseBase64(f *testing.F) {
+	f.Add("", shopifyLibSignature, []byte{})
+	f.Add("", indBase64, bytes.Repeat([]byte{0xfb}, 32))
+	f.Add("", indURLSafe, []byte{})
+	f.Add("", indNonCanon, []byte{})
+	f.Add("v1=", "v1="+indBase64, []byte{})
+	f.Add("sha256=", "sha256="+indBase64[:20]+"\n"+indBase64[20:], []byte{})
+	f.Add("", " "+indHex+" ", []byte{1})
+	f.Add("x", "x"+otherB64+"==", []byte{})
+	f.Fuzz(func(t *testing.T, prefix, s string, raw []byte) {
+		if verify.CheckPrefix(prefix) != nil {
+			return
+		}
+		if sig, err := verify.ParseBase64(prefix, s); err == nil {
+			if len(sig) != 32 {
+				t.Fatalf("ParseBase64(%q, %q) gave %d bytes", prefix, s, len(sig))
+			}
+			if got, want := verify.FormatBase64(prefix, sig), strings.TrimSpace(s); got != want {
+				t.Fatalf("ParseBase64(%q, %q) accepted a non-canonical spelling of %q", prefix, s, got)
+			}
+		}
+		if sig, err := verify.ParseHex(prefix, s); err == nil {
+			again, err := verify.ParseHex(prefix, verify.FormatHex(prefix, sig))
+			if len(sig) != 32 || err != nil || !bytes.Equal(again, sig) {
+				t.Fatalf("hex round trip of %q under %q: %x, %v", s, prefix, again, err)
+			}
+		}
+		if sig := sig32(raw); sig != nil {
+			got, err := verify.ParseBase64(prefix, verify.FormatBase64(prefix, sig))
+			if err != nil || !bytes.Equal(got, sig) {
+				t.Fatalf("FormatBase64/ParseBase64(%q, %x)=%x, %v", prefix, sig, got, err)
+			}
+			got, err = verify.ParseHex(prefix, verify.FormatHex(prefix, sig))
+			if err != nil || !bytes.Equal(got, sig) {
+				t.Fatalf("FormatHex/ParseHex(%q, %x)=%x, %v", prefix, sig, got, err)
 			}
 		}
 	})
@@ -126,13 +173,21 @@ func FuzzVerify(f *testing.F) {
 	f.Add("t=1700000000,v1="+hex64, "1700000000", "msg_1", "v0="+hex64, []byte("{}"))
 	f.Add(githubSignature, "", "", swSignature, []byte(githubPayload))
 	f.Add("", "-1", "\x00", "v1,", []byte(nil))
+	f.Add(indBase64, "", "", "v1="+indBase64, []byte(indBody))
 	var verifiers []*verify.Verifier
 	for _, s := range schemes {
 		verifiers = append(verifiers, mustNew(f, s.config(s.secrets[0], s.secrets[1])))
 	}
+	// hmac-sha256 in its other formats reads X-Signature too.
+	for _, enc := range []string{verify.EncodingHex, verify.EncodingBase64} {
+		for _, prefix := range []string{"", "v1="} {
+			verifiers = append(verifiers, mustNew(f, verify.Config{Scheme: verify.SchemeHMACSHA256,
+				Encoding: enc, Prefix: &prefix, Secrets: []string{"fuzz-secret"}}))
+		}
+	}
 	f.Fuzz(func(t *testing.T, sig, ts, id, sig2 string, body []byte) {
 		h := http.Header{}
-		for _, name := range []string{"X-Signature", "X-Hub-Signature-256", "Stripe-Signature"} {
+		for _, name := range []string{"X-Signature", "X-Hub-Signature-256", "Stripe-Signature", "X-Shopify-Hmac-Sha256"} {
 			h.Set(name, sig)
 		}
 		h.Set("webhook-id", id)

@@ -134,3 +134,75 @@ func TestSlackHeaders(t *testing.T) {
 		{"timestamp with sign", set(tsName, func(old string) string { return "+" + old }), verify.ErrMalformed},
 	})
 }
+
+func TestShopifyHeaders(t *testing.T) {
+	const name = "X-Shopify-Hmac-Sha256"
+	runHeaderCases(t, verify.Config{Scheme: verify.SchemeShopify, Secrets: []string{"shop-secret-1", "shop-secret-2"}}, []headerCase{
+		{"surrounding spaces", set(name, func(old string) string { return " " + old + "  " }), nil},
+		{"lowercase name", func(h http.Header) { v := h.Get(name); h.Del(name); h["x-shopify-hmac-sha256"] = []string{v} }, verify.ErrMissing},
+		{"webhook id changed", set("X-Shopify-Webhook-Id", fixed("not-signed")), nil},
+		{"unpadded", set(name, func(old string) string { return strings.TrimRight(old, "=") }), verify.ErrMalformed},
+		{"hex of the same", set(name, fixed(hex64)), verify.ErrMalformed},
+		{"sha256 prefix", set(name, func(old string) string { return "sha256=" + old }), verify.ErrMalformed},
+		{"short", set(name, fixed(base64.StdEncoding.EncodeToString(make([]byte, 31)))), verify.ErrMalformed},
+		{"long", set(name, fixed(base64.StdEncoding.EncodeToString(make([]byte, 33)))), verify.ErrMalformed},
+		{"not base64", set(name, fixed("@@@not-base64@@@")), verify.ErrMalformed},
+		// The URL-safe alphabet is covered by TestIndependentVectors, whose
+		// signature has a '+' and a '/' to differ in.
+		{"two in one header", set(name, func(old string) string { return old + "," + old }), verify.ErrMalformed},
+		{"other signature", set(name, fixed(otherB64)), verify.ErrNoMatch},
+	})
+}
+
+// TestHMACSHA256Formats runs the generic scheme in each encoding with the
+// default, no and a custom prefix.
+func TestHMACSHA256Formats(t *testing.T) {
+	const name = "X-Sig"
+	for _, tc := range []struct {
+		encoding string
+		prefix   *string
+		want     string // the prefix in effect
+	}{
+		{"", nil, "sha256="},
+		{verify.EncodingHex, ptr(""), ""},
+		{verify.EncodingHex, ptr("v1="), "v1="},
+		{verify.EncodingBase64, nil, "sha256="},
+		{verify.EncodingBase64, ptr(""), ""},
+		{verify.EncodingBase64, ptr("v1="), "v1="},
+	} {
+		label := tc.encoding + " prefix " + tc.want
+		if tc.want == "" {
+			label = tc.encoding + " no prefix"
+		}
+		t.Run(label, func(t *testing.T) {
+			cfg := verify.Config{Scheme: verify.SchemeHMACSHA256, Header: name, Encoding: tc.encoding, Prefix: tc.prefix,
+				Secrets: []string{"fmt-secret-1", "fmt-secret-2"}}
+			strip := func(old string) string { return strings.TrimPrefix(old, tc.want) }
+			cases := []headerCase{
+				{"as signed", func(http.Header) {}, nil},
+				{"surrounding spaces", set(name, func(old string) string { return " " + old + " " }), nil},
+				{"other signature", set(name, fixed(tc.want+hex64)), verify.ErrNoMatch},
+				{"other prefix", set(name, func(old string) string { return "v9=" + strip(old) }), verify.ErrMalformed},
+				{"two in one header", set(name, func(old string) string { return old + "," + old }), verify.ErrMalformed},
+			}
+			if tc.want != "" {
+				cases = append(cases,
+					headerCase{"prefix doubled", set(name, func(old string) string { return tc.want + old }), verify.ErrMalformed},
+					headerCase{"prefix missing", set(name, strip), verify.ErrMalformed},
+					headerCase{"prefix upper case", set(name, func(old string) string { return strings.ToUpper(tc.want) + strip(old) }), verify.ErrMalformed})
+			}
+			if tc.encoding == verify.EncodingBase64 {
+				cases[2] = headerCase{"other signature", set(name, fixed(tc.want+otherB64)), verify.ErrNoMatch}
+				cases = append(cases,
+					headerCase{"unpadded", set(name, func(old string) string { return strings.TrimRight(old, "=") }), verify.ErrMalformed},
+					headerCase{"hex instead", set(name, fixed(tc.want+hex64)), verify.ErrMalformed})
+			} else {
+				cases = append(cases,
+					headerCase{"uppercase hex", set(name, func(old string) string { return tc.want + strings.ToUpper(strip(old)) }), nil},
+					headerCase{"base64 instead", set(name, fixed(tc.want+otherB64)), verify.ErrMalformed},
+					headerCase{"short", set(name, fixed(tc.want+shortHex)), verify.ErrMalformed})
+			}
+			runHeaderCases(t, cfg, cases)
+		})
+	}
+}

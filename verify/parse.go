@@ -18,6 +18,10 @@ const (
 	StandardSignatureHeader = "Webhook-Signature"
 	SlackSignatureHeader    = "X-Slack-Signature"
 	SlackTimestampHeader    = "X-Slack-Request-Timestamp"
+	ShopifyHeader           = "X-Shopify-Hmac-Sha256"
+	// ShopifyWebhookIDHeader is Shopify's delivery id: not signed, and the
+	// default event id of the shopify scheme (SPEC §2.1).
+	ShopifyWebhookIDHeader = "X-Shopify-Webhook-Id"
 )
 
 // Prefixes of the hex signature forms.
@@ -28,7 +32,9 @@ const (
 
 // parseHex parses "<prefix><hex HMAC-SHA256>", the form of X-Signature,
 // X-Hub-Signature-256 ("sha256=") and X-Slack-Signature ("v0="). Hex digits
-// of either case are accepted.
+// of either case are accepted: hex has no other spelling to confuse, and
+// some senders print uppercase. The prefix is matched exactly, case
+// included, after surrounding spaces are trimmed.
 func parseHex(prefix, s string) ([]byte, error) {
 	h, ok := strings.CutPrefix(strings.TrimSpace(s), prefix)
 	if !ok {
@@ -47,6 +53,45 @@ func parseHex(prefix, s string) ([]byte, error) {
 // formatHex is the inverse of parseHex, with lowercase hex.
 func formatHex(prefix string, sig []byte) string {
 	return prefix + hex.EncodeToString(sig)
+}
+
+// parseBase64 parses "<prefix><base64 HMAC-SHA256>", the form of
+// X-Shopify-Hmac-Sha256 (no prefix). Only the standard alphabet with its
+// padding is accepted, in its one canonical spelling (44 characters, zero
+// trailing bits, no line breaks, which Go's decoder would otherwise skip):
+// Shopify and the other base64 senders we know of send exactly that, and
+// a second accepted spelling of one signature buys nothing.
+func parseBase64(prefix, s string) ([]byte, error) {
+	b64, ok := strings.CutPrefix(strings.TrimSpace(s), prefix)
+	if !ok {
+		return nil, errors.New("no " + prefix + " prefix")
+	}
+	sig, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil || len(sig) != sha256.Size || base64.StdEncoding.EncodeToString(sig) != b64 {
+		return nil, errors.New("not 32 bytes in padded standard base64")
+	}
+	return sig, nil
+}
+
+// formatBase64 is the inverse of parseBase64.
+func formatBase64(prefix string, sig []byte) string {
+	return prefix + base64.StdEncoding.EncodeToString(sig)
+}
+
+// parseSig parses a body signature in either encoding.
+func parseSig(encoding, prefix, s string) ([]byte, error) {
+	if encoding == EncodingBase64 {
+		return parseBase64(prefix, s)
+	}
+	return parseHex(prefix, s)
+}
+
+// formatSig is the inverse of parseSig.
+func formatSig(encoding, prefix string, sig []byte) string {
+	if encoding == EncodingBase64 {
+		return formatBase64(prefix, sig)
+	}
+	return formatHex(prefix, sig)
 }
 
 // stripeSig is a parsed Stripe-Signature header.

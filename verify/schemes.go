@@ -14,15 +14,17 @@ var (
 	slackStart = []byte("v0:")
 )
 
-// verifyHex checks the hmac-sha256 and github schemes: name carries
-// "sha256=<hex>" of HMAC-SHA256(secret, body). Neither scheme signs a
-// timestamp, so neither can reject a replay; dedupe by event id does that.
-func (v *Verifier) verifyHex(header http.Header, name string, body []byte) error {
+// verifyBody checks the schemes that sign the body alone: hmac-sha256,
+// github ("sha256=<hex>" in X-Hub-Signature-256) and shopify (bare base64
+// in X-Shopify-Hmac-Sha256). Header name carries prefix followed by the
+// HMAC-SHA256(secret, body) in encoding. None of them signs a timestamp,
+// so none can reject a replay; dedupe by event id does that.
+func (v *Verifier) verifyBody(header http.Header, name, encoding, prefix string, body []byte) error {
 	value := header.Get(name)
 	if value == "" {
 		return fmt.Errorf("%w %s", ErrMissing, name)
 	}
-	sig, err := parseHex(sha256Prefix, value)
+	sig, err := parseSig(encoding, prefix, value)
 	if err != nil {
 		return fmt.Errorf("%w %s: %v", ErrMalformed, name, err)
 	}

@@ -153,3 +153,143 @@ func TestVectorStripeMAC(t *testing.T) {
 		t.Fatalf("SignRequest=%q, want %q", got, want)
 	}
 }
+
+// Shopify publishes no body, secret and digest together (shopify.dev,
+// "Verify webhook deliveries", describes the computation only). The vector
+// here is the one of Shopify's own library, Shopify/shopify-api-js,
+// packages/shopify-api/lib/webhooks/__tests__/validate.test.ts ("returns
+// true for valid request"), whose secret is apiSecretKey of
+// lib/__tests__/test-config.ts. Checked independently with
+// printf '{"foo": "bar"}' | openssl dgst -sha256 -hmac test_secret_key -binary | base64
+const (
+	shopifyLibSecret    = "test_secret_key"
+	shopifyLibBody      = `{"foo": "bar"}`
+	shopifyLibSignature = "B23tXN681gZ0qIWNRrgtzBE9XSDo5yaUu6wfmhu3a7g="
+	shopifyLibWebhookID = "123456789"
+)
+
+func TestVectorShopify(t *testing.T) {
+	cfg := verify.Config{Scheme: verify.SchemeShopify, Secrets: []string{shopifyLibSecret}}
+	h := http.Header{}
+	h.Set("X-Shopify-Hmac-Sha256", shopifyLibSignature)
+	if err := mustNew(t, cfg).Verify(h, []byte(shopifyLibBody), time.Now()); err != nil {
+		t.Fatalf("Verify(library vector): %v", err)
+	}
+	h = http.Header{}
+	h.Set("X-Shopify-Webhook-Id", shopifyLibWebhookID) // kept, as webhook-id is
+	if err := verify.SignRequest(cfg, h, []byte(shopifyLibBody), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.Get("X-Shopify-Hmac-Sha256"), shopifyLibSignature; got != want {
+		t.Fatalf("SignRequest=%q, want %q", got, want)
+	}
+	if got, want := h.Get("X-Shopify-Webhook-Id"), shopifyLibWebhookID; got != want {
+		t.Fatalf("SignRequest id=%q, want %q", got, want)
+	}
+	// The generic scheme with encoding base64 and no prefix reads the
+	// same header the same way.
+	none := ""
+	generic := verify.Config{Scheme: verify.SchemeHMACSHA256, Header: "X-Shopify-Hmac-Sha256",
+		Encoding: verify.EncodingBase64, Prefix: &none, Secrets: []string{shopifyLibSecret}}
+	if err := mustNew(t, generic).Verify(h, []byte(shopifyLibBody), time.Now()); err != nil {
+		t.Fatalf("hmac-sha256 base64 Verify(library vector): %v", err)
+	}
+}
+
+// Independent vectors, each computed with both
+//
+//	printf '%s' "$BODY" | openssl dgst -sha256 -hmac "$SECRET" -binary | base64   # base64
+//	printf '%s' "$BODY" | openssl dgst -sha256 -hmac "$SECRET"                    # hex
+//
+// and Python 3.11's hmac.new(SECRET, BODY, hashlib.sha256) (VECTORS.md
+// gives the commands), for a body whose signature has both '+' and '/' so
+// that the URL-safe spelling differs.
+const (
+	indSecret    = "touba-shopify-test-secret"
+	indBody      = `{"id":820982911946154508,"email":"jon@example.com","topic":"orders/paid"}`
+	indBase64    = "dhcHX6ln59OttwiCHN+4S8/pjV/HruvhPW7sII1Neg4="
+	indURLSafe   = "dhcHX6ln59OttwiCHN-4S8_pjV_HruvhPW7sII1Neg4" // base64url, unpadded
+	indHex       = "7617075fa967e7d3adb708821cdfb84bcfe98d5fc7aeebe13d6eec208d4d7a0e"
+	indHexUpper  = "7617075FA967E7D3ADB708821CDFB84BCFE98D5FC7AEEBE13D6EEC208D4D7A0E"
+	indWrongB64  = "h9YRFFnWACQU1dLyoAWXHdgpx+LhLJHXyMgUjNvbE5c=" // the same body under "wrong-secret"
+	indTampered  = `{"id":820982911946154509,"email":"jon@example.com","topic":"orders/paid"}`
+	indNonCanon  = "dhcHX6ln59OttwiCHN+4S8/pjV/HruvhPW7sII1Neg5=" // same bytes, a trailing bit set
+	indUnpadded  = "dhcHX6ln59OttwiCHN+4S8/pjV/HruvhPW7sII1Neg4"
+	shopifyHName = "X-Shopify-Hmac-Sha256"
+)
+
+func TestIndependentVectors(t *testing.T) {
+	none, v1, sha := "", "v1=", "sha256="
+	shopify := verify.Config{Scheme: verify.SchemeShopify, Secrets: []string{indSecret}}
+	b64 := func(prefix *string) verify.Config {
+		return verify.Config{Scheme: verify.SchemeHMACSHA256, Header: "X-Sig", Encoding: verify.EncodingBase64, Prefix: prefix, Secrets: []string{indSecret}}
+	}
+	hexc := func(prefix *string) verify.Config {
+		return verify.Config{Scheme: verify.SchemeHMACSHA256, Header: "X-Sig", Encoding: verify.EncodingHex, Prefix: prefix, Secrets: []string{indSecret}}
+	}
+	for _, tc := range []struct {
+		name         string
+		cfg          verify.Config
+		header, sent string // sent "" leaves the header out
+		body         string
+		want         error
+	}{
+		{"shopify valid", shopify, shopifyHName, indBase64, indBody, nil},
+		{"shopify surrounding spaces", shopify, shopifyHName, " " + indBase64 + " ", indBody, nil},
+		{"shopify tampered body", shopify, shopifyHName, indBase64, indTampered, verify.ErrNoMatch},
+		{"shopify wrong secret", shopify, shopifyHName, indWrongB64, indBody, verify.ErrNoMatch},
+		{"shopify missing header", shopify, shopifyHName, "", indBody, verify.ErrMissing},
+		{"shopify in another header", shopify, "X-Shopify-Hmac-Sha1", indBase64, indBody, verify.ErrMissing},
+		{"shopify url-safe", shopify, shopifyHName, indURLSafe, indBody, verify.ErrMalformed},
+		{"shopify unpadded", shopify, shopifyHName, indUnpadded, indBody, verify.ErrMalformed},
+		{"shopify non-canonical", shopify, shopifyHName, indNonCanon, indBody, verify.ErrMalformed},
+		{"shopify hex", shopify, shopifyHName, indHex, indBody, verify.ErrMalformed},
+		{"shopify sha256= prefix", shopify, shopifyHName, "sha256=" + indBase64, indBody, verify.ErrMalformed},
+		{"shopify truncated", shopify, shopifyHName, indBase64[:40], indBody, verify.ErrMalformed},
+		{"shopify line break", shopify, shopifyHName, indBase64[:20] + "\n" + indBase64[20:], indBody, verify.ErrMalformed},
+
+		{"base64 no prefix", b64(&none), "X-Sig", indBase64, indBody, nil},
+		{"base64 v1=", b64(&v1), "X-Sig", "v1=" + indBase64, indBody, nil},
+		{"base64 default prefix", b64(nil), "X-Sig", "sha256=" + indBase64, indBody, nil},
+		{"base64 v1= missing", b64(&v1), "X-Sig", indBase64, indBody, verify.ErrMalformed},
+		{"base64 V1= case", b64(&v1), "X-Sig", "V1=" + indBase64, indBody, verify.ErrMalformed},
+		{"base64 prefix where none", b64(&none), "X-Sig", "v1=" + indBase64, indBody, verify.ErrMalformed},
+		{"base64 tampered", b64(&v1), "X-Sig", "v1=" + indBase64, indTampered, verify.ErrNoMatch},
+		{"base64 url-safe", b64(&none), "X-Sig", indURLSafe, indBody, verify.ErrMalformed},
+		{"base64 given hex", b64(&none), "X-Sig", indHex, indBody, verify.ErrMalformed},
+
+		{"hex lower no prefix", hexc(&none), "X-Sig", indHex, indBody, nil},
+		{"hex upper no prefix", hexc(&none), "X-Sig", indHexUpper, indBody, nil},
+		{"hex lower v1=", hexc(&v1), "X-Sig", "v1=" + indHex, indBody, nil},
+		{"hex upper v1=", hexc(&v1), "X-Sig", "v1=" + indHexUpper, indBody, nil},
+		{"hex sha256= explicit", hexc(&sha), "X-Sig", "sha256=" + indHexUpper, indBody, nil},
+		{"hex default prefix missing", hexc(nil), "X-Sig", indHex, indBody, verify.ErrMalformed},
+		{"hex v1= given sha256=", hexc(&v1), "X-Sig", "sha256=" + indHex, indBody, verify.ErrMalformed},
+		{"hex given base64", hexc(&none), "X-Sig", indBase64, indBody, verify.ErrMalformed},
+		{"hex tampered", hexc(&none), "X-Sig", indHex, indTampered, verify.ErrNoMatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.sent != "" {
+				h[http.CanonicalHeaderKey(tc.header)] = []string{tc.sent}
+			}
+			checkErr(t, mustNew(t, tc.cfg).Verify(h, []byte(tc.body), time.Now()), tc.want, indSecret)
+		})
+	}
+	// SignRequest writes the lowercase hex and canonical base64 above.
+	for _, tc := range []struct {
+		cfg  verify.Config
+		want string
+	}{
+		{shopify, indBase64}, {b64(&none), indBase64}, {b64(&v1), "v1=" + indBase64},
+		{hexc(&none), indHex}, {hexc(&v1), "v1=" + indHex}, {hexc(nil), "sha256=" + indHex},
+	} {
+		name := "X-Sig"
+		if tc.cfg.Scheme == verify.SchemeShopify {
+			name = shopifyHName
+		}
+		if got := signedHeader(t, tc.cfg, []byte(indBody), time.Now()).Get(name); got != tc.want {
+			t.Errorf("SignRequest(%s %s)=%q, want %q", tc.cfg.Scheme, tc.cfg.Encoding, got, tc.want)
+		}
+	}
+}

@@ -17,7 +17,22 @@ const (
 	SchemeStripe           = "stripe"
 	SchemeStandardWebhooks = "standard-webhooks"
 	SchemeSlack            = "slack"
+	SchemeShopify          = "shopify"
 )
+
+// Encodings of the hmac-sha256 scheme's signature (Config.Encoding).
+const (
+	EncodingHex    = "hex"
+	EncodingBase64 = "base64"
+)
+
+// DefaultPrefix is what precedes the hmac-sha256 scheme's signature when
+// Config.Prefix is nil.
+const DefaultPrefix = sha256Prefix
+
+// maxPrefix bounds Config.Prefix; real senders use a few bytes ("sha256=",
+// "v1=").
+const maxPrefix = 32
 
 // DefaultTolerance is how far a signed timestamp may be from the arrival
 // time, in either direction, when Config.Tolerance is zero.
@@ -37,6 +52,8 @@ var (
 type Config struct {
 	Scheme    string
 	Header    string        // hmac-sha256 only; "" means X-Signature
+	Encoding  string        // hmac-sha256 only; "" means hex
+	Prefix    *string       // hmac-sha256 only; nil means "sha256=", "" none
 	Secrets   []string      // resolved secret values, at least one
 	Tolerance time.Duration // 0 means 300s
 }
@@ -46,6 +63,8 @@ type Config struct {
 type Verifier struct {
 	scheme    string
 	header    string   // canonical signature header of hmac-sha256
+	encoding  string   // EncodingHex or EncodingBase64, for hmac-sha256
+	prefix    string   // what precedes the signature, for hmac-sha256
 	keys      [][]byte // HMAC keys, in the order of Config.Secrets
 	tolerance time.Duration
 }
@@ -53,7 +72,7 @@ type Verifier struct {
 // Known reports whether scheme names an inbound scheme.
 func Known(scheme string) bool {
 	switch scheme {
-	case SchemeHMACSHA256, SchemeGitHub, SchemeStripe, SchemeStandardWebhooks, SchemeSlack:
+	case SchemeHMACSHA256, SchemeGitHub, SchemeStripe, SchemeStandardWebhooks, SchemeSlack, SchemeShopify:
 		return true
 	}
 	return false
@@ -64,8 +83,7 @@ func Known(scheme string) bool {
 // as a config error; they never contain a secret value.
 func New(cfg Config) (*Verifier, error) {
 	if !Known(cfg.Scheme) {
-		return nil, fmt.Errorf("unknown scheme %q (want one of %s, %s, %s, %s, %s)", cfg.Scheme,
-			SchemeHMACSHA256, SchemeGitHub, SchemeStripe, SchemeStandardWebhooks, SchemeSlack)
+		return nil, fmt.Errorf("unknown scheme %q (want one of %s)", cfg.Scheme, SchemeList)
 	}
 	v := &Verifier{scheme: cfg.Scheme, tolerance: cfg.Tolerance}
 	if v.tolerance == 0 {
@@ -87,6 +105,9 @@ func New(cfg Config) (*Verifier, error) {
 		// mistake in the program that would otherwise go unnoticed.
 		return nil, fmt.Errorf("header is only configurable for scheme %s", SchemeHMACSHA256)
 	}
+	if err := v.setFormat(cfg); err != nil {
+		return nil, err
+	}
 	if len(cfg.Secrets) == 0 {
 		return nil, fmt.Errorf("scheme %s needs at least one secret", cfg.Scheme)
 	}
@@ -98,6 +119,56 @@ func New(cfg Config) (*Verifier, error) {
 		v.keys = append(v.keys, key)
 	}
 	return v, nil
+}
+
+// SchemeList names every inbound scheme, for messages.
+const SchemeList = SchemeHMACSHA256 + ", " + SchemeGitHub + ", " + SchemeStripe + ", " +
+	SchemeStandardWebhooks + ", " + SchemeSlack + ", " + SchemeShopify
+
+// setFormat checks and records the encoding and prefix of hmac-sha256.
+// The other schemes have a fixed format, so either option there is refused.
+func (v *Verifier) setFormat(cfg Config) error {
+	if cfg.Scheme != SchemeHMACSHA256 {
+		switch {
+		case cfg.Encoding != "":
+			return fmt.Errorf("encoding is only configurable for scheme %s", SchemeHMACSHA256)
+		case cfg.Prefix != nil:
+			return fmt.Errorf("prefix is only configurable for scheme %s", SchemeHMACSHA256)
+		}
+		return nil
+	}
+	switch cfg.Encoding {
+	case "", EncodingHex:
+		v.encoding = EncodingHex
+	case EncodingBase64:
+		v.encoding = EncodingBase64
+	default:
+		return fmt.Errorf("unknown encoding %q (want %s or %s)", cfg.Encoding, EncodingHex, EncodingBase64)
+	}
+	v.prefix = DefaultPrefix
+	if cfg.Prefix != nil {
+		if err := CheckPrefix(*cfg.Prefix); err != nil {
+			return err
+		}
+		v.prefix = *cfg.Prefix
+	}
+	return nil
+}
+
+// CheckPrefix reports whether p can be an hmac-sha256 prefix: at most 32
+// bytes of visible ASCII, no spaces (the header value is trimmed before the
+// prefix is matched, so a space at either end could never match). "" is
+// valid and means no prefix.
+func CheckPrefix(p string) error {
+	if len(p) > maxPrefix {
+		return fmt.Errorf("prefix is longer than %d bytes", maxPrefix)
+	}
+	for i := 0; i < len(p); i++ {
+		if p[i] <= ' ' || p[i] > '~' {
+			return errors.New("prefix must be visible ASCII without spaces")
+		}
+	}
+	return nil
 }
 
 // decodeSecret turns a configured secret into the HMAC key. Only Standard
@@ -129,9 +200,11 @@ func (v *Verifier) Scheme() string { return v.scheme }
 func (v *Verifier) Verify(header http.Header, body []byte, at time.Time) error {
 	switch v.scheme {
 	case SchemeHMACSHA256:
-		return v.verifyHex(header, v.header, body)
+		return v.verifyBody(header, v.header, v.encoding, v.prefix, body)
 	case SchemeGitHub:
-		return v.verifyHex(header, GitHubHeader, body)
+		return v.verifyBody(header, GitHubHeader, EncodingHex, sha256Prefix, body)
+	case SchemeShopify:
+		return v.verifyBody(header, ShopifyHeader, EncodingBase64, "", body)
 	case SchemeStripe:
 		return v.verifyStripe(header, body, at)
 	case SchemeStandardWebhooks:

@@ -31,6 +31,9 @@ var schemes = []scheme{
 		[]string{"webhook-id", "webhook-timestamp", "webhook-signature"}, true},
 	{verify.SchemeSlack, [2]string{"slack-current", "slack-next"},
 		[]string{"X-Slack-Signature", "X-Slack-Request-Timestamp"}, true},
+	// X-Shopify-Webhook-Id is the event id, not part of the signature: the
+	// intake, not the verifier, decides whether it must be there.
+	{verify.SchemeShopify, [2]string{"shpss-current", "shpss-next"}, []string{"X-Shopify-Hmac-Sha256"}, false},
 }
 
 func whsec(key string) string { return "whsec_" + base64.StdEncoding.EncodeToString([]byte(key)) }
@@ -166,6 +169,7 @@ func TestKnown(t *testing.T) {
 		want   bool
 	}{
 		{"hmac-sha256", true}, {"github", true}, {"stripe", true}, {"standard-webhooks", true}, {"slack", true},
+		{"shopify", true}, {"Shopify", false},
 		{"", false}, {"GitHub", false}, {"hmac-sha1", false}, {"standard_webhooks", false},
 	} {
 		if got, want := verify.Known(tc.scheme), tc.want; got != want {
@@ -192,6 +196,17 @@ func TestNewRefuses(t *testing.T) {
 		{"header on github", verify.Config{Scheme: "github", Header: "X-Sig", Secrets: []string{secret}}, "only configurable"},
 		{"bad header name", verify.Config{Scheme: "hmac-sha256", Header: "X Sig", Secrets: []string{secret}}, "not a valid header name"},
 		{"header with colon", verify.Config{Scheme: "hmac-sha256", Header: "X-Sig:", Secrets: []string{secret}}, "not a valid header name"},
+		{"header on shopify", verify.Config{Scheme: "shopify", Header: "X-Shopify-Hmac-Sha256", Secrets: []string{secret}}, "header is only configurable"},
+		{"unknown encoding", verify.Config{Scheme: "hmac-sha256", Encoding: "base64url", Secrets: []string{secret}}, `unknown encoding "base64url"`},
+		{"encoding case", verify.Config{Scheme: "hmac-sha256", Encoding: "Base64", Secrets: []string{secret}}, `unknown encoding "Base64"`},
+		{"encoding on shopify", verify.Config{Scheme: "shopify", Encoding: "base64", Secrets: []string{secret}}, "encoding is only configurable"},
+		{"encoding on github", verify.Config{Scheme: "github", Encoding: "hex", Secrets: []string{secret}}, "encoding is only configurable"},
+		{"prefix on stripe", verify.Config{Scheme: "stripe", Prefix: ptr("v1="), Secrets: []string{secret}}, "prefix is only configurable"},
+		{"empty prefix on shopify", verify.Config{Scheme: "shopify", Prefix: ptr(""), Secrets: []string{secret}}, "prefix is only configurable"},
+		{"prefix with space", verify.Config{Scheme: "hmac-sha256", Prefix: ptr("sha256 "), Secrets: []string{secret}}, "visible ASCII"},
+		{"prefix with newline", verify.Config{Scheme: "hmac-sha256", Prefix: ptr("a\nb="), Secrets: []string{secret}}, "visible ASCII"},
+		{"prefix too long", verify.Config{Scheme: "hmac-sha256", Prefix: ptr(strings.Repeat("p", 33)), Secrets: []string{secret}}, "longer than 32"},
+		{"no secret for shopify", verify.Config{Scheme: "shopify"}, "at least one secret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v, err := verify.New(tc.cfg)
@@ -224,6 +239,20 @@ func TestHMACSHA256Header(t *testing.T) {
 
 	def := verify.Config{Scheme: verify.SchemeHMACSHA256, Secrets: []string{"k"}}
 	checkErr(t, mustNew(t, def).Verify(moved, body, t0), nil)
+}
+
+func ptr(s string) *string { return &s }
+
+func TestSignRequestFreshShopifyWebhookID(t *testing.T) {
+	cfg := verify.Config{Scheme: verify.SchemeShopify, Secrets: []string{"k"}}
+	body := []byte("{}")
+	a, b := signedHeader(t, cfg, body, t0), signedHeader(t, cfg, body, t0)
+	if a.Get("X-Shopify-Webhook-Id") == "" || a.Get("X-Shopify-Webhook-Id") == b.Get("X-Shopify-Webhook-Id") {
+		t.Fatalf("X-Shopify-Webhook-Id %q and %q, want two fresh ids", a.Get("X-Shopify-Webhook-Id"), b.Get("X-Shopify-Webhook-Id"))
+	}
+	// The id is not signed: another one verifies just as well.
+	a.Set("X-Shopify-Webhook-Id", "another")
+	checkErr(t, mustNew(t, cfg).Verify(a, body, t0), nil)
 }
 
 func TestSignRequestFreshWebhookID(t *testing.T) {

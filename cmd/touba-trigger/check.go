@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"slices"
 
 	"github.com/touba/touba-trigger/server"
+	"github.com/touba/touba-trigger/trigger"
+	"github.com/touba/touba-trigger/verify"
 )
 
 // runCheck validates a program and its manifest and prints a summary.
@@ -27,10 +30,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "program %s: %d trigger(s)\n", c.Program.Path, len(c.Program.Triggers))
 	for _, t := range c.Program.Triggers {
-		scheme := "none"
-		if t.Source.Verify != nil {
-			scheme = t.Source.Verify.Scheme
-		}
+		scheme := verifyText(t.Source.Verify)
 		id := "header " + t.Source.EventID.Header
 		if t.Source.EventID.JSONPointer != "" {
 			id = "body " + t.Source.EventID.JSONPointer
@@ -62,4 +62,27 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintln(stdout, "ok")
 	return nil
+}
+
+// verifyText is the scheme as check prints it; hmac-sha256 with the
+// header, encoding and prefix in effect, since its defaults are not
+// visible in the program.
+func verifyText(v *trigger.Verify) string {
+	switch {
+	case v == nil:
+		return "none"
+	case v.Scheme != verify.SchemeHMACSHA256:
+		return v.Scheme
+	}
+	header, encoding, prefix := verify.OutboundHeader, verify.EncodingHex, verify.DefaultPrefix
+	if v.Header != "" {
+		header = http.CanonicalHeaderKey(v.Header)
+	}
+	if v.Encoding != "" {
+		encoding = v.Encoding
+	}
+	if v.Prefix != nil {
+		prefix = *v.Prefix
+	}
+	return fmt.Sprintf("%s(header=%s,encoding=%s,prefix=%q)", v.Scheme, header, encoding, prefix)
 }

@@ -43,3 +43,41 @@ func TestCheckWarnsOfReplayableTriggers(t *testing.T) {
 		t.Fatalf("warnings %q, want one naming trigger:gh/Push and its unsigned header:\n%s", warnings, out.String())
 	}
 }
+
+// check prints each trigger's scheme, and for hmac-sha256 the header,
+// encoding and prefix in effect, defaults included.
+func TestCheckPrintsSchemes(t *testing.T) {
+	t.Setenv("CHECK_TEST_KEY", "k-1234567890")
+	dir := t.TempDir()
+	program := `{"air_version": "touba-air-v1", "triggers": [
+	  {"ref": "trigger:shop/Order", "source": {"kind": "webhook", "verify": {"scheme": "shopify", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:h/Default", "source": {"kind": "webhook", "verify": {"scheme": "hmac-sha256", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:h/Acme", "source": {"kind": "webhook", "verify": {"scheme": "hmac-sha256", "header": "x-acme-sig",
+	    "encoding": "base64", "prefix": "", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`
+	manifest := `{"manifest_version": "touba-manifest-v1", "bindings": {
+	  "tool:t/Do": {"handler": {"kind": "accounting_stub"}, "effect_contract": {"kind": "none"}}}}`
+	pp, mp := filepath.Join(dir, "p.json"), filepath.Join(dir, "m.json")
+	if err := os.WriteFile(pp, []byte(program), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := runCheck(context.Background(), []string{"--manifest", mp, pp}, &out, &errOut); err != nil {
+		t.Fatalf("check: %v %s", err, errOut.String())
+	}
+	for _, want := range []string{
+		"trigger:shop/Order  POST /triggers/shop/Order  verify=shopify  event_id=header X-Shopify-Webhook-Id",
+		`verify=hmac-sha256(header=X-Signature,encoding=hex,prefix="sha256=")`,
+		`verify=hmac-sha256(header=X-Acme-Sig,encoding=base64,prefix="")`,
+		"warning: trigger:shop/Order: the shopify signature does not cover the event id header X-Shopify-Webhook-Id",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("check output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
