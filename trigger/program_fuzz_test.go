@@ -31,6 +31,7 @@ func FuzzParseProgram(f *testing.F) {
 	f.Add([]byte(withSource(okSource)))
 	f.Add([]byte(withVerify(`{"scheme":"hmac-sha256","secrets":[{"env":"A"},{"file":"b"}],"header":"X-Sig","tolerance_sec":5}`)))
 	f.Add([]byte(withSource(`{"kind":"webhook","event_id":{"json_pointer":"/a~1b"},"max_body_bytes":1}`)))
+	f.Add([]byte(withSource(`{"kind":"webhook","event_id":{"header":"x-id","required":true},"redelivery":"reject"}`)))
 	f.Add([]byte(withRetry(`{"max_attempts":3,"initial_interval_ms":10,"max_interval_ms":10}`)))
 	f.Add([]byte(doc(trig("trigger:a", okSource, okSteps), trig("trigger:a/b", okSource, `[{"id":"x","tool":"tool:q/Q"},{"id":"y","tool":"tool:q/R","input":{"v":[{"$ref":"/steps/x/output"}]}}]`))))
 	for _, tt := range badPrograms {
