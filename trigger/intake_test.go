@@ -86,7 +86,7 @@ func TestIntakeTable(t *testing.T) {
 		{name: "github default id header absent", trigger: "t/github", body: `{}`,
 			status: 400, code: touba.ETriggerEventIDMissing, loggedCode: touba.ETriggerEventIDMissing},
 		{name: "github default id header present, signed", trigger: "t/github", body: `{}`,
-			hdr: signed(`{}`, map[string]string{"X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"}),
+			hdr:    signed(`{}`, map[string]string{"X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958"}),
 			status: 202, code: "enqueued", entries: 1, loggedCode: "-"},
 		{name: "order: missing id before signature", trigger: "t/github", body: `{}`, hdr: map[string]string{"X-Signature": "sha256=00"},
 			status: 400, code: touba.ETriggerEventIDMissing, loggedCode: touba.ETriggerEventIDMissing},
