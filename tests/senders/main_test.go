@@ -1,4 +1,4 @@
-package stripe_test
+package senders_test
 
 import (
 	"testing"

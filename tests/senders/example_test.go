@@ -1,10 +1,10 @@
-// Package stripe_test runs examples/stripe as its README walks through it:
+// Package senders_test runs examples/stripe as its README walks through it:
 // the real daemon on the example's program and manifest, its Node.js
 // handler on sdk/js, and requests signed by the example's sign.mjs, and
 // checks the answers a sender sees: new (202 enqueued), duplicate (202
 // duplicate), redelivered after consumption (200 consumed) and conflicting
 // (409). npm_test.go signs with the senders' own npm packages.
-package stripe_test
+package senders_test
 
 import (
 	"bufio"
