@@ -2,10 +2,12 @@ package trigger_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
@@ -60,7 +62,13 @@ func TestRedeliveryAnswers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			in := &trigger.Intake{Queue: q, Log: log}
+			var mu sync.Mutex
+			observed := map[string]int{}
+			in := &trigger.Intake{Queue: q, Log: log, Observe: func(ref, code string, status int) {
+				mu.Lock()
+				defer mu.Unlock()
+				observed[fmt.Sprintf("%s %s %d", ref, code, status)]++
+			}}
 			in.SetConfig(&trigger.Config{Program: p, Verifiers: map[string]trigger.Verifier{}})
 			srv := httptest.NewServer(in.Router(nil))
 			t.Cleanup(srv.Close)
@@ -102,6 +110,20 @@ func TestRedeliveryAnswers(t *testing.T) {
 			if err != nil || len(entries) != 2 {
 				t.Fatalf("%d entries (%v), want the first two only", len(entries), err)
 			}
+
+			// The metrics see the code with the status each answer had.
+			mu.Lock()
+			for key, n := range map[string]int{
+				"trigger:t/plain TriggerReplayRejected 200":       1,
+				"trigger:t/reject TriggerReplayRejected 409":      1,
+				"trigger:t/stripe TriggerEventIdMissing 400":      2,
+				"trigger:t/plain TriggerEventPayloadConflict 409": 1,
+			} {
+				if observed[key] != n {
+					t.Errorf("observed %q %d times, want %d (%v)", key, observed[key], n, observed)
+				}
+			}
+			mu.Unlock()
 
 			if err := log.Flush(context.Background()); err != nil {
 				t.Fatal(err)

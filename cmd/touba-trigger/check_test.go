@@ -43,3 +43,39 @@ func TestCheckWarnsOfReplayableTriggers(t *testing.T) {
 		t.Fatalf("warnings %q, want one naming trigger:gh/Push and its unsigned header:\n%s", warnings, out.String())
 	}
 }
+
+// check prints, per trigger, where its event id comes from, whether a
+// delivery without one is refused, and what a redelivery is answered.
+func TestCheckPrintsEventIDSource(t *testing.T) {
+	t.Setenv("CHECK_TEST_KEY", "k-1234567890")
+	dir := t.TempDir()
+	program := `{"air_version": "touba-air-v1", "triggers": [
+	  {"ref": "trigger:st/Pay", "source": {"kind": "webhook", "verify": {"scheme": "stripe", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:st/Loose", "source": {"kind": "webhook", "event_id": {"required": false}, "redelivery": "reject",
+	     "verify": {"scheme": "stripe", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:plain/Hook", "source": {"kind": "webhook"}, "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`
+	manifest := `{"manifest_version": "touba-manifest-v1", "bindings": {
+	  "tool:t/Do": {"handler": {"kind": "accounting_stub"}, "effect_contract": {"kind": "none"}}}}`
+	pp, mp := filepath.Join(dir, "p.json"), filepath.Join(dir, "m.json")
+	if err := os.WriteFile(pp, []byte(program), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if err := runCheck(context.Background(), []string{"--manifest", mp, pp}, &out, &errOut); err != nil {
+		t.Fatalf("check: %v %s", err, errOut.String())
+	}
+	want := "  trigger:st/Pay  POST /triggers/st/Pay  verify=stripe  steps=1\n" +
+		"    event_id: body /id (required)  redelivery=acknowledge\n" +
+		"  trigger:st/Loose  POST /triggers/st/Loose  verify=stripe  steps=1\n" +
+		"    event_id: body /id (optional)  redelivery=reject\n" +
+		"  trigger:plain/Hook  POST /triggers/plain/Hook  verify=none  steps=1\n" +
+		"    event_id: header X-Touba-Event-Id (optional)  redelivery=acknowledge\n"
+	if !strings.Contains(out.String(), want) {
+		t.Fatalf("check printed:\n%s\nwant it to hold:\n%s", out.String(), want)
+	}
+}
