@@ -173,7 +173,9 @@ func (e *example) payments() []map[string]any {
 		e.t.Fatal(err)
 	}
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	// Only whole lines: the handler may be writing one as we read.
+	lines := strings.Split(string(b), "\n")
+	for _, line := range lines[:len(lines)-1] {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			e.t.Fatalf("payments line %q: %v", line, err)
