@@ -28,7 +28,7 @@ type LoggedDelivery struct {
 
 // LogFilter selects delivery-log rows; the newest come first.
 type LogFilter struct {
-	Rejected   bool // status code 400 and above only
+	Rejected   bool // status code 400 and above, and redeliveries of consumed entries (200, TriggerReplayRejected)
 	Code       string
 	TriggerRef string
 	QueueID    string

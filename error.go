@@ -22,6 +22,7 @@ const (
 	ETriggerNotFound              = "TriggerNotFound"
 	ETriggerPayloadTooLarge       = "TriggerPayloadTooLarge"
 	ETriggerEventIDInvalid        = "TriggerEventIdInvalid"
+	ETriggerEventIDMissing        = "TriggerEventIdMissing" // source.event_id.required, and the request has none
 	ETriggerSignatureInvalid      = "TriggerSignatureInvalid"
 	ETriggerEventPayloadConflict  = "TriggerEventPayloadConflict"
 	ETriggerReplayRejected        = "TriggerReplayRejected"
@@ -87,6 +88,7 @@ var statuses = map[string]int{
 	ENotFound:                    http.StatusNotFound,
 	ETriggerPayloadTooLarge:      http.StatusRequestEntityTooLarge,
 	ETriggerEventIDInvalid:       http.StatusBadRequest,
+	ETriggerEventIDMissing:       http.StatusBadRequest,
 	EBadRequest:                  http.StatusBadRequest,
 	ETriggerSignatureInvalid:     http.StatusUnauthorized,
 	ETriggerEventPayloadConflict: http.StatusConflict,

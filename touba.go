@@ -41,6 +41,17 @@ const (
 	// IntakeFiltered answers a verified delivery that fails its trigger's
 	// filter; it is also the code of its delivery-log row.
 	IntakeFiltered = "filtered"
+	// IntakeConsumed answers (200) the exact redelivery of an entry already
+	// past pending, under source.redelivery "acknowledge" (the default);
+	// the answer and its delivery-log row carry ETriggerReplayRejected.
+	IntakeConsumed = "consumed"
+)
+
+// Values of source.redelivery (SPEC §2.1): what the exact redelivery of a
+// consumed entry is answered.
+const (
+	RedeliveryAcknowledge = "acknowledge" // 200 consumed (the default)
+	RedeliveryReject      = "reject"      // 409 TriggerReplayRejected
 )
 
 // Delivery is one accepted webhook as the queue stores it.

@@ -144,7 +144,9 @@ func unreplayable(r *touba.LoggedDelivery) string {
 	switch {
 	case r.ErrorCode == touba.IntakeFiltered && r.BodyStored:
 		return "" // filtered out on purpose; an operator may still run it
-	case r.StatusCode < 400:
+	case r.StatusCode < 400 && r.ErrorCode != touba.ETriggerReplayRejected:
+		// A redelivery of a consumed entry (200 consumed, code
+		// TriggerReplayRejected) stays replayable, as its 409 form is.
 		return fmt.Sprintf("this delivery was answered %d %s for entry %s: there is nothing to replay; see touba-trigger queue show %s",
 			r.StatusCode, touba.IntakeDuplicate, r.QueueID, r.QueueID)
 	case r.BodyStored:
@@ -152,7 +154,8 @@ func unreplayable(r *touba.LoggedDelivery) string {
 	case r.ErrorCode == touba.ETriggerSignatureInvalid:
 		return "its body is not stored: bodies of requests that failed signature verification are never kept"
 	case r.ErrorCode == touba.ETriggerNotFound || r.ErrorCode == touba.ETriggerPayloadTooLarge ||
-		r.ErrorCode == touba.ETriggerEventIDInvalid || r.ErrorCode == touba.EMethodNotAllowed:
+		r.ErrorCode == touba.ETriggerEventIDInvalid || r.ErrorCode == touba.ETriggerEventIDMissing ||
+		r.ErrorCode == touba.EMethodNotAllowed:
 		return "its body is not stored: it was refused (" + r.ErrorCode + ") before its signature was verified; have the sender send it again"
 	}
 	return "its body is no longer stored: the delivery log keeps bodies within its byte, row and age bounds and this one was pruned"

@@ -22,7 +22,8 @@ func TestReplayEntriesExplainsEveryID(t *testing.T) {
 	parkedBlocked := f.entry(t, "parked-blocked", "3", touba.StatusParked)
 	effect := f.effect(t, parkedBlocked, "charge", touba.RetryReconcile, touba.EffectUnknown)
 	done := f.entry(t, "done", "4", touba.StatusDone)
-	redelivery := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "done", StatusCode: 409,
+	// Answered 200 consumed, as intake answers a redelivery by default.
+	redelivery := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "done", StatusCode: 200,
 		ErrorCode: touba.ETriggerReplayRejected, QueueID: done, Digest: dedupe.Digest([]byte("4")), Body: []byte("4"), BodyStored: true})
 	// Logged after the redelivery, so newer: a conflict of the same id with
 	// another body (and amount) is never what the hint offers to enqueue.
@@ -194,7 +195,8 @@ func TestReplayDelivery(t *testing.T) {
 	f := mustFiles(t)
 	ctx := context.Background()
 	done := f.entry(t, "evt-done", `{"n":1}`, touba.StatusDone)
-	rejected := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "evt-done", StatusCode: 409,
+	// A redelivery answered 200 consumed is replayable as its 409 form is.
+	rejected := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "evt-done", StatusCode: 200,
 		ErrorCode: touba.ETriggerReplayRejected, QueueID: done, Body: []byte(`{"n":1}`), BodyStored: true,
 		Headers: map[string]string{"content-type": "application/json"}})
 	conflict := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: "evt-done", StatusCode: 409,

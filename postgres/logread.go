@@ -36,7 +36,9 @@ func scanLog(sc scanner) (*touba.LoggedDelivery, error) {
 func (s *State) Deliveries(ctx context.Context, f touba.LogFilter) ([]*touba.LoggedDelivery, error) {
 	var where sqlwhere.Where
 	if f.Rejected {
-		where.Add("status_code >= 400")
+		// A consumed entry's redelivery is answered 200 but is still a
+		// TriggerReplayRejected (SPEC §3.1): listed with the rejections.
+		where.Add("(status_code >= 400 OR error_code = ?)", touba.ETriggerReplayRejected)
 	}
 	where.Equal("error_code", f.Code)
 	where.Equal("trigger_ref", f.TriggerRef)

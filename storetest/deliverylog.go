@@ -113,6 +113,9 @@ func testLogFilters(t *testing.T, f Factory) {
 	e := open(t, f, Options{})
 	rows := []*touba.LoggedDelivery{
 		{EventID: "dup", StatusCode: 202, QueueID: "q1"},
+		// A redelivery of a consumed entry, answered 200 consumed: still
+		// listed with the rejections (SPEC §3.1).
+		{EventID: "consumed", StatusCode: 200, ErrorCode: touba.ETriggerReplayRejected, QueueID: "q1"},
 		{EventID: "sig", StatusCode: 401, ErrorCode: touba.ETriggerSignatureInvalid},
 		{EventID: "conflict", StatusCode: 409, ErrorCode: touba.ETriggerEventPayloadConflict, QueueID: "q1"},
 		{EventID: "other", StatusCode: 409, ErrorCode: touba.ETriggerEventPayloadConflict, QueueID: "q2", TriggerRef: "trigger:other"},
@@ -130,13 +133,14 @@ func testLogFilters(t *testing.T, f Factory) {
 		f    touba.LogFilter
 		want []string
 	}{
-		{touba.LogFilter{}, []string{"late", "other", "conflict", "sig", "dup"}},
-		{touba.LogFilter{Rejected: true}, []string{"late", "other", "conflict", "sig"}},
+		{touba.LogFilter{}, []string{"late", "other", "conflict", "sig", "consumed", "dup"}},
+		{touba.LogFilter{Rejected: true}, []string{"late", "other", "conflict", "sig", "consumed"}},
+		{touba.LogFilter{Rejected: true, Code: touba.ETriggerReplayRejected}, []string{"consumed"}},
 		{touba.LogFilter{Code: touba.ETriggerEventPayloadConflict}, []string{"other", "conflict"}},
 		{touba.LogFilter{Code: touba.ETriggerEventPayloadConflict, TriggerRef: "trigger:t"}, []string{"conflict"}},
 		{touba.LogFilter{TriggerRef: "trigger:other"}, []string{"other"}},
-		{touba.LogFilter{QueueID: "q1"}, []string{"conflict", "dup"}},
-		{touba.LogFilter{Since: Epoch.Add(3 * time.Minute)}, []string{"late", "other"}},
+		{touba.LogFilter{QueueID: "q1"}, []string{"conflict", "consumed", "dup"}},
+		{touba.LogFilter{Since: Epoch.Add(4 * time.Minute)}, []string{"late", "other"}},
 		{touba.LogFilter{Rejected: true, Since: Epoch.Add(time.Minute), Limit: 2}, []string{"late", "other"}},
 		{touba.LogFilter{Limit: 1}, []string{"late"}},
 		{touba.LogFilter{Code: "NoSuchCode"}, []string{}},

@@ -68,10 +68,16 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	req.body, req.digest = body, dedupe.Digest(body)
 	req.headers = keptHeaders(r.Header, cfg.Secrets)
 
-	id, err := eventID(t.Source.EventID, r.Header, body)
+	id, absent, err := eventID(t.Source.EventID, r.Header, body)
 	if err != nil {
 		req.eventID = printable(id)
 		in.reject(w, r, req, touba.ETriggerEventIDInvalid, touba.ErrorMessage(err), "")
+		return
+	}
+	if id == "" && t.Source.EventID.Required {
+		// Before any entry: without its id a sender's retry would become
+		// a second entry (SPEC §2.1 source.event_id.required).
+		in.reject(w, r, req, touba.ETriggerEventIDMissing, absent+"; this trigger requires an event id", "")
 		return
 	}
 	req.eventID = id
@@ -114,13 +120,31 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	case a.Code == touba.ETriggerEventPayloadConflict:
 		in.reject(w, r, req, a.Code, "event id already bound to a different body", res.QueueID)
 		return
-	default:
+	case t.Source.Redelivery == touba.RedeliveryReject:
 		in.reject(w, r, req, a.Code, fmt.Sprintf("entry already consumed (status %s)", res.Status), res.QueueID)
+		return
+	default:
+		in.consumed(w, r, req, t, res.QueueID)
 		return
 	}
 	httpjson.Write(w, http.StatusAccepted, answer{QueueID: res.QueueID, Status: a.Status})
 	in.observe(t.Ref, a.Status, http.StatusAccepted)
 	annotate(w, req, a.Status, res.QueueID)
+}
+
+// consumed answers the exact redelivery of an entry past pending with 200
+// (source.redelivery "acknowledge"): the sender missed our first answer,
+// and any non-2xx would make it retry for days and perhaps disable the
+// endpoint. Nothing runs again; the answer, the delivery log row (status
+// 200), the metrics and the trace still say TriggerReplayRejected.
+func (in *Intake) consumed(w http.ResponseWriter, r *http.Request, req *request, t *Trigger, queueID string) {
+	code := touba.ETriggerReplayRejected
+	httpjson.Write(w, http.StatusOK, answer{QueueID: queueID, Status: touba.IntakeConsumed, Code: code})
+	in.record(r, req, http.StatusOK, code, queueID)
+	in.observe(t.Ref, code, http.StatusOK)
+	annotate(w, req, code, queueID)
+	in.Logger.Debug().Str("trigger_ref", req.triggerRef).Str("event_id", req.eventID).Str("queue_id", queueID).
+		Str("code", code).Int("status", http.StatusOK).Ctx(r.Context()).Msg("redelivery of a consumed entry acknowledged")
 }
 
 // reject answers an error and records it in the delivery log.
@@ -185,32 +209,33 @@ func readBody(r *http.Request, max int64) ([]byte, error) {
 }
 
 // eventID reads the delivery's identity. "" with no error means the request
-// carried none: it gets a fresh identity and cannot be deduplicated.
-func eventID(src EventIDSource, h http.Header, body []byte) (string, error) {
+// carried none, and absent says why (for TriggerEventIdMissing); without
+// source.event_id.required it gets a fresh identity and cannot be
+// deduplicated.
+func eventID(src EventIDSource, h http.Header, body []byte) (id, absent string, err error) {
 	if src.Header != "" {
 		vals, ok := h[src.Header]
 		if !ok {
-			return "", nil
+			return "", "no " + src.Header + " header", nil
 		}
-		id := ""
 		if len(vals) > 0 {
 			id = vals[0]
 		}
-		return id, dedupe.ValidateEventID(id)
+		return id, "", dedupe.ValidateEventID(id)
 	}
 	return eventIDFromBody(src.JSONPointer, body)
 }
 
-func eventIDFromBody(ptr string, body []byte) (string, error) {
+func eventIDFromBody(ptr string, body []byte) (string, string, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var doc any
 	if dec.Decode(&doc) != nil {
-		return "", nil // not JSON: no identity in it
+		return "", "the body is not JSON, so it has no id at " + ptr, nil
 	}
 	v, err := jsonptr.Get(doc, ptr)
 	if err != nil || v == nil {
-		return "", nil
+		return "", "the body has no id at " + ptr, nil
 	}
 	var id string
 	switch x := v.(type) {
@@ -219,9 +244,9 @@ func eventIDFromBody(ptr string, body []byte) (string, error) {
 	case json.Number:
 		id = x.String()
 	default:
-		return "", touba.Errorf(touba.ETriggerEventIDInvalid, "event id at %s must be a string", ptr)
+		return "", "", touba.Errorf(touba.ETriggerEventIDInvalid, "event id at %s must be a string", ptr)
 	}
-	return id, dedupe.ValidateEventID(id)
+	return id, "", dedupe.ValidateEventID(id)
 }
 
 // dropped headers may carry credentials of the sender's own; they are not

@@ -32,6 +32,19 @@ const testProgram = `{
      "steps": [{"id": "s", "tool": "tool:x/Y"}]},
     {"ref": "trigger:t/signed", "source": {"kind": "webhook", "max_body_bytes": 64,
        "verify": {"scheme": "hmac-sha256", "secret": {"env": "UNUSED_IN_TEST"}}},
+     "steps": [{"id": "s", "tool": "tool:x/Y"}]},
+    {"ref": "trigger:t/reject", "source": {"kind": "webhook", "redelivery": "reject"},
+     "steps": [{"id": "s", "tool": "tool:x/Y"}]},
+    {"ref": "trigger:t/required", "source": {"kind": "webhook", "event_id": {"header": "x-touba-event-id", "required": true}},
+     "steps": [{"id": "s", "tool": "tool:x/Y"}]},
+    {"ref": "trigger:t/stripe", "source": {"kind": "webhook",
+       "verify": {"scheme": "stripe", "secret": {"env": "UNUSED_IN_TEST"}}},
+     "steps": [{"id": "s", "tool": "tool:x/Y"}]},
+    {"ref": "trigger:t/stripe-optional", "source": {"kind": "webhook", "event_id": {"required": false},
+       "verify": {"scheme": "stripe", "secret": {"env": "UNUSED_IN_TEST"}}},
+     "steps": [{"id": "s", "tool": "tool:x/Y"}]},
+    {"ref": "trigger:t/github", "source": {"kind": "webhook", "max_body_bytes": 64,
+       "verify": {"scheme": "github", "secret": {"env": "UNUSED_IN_TEST"}}},
      "steps": [{"id": "s", "tool": "tool:x/Y"}]}
   ]
 }`
@@ -72,6 +85,10 @@ func newFixture(t *testing.T, qopts queue.Options) *fixture {
 	in := &trigger.Intake{Queue: q, Log: st}
 	in.SetConfig(&trigger.Config{Program: p, Verifiers: map[string]trigger.Verifier{
 		"t/signed": hmacVerifier{[]byte(testSecret)},
+		// Stand-ins for the schemes' verifiers: these triggers test where
+		// the id check sits, not the schemes (verify/ does).
+		"t/stripe": hmacVerifier{[]byte(testSecret)},
+		"t/github": hmacVerifier{[]byte(testSecret)},
 	}})
 	srv := httptest.NewServer(in.Router(nil))
 	f := &fixture{t: t, dir: dir, queue: q, state: st, intake: in, srv: srv}
@@ -88,6 +105,7 @@ type reply struct {
 	RetryAfter string
 	QueueID    string `json:"queue_id"`
 	Answer     string `json:"status"`
+	Code       string `json:"code"` // TriggerReplayRejected beside status consumed
 	Error      struct {
 		Code    string `json:"code"`
 		Message string `json:"message"`

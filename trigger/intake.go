@@ -93,6 +93,7 @@ const retryAfterSec = 5
 type answer struct {
 	QueueID string `json:"queue_id"`
 	Status  string `json:"status"`
+	Code    string `json:"code,omitempty"` // TriggerReplayRejected with status consumed
 }
 
 func writeError(w http.ResponseWriter, code, message, queueID string) int {

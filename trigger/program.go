@@ -69,12 +69,31 @@ type Source struct {
 	Verify       *Verify
 	AllowFrom    []netip.Prefix // empty: every address
 	RateLimit    *RateLimit
+	// Redelivery is touba.RedeliveryAcknowledge (the default: 200
+	// consumed) or touba.RedeliveryReject (409 TriggerReplayRejected).
+	Redelivery string
 }
 
-// EventIDSource names where the event id comes from: exactly one field set.
+// EventIDSource names where the event id comes from: exactly one of Header
+// and JSONPointer set. Required refuses a delivery that carries no id
+// (TriggerEventIdMissing) instead of giving it a fresh identity.
 type EventIDSource struct {
 	Header      string
 	JSONPointer string
+	Required    bool
+}
+
+// Describe says where the id comes from and whether it is required, as
+// `check` prints it: "header X-Github-Delivery (required)".
+func (e EventIDSource) Describe() string {
+	s := "header " + e.Header
+	if e.JSONPointer != "" {
+		s = "body " + e.JSONPointer
+	}
+	if e.Required {
+		return s + " (required)"
+	}
+	return s + " (optional)"
 }
 
 // Verify is the signature scheme of a trigger. Several secrets may be

@@ -47,7 +47,7 @@ var badPrograms = []struct{ name, src, want string }{
 
 	// The source.
 	{"source null", withSource(`null`), `$.triggers[0].source: must not be null`},
-	{"source unknown field", withSource(`{"kind":"webhook","path":"/hooks/a"}`), `$.triggers[0].source.path: unknown field (known: allow_from, event_id, kind, max_body_bytes, rate_limit, verify)`},
+	{"source unknown field", withSource(`{"kind":"webhook","path":"/hooks/a"}`), `$.triggers[0].source.path: unknown field (known: allow_from, event_id, kind, max_body_bytes, rate_limit, redelivery, verify)`},
 	{"kind missing", withSource(`{}`), `$.triggers[0].source.kind: required field is missing`},
 	{"kind wrong", withSource(`{"kind":"poll"}`), `$.triggers[0].source.kind: must be "webhook"`},
 	{"max_body_bytes fraction", withSource(`{"kind":"webhook","max_body_bytes":1.5}`), `$.triggers[0].source.max_body_bytes: must be a positive integer (got 1.5)`},
@@ -62,10 +62,16 @@ var badPrograms = []struct{ name, src, want string }{
 
 	// The event id.
 	{"event_id both", withSource(`{"kind":"webhook","event_id":{"header":"x-id","json_pointer":"/id"}}`), `$.triggers[0].source.event_id: must have exactly one of "header", "json_pointer"`},
-	{"event_id neither", withSource(`{"kind":"webhook","event_id":{}}`), `$.triggers[0].source.event_id: must have exactly one of "header", "json_pointer"`},
+	{"event_id neither", withSource(`{"kind":"webhook","event_id":{}}`), `$.triggers[0].source.event_id: must have one of "header", "json_pointer", or "required"`},
+	{"event_id required string", withSource(`{"kind":"webhook","event_id":{"header":"x-id","required":"yes"}}`), `$.triggers[0].source.event_id.required: must be a boolean (got string)`},
+	{"event_id required null", withSource(`{"kind":"webhook","event_id":{"required":null}}`), `$.triggers[0].source.event_id.required: must not be null`},
+	{"redelivery unknown", withSource(`{"kind":"webhook","redelivery":"ignore"}`), `$.triggers[0].source.redelivery: must be "acknowledge" or "reject"`},
+	{"redelivery case", withSource(`{"kind":"webhook","redelivery":"Reject"}`), `$.triggers[0].source.redelivery: must be "acknowledge" or "reject"`},
+	{"redelivery bool", withSource(`{"kind":"webhook","redelivery":true}`), `$.triggers[0].source.redelivery: must be a string (got boolean)`},
+	{"redelivery null", withSource(`{"kind":"webhook","redelivery":null}`), `$.triggers[0].source.redelivery: must not be null`},
 	{"event_id null", withSource(`{"kind":"webhook","event_id":null}`), `$.triggers[0].source.event_id: must not be null`},
 	{"event_id string", withSource(`{"kind":"webhook","event_id":"x-id"}`), `$.triggers[0].source.event_id: must be an object (got string)`},
-	{"event_id unknown field", withSource(`{"kind":"webhook","event_id":{"query":"id"}}`), `$.triggers[0].source.event_id.query: unknown field (known: header, json_pointer)`},
+	{"event_id unknown field", withSource(`{"kind":"webhook","event_id":{"query":"id"}}`), `$.triggers[0].source.event_id.query: unknown field (known: header, json_pointer, required)`},
 	{"header with space", withSource(`{"kind":"webhook","event_id":{"header":"x id"}}`), `$.triggers[0].source.event_id.header: must be an HTTP header name`},
 	{"header with colon", withSource(`{"kind":"webhook","event_id":{"header":"x-id:"}}`), `$.triggers[0].source.event_id.header: must be an HTTP header name`},
 	{"header empty", withSource(`{"kind":"webhook","event_id":{"header":""}}`), `$.triggers[0].source.event_id.header: must be an HTTP header name`},

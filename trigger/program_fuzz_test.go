@@ -37,6 +37,7 @@ func FuzzParseProgram(f *testing.F) {
 	f.Add([]byte(withVerify(`{"scheme":"hmac-sha256","secret":{"env":"A"},"encoding":"base64","prefix":""}`)))
 	f.Add([]byte(withVerify(`{"scheme":"hmac-sha256","secret":{"env":"A"},"encoding":"hex","prefix":"v1="}`)))
 	f.Add([]byte(withVerify(`{"scheme":"shopify","secret":{"env":"A"}}`)))
+	f.Add([]byte(withSource(`{"kind":"webhook","event_id":{"header":"x-id","required":true},"redelivery":"reject"}`)))
 	f.Add([]byte(withRetry(`{"max_attempts":3,"initial_interval_ms":10,"max_interval_ms":10}`)))
 	f.Add([]byte(doc(trig("trigger:a", okSource, okSteps), trig("trigger:a/b", okSource, `[{"id":"x","tool":"tool:q/Q"},{"id":"y","tool":"tool:q/R","input":{"v":[{"$ref":"/steps/x/output"}]}}]`))))
 	for _, tt := range badPrograms {

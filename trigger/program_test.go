@@ -90,6 +90,7 @@ func TestLoadProgram_SpecExample(t *testing.T) {
 			Kind:         "webhook",
 			EventID:      trigger.EventIDSource{Header: "X-Touba-Event-Id"}, // canonicalised
 			MaxBodyBytes: 1048576,
+			Redelivery:   touba.RedeliveryAcknowledge,
 			Verify: &trigger.Verify{
 				Scheme:       "standard-webhooks",
 				Secrets:      []secret.Ref{{Env: "ORDERS_WEBHOOK_SECRET"}},
@@ -151,6 +152,7 @@ func TestParseProgram_Defaults(t *testing.T) {
 			Kind:         "webhook",
 			EventID:      trigger.EventIDSource{Header: "X-Touba-Event-Id"},
 			MaxBodyBytes: 1048576,
+			Redelivery:   touba.RedeliveryAcknowledge,
 		},
 		Steps: []trigger.Step{{ID: "s", Tool: "tool:a/B", Input: json.RawMessage("{}")}},
 		Retry: trigger.Retry{MaxAttempts: 8, InitialIntervalMS: 500, MaxIntervalMS: 60000},
@@ -167,15 +169,29 @@ func TestParseProgram_EventIDDefaults(t *testing.T) {
 	}{
 		{"no verify", okSource, trigger.EventIDSource{Header: "X-Touba-Event-Id"}},
 		{"hmac-sha256", verifySource("hmac-sha256", ""), trigger.EventIDSource{Header: "X-Touba-Event-Id"}},
+		// Slack's url_verification challenge has no event_id: optional.
 		{"slack", verifySource("slack", ""), trigger.EventIDSource{JSONPointer: "/event_id"}},
-		{"standard-webhooks", verifySource("standard-webhooks", ""), trigger.EventIDSource{Header: "Webhook-Id"}},
-		{"stripe", verifySource("stripe", ""), trigger.EventIDSource{JSONPointer: "/id"}},
-		{"github", verifySource("github", ""), trigger.EventIDSource{Header: "X-Github-Delivery"}},
-		{"shopify", verifySource("shopify", ""), trigger.EventIDSource{Header: "X-Shopify-Webhook-Id"}},
+		// The schemes' own ids are required by default (SPEC §2.1).
+		{"standard-webhooks", verifySource("standard-webhooks", ""), trigger.EventIDSource{Header: "Webhook-Id", Required: true}},
+		{"stripe", verifySource("stripe", ""), trigger.EventIDSource{JSONPointer: "/id", Required: true}},
+		{"github", verifySource("github", ""), trigger.EventIDSource{Header: "X-Github-Delivery", Required: true}},
+		// Another source than the scheme's: optional unless asked.
+		{"shopify", verifySource("shopify", ""), trigger.EventIDSource{Header: "X-Shopify-Webhook-Id", Required: true}},
 		{"shopify with pointer", verifySource("shopify", `{"json_pointer":"/id"}`), trigger.EventIDSource{JSONPointer: "/id"}},
 		{"stripe with header", verifySource("stripe", `{"header":"x-request-id"}`), trigger.EventIDSource{Header: "X-Request-Id"}},
 		{"github with pointer", verifySource("github", `{"json_pointer":"/hook/id"}`), trigger.EventIDSource{JSONPointer: "/hook/id"}},
 		{"pointer escapes kept", `{"kind":"webhook","event_id":{"json_pointer":"/a~1b/~0c"}}`, trigger.EventIDSource{JSONPointer: "/a~1b/~0c"}},
+		// The scheme's own source written out is still its default.
+		{"stripe /id written out", verifySource("stripe", `{"json_pointer":"/id"}`), trigger.EventIDSource{JSONPointer: "/id", Required: true}},
+		{"github header written out", verifySource("github", `{"header":"x-github-delivery"}`), trigger.EventIDSource{Header: "X-Github-Delivery", Required: true}},
+		{"webhook-id written out", verifySource("standard-webhooks", `{"header":"webhook-id"}`), trigger.EventIDSource{Header: "Webhook-Id", Required: true}},
+		// The default id header of no scheme: optional.
+		{"x-touba-event-id under stripe", verifySource("stripe", `{"header":"x-touba-event-id"}`), trigger.EventIDSource{Header: "X-Touba-Event-Id"}},
+		// required given: it wins either way.
+		{"required false on the scheme default", verifySource("stripe", `{"required":false}`), trigger.EventIDSource{JSONPointer: "/id"}},
+		{"required true on another source", verifySource("stripe", `{"header":"x-request-id","required":true}`), trigger.EventIDSource{Header: "X-Request-Id", Required: true}},
+		{"required true alone, no verify", `{"kind":"webhook","event_id":{"required":true}}`, trigger.EventIDSource{Header: "X-Touba-Event-Id", Required: true}},
+		{"required true on slack", verifySource("slack", `{"required":true}`), trigger.EventIDSource{JSONPointer: "/event_id", Required: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/strictjson"
@@ -12,7 +13,7 @@ import (
 
 func (w walker) source(path string, raw *strictjson.Node) (Source, error) {
 	s := Source{MaxBodyBytes: DefaultMaxBodyBytes}
-	m, err := w.Object(path, raw, []string{"kind", "event_id", "max_body_bytes", "verify", "allow_from", "rate_limit"}, "kind")
+	m, err := w.Object(path, raw, []string{"kind", "event_id", "max_body_bytes", "verify", "allow_from", "rate_limit", "redelivery"}, "kind")
 	if err != nil {
 		return s, err
 	}
@@ -44,34 +45,91 @@ func (w walker) source(path string, raw *strictjson.Node) (Source, error) {
 		}
 		s.Verify = vf
 	}
-	if v, ok := m["event_id"]; ok {
-		em, err := w.Object(path+".event_id", v, []string{"header", "json_pointer"})
-		if err != nil {
+	if v, ok := m["redelivery"]; ok {
+		if s.Redelivery, err = w.Str(path+".redelivery", v); err != nil {
 			return s, err
 		}
-		if len(em) != 1 {
-			return s, w.Fail(path+".event_id", `must have exactly one of "header", "json_pointer"`)
-		}
-		if h, ok := em["header"]; ok {
-			if s.EventID.Header, err = w.Str(path+".event_id.header", h); err != nil {
-				return s, err
-			}
-			if !headerPattern.MatchString(s.EventID.Header) {
-				return s, w.Fail(path+".event_id.header", "must be an HTTP header name")
-			}
-			s.EventID.Header = http.CanonicalHeaderKey(s.EventID.Header)
-		} else {
-			if s.EventID.JSONPointer, err = w.Str(path+".event_id.json_pointer", em["json_pointer"]); err != nil {
-				return s, err
-			}
-			if toks, err := jsonptr.Parse(s.EventID.JSONPointer); err != nil || len(toks) == 0 {
-				return s, w.Fail(path+".event_id.json_pointer", "must be a non-empty JSON pointer")
-			}
+		if s.Redelivery != touba.RedeliveryAcknowledge && s.Redelivery != touba.RedeliveryReject {
+			return s, w.Fail(path+".redelivery", `must be "acknowledge" or "reject"`)
 		}
 	} else {
-		s.EventID = defaultEventID(s.Verify)
+		s.Redelivery = touba.RedeliveryAcknowledge
+	}
+	if s.EventID, err = w.eventID(path+".event_id", m["event_id"], s.Verify); err != nil {
+		return s, err
 	}
 	return s, nil
+}
+
+// eventID reads source.event_id (raw is nil when the program names none).
+// Without "header" or "json_pointer" the source is the scheme's default id
+// (defaultEventID). Without "required", an id is required exactly when its
+// source is the one the trigger's scheme names (see requiredByDefault).
+func (w walker) eventID(path string, raw *strictjson.Node, v *Verify) (EventIDSource, error) {
+	var src EventIDSource
+	var em map[string]*strictjson.Node
+	if raw != nil {
+		var err error
+		if em, err = w.Object(path, raw, []string{"header", "json_pointer", "required"}); err != nil {
+			return src, err
+		}
+		if len(em) == 0 {
+			return src, w.Fail(path, `must have one of "header", "json_pointer", or "required"`)
+		}
+	}
+	h, hasHeader := em["header"]
+	p, hasPointer := em["json_pointer"]
+	switch {
+	case hasHeader && hasPointer:
+		return src, w.Fail(path, `must have exactly one of "header", "json_pointer"`)
+	case hasHeader:
+		name, err := w.Str(path+".header", h)
+		if err != nil {
+			return src, err
+		}
+		if !headerPattern.MatchString(name) {
+			return src, w.Fail(path+".header", "must be an HTTP header name")
+		}
+		src.Header = http.CanonicalHeaderKey(name)
+	case hasPointer:
+		ptr, err := w.Str(path+".json_pointer", p)
+		if err != nil {
+			return src, err
+		}
+		if toks, err := jsonptr.Parse(ptr); err != nil || len(toks) == 0 {
+			return src, w.Fail(path+".json_pointer", "must be a non-empty JSON pointer")
+		}
+		src.JSONPointer = ptr
+	default:
+		src = defaultEventID(v)
+	}
+	if r, ok := em["required"]; ok {
+		var err error
+		if src.Required, err = w.Boolean(path+".required", r); err != nil {
+			return src, err
+		}
+	} else {
+		src.Required = requiredByDefault(v, src)
+	}
+	return src, nil
+}
+
+// requiredByDefault: an id is required when src is the id source the
+// trigger's scheme names (whether the program spelled it out or left it to
+// the default: writing a default down must not change an answer), because
+// those senders put one on every delivery (SPEC §2.1). Any other source,
+// and a trigger with no scheme or a scheme naming no id, is optional.
+// Slack is the exception: its url_verification challenge carries no
+// event_id, and refusing it would keep the app from being installed.
+func requiredByDefault(v *Verify, src EventIDSource) bool {
+	if v == nil || v.Scheme == verify.SchemeSlack {
+		return false
+	}
+	def := defaultEventID(v)
+	if def == (EventIDSource{Header: http.CanonicalHeaderKey(DefaultEventIDHeader)}) {
+		return false // the scheme names no id of its own
+	}
+	return def.Header == src.Header && def.JSONPointer == src.JSONPointer
 }
 
 // defaultEventID is where the identity comes from when the program names

@@ -31,12 +31,10 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "program %s: %d trigger(s)\n", c.Program.Path, len(c.Program.Triggers))
 	for _, t := range c.Program.Triggers {
 		scheme := verifyText(t.Source.Verify)
-		id := "header " + t.Source.EventID.Header
-		if t.Source.EventID.JSONPointer != "" {
-			id = "body " + t.Source.EventID.JSONPointer
-		}
-		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  event_id=%s  steps=%d\n",
-			t.Ref, t.Name, scheme, id, len(t.Steps))
+		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  steps=%d\n", t.Ref, t.Name, scheme, len(t.Steps))
+		// Where the identity comes from, whether a delivery without it is
+		// refused, and what a redelivery of a consumed entry is answered.
+		fmt.Fprintf(stdout, "    event_id: %s  redelivery=%s\n", t.Source.EventID.Describe(), t.Source.Redelivery)
 		for _, line := range flowSummary(t) {
 			fmt.Fprintf(stdout, "    %s\n", line)
 		}

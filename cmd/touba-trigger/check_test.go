@@ -44,19 +44,11 @@ func TestCheckWarnsOfReplayableTriggers(t *testing.T) {
 	}
 }
 
-// check prints each trigger's scheme, and for hmac-sha256 the header,
-// encoding and prefix in effect, defaults included.
-func TestCheckPrintsSchemes(t *testing.T) {
+// checkOutput runs check on program with one stub binding, tool:t/Do.
+func checkOutput(t *testing.T, program string) string {
+	t.Helper()
 	t.Setenv("CHECK_TEST_KEY", "k-1234567890")
 	dir := t.TempDir()
-	program := `{"air_version": "touba-air-v1", "triggers": [
-	  {"ref": "trigger:shop/Order", "source": {"kind": "webhook", "verify": {"scheme": "shopify", "secret": {"env": "CHECK_TEST_KEY"}}},
-	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
-	  {"ref": "trigger:h/Default", "source": {"kind": "webhook", "verify": {"scheme": "hmac-sha256", "secret": {"env": "CHECK_TEST_KEY"}}},
-	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
-	  {"ref": "trigger:h/Acme", "source": {"kind": "webhook", "verify": {"scheme": "hmac-sha256", "header": "x-acme-sig",
-	    "encoding": "base64", "prefix": "", "secret": {"env": "CHECK_TEST_KEY"}}},
-	   "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`
 	manifest := `{"manifest_version": "touba-manifest-v1", "bindings": {
 	  "tool:t/Do": {"handler": {"kind": "accounting_stub"}, "effect_contract": {"kind": "none"}}}}`
 	pp, mp := filepath.Join(dir, "p.json"), filepath.Join(dir, "m.json")
@@ -70,14 +62,49 @@ func TestCheckPrintsSchemes(t *testing.T) {
 	if err := runCheck(context.Background(), []string{"--manifest", mp, pp}, &out, &errOut); err != nil {
 		t.Fatalf("check: %v %s", err, errOut.String())
 	}
+	return out.String()
+}
+
+// check prints each trigger's scheme, and for hmac-sha256 the header,
+// encoding and prefix in effect, defaults included.
+func TestCheckPrintsSchemes(t *testing.T) {
+	out := checkOutput(t, `{"air_version": "touba-air-v1", "triggers": [
+	  {"ref": "trigger:shop/Order", "source": {"kind": "webhook", "verify": {"scheme": "shopify", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:h/Default", "source": {"kind": "webhook", "verify": {"scheme": "hmac-sha256", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:h/Acme", "source": {"kind": "webhook", "verify": {"scheme": "hmac-sha256", "header": "x-acme-sig",
+	    "encoding": "base64", "prefix": "", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`)
 	for _, want := range []string{
-		"trigger:shop/Order  POST /triggers/shop/Order  verify=shopify  event_id=header X-Shopify-Webhook-Id",
+		"trigger:shop/Order  POST /triggers/shop/Order  verify=shopify  steps=1\n    event_id: header X-Shopify-Webhook-Id (required)",
 		`verify=hmac-sha256(header=X-Signature,encoding=hex,prefix="sha256=")`,
 		`verify=hmac-sha256(header=X-Acme-Sig,encoding=base64,prefix="")`,
 		"warning: trigger:shop/Order: the shopify signature does not cover the event id header X-Shopify-Webhook-Id",
 	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("check output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// check prints, per trigger, where its event id comes from, whether a
+// delivery without one is refused, and what a redelivery is answered.
+func TestCheckPrintsEventIDSource(t *testing.T) {
+	out := checkOutput(t, `{"air_version": "touba-air-v1", "triggers": [
+	  {"ref": "trigger:st/Pay", "source": {"kind": "webhook", "verify": {"scheme": "stripe", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:st/Loose", "source": {"kind": "webhook", "event_id": {"required": false}, "redelivery": "reject",
+	     "verify": {"scheme": "stripe", "secret": {"env": "CHECK_TEST_KEY"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:plain/Hook", "source": {"kind": "webhook"}, "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`)
+	want := "  trigger:st/Pay  POST /triggers/st/Pay  verify=stripe  steps=1\n" +
+		"    event_id: body /id (required)  redelivery=acknowledge\n" +
+		"  trigger:st/Loose  POST /triggers/st/Loose  verify=stripe  steps=1\n" +
+		"    event_id: body /id (optional)  redelivery=reject\n" +
+		"  trigger:plain/Hook  POST /triggers/plain/Hook  verify=none  steps=1\n" +
+		"    event_id: header X-Touba-Event-Id (optional)  redelivery=acknowledge\n"
+	if !strings.Contains(out, want) {
+		t.Fatalf("check printed:\n%s\nwant it to hold:\n%s", out, want)
 	}
 }

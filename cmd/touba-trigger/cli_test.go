@@ -25,8 +25,9 @@ func TestReplaysSayWhatTheyDid(t *testing.T) {
 		t.Fatalf("post: %d", status)
 	}
 	testkit.WaitFor(t, opWait, func() bool { return e.entryStatus(t, q) == "done" }, "the run to finish")
-	// The sender redelivers: refused, and logged with its body.
-	if status, got := testkit.Post(t, url, "order-7", `{"order_id": 7}`); status != 409 || got != q {
+	// The sender redelivers: acknowledged (200 consumed), nothing re-run,
+	// and logged as TriggerReplayRejected with its body.
+	if status, got := testkit.Post(t, url, "order-7", `{"order_id": 7}`); status != 200 || got != q {
 		t.Fatalf("redelivery: %d %s", status, got)
 	}
 	var rows []struct {
@@ -193,8 +194,8 @@ func TestRetentionPurgesDoneBodies(t *testing.T) {
 	if shown.Status != "done" || shown.Body != nil {
 		t.Fatalf("entry after retention: %+v", shown)
 	}
-	if status, got := testkit.Post(t, url, "bill-1", `{"n":1}`); status != 409 || got != q {
-		t.Fatalf("redelivery after retention: %d %s, want 409 naming %s", status, got, q)
+	if status, got := testkit.Post(t, url, "bill-1", `{"n":1}`); status != 200 || got != q {
+		t.Fatalf("redelivery after retention: %d %s, want 200 consumed naming %s", status, got, q)
 	}
 	d.WaitLog("purged bodies of done entries", opWait)
 }

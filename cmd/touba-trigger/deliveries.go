@@ -25,7 +25,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case "ls":
 		var flt admin.DeliveryFilter
 		var since time.Duration
-		fs.BoolVar(&flt.Rejected, "rejected", false, "only rejections (status 400 and above)")
+		fs.BoolVar(&flt.Rejected, "rejected", false, "only rejections (status 400 and above, and redeliveries of consumed entries)")
 		fs.StringVar(&flt.Code, "code", "", "only this error code, such as TriggerSignatureInvalid")
 		fs.StringVar(&flt.TriggerRef, "trigger", "", "only this trigger")
 		fs.DurationVar(&since, "since", 0, "only the last DURATION, such as 1h")

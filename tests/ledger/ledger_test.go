@@ -46,9 +46,10 @@ func TestLedgerExample(t *testing.T) {
 	}
 	ledger := filepath.Join(dir, ".touba", "ledger.jsonl")
 	testkit.WaitFor(t, 60*time.Second, func() bool { return bookings(t, ledger) >= 5 }, "5 bookings in the ledger")
-	// Once consumed, the same event is refused; the ledger keeps 5 lines.
-	testkit.WaitFor(t, 30*time.Second, func() bool { return post(`{"invoice_id": "inv-0", "amount": 0}`) == 409 },
-		"the redelivery of a consumed invoice to answer 409")
+	// Once consumed, the same event is acknowledged (200 consumed) and not
+	// run again; the ledger keeps 5 lines.
+	testkit.WaitFor(t, 30*time.Second, func() bool { return post(`{"invoice_id": "inv-0", "amount": 0}`) == 200 },
+		"the redelivery of a consumed invoice to answer 200 consumed")
 	if err := d.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}

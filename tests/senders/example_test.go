@@ -1,0 +1,265 @@
+// Package senders_test runs examples/stripe as its README walks through it:
+// the real daemon on the example's program and manifest, its Node.js
+// handler on sdk/js, and requests signed by the example's sign.mjs, and
+// checks the answers a sender sees: new (202 enqueued), duplicate (202
+// duplicate), redelivered after consumption (200 consumed) and conflicting
+// (409). npm_test.go signs with the senders' own npm packages.
+package senders_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/testkit"
+)
+
+// The example's development secret; the README uses the same one.
+const (
+	webhookSecret = "whsec_dev_example_only_4f1c2a9e7b3d"
+	triggerPath   = "/triggers/examples.stripe/Events"
+)
+
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// example is one test's copy of examples/stripe and the daemon's files.
+type example struct {
+	t   *testing.T
+	dir string // the copy of examples/stripe
+	run string // queue, state, journal and admin socket
+}
+
+// newExample copies examples/stripe into a temp dir laid out like the
+// repository and makes node_modules/@touba/sdk the link `npm install`
+// makes of the "file:../../sdk/js" dependency.
+func newExample(t *testing.T) *example {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skipf("the stripe example needs node: %v", err)
+	}
+	root := moduleRoot()
+	base := t.TempDir()
+	dir := filepath.Join(base, "examples", "stripe")
+	for _, f := range []string{"program.air.json", "touba.manifest.json", "package.json", "sign.mjs",
+		"event.json", "event-changed.json", "handlers/record_payment.handler.mjs"} {
+		b, err := os.ReadFile(filepath.Join(root, "examples", "stripe", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(root, "sdk"), filepath.Join(base, "sdk")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "node_modules", "@touba"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", "..", "..", "..", "sdk", "js"), filepath.Join(dir, "node_modules", "@touba", "sdk")); err != nil {
+		t.Fatal(err)
+	}
+	return &example{t: t, dir: dir, run: t.TempDir()}
+}
+
+// start runs the daemon on the example with extra flags.
+func (e *example) start(flags ...string) *testkit.Daemon {
+	e.t.Helper()
+	args := append([]string{"serve", filepath.Join(e.dir, "program.air.json"),
+		"--manifest", filepath.Join(e.dir, "touba.manifest.json"),
+		"--queue", filepath.Join(e.run, "q.sqlite"), "--state", filepath.Join(e.run, "s.sqlite"),
+		"--effect-journal", filepath.Join(e.run, "j.sqlite"), "--admin-socket", filepath.Join(e.run, "admin.sock"),
+		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--log-level", "info"}, flags...)
+	return testkit.Start(e.t, []string{"STRIPE_WEBHOOK_SECRET=" + webhookSecret}, args...)
+}
+
+// sign runs the example's recipe, `node sign.mjs FILE`, and returns the
+// headers it prints as a curl config (`header = "Name: value"`).
+func (e *example) sign(file string, env ...string) http.Header {
+	e.t.Helper()
+	cmd := exec.Command("node", "sign.mjs", file)
+	cmd.Dir = e.dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "STRIPE_WEBHOOK_SECRET=" + webhookSecret}, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		e.t.Fatalf("node sign.mjs %s: %v\n%s", file, err, stderr.String())
+	}
+	h := http.Header{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), `header = "`)
+		if !ok {
+			continue
+		}
+		name, value, _ := strings.Cut(strings.TrimSuffix(line, `"`), ": ")
+		h.Set(name, value)
+	}
+	if h.Get("Stripe-Signature") == "" {
+		e.t.Fatalf("sign.mjs printed no Stripe-Signature:\n%s", out)
+	}
+	return h
+}
+
+// reply is the daemon's answer, with the fields of every form of §3.1.
+type reply struct {
+	status  int
+	result  string // status, or error code
+	code    string // the code beside status consumed
+	queueID string
+}
+
+func post(tb testing.TB, url string, body []byte, h http.Header) reply {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+triggerPath, bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	req.Header = h
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var a struct {
+		QueueID string `json:"queue_id"`
+		Status  string `json:"status"`
+		Code    string `json:"code"`
+		Error   struct {
+			Code    string `json:"code"`
+			QueueID string `json:"queue_id"`
+		} `json:"error"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		tb.Fatalf("answer %d is not JSON: %v", resp.StatusCode, err)
+	}
+	return reply{status: resp.StatusCode, result: a.Status + a.Error.Code, code: a.Code, queueID: a.QueueID + a.Error.QueueID}
+}
+
+// send signs file with sign.mjs and posts it.
+func (e *example) send(d *testkit.Daemon, file string, env ...string) reply {
+	e.t.Helper()
+	body, err := os.ReadFile(filepath.Join(e.dir, file))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return post(e.t, d.URL(), body, e.sign(file, env...))
+}
+
+func (e *example) payments() []map[string]any {
+	e.t.Helper()
+	b, err := os.ReadFile(filepath.Join(e.dir, ".touba", "payments.jsonl"))
+	if os.IsNotExist(err) {
+		return nil
+	} else if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []map[string]any
+	// Only whole lines: the handler may be writing one as we read.
+	lines := strings.Split(string(b), "\n")
+	for _, line := range lines[:len(lines)-1] {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			e.t.Fatalf("payments line %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func want(t *testing.T, what string, got reply, status int, result, queueID string) {
+	t.Helper()
+	if got.status != status || got.result != result || (queueID != "" && got.queueID != queueID) {
+		t.Fatalf("%s: answered %d %s (queue %s), want %d %s (queue %s)", what, got.status, got.result, got.queueID,
+			status, result, queueID)
+	}
+}
+
+// TestStripeExample walks the README: with the dispatcher off (--workers 0)
+// a new event is enqueued, its redelivery is a duplicate and the same id
+// with another body a conflict; with it on, the event is recorded once, and
+// a redelivery is then acknowledged 200 consumed and runs nothing.
+func TestStripeExample(t *testing.T) {
+	e := newExample(t)
+	d := e.start("--workers", "0")
+	first := e.send(d, "event.json")
+	want(t, "new event", first, http.StatusAccepted, touba.IntakeEnqueued, "")
+	want(t, "redelivery while pending", e.send(d, "event.json"), http.StatusAccepted, touba.IntakeDuplicate, first.queueID)
+	want(t, "same id, another body", e.send(d, "event-changed.json"), http.StatusConflict, touba.ETriggerEventPayloadConflict, first.queueID)
+	want(t, "signed 10 minutes ago", e.send(d, "event.json", "TIMESTAMP="+stale()), http.StatusUnauthorized, touba.ETriggerSignatureInvalid, "")
+	// Stripe's id is in the body: a body without one is refused, not
+	// given a fresh identity (which made one entry per retry).
+	if err := os.WriteFile(filepath.Join(e.dir, "not-json.txt"), []byte("not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		want(t, "body not JSON", e.send(d, "not-json.txt"), http.StatusBadRequest, touba.ETriggerEventIDMissing, "")
+	}
+	d.Signal(syscall.SIGTERM)
+	if code := d.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, d.Log())
+	}
+
+	d = e.start("--workers", "2")
+	testkit.WaitFor(t, 60*time.Second, func() bool { return len(e.payments()) == 1 }, "the payment recorded")
+	r := e.send(d, "event.json")
+	want(t, "redelivery after consumption", r, http.StatusOK, touba.IntakeConsumed, first.queueID)
+	if r.code != touba.ETriggerReplayRejected {
+		t.Fatalf("200 consumed carries code %q, want %s", r.code, touba.ETriggerReplayRejected)
+	}
+	want(t, "same id, another body, consumed", e.send(d, "event-changed.json"), http.StatusConflict, touba.ETriggerEventPayloadConflict, first.queueID)
+
+	// The delivery log lists the redelivery with the rejections: status
+	// 200, code TriggerReplayRejected, the entry it names.
+	var rows []touba.LoggedDelivery
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		cmd := exec.Command(testkit.Binary(t), "deliveries", "ls", "--rejected", "--code", touba.ETriggerReplayRejected,
+			"--json", "--admin-socket", filepath.Join(e.run, "admin.sock"))
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("deliveries ls: %v", err)
+		}
+		rows = nil
+		if err := json.Unmarshal(out, &rows); err != nil {
+			t.Fatalf("deliveries ls --json: %v\n%s", err, out)
+		}
+		return len(rows) == 1
+	}, "the redelivery in the delivery log")
+	if rows[0].StatusCode != http.StatusOK || rows[0].QueueID != first.queueID {
+		t.Fatalf("delivery log row %+v, want status 200 naming %s", rows[0], first.queueID)
+	}
+
+	d.Signal(syscall.SIGTERM)
+	if code := d.Wait(30 * time.Second); code != 0 {
+		t.Fatalf("exit %d\n%s", code, d.Log())
+	}
+	p := e.payments()
+	if len(p) != 1 || p[0]["event_id"] != "evt_1QExample0001" || p[0]["amount"] != float64(2000) || p[0]["effect_id"] != first.queueID+":record" {
+		t.Fatalf("payments %v, want the one event, amount 2000, under effect %s:record", p, first.queueID)
+	}
+	entries := testkit.Entries(t, filepath.Join(e.run, "q.sqlite"))
+	if len(entries) != 1 || entries[0].Status != touba.StatusDone {
+		t.Fatalf("entries %+v, want one, done", entries)
+	}
+}
+
+// stale is a Unix time 10 minutes ago, outside the 300 s tolerance.
+func stale() string { return strconv.FormatInt(time.Now().Add(-10*time.Minute).Unix(), 10) }
