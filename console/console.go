@@ -70,15 +70,15 @@ type Console struct {
 
 // New builds the console. It refuses an empty token.
 func New(c Config) (*Console, error) {
-	a, err := newAuth(c.Token)
-	if err != nil {
-		return nil, err
-	}
 	if c.PageSize <= 0 {
 		c.PageSize = 50
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	a, err := newAuth(c.Token, c.Now)
+	if err != nil {
+		return nil, err
 	}
 	pages, err := parsePages()
 	if err != nil {
@@ -132,8 +132,19 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.mux.ServeHTTP(w, r)
 		return
 	}
-	who, sess := c.auth.check(r)
+	who, sess, wait, failures := c.auth.check(r)
+	if wait > 0 {
+		next := "/"
+		if r.Method == http.MethodGet {
+			next = r.URL.RequestURI()
+		}
+		c.throttled(w, r, next, wait)
+		return
+	}
 	if who == "" {
+		if failures > 0 {
+			c.wrongToken(r, "bearer", failures)
+		}
 		c.unauthorized(w, r, "")
 		return
 	}
