@@ -7,8 +7,9 @@
 //
 // Every request needs the console's token, as "Authorization: Bearer
 // TOKEN" or as a session cookie set by the login form; every other request
-// gets 401 and the login page. Every POST of a session carries the
-// session's CSRF token. Every action goes through admin.Service, which
+// gets 401 and the login page; wrong tokens are throttled per remote
+// address (429 with Retry-After, see throttle.go). Every POST of a session
+// carries the session's CSRF token. Every action goes through admin.Service, which
 // records it in the audit trail with the operator "console: ...", and is
 // refused with the same public codes as the CLI. Everything a sender
 // controlled is escaped by html/template, and control and bidi characters
