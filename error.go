@@ -74,11 +74,13 @@ const (
 	// daemon's own user.
 	EAdminForbidden = "AdminForbidden"
 	// Console (§6.1): a request without the console's token or session,
-	// a POST without its session's CSRF token, and a --console-listen
-	// given no token to check.
+	// a POST without its session's CSRF token, a --console-listen given
+	// no token to check, and an address refused for a while after too
+	// many wrong tokens.
 	EConsoleUnauthorized  = "ConsoleUnauthorized"
 	EConsoleCSRFInvalid   = "ConsoleCsrfInvalid"
 	EConsoleTokenRequired = "ConsoleTokenRequired"
+	EConsoleThrottled     = "ConsoleThrottled"
 )
 
 // statuses is the one code → HTTP status table, for intake (SPEC §3.1) and
@@ -99,6 +101,7 @@ var statuses = map[string]int{
 	EAdminForbidden:              http.StatusForbidden,
 	EConsoleUnauthorized:         http.StatusUnauthorized,
 	EConsoleCSRFInvalid:          http.StatusForbidden,
+	EConsoleThrottled:            http.StatusTooManyRequests,
 	EMethodNotAllowed:            http.StatusMethodNotAllowed,
 	ETriggerUnavailable:          http.StatusServiceUnavailable,
 	ETriggerSourceForbidden:      http.StatusForbidden,

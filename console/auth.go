@@ -6,7 +6,10 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,6 +34,7 @@ var errCSRF = touba.Errorf(touba.EConsoleCSRFInvalid, "the form's CSRF token is 
 // a session is found by the digest of its cookie, never by the cookie.
 type auth struct {
 	token    [32]byte
+	guesses  *throttle // wrong tokens per remote address
 	mu       sync.Mutex
 	sessions map[[32]byte]*loginSession
 }
@@ -47,11 +51,19 @@ func (s *loginSession) csrfOK(got string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) == 1 && got != ""
 }
 
-func newAuth(token []byte) (*auth, error) {
+func newAuth(token []byte, now func() time.Time) (*auth, error) {
 	if len(token) == 0 {
 		return nil, touba.Errorf(touba.EConsoleTokenRequired, "the console needs a token")
 	}
-	return &auth{token: sha256.Sum256(token), sessions: map[[32]byte]*loginSession{}}, nil
+	return &auth{token: sha256.Sum256(token), guesses: newThrottle(now, throttleEntries),
+		sessions: map[[32]byte]*loginSession{}}, nil
+}
+
+// guess compares a presented token, unless its remote address is
+// throttled: then wait says for how long, and the token is not compared.
+// failures counts the address's wrong tokens so far.
+func (a *auth) guess(r *http.Request, tok string, isToken bool) (ok bool, wait time.Duration, failures int) {
+	return a.guesses.attempt(throttleKey(r.RemoteAddr), func() bool { return isToken && a.tokenOK(tok) })
 }
 
 // tokenOK compares a presented token with the console's, in constant time.
@@ -61,30 +73,37 @@ func (a *auth) tokenOK(got string) bool {
 }
 
 // check names who asks ("bearer token" or "session"), or "" when the
-// request proves nothing; the session is nil under a bearer token.
-func (a *auth) check(r *http.Request) (string, *loginSession) {
+// request proves nothing; the session is nil under a bearer token. An
+// Authorization header is a guess at the token, throttled by address: wait
+// is how long the address is refused, and failures its wrong tokens. A
+// session cookie is not throttled: it is 256 random bits, and an
+// operator's session must keep working behind a proxy that someone else
+// guesses through.
+func (a *auth) check(r *http.Request) (who string, sess *loginSession, wait time.Duration, failures int) {
 	if h := r.Header.Get("Authorization"); h != "" {
-		if tok, ok := strings.CutPrefix(h, "Bearer "); ok && a.tokenOK(tok) {
-			return "bearer token", nil
+		tok, isBearer := strings.CutPrefix(h, "Bearer ")
+		ok, wait, failures := a.guess(r, tok, isBearer)
+		if ok {
+			return "bearer token", nil, 0, 0
 		}
-		return "", nil
+		return "", nil, wait, failures
 	}
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return "", nil
+		return "", nil, 0, 0
 	}
 	key := sha256.Sum256([]byte(ck.Value))
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := a.sessions[key]
 	if s == nil {
-		return "", nil
+		return "", nil, 0, 0
 	}
 	if time.Now().After(s.expires) {
 		delete(a.sessions, key)
-		return "", nil
+		return "", nil, 0, 0
 	}
-	return "session", s
+	return "session", s, 0, 0
 }
 
 // start opens a session and returns its cookie value.
@@ -170,8 +189,13 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, r, http.StatusForbidden, r.PostFormValue("next"), text)
 		return
 	}
-	if !c.auth.tokenOK(r.PostFormValue("token")) {
-		c.log.Warn().Str("remote_addr", r.RemoteAddr).Msg("console login refused: wrong token")
+	ok, wait, failures := c.auth.guess(r, r.PostFormValue("token"), true)
+	if wait > 0 {
+		c.throttled(w, r, r.PostFormValue("next"), wait)
+		return
+	}
+	if !ok {
+		c.wrongToken(r, "login", failures)
 		c.showLogin(w, r, http.StatusUnauthorized, r.PostFormValue("next"), touba.EConsoleUnauthorized+": wrong token")
 		return
 	}
@@ -188,14 +212,54 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// safeNext keeps a redirect on this console: a path, never "//host" or a
-// URL with a scheme.
+// throttled answers a request from an address refused for wait: 429,
+// Retry-After, and the login page saying so (to come back to next).
+func (c *Console) throttled(w http.ResponseWriter, r *http.Request, next string, wait time.Duration) {
+	secs := int64((wait + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	c.showLogin(w, r, http.StatusTooManyRequests, next, fmt.Sprintf(
+		"%s: too many wrong tokens from this address; try again in %d s", touba.EConsoleThrottled, max(secs, 1)))
+}
+
+// wrongToken logs a refused token; from the first failure that blocks the
+// address on, it says so.
+func (c *Console) wrongToken(r *http.Request, via string, failures int) {
+	ev := c.log.Warn().Str("remote_addr", r.RemoteAddr).Str("via", via).Int("failures", failures)
+	if failures > freeFailures {
+		ev.Msg("console token refused: wrong token; address throttled")
+		return
+	}
+	ev.Msg("console token refused: wrong token")
+}
+
+// safeNext keeps a redirect on this console: a path that starts with a
+// single "/", with no scheme or host however a browser reads it, or else
+// the overview. Browsers drop tabs and newlines from a URL and read "\" as
+// "/", so "/\t/evil.example" and "/\\evil.example" would go to
+// evil.example: any control byte or backslash is refused, as is a path
+// whose decoded form starts with "//" ("/%2f/x"), in case a proxy or a
+// later redirect decodes it.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || hostileByte(next) {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") || hostileByte(u.Path) {
 		return "/"
 	}
 	return next
+}
+
+// hostileByte tells whether s holds a control byte (< 0x20, or 0x7f) or a
+// backslash.
+func hostileByte(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b == 0x7f || b == '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // errText is err's public code and message, "Code: message".

@@ -7,8 +7,9 @@
 //
 // Every request needs the console's token, as "Authorization: Bearer
 // TOKEN" or as a session cookie set by the login form; every other request
-// gets 401 and the login page. Every POST of a session carries the
-// session's CSRF token. Every action goes through admin.Service, which
+// gets 401 and the login page; wrong tokens are throttled per remote
+// address (429 with Retry-After, see throttle.go). Every POST of a session
+// carries the session's CSRF token. Every action goes through admin.Service, which
 // records it in the audit trail with the operator "console: ...", and is
 // refused with the same public codes as the CLI. Everything a sender
 // controlled is escaped by html/template, and control and bidi characters
@@ -72,15 +73,15 @@ type Console struct {
 
 // New builds the console. It refuses an empty token.
 func New(c Config) (*Console, error) {
-	a, err := newAuth(c.Token)
-	if err != nil {
-		return nil, err
-	}
 	if c.PageSize <= 0 {
 		c.PageSize = 50
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	a, err := newAuth(c.Token, c.Now)
+	if err != nil {
+		return nil, err
 	}
 	pages, err := parsePages()
 	if err != nil {
@@ -134,8 +135,19 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		c.mux.ServeHTTP(w, r)
 		return
 	}
-	who, sess := c.auth.check(r)
+	who, sess, wait, failures := c.auth.check(r)
+	if wait > 0 {
+		next := "/"
+		if r.Method == http.MethodGet {
+			next = r.URL.RequestURI()
+		}
+		c.throttled(w, r, next, wait)
+		return
+	}
 	if who == "" {
+		if failures > 0 {
+			c.wrongToken(r, "bearer", failures)
+		}
 		c.unauthorized(w, r, "")
 		return
 	}

@@ -17,6 +17,7 @@ import (
 // 401 with the login page, and an action changes nothing.
 func TestUnauthorized(t *testing.T) {
 	f := newFixture(t, 50)
+	f.withClock(t, leapingClock()) // many wrong tokens from one address, none throttled
 	q := f.entry(t, "trigger:t", "e1", `{}`, touba.StatusParked)
 	eff := f.effect(t, q, "charge", "tool:t", touba.RetryReconcile, touba.EffectUnknown)
 	pages := []string{"/", "/parked", "/entries", "/entries/" + q, "/effects/" + q + "/" + eff, "/deliveries", "/deliveries/x"}

@@ -69,7 +69,7 @@ func NewWebhook(spec WebhookSpec) (Runner, error) {
 	orDefault(&spec.MaxInterval, DefaultMaxInterval)
 	spec.MaxInterval = max(spec.MaxInterval, spec.InitialInterval)
 	w := &webhookRunner{spec: spec, client: spec.Client,
-		log: spec.Log.With().Str("handler", "webhook").Str("url", redactURL(u)).Logger()}
+		log: spec.Log.With().Str("handler", "webhook").Str("url", RedactURL(spec.URL)).Logger()}
 	if w.client == nil {
 		w.ownClient = true
 		w.client = &http.Client{
@@ -131,6 +131,7 @@ func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func(
 	maybeSent := false
 	for n := 1; ; n++ {
 		t := w.send(ctx, body, hdr)
+		t.err = redactError(t.err, w.spec.URL) // before anything shows it
 		log.Debug().Int("try", n).Int("status", t.status).Err(t.err).Msg("webhook try")
 		res, final := t.result(req, w.spec, maybeSent)
 		maybeSent = maybeSent || t.kind != tryNeverLeft
@@ -169,7 +170,7 @@ func (w *webhookRunner) send(ctx context.Context, body []byte, hdr http.Header) 
 	hreq.GetBody = nil
 	resp, err := w.client.Do(hreq)
 	if err != nil {
-		return classify(ctx, err, w.spec.Timeout)
+		return classify(ctx, err, w.spec.Timeout, RedactURL(w.spec.URL))
 	}
 	defer resp.Body.Close()
 	t := tryResult{status: resp.StatusCode, retryAfter: -1}
@@ -179,7 +180,7 @@ func (w *webhookRunner) send(ctx context.Context, body []byte, hdr http.Header) 
 		if err != nil {
 			// The server answered 2xx and the body was cut: it may well
 			// have applied the write.
-			return classify(ctx, err, w.spec.Timeout)
+			return classify(ctx, err, w.spec.Timeout, RedactURL(w.spec.URL))
 		}
 		t.kind, t.body = tryAnswered, b
 		if int64(len(b)) > w.spec.MaxPayload {
@@ -216,12 +217,4 @@ func answer(req *Request, body []byte) *Result {
 		res.Outcome = touba.EffectApplied
 	}
 	return res
-}
-
-// redactURL drops credentials and the query from a URL meant for the log:
-// either may carry a token.
-func redactURL(u *url.URL) string {
-	c := *u
-	c.User, c.RawQuery, c.ForceQuery = nil, "", false
-	return c.String()
 }

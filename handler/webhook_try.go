@@ -48,6 +48,7 @@ func (t tryResult) neverApplied() bool {
 // try may have reached the server: then an answer that would otherwise mean
 // "not applied" cannot rule out that one's application.
 func (t tryResult) result(req *Request, spec WebhookSpec, earlier bool) (*Result, bool) {
+	at := RedactURL(spec.URL) // where it went, without the path or query that may be a secret
 	notApplied := touba.EffectNotApplied
 	if earlier {
 		notApplied = touba.EffectUnknown
@@ -57,19 +58,19 @@ func (t tryResult) result(req *Request, spec WebhookSpec, earlier bool) (*Result
 		return answer(req, t.body), true
 	case tryTooLarge:
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerPayloadTooLarge,
-			"webhook answered %d with a body over max_payload_bytes %d", t.status, spec.MaxPayload)), true
+			"webhook %s answered %d with a body over max_payload_bytes %d", at, t.status, spec.MaxPayload)), true
 	case tryRejected:
 		// Only a 4xx says the write was refused (SPEC §2.2). A 1xx or 3xx
 		// (a "303 See Other" after creating, say) says nothing of it.
 		if t.status < 400 || t.status > 499 {
 			return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed,
-				"webhook answered %d %s, which says neither applied nor refused", t.status, http.StatusText(t.status))), true
+				"webhook %s answered %d %s, which says neither applied nor refused", at, t.status, http.StatusText(t.status))), true
 		}
 		return fail(req, notApplied, true, touba.Errorf(touba.EWebhookRejected,
-			"webhook answered %d %s", t.status, http.StatusText(t.status))), true
+			"webhook %s answered %d %s", at, t.status, http.StatusText(t.status))), true
 	case tryRetryStatus:
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed,
-			"webhook answered %d %s", t.status, http.StatusText(t.status))), false
+			"webhook %s answered %d %s", at, t.status, http.StatusText(t.status))), false
 	case tryNeverLeft:
 		return fail(req, notApplied, true, touba.Errorf(touba.EHandlerFailed, "webhook unreachable: %v", t.err)), false
 	case tryTimeout:
@@ -79,9 +80,9 @@ func (t tryResult) result(req *Request, spec WebhookSpec, earlier bool) (*Result
 	}
 }
 
-// classify sorts a transport error: was the request certainly never sent,
+// classify sorts a transport error (at is the redacted URL): was the request certainly never sent,
 // did the try run out of time, or did the connection break?
-func classify(ctx context.Context, err error, timeout time.Duration) tryResult {
+func classify(ctx context.Context, err error, timeout time.Duration, at string) tryResult {
 	t := tryResult{err: err, retryAfter: -1}
 	var op *net.OpError
 	var dns *net.DNSError
@@ -90,9 +91,9 @@ func classify(ctx context.Context, err error, timeout time.Duration) tryResult {
 	case errors.As(err, &op) && op.Op == "dial", errors.As(err, &dns), errors.As(err, &cert):
 		t.kind = tryNeverLeft
 	case ctx.Err() != nil:
-		t.kind, t.err = tryTimeout, errors.New("call cancelled while the webhook was answering: "+context.Cause(ctx).Error())
+		t.kind, t.err = tryTimeout, errors.New("call cancelled while the webhook "+at+" was answering: "+context.Cause(ctx).Error())
 	case isTimeout(err):
-		t.kind, t.err = tryTimeout, errors.New("webhook did not answer within "+timeout.String())
+		t.kind, t.err = tryTimeout, errors.New("webhook "+at+" did not answer within "+timeout.String())
 	default:
 		t.kind = tryLost
 	}

@@ -3,6 +3,7 @@ package manifest
 import (
 	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/touba/touba-trigger/internal/strictjson"
 )
@@ -145,8 +146,20 @@ func (p *problems) webhookURL(path string, n *strictjson.Node) string {
 		p.Fail(path, "must be an absolute http or https URL")
 	case u.User != nil:
 		p.Fail(path, "must not contain user info; sign with credentials.hmac_secret instead")
+	case !validPort(u.Port()):
+		p.Fail(path, "has a port out of range 1-65535")
 	default:
 		return s
 	}
 	return ""
+}
+
+// validPort tells whether a URL's port is absent or 1-65535 (url.Parse
+// checks only that it is digits).
+func validPort(port string) bool {
+	if port == "" {
+		return true
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
 }
