@@ -37,13 +37,20 @@ func startChild(command string, args []string, dir string, env []string, isolate
 	}
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.SysProcAttr = procAttr(isolate)
+	cmd, status, statusW, err := prepare(cmd, isolate)
+	if err != nil {
+		return nil, err
+	}
 	var files [6]*os.File
 	closeAll := func() {
 		for _, f := range files {
 			if f != nil {
 				f.Close()
 			}
+		}
+		if status != nil {
+			status.Close()
+			statusW.Close()
 		}
 	}
 	for k := 0; k < 6; k += 2 {
@@ -65,6 +72,17 @@ func startChild(command string, args []string, dir string, env []string, isolate
 	files[5].Close()
 	c := &child{cmd: cmd, stdin: files[1], stdout: files[2], stderr: files[4]}
 	c.exited, c.reap = watchExit(cmd)
+	if status != nil {
+		// Through the isolation helper: the handler itself has started
+		// only once the helper says so.
+		statusW.Close()
+		if err := helperStarted(status); err != nil {
+			c.kill()
+			c.reap()
+			c.close()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
