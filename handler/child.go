@@ -126,7 +126,7 @@ func (t *tail) String() string {
 // and TZ when the daemon has them, and the binding's secrets; nothing else
 // of the daemon's.
 func handlerEnv(lookup func(string) (string, bool), secrets map[string]string) []string {
-	var env []string
+	env := []string{} // never nil: a nil Env would hand the handler the daemon's whole environment
 	for _, name := range []string{"PATH", "LANG", "TZ"} {
 		if v, ok := lookup(name); ok {
 			env = append(env, name+"="+v)

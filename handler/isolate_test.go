@@ -149,3 +149,28 @@ func TestHelperPersistent(t *testing.T) {
 		}
 	}
 }
+
+// A daemon without PATH, LANG and TZ, and a binding without secrets, give
+// the handler an empty environment, not the daemon's (a nil exec.Cmd.Env
+// would inherit it), directly and through the helper.
+func TestEmptyHandlerEnvironment(t *testing.T) {
+	for _, helper := range []bool{false, true} {
+		if helper {
+			handler.UseIsolationHelper(t)
+		}
+		t.Setenv("TOUBA_TEST_DAEMON_MARKER", "daemon-only")
+		for _, name := range []string{"PATH", "LANG", "TZ"} {
+			t.Setenv(name, "")
+			os.Unsetenv(name)
+		}
+		r := mustProcess(t, nil, "env")
+		res := r.Call(context.Background(), newRequest(t, `{}`, ""), func() error { return nil })
+		var env []string
+		if err := json.Unmarshal(res.Output, &env); !res.OK || err != nil {
+			t.Fatalf("helper %v: %+v %v %v", helper, res, res.Err, err)
+		}
+		if len(env) != 0 {
+			t.Fatalf("helper %v: handler environment %q, want none", helper, env)
+		}
+	}
+}
