@@ -81,6 +81,10 @@ const (
 	EConsoleCSRFInvalid   = "ConsoleCsrfInvalid"
 	EConsoleTokenRequired = "ConsoleTokenRequired"
 	EConsoleThrottled     = "ConsoleThrottled"
+	// ENetworkIsolationUnavailable: process bindings without the network
+	// grant, on a host where the daemon cannot start a handler without
+	// network, and no --allow-unisolated-handlers (SPEC §2.2). Exits 2.
+	ENetworkIsolationUnavailable = "NetworkIsolationUnavailable"
 )
 
 // statuses is the one code → HTTP status table, for intake (SPEC §3.1) and

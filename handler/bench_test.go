@@ -15,12 +15,17 @@ import (
 
 func BenchmarkProcessCall(b *testing.B) {
 	// "isolated" starts each handler in a fresh network namespace where the
-	// host allows it; "network" is granted the network and skips that.
+	// host allows it; "helper" does it through the isolation helper, as a
+	// daemon that is not root does (Linux); "network" is granted the
+	// network and skips that.
 	for _, bb := range []struct {
 		name   string
 		grants []string
-	}{{"isolated", nil}, {"network", []string{handler.GrantNetwork}}} {
+	}{{"isolated", nil}, {"helper", nil}, {"network", []string{handler.GrantNetwork}}} {
 		b.Run(bb.name, func(b *testing.B) {
+			if bb.name == "helper" {
+				useIsolationHelper(b)
+			}
 			r := mustProcess(b, func(s *handler.ProcessSpec) { s.Timeout = 10 * time.Second; s.Grants = bb.grants }, "echo")
 			req := newRequest(b, `{"order_id":42,"lines":[{"sku":"A-1","qty":2}]}`, touba.RetryIdempotencyKey)
 			for b.Loop() {

@@ -37,13 +37,20 @@ func startChild(command string, args []string, dir string, env []string, isolate
 	}
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.SysProcAttr = procAttr(isolate)
+	cmd, status, statusW, err := prepare(cmd, isolate)
+	if err != nil {
+		return nil, err
+	}
 	var files [6]*os.File
 	closeAll := func() {
 		for _, f := range files {
 			if f != nil {
 				f.Close()
 			}
+		}
+		if status != nil {
+			status.Close()
+			statusW.Close()
 		}
 	}
 	for k := 0; k < 6; k += 2 {
@@ -65,6 +72,17 @@ func startChild(command string, args []string, dir string, env []string, isolate
 	files[5].Close()
 	c := &child{cmd: cmd, stdin: files[1], stdout: files[2], stderr: files[4]}
 	c.exited, c.reap = watchExit(cmd)
+	if status != nil {
+		// Through the isolation helper: the handler itself has started
+		// only once the helper says so.
+		statusW.Close()
+		if err := helperStarted(status); err != nil {
+			c.kill()
+			c.reap()
+			c.close()
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -108,7 +126,7 @@ func (t *tail) String() string {
 // and TZ when the daemon has them, and the binding's secrets; nothing else
 // of the daemon's.
 func handlerEnv(lookup func(string) (string, bool), secrets map[string]string) []string {
-	var env []string
+	env := []string{} // never nil: a nil Env would hand the handler the daemon's whole environment
 	for _, name := range []string{"PATH", "LANG", "TZ"} {
 		if v, ok := lookup(name); ok {
 			env = append(env, name+"="+v)

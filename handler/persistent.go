@@ -81,7 +81,6 @@ func NewPersistent(spec ProcessSpec, opts PersistentOptions) (Runner, error) {
 		log:     spec.Log.With().Str("handler", "persistent").Str("command", spec.Command).Logger(),
 		slots:   make(chan struct{}, opts.MaxInFlight),
 	}
-	warnIsolation(r.isolate, r.log)
 	return r, nil
 }
 

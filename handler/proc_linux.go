@@ -3,6 +3,8 @@
 package handler
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync"
@@ -10,10 +12,20 @@ import (
 	"unsafe"
 )
 
+// How a handler without the network grant is started, found once per
+// daemon process by probeIsolation.
+const (
+	isoNone   = iota // no way worked: it runs with the host's network
+	isoDirect        // the daemon clones it into the namespaces itself
+	isoHelper        // through the isolation helper (isolate_linux.go)
+)
+
 var isolation struct {
 	once  sync.Once
-	flags uintptr // clone flags that worked, 0 when none did
-	user  bool    // whether a user namespace is needed (not root)
+	how   int
+	flags uintptr // with isoDirect: the clone flags that worked
+	user  bool    // with isoDirect: whether a user namespace is needed
+	err   error   // with isoNone: why the last way tried failed
 }
 
 // NetworkIsolation reports whether a process handler without the network
@@ -21,32 +33,79 @@ var isolation struct {
 // starting a trivial program the ways it would start a handler.
 func NetworkIsolation() bool {
 	isolation.once.Do(probeIsolation)
-	return isolation.flags != 0
+	return isolation.how != isoNone
+}
+
+// IsolationMethod says how a handler without the network grant starts on
+// this host, for the log and `check`; err says why it cannot be isolated
+// when NetworkIsolation is false.
+func IsolationMethod() (method string, err error) {
+	isolation.once.Do(probeIsolation)
+	switch {
+	case isolation.how == isoHelper:
+		return "user and network namespace, through the isolation helper (not root)", nil
+	case isolation.how == isoDirect && isolation.user:
+		return "user and network namespace", nil
+	case isolation.how == isoDirect:
+		return "network namespace (root)", nil
+	}
+	return "", isolation.err
 }
 
 func probeIsolation() {
 	probe, args := probeCommand()
 	if probe == "" {
+		isolation.err = errors.New("no true or sh to probe with")
 		return
 	}
 	// Root can create a network namespace directly; anyone else (and root in
-	// a container without CAP_SYS_ADMIN) may get one inside a user namespace.
-	tries := []struct {
+	// a container without CAP_SYS_ADMIN) may get one inside a user namespace,
+	// which takes the helper once the daemon is non-dumpable.
+	type try struct {
+		how   int
 		flags uintptr
 		user  bool
-	}{{syscall.CLONE_NEWNET, false}, {syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET, true}}
+	}
+	tries := []try{{isoDirect, syscall.CLONE_NEWNET, false},
+		{isoDirect, syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET, true}, {isoHelper, 0, false}}
 	if os.Geteuid() != 0 {
-		tries = tries[1:]
+		tries = []try{{isoHelper, 0, false}}
 	}
 	for _, t := range tries {
 		cmd := exec.Command(probe, args...)
 		cmd.Env = []string{}
-		cmd.SysProcAttr = isolatedAttr(t.flags, t.user)
-		if cmd.Run() == nil {
-			isolation.flags, isolation.user = t.flags, t.user
+		var err error
+		if t.how == isoHelper {
+			err = runViaHelper(cmd)
+		} else {
+			cmd.SysProcAttr = isolatedAttr(t.flags, t.user)
+			err = cmd.Run()
+		}
+		if err == nil {
+			isolation.how, isolation.flags, isolation.user = t.how, t.flags, t.user
 			return
 		}
+		isolation.err = err
 	}
+}
+
+// runViaHelper runs cmd to its end through the isolation helper.
+func runViaHelper(cmd *exec.Cmd) error {
+	h, status, w, err := helperCommand(cmd)
+	if err != nil {
+		return err
+	}
+	err = h.Start()
+	w.Close()
+	if err != nil {
+		status.Close()
+		return fmt.Errorf("start the isolation helper: %w", err)
+	}
+	if err := helperStarted(status); err != nil {
+		_ = h.Wait()
+		return err
+	}
+	return h.Wait()
 }
 
 func probeCommand() (string, []string) {
@@ -76,13 +135,21 @@ func isolatedAttr(flags uintptr, user bool) *syscall.SysProcAttr {
 	return a
 }
 
-// procAttr is how a handler process starts: in its own process group, so a
-// timeout can kill its children too, and without network when isolated.
-func procAttr(isolate bool) *syscall.SysProcAttr {
-	if isolate && NetworkIsolation() {
-		return isolatedAttr(isolation.flags, isolation.user)
+// prepare makes cmd start in its own process group, so a timeout can kill
+// its children too, and without network when isolate and the host can.
+// Through the helper, the command to start is the helper, and status is
+// the read end of its status pipe, w its write end (the parent closes it
+// once started).
+func prepare(cmd *exec.Cmd, isolate bool) (start *exec.Cmd, status, w *os.File, err error) {
+	if !isolate || !NetworkIsolation() {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd, nil, nil, nil
 	}
-	return &syscall.SysProcAttr{Setpgid: true}
+	if isolation.how == isoHelper {
+		return helperCommand(cmd)
+	}
+	cmd.SysProcAttr = isolatedAttr(isolation.flags, isolation.user)
+	return cmd, nil, nil, nil
 }
 
 // watchExit reports when the process has exited without reaping it, so the

@@ -3,6 +3,7 @@
 package handler
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"syscall"
@@ -12,7 +13,19 @@ import (
 // grant runs without network access. Only Linux can isolate one.
 func NetworkIsolation() bool { return false }
 
-func procAttr(bool) *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+// IsolationMethod reports that this host cannot isolate a handler.
+func IsolationMethod() (string, error) {
+	return "", errors.New("network namespaces are Linux only")
+}
+
+// prepare makes cmd start in its own process group.
+func prepare(cmd *exec.Cmd, _ bool) (start *exec.Cmd, status, w *os.File, err error) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, nil, nil, nil
+}
+
+// helperStarted is never called here: there is no helper.
+func helperStarted(*os.File) error { return nil }
 
 // watchExit reaps the process when it exits. Without waitid(WNOWAIT) the
 // group is killed just after the leader is reaped, which leaves a tiny

@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,8 +23,11 @@ type ProcessSpec struct {
 	Args    []string
 	Dir     string            // the working directory, already resolved
 	Secrets map[string]string // environment name → resolved value
-	Grants  []string          // without "network", the handler runs without network where the host can isolate it
-	Timeout time.Duration     // per call; 0 means bounded by the caller's context only
+	// Grants: without "network", the handler runs without network where
+	// the host can isolate it (NetworkIsolation), else with the host's:
+	// the caller refuses that or warns (server: NetworkIsolationUnavailable).
+	Grants  []string
+	Timeout time.Duration // per call; 0 means bounded by the caller's context only
 	// MaxPayload bounds the input and the output in bytes; 0 means
 	// DefaultMaxPayload.
 	MaxPayload int64
@@ -42,8 +44,6 @@ type processRunner struct {
 	closed  atomic.Bool
 }
 
-var isolationWarning sync.Once
-
 // NewProcess returns a Runner that starts spec's command for each call.
 func NewProcess(spec ProcessSpec) (Runner, error) {
 	spec, err := checkProcessSpec(spec)
@@ -57,7 +57,6 @@ func NewProcess(spec ProcessSpec) (Runner, error) {
 		redact:  redactor(spec.Secrets),
 		log:     spec.Log.With().Str("handler", "process").Str("command", spec.Command).Logger(),
 	}
-	warnIsolation(p.isolate, p.log)
 	return p, nil
 }
 
@@ -77,16 +76,6 @@ func checkProcessSpec(spec ProcessSpec) (ProcessSpec, error) {
 	}
 	orDefault(&spec.MaxPayload, DefaultMaxPayload)
 	return spec, nil
-}
-
-// warnIsolation logs, once per daemon, that a handler meant to run without
-// network cannot be isolated on this host.
-func warnIsolation(isolate bool, log zerolog.Logger) {
-	if isolate && !NetworkIsolation() {
-		isolationWarning.Do(func() {
-			log.Warn().Msg("network isolation is not available on this host; handlers without the network grant run with network access")
-		})
-	}
 }
 
 // Close makes later calls fail without starting a process. Calls in flight

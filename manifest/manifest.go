@@ -153,6 +153,19 @@ func (m *Manifest) ExternalWrites() []string {
 	return refs
 }
 
+// NeedNetworkIsolation returns the refs of the process bindings without
+// the network grant, sorted: their handlers must run without network
+// (SPEC §2.2).
+func (m *Manifest) NeedNetworkIsolation() []string {
+	var refs []string
+	for _, ref := range m.Refs() {
+		if b := m.Bindings[ref]; b.Handler.Kind == KindProcess && !slices.Contains(b.Grants, GrantNetwork) {
+			refs = append(refs, ref)
+		}
+	}
+	return refs
+}
+
 // CheckUsage refuses a binding that no program step uses; used holds the
 // tool refs the program's steps name. A step naming an unbound tool is the
 // program loader's refusal, since the path to report is in the program.

@@ -53,6 +53,10 @@ type Config struct {
 	// ConsoleToken is what its requests must prove (required then).
 	ConsoleListen string
 	ConsoleToken  []byte
+	// AllowUnisolatedHandlers runs process bindings without the network
+	// grant with the host's network where it cannot isolate them, with a
+	// warning, instead of refusing them (NetworkIsolationUnavailable).
+	AllowUnisolatedHandlers bool
 
 	Log     zerolog.Logger
 	Tracing *tracing.Tracing // nil: off
@@ -118,6 +122,9 @@ func (s *Server) open(ctx context.Context) error {
 	f, log := s.cfg, s.log
 	c, err := LoadConfig(f.Program, f.Manifest)
 	if err != nil {
+		return err
+	}
+	if err := checkIsolation(c.Manifest, f.AllowUnisolatedHandlers, log); err != nil {
 		return err
 	}
 	s.stubs = &dispatcher.Stubs{}

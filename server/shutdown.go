@@ -84,6 +84,9 @@ func (s *Server) reloads(ctx context.Context, hup chan os.Signal) {
 		case <-hup:
 		}
 		next, err := LoadConfig(s.cfg.Program, s.cfg.Manifest)
+		if err == nil {
+			err = checkIsolation(next.Manifest, s.cfg.AllowUnisolatedHandlers, s.log)
+		}
 		var nd *dispatcher.Config
 		if err == nil {
 			nd, err = dispatcher.NewConfig(next.Program, next.Manifest, next.Resolved, s.store.Journal != nil, s.stubs, s.log)

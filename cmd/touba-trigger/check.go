@@ -6,8 +6,12 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
 	"slices"
+	"strings"
 
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/handler"
 	"github.com/touba/touba-trigger/server"
 	"github.com/touba/touba-trigger/trigger"
 	"github.com/touba/touba-trigger/verify"
@@ -58,6 +62,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		fmt.Fprintf(stdout, "  %s  %s  effect=%s%s\n", ref, b.Handler.Kind, mode, limit)
 	}
+	printIsolation(stdout, c.Manifest.NeedNetworkIsolation())
 	fmt.Fprintln(stdout, "ok")
 	return nil
 }
@@ -83,4 +88,26 @@ func verifyText(v *trigger.Verify) string {
 		prefix = *v.Prefix
 	}
 	return fmt.Sprintf("%s(header=%s,encoding=%s,prefix=%q)", v.Scheme, header, encoding, prefix)
+}
+
+// printIsolation says whether this host, for this user, can run the
+// process bindings without the network grant (refs) without network, as
+// serve will (SPEC §2.2); where it cannot, a warning names them, since
+// serve would refuse them (NetworkIsolationUnavailable). The answer is for
+// the user check runs as: run it as the daemon's user.
+func printIsolation(w io.Writer, refs []string) {
+	method, err := handler.IsolationMethod()
+	avail := "available: " + method
+	if err != nil {
+		avail = fmt.Sprintf("unavailable for uid %d on this host: %v", os.Geteuid(), err)
+	}
+	need := "none"
+	if len(refs) > 0 {
+		need = strings.Join(refs, ", ")
+	}
+	fmt.Fprintf(w, "network isolation %s; bindings without the network grant: %s\n", avail, need)
+	if err != nil && len(refs) > 0 {
+		fmt.Fprintf(w, "warning: serve refuses to start (%s) with binding %s unless --allow-unisolated-handlers runs it with the host's network\n",
+			touba.ENetworkIsolationUnavailable, need)
+	}
 }

@@ -62,6 +62,7 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.StringVar(&f.NodeID, "node-id", "", "this node's name in leases, audit events and metrics (with --database); default hostname:pid")
 	fs.DurationVar(&f.LeaseTTL, "lease-ttl", 60*time.Second, "how long a node's lease of an entry lasts unrenewed (with --database); at least every binding's timeout plus 5s")
 	fs.StringVar(&f.ConsoleListen, "console-listen", "", "address of the operator console (keep it on loopback or behind a TLS proxy); off unless given")
+	fs.BoolVar(&f.AllowUnisolatedHandlers, "allow-unisolated-handlers", false, "where this host cannot run a process handler without network, run the bindings without the network grant with the host's network (logged at every start) instead of refusing to start")
 	tokenFile := fs.String("console-token-file", "", "file holding the console's token; default: the systemd credential console-token")
 	pos, err := parseArgs(fs, args)
 	if err != nil {

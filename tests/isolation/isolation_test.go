@@ -8,26 +8,22 @@ package isolation_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
 	"github.com/touba/touba-trigger/internal/testkit"
-	"github.com/touba/touba-trigger/verify"
 )
 
-// snoopBin is the handler of testdata/snoop, built by TestMain.
-var snoopBin string
+// snoopBin and dialBin are the handlers of testdata/snoop and
+// testdata/dial, built by TestMain.
+var snoopBin, dialBin string
 
 func TestMain(m *testing.M) {
-	gobuild.Main(m, map[string]*string{"./testdata/snoop": &snoopBin})
+	gobuild.Main(m, map[string]*string{"./testdata/snoop": &snoopBin, "./testdata/dial": &dialBin})
 }
 
 // nobody is the user the test runs the daemon as when it runs as root.
@@ -40,6 +36,8 @@ const secretVar = "TOUBA_ISOLATION_SIGNING_SECRET"
 type report struct {
 	UID, PPID       int
 	ParentCmdline   string
+	Helper          string
+	HelperHasVar    bool
 	EnvironErr      string
 	EnvironBytes    int
 	EnvironHasVar   bool
@@ -57,6 +55,9 @@ func TestHandlerCannotReadTheDaemonsSecrets(t *testing.T) {
 			if r.OwnEnvHasSecret {
 				t.Error("the trigger's secret is in the handler's own environment")
 			}
+			if r.HelperHasVar {
+				t.Errorf("the isolation helper %q has the daemon's secret variable in its environment", r.Helper)
+			}
 			if r.EnvironErr == "" || r.EnvironHasVar || r.EnvironBytes > 0 {
 				t.Errorf("handler (uid %d) read %d bytes of /proc/%d/environ (secret variable there: %v, error %q)",
 					r.UID, r.EnvironBytes, r.PPID, r.EnvironHasVar, r.EnvironErr)
@@ -72,65 +73,21 @@ func TestHandlerCannotReadTheDaemonsSecrets(t *testing.T) {
 // one signed delivery, and returns what the handler could read.
 func snoop(t *testing.T, grants string) report {
 	t.Helper()
-	asRoot := os.Geteuid() == 0
-	// A folder of its own, not t.TempDir(): that one's parent is private
-	// to root, and nobody must reach the files.
-	dir, err := os.MkdirTemp("", "touba-isolation-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	daemonBin := copyExec(t, testkit.Binary(t), filepath.Join(dir, "touba-trigger"))
+	dir, daemonBin := daemonDir(t)
 	handlerBin := copyExec(t, snoopBin, filepath.Join(dir, "snoop"))
 	reportFile := filepath.Join(dir, "report.json")
-	program := `{"air_version": "touba-air-v1", "triggers": [
-  {"ref": "trigger:iso/Snoop", "source": {"kind": "webhook",
-     "verify": {"scheme": "hmac-sha256", "secret": {"env": "` + secretVar + `"}}},
-   "steps": [{"id": "snoop", "tool": "tool:iso/Snoop"}]}]}`
 	manifest := fmt.Sprintf(`{"manifest_version": "touba-manifest-v1", "bindings": {
   "tool:iso/Snoop": {"handler": {"kind": "process", "command": %q, "args": [%q, %q]},
     "grants": %s, "timeout_ms": 30000, "effect_contract": {"kind": "none"}}}}`,
 		handlerBin, reportFile, secretVar, grants)
-	writeFile(t, filepath.Join(dir, "program.air.json"), program)
+	writeFile(t, filepath.Join(dir, "program.air.json"), signedProgram("Snoop", "tool:iso/Snoop"))
 	writeFile(t, filepath.Join(dir, "touba.manifest.json"), manifest)
 
-	cmd := exec.Command(daemonBin, "serve", filepath.Join(dir, "program.air.json"),
-		"--manifest", filepath.Join(dir, "touba.manifest.json"), "--queue", filepath.Join(dir, "q.sqlite"),
-		"--state", filepath.Join(dir, "s.sqlite"), "--effect-journal", filepath.Join(dir, "j.sqlite"),
-		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-socket", filepath.Join(dir, "admin.sock"))
-	cmd.Dir = dir
-	if asRoot {
-		// Root (CAP_SYS_PTRACE) reads any process's environ: the promise is
-		// about a handler of the daemon's own user, so both run as nobody.
-		if err := filepath.Walk(dir, func(p string, _ os.FileInfo, err error) error {
-			if err != nil {
-				return err
-			}
-			return os.Chown(p, nobody, nobody)
-		}); err != nil {
-			t.Fatal(err)
-		}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	}
+	cmd := serveCmd(dir, daemonBin)
+	asNobody(t, dir, cmd)
 	secret := "isolation-" + fmt.Sprint(time.Now().UnixNano())
 	d := testkit.StartCmd(t, cmd, []string{secretVar + "=" + secret})
-
-	body := []byte(`{"n":1}`)
-	req, err := http.NewRequest(http.MethodPost, d.URL()+"/triggers/iso/Snoop", strings.NewReader(string(body)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Touba-Event-Id", "ev-1")
-	req.Header.Set("X-Signature", verify.Sign([]byte(secret), body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	answer, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("delivery answered %d %s\n%s", resp.StatusCode, answer, d.Log())
-	}
+	deliver(t, d, "Snoop", "ev-1", secret)
 	d.WaitLog(`"message":"run done"`, 30*time.Second)
 	b, err := os.ReadFile(reportFile)
 	if err != nil {
@@ -140,28 +97,8 @@ func snoop(t *testing.T, grants string) report {
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatalf("report %s: %v", b, err)
 	}
-	if asRoot && r.UID != nobody {
+	if os.Geteuid() == 0 && r.UID != nobody {
 		t.Fatalf("handler ran as uid %d, want nobody", r.UID)
 	}
 	return r
-}
-
-// copyExec copies the program at src to dst, executable by anyone.
-func copyExec(tb testing.TB, src, dst string) string {
-	tb.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	return dst
-}
-
-func writeFile(tb testing.TB, path, data string) {
-	tb.Helper()
-	if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
-		tb.Fatal(err)
-	}
 }

@@ -12,12 +12,15 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 )
 
 // Report is what snoop found.
 type Report struct {
-	UID, PPID       int
+	UID, PPID       int    // PPID: the daemon's pid
 	ParentCmdline   string // to check the parent is the daemon itself
+	Helper          string // the isolation helper's command line, when one started snoop
+	HelperHasVar    bool   // the daemon's secret variable was in the helper's environment
 	EnvironErr      string // "" when /proc/<ppid>/environ could be read
 	EnvironBytes    int
 	EnvironHasVar   bool // the daemon's secret variable was in it
@@ -33,10 +36,17 @@ func main() {
 	_, _ = io.ReadAll(os.Stdin) // the request; its content does not matter
 	name := os.Args[2]
 	r := Report{UID: os.Getuid(), PPID: os.Getppid()}
-	proc := "/proc/" + strconv.Itoa(r.PPID)
-	if b, err := os.ReadFile(proc + "/cmdline"); err == nil {
-		r.ParentCmdline = string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+	r.ParentCmdline = cmdline(r.PPID)
+	// A daemon that is not root starts an isolated handler through a helper
+	// of its own binary: the daemon is the helper's parent.
+	if strings.HasPrefix(r.ParentCmdline, "touba-trigger-isolate ") {
+		r.Helper = r.ParentCmdline
+		env, _ := os.ReadFile("/proc/" + strconv.Itoa(r.PPID) + "/environ")
+		r.HelperHasVar = bytes.Contains(env, []byte(name+"="))
+		r.PPID = parent(r.PPID)
+		r.ParentCmdline = cmdline(r.PPID)
 	}
+	proc := "/proc/" + strconv.Itoa(r.PPID)
 	env, err := os.ReadFile(proc + "/environ")
 	if err != nil {
 		r.EnvironErr = err.Error()
@@ -55,4 +65,22 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Print(`{"ok":true,"output":{"snooped":true}}`)
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return string(bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+}
+
+// parent is the parent pid of pid, from /proc/<pid>/stat.
+func parent(pid int) int {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 {
+		if f := strings.Fields(s[i+1:]); len(f) > 1 {
+			ppid, _ := strconv.Atoi(f[1])
+			return ppid
+		}
+	}
+	return 0
 }
