@@ -215,7 +215,7 @@ func answer(req *Request, body []byte) *Result {
 	if req.Context.Effect != nil {
 		res.Outcome = touba.EffectApplied
 	}
-	return res
+	return cleanAnswer(res)
 }
 
 // redactURL drops credentials and the query from a URL meant for the log:
