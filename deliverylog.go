@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -85,13 +86,56 @@ func cut(s string, max int) string {
 	return s[:n] + TruncatedMark
 }
 
-// Trim cuts the fields of d a sender controls to their caps, in place,
-// before the row is buffered: every delivery log applies it.
+// Trim makes the text fields of d valid UTF-8 without NUL (Clean) and
+// cuts the fields a sender controls to their caps, in place, before the
+// row is buffered: every delivery log applies it. A PostgreSQL text column
+// refuses invalid UTF-8 and NUL, and one refused row would fail the whole
+// batch insert it is part of.
 func (d *LoggedDelivery) Trim() {
-	d.TriggerRef = cut(d.TriggerRef, MaxRefBytes)
-	d.EventID = cut(d.EventID, MaxEventIDBytes)
-	d.RemoteAddr = cut(d.RemoteAddr, MaxRemoteAddrBytes)
-	d.Headers = trimHeaders(d.Headers)
+	d.DeliveryID = Clean(d.DeliveryID)
+	d.Digest = Clean(d.Digest)
+	d.ErrorCode = Clean(d.ErrorCode)
+	d.QueueID = Clean(d.QueueID)
+	d.TriggerRef = cut(Clean(d.TriggerRef), MaxRefBytes)
+	d.EventID = cut(Clean(d.EventID), MaxEventIDBytes)
+	d.RemoteAddr = cut(Clean(d.RemoteAddr), MaxRemoteAddrBytes)
+	d.Headers = trimHeaders(cleanHeaders(d.Headers))
+}
+
+// Clean returns s as valid UTF-8 without NUL: each run of invalid bytes
+// and each NUL becomes U+FFFD, the replacement character (what
+// encoding/json writes for invalid bytes). A valid string without NUL is
+// returned as it is, without a copy.
+func Clean(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// cleanHeaders returns h with names and values cleaned; h itself when
+// nothing needed it. Two names that clean to one keep their values joined
+// with ", ", as repeated HTTP headers are.
+func cleanHeaders(h map[string]string) map[string]string {
+	dirty := false
+	for k, v := range h {
+		if Clean(k) != k || Clean(v) != v {
+			dirty = true
+			break
+		}
+	}
+	if !dirty {
+		return h
+	}
+	out := make(map[string]string, len(h))
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		name, v := Clean(k), Clean(h[k])
+		if prev, ok := out[name]; ok {
+			v = prev + ", " + v
+		}
+		out[name] = v
+	}
+	return out
 }
 
 // trimHeaders keeps headers, in name order, while their names and values

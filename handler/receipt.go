@@ -148,8 +148,14 @@ func interpret(req *Request, doc []byte) *Result {
 	return interpretParsed(req, w, werr)
 }
 
-// interpretParsed is interpret of a document parseResponse accepted.
+// interpretParsed is interpret of a document parseResponse accepted, its
+// text made storable (cleanAnswer).
 func interpretParsed(req *Request, w *wireResponse, werr *wireError) *Result {
+	return cleanAnswer(judge(req, w, werr))
+}
+
+// judge decides a parsed response's result: ok or error, outcome, receipt.
+func judge(req *Request, w *wireResponse, werr *wireError) *Result {
 	res := &Result{Dispatched: true}
 	receipt := w.EffectReceipt
 	if werr == nil {

@@ -216,5 +216,5 @@ func answer(req *Request, body []byte) *Result {
 	if req.Context.Effect != nil {
 		res.Outcome = touba.EffectApplied
 	}
-	return res
+	return cleanAnswer(res)
 }

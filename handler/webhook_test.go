@@ -145,6 +145,10 @@ func TestWebhookPlainAnswers(t *testing.T) {
 		{201, `accepted`, `"accepted"`},
 		{200, `{"ok":"not a protocol response"}`, `{"ok":"not a protocol response"}`},
 		{204, ``, `""`},
+		// Bytes that are not UTF-8: in JSON, \ufffd each, as encoding/json
+		// writes them; in a plain body, the JSON string's U+FFFD.
+		{200, `{"name": "caf` + "\xe9" + `", "nul": "\u0000"}`, `{"name":"caf\ufffd","nul":"\u0000"}`},
+		{200, "caf\xe9\x00", `"caf\ufffd\u0000"`},
 	} {
 		req := newRequest(t, `{}`, touba.RetryNone)
 		s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {

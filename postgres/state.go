@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/uuidv7"
@@ -306,10 +308,43 @@ func (s *State) gather(batch *[]*touba.LoggedDelivery) bool {
 	return true
 }
 
+// write inserts batch with one statement. When the database refuses the
+// data of a row (SQLSTATE class 22 or 23: a byte a text column cannot hold,
+// a delivery id logged twice), the batch is split in halves and each half
+// written on its own, down to the one row refused: that row is dropped
+// and counted, never the others of its batch. Any other error (the
+// database unreachable) drops the batch as it is, without a retry per row.
 func (s *State) write(batch []*touba.LoggedDelivery) {
 	if len(batch) == 0 {
 		return
 	}
+	n := len(batch)
+	err := s.insertLog(batch)
+	if err == nil {
+		s.written.Add(int64(n))
+		return
+	}
+	if n > 1 && dataError(err) {
+		s.write(batch[:n/2])
+		s.write(batch[n/2:])
+		return
+	}
+	s.dropped.Add(int64(n))
+	ev := s.db.log.Error().Err(err).Int("rows", n)
+	if n == 1 {
+		ev = ev.Str("delivery_id", batch[0].DeliveryID)
+	}
+	ev.Msg("delivery log write failed")
+}
+
+// dataError reports whether err is the database refusing the data of a
+// statement (data exception or integrity constraint violation).
+func dataError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23"))
+}
+
+func (s *State) insertLog(batch []*touba.LoggedDelivery) error {
 	n := len(batch)
 	cols := make([][]string, 10)
 	for i := range cols {
@@ -334,7 +369,7 @@ func (s *State) write(batch []*touba.LoggedDelivery) {
 			}
 		}
 	}
-	err := errClosed(s.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
+	return errClosed(s.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO deliveries (delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id,
 			remote_addr, headers, status_code, body)
 			SELECT delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body
@@ -344,12 +379,6 @@ func (s *State) write(batch []*touba.LoggedDelivery) {
 			ORDER BY n`, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], codes, bodies)
 		return err
 	}))
-	if err != nil {
-		s.dropped.Add(int64(n))
-		s.db.log.Error().Err(err).Int("rows", n).Msg("delivery log write failed")
-		return
-	}
-	s.written.Add(int64(n))
 }
 
 // prune deletes rows past LogMaxAge, then the oldest past LogMaxRows.

@@ -3,8 +3,10 @@ package storetest
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	touba "github.com/touba/touba-trigger"
 )
@@ -18,6 +20,8 @@ func runDeliveryLog(t *testing.T, f Factory) {
 	t.Run("Filters", func(t *testing.T) { testLogFilters(t, f) })
 	t.Run("LogNeverBlocks", func(t *testing.T) { testLogNeverBlocks(t, f) })
 	t.Run("Bounds", func(t *testing.T) { testLogBounds(t, f) })
+	t.Run("BadBytesCostNoRow", func(t *testing.T) { testLogBadBytes(t, f) })
+	t.Run("RefusedRowCostsOnlyItself", func(t *testing.T) { testLogRefusedRow(t, f) })
 }
 
 // deliveries reads the log with filter lf.
@@ -215,5 +219,97 @@ func testLogBounds(t *testing.T, f Factory) {
 	}
 	if rows := e.deliveries(t, touba.LogFilter{Limit: 1000}); len(rows) != 0 {
 		t.Fatalf("%d rows older than the max age kept", len(rows))
+	}
+}
+
+// textOK reports whether s is valid UTF-8 without NUL: what a PostgreSQL
+// text column accepts.
+func textOK(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
+
+// testLogBadBytes: sender-controlled fields with NUL and bytes that are not
+// UTF-8 (a path /triggers/%00 or %ff, a header value, a remote address)
+// are stored with U+FFFD in their place, and cost no other row of their
+// batch: on PostgreSQL one such row used to fail the multi-row insert of
+// up to 2,048 rows.
+func testLogBadBytes(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	const n = 300
+	bad := map[string]*touba.LoggedDelivery{
+		"nul-ref":  {TriggerRef: "trigger:\x00", StatusCode: 404, ErrorCode: touba.ETriggerNotFound},
+		"ff-ref":   {TriggerRef: "trigger:\xff\xfe", StatusCode: 404, ErrorCode: touba.ETriggerNotFound},
+		"headers":  {TriggerRef: "trigger:t", StatusCode: 401, Headers: map[string]string{"X-A\xff": "v\x00\xe9", "X-B": "ok"}},
+		"remote":   {TriggerRef: "trigger:t", StatusCode: 401, RemoteAddr: "\x00\xc3(:1"},
+		"event-id": {TriggerRef: "trigger:t", StatusCode: 400, EventID: "e\xe9\x00"},
+	}
+	ids := map[string]string{}
+	for i := range n {
+		d := &touba.LoggedDelivery{TriggerRef: "trigger:t", EventID: fmt.Sprintf("ok-%03d", i), StatusCode: 401,
+			ErrorCode: touba.ETriggerSignatureInvalid, RemoteAddr: "192.0.2.1:1"}
+		if i%60 == 30 {
+			for name, b := range bad {
+				if _, done := ids[name]; !done {
+					if b.ErrorCode == "" {
+						b.ErrorCode = touba.ETriggerSignatureInvalid
+					}
+					e.State.Log(b)
+					ids[name] = b.DeliveryID
+					break
+				}
+			}
+		}
+		e.State.Log(d)
+	}
+	e.flush(t)
+	rows := e.deliveries(t, touba.LogFilter{Limit: 10 * n})
+	if got, want := len(rows), n+len(bad); got != want {
+		written, dropped := e.State.LogStats()
+		t.Fatalf("log holds %d rows, want %d (written=%d dropped=%d)", got, want, written, dropped)
+	}
+	for name, id := range ids {
+		got, err := e.State.Delivery(e.ctx, id)
+		if err != nil || got == nil {
+			t.Fatalf("%s: %v, %v", name, got, err)
+		}
+		for _, s := range []string{got.TriggerRef, got.EventID, got.RemoteAddr} {
+			if !textOK(s) {
+				t.Fatalf("%s: stored %q, want valid UTF-8 without NUL", name, s)
+			}
+		}
+		for k, v := range got.Headers {
+			if !textOK(k) || !textOK(v) {
+				t.Fatalf("%s: stored header %q: %q", name, k, v)
+			}
+		}
+	}
+	if got, _ := e.State.Delivery(e.ctx, ids["nul-ref"]); got.TriggerRef != "trigger:\uFFFD" {
+		t.Fatalf("NUL stored as %q, want U+FFFD", got.TriggerRef)
+	}
+	if got, _ := e.State.Delivery(e.ctx, ids["headers"]); got.Headers["X-A\uFFFD"] != "v\uFFFD\uFFFD" || got.Headers["X-B"] != "ok" {
+		t.Fatalf("headers stored as %q", got.Headers)
+	}
+}
+
+// testLogRefusedRow: a row the store refuses even after cleaning (here a
+// delivery id logged twice) is dropped and counted alone; the other rows
+// logged with it are written.
+func testLogRefusedRow(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	const n = 200
+	for i := range n {
+		e.State.Log(&touba.LoggedDelivery{DeliveryID: fmt.Sprintf("row-%03d", i), TriggerRef: "trigger:t",
+			StatusCode: 401, ErrorCode: touba.ETriggerSignatureInvalid})
+		if i == n/2 {
+			e.State.Log(&touba.LoggedDelivery{DeliveryID: "row-010", TriggerRef: "trigger:again",
+				StatusCode: 401, ErrorCode: touba.ETriggerSignatureInvalid})
+		}
+	}
+	e.flush(t)
+	rows := e.deliveries(t, touba.LogFilter{Limit: 10 * n})
+	written, dropped := e.State.LogStats()
+	if len(rows) != n || written != n || dropped != 1 {
+		t.Fatalf("log holds %d rows (written=%d dropped=%d), want %d written and the repeated id dropped", len(rows), written, dropped, n)
+	}
+	if got, _ := e.State.Delivery(e.ctx, "row-010"); got == nil || got.TriggerRef != "trigger:t" {
+		t.Fatalf("row-010: %+v, want the first one logged", got)
 	}
 }

@@ -3,7 +3,6 @@ package trigger
 import (
 	"encoding/json"
 	"errors"
-	"math/big"
 	"net/http"
 
 	touba "github.com/touba/touba-trigger"
@@ -45,14 +44,24 @@ func passes(conds []Condition, doc map[string]any) bool {
 			if found != *c.Exists {
 				return false
 			}
+		case !found:
+			return false
 		case c.isEq:
-			if !found || !jsonEqual(v, c.Equals) {
+			if !jsonEqual(v, c.eq) {
 				return false
 			}
 		default:
+			// A number is read once, whatever the length of the list.
+			if n, ok := v.(json.Number); ok {
+				d, ok := parseDecimal(n.String())
+				if !ok {
+					return false
+				}
+				v = d
+			}
 			hit := false
-			for _, want := range c.In {
-				if found && jsonEqual(v, want) {
+			for _, want := range c.in {
+				if jsonEqual(v, want) {
 					hit = true
 					break
 				}
@@ -65,18 +74,22 @@ func passes(conds []Condition, doc map[string]any) bool {
 	return true
 }
 
-// jsonEqual compares two decoded JSON values; numbers by value, so 1,
-// 1.0 and 1e0 are equal.
+// jsonEqual compares a decoded JSON value of the delivery (numbers as
+// json.Number, or already as decimals) with a compiled constant (numbers
+// as decimals, see compileValue); numbers by value, so 1, 1.0 and 1e0 are
+// equal. It takes time linear in the size of a.
 func jsonEqual(a, b any) bool {
 	switch x := a.(type) {
 	case json.Number:
-		y, ok := b.(json.Number)
+		y, ok := b.(decimal)
 		if !ok {
 			return false
 		}
-		fx, okx := new(big.Float).SetString(x.String())
-		fy, oky := new(big.Float).SetString(y.String())
-		return okx && oky && fx.Cmp(fy) == 0
+		d, ok := parseDecimal(x.String())
+		return ok && d == y
+	case decimal:
+		y, ok := b.(decimal)
+		return ok && x == y
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) {

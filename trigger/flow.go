@@ -25,13 +25,17 @@ type RateLimit struct {
 }
 
 // Condition is one filter condition: exactly one of Equals, In, Exists is
-// set. Values are decoded with numbers kept as written (json.Number).
+// set. Values are decoded with numbers kept as written (json.Number); eq
+// and in are the same values compiled once at load for matching (numbers
+// as decimals, filter_number.go).
 type Condition struct {
 	Pointer string
 	Equals  any
 	In      []any
 	Exists  *bool
 	isEq    bool
+	eq      any
+	in      []any
 }
 
 // Concurrency limits the runs of one key: at most Max at a time, in
@@ -186,6 +190,7 @@ func (w walker) filter(path string, raw *strictjson.Node) ([]Condition, error) {
 			if c.Equals, err = decodeValue(m["equals"].Raw); err != nil {
 				return nil, w.Fail(p+".equals", "must be a JSON value")
 			}
+			c.eq = compileValue(c.Equals)
 		case m["in"] != nil:
 			vals, err := w.Array(p+".in", m["in"])
 			if err != nil {
@@ -200,6 +205,7 @@ func (w walker) filter(path string, raw *strictjson.Node) ([]Condition, error) {
 					return nil, w.Fail(p+".in", "must hold JSON values")
 				}
 				c.In = append(c.In, v)
+				c.in = append(c.in, compileValue(v))
 			}
 		default:
 			b, err := w.Boolean(p+".exists", m["exists"])

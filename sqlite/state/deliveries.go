@@ -3,6 +3,9 @@ package state
 import (
 	"context"
 	"encoding/json"
+	"errors"
+
+	"github.com/mattn/go-sqlite3"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
@@ -93,8 +96,10 @@ func (s *State) write(batch []*waiting) {
 	t, ageDone := s.totals, false
 	// Through the file's commit engine: a batch of the log is one operation
 	// among the run checkpoints'.
+	refused := 0
 	err := s.w.Do(ctx, func(ctx context.Context, tx *sqlitex.Tx) error {
 		var err error
+		refused = 0
 		for _, d := range batch {
 			hdr, _ := json.Marshal(d.Headers)
 			if d.Headers == nil {
@@ -106,13 +111,23 @@ func (s *State) write(batch []*waiting) {
 				if d.Body == nil {
 					body = []byte{}
 				}
-				t.body += int64(len(d.Body))
 			}
 			at := touba.FormatTime(d.At)
 			size := storedSize(d.Delivery, at, hdr)
 			if _, err := tx.ExecContext(ctx, qInsertLog, d.DeliveryID, at, d.TriggerRef, d.EventID, d.Digest,
 				d.StatusCode, d.ErrorCode, d.QueueID, d.RemoteAddr, string(hdr), body, size); err != nil {
-				return err
+				// A row the schema refuses (a delivery id logged twice)
+				// undoes only its own statement: it is dropped, never
+				// the other rows of its batch.
+				if !constraintError(err) {
+					return err
+				}
+				refused++
+				s.opts.Log.Error().Err(err).Str("delivery_id", d.DeliveryID).Msg("delivery log row refused")
+				continue
+			}
+			if d.BodyStored {
+				t.body += int64(len(d.Body))
 			}
 			t.rows++
 			t.bytes += size
@@ -138,7 +153,15 @@ func (s *State) write(batch []*waiting) {
 	if ageDone {
 		s.ageDue = false
 	}
-	s.written.Add(int64(len(batch)))
+	s.dropped.Add(int64(refused))
+	s.written.Add(int64(len(batch) - refused))
+}
+
+// constraintError reports whether err is SQLite refusing one statement's
+// row (SQLITE_CONSTRAINT), which undoes that statement only.
+func constraintError(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrConstraint
 }
 
 const qInsertLog = `INSERT INTO deliveries (delivery_id, at, trigger_ref, event_id, digest,
