@@ -50,7 +50,8 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 		for _, pick := range []string{
 			`SELECT queue_id FROM entries WHERE status = 'running' AND lease_expires_at < $1
 				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-			`SELECT queue_id FROM entries WHERE status = 'pending' AND NOT held AND (not_before IS NULL OR not_before <= $1)
+			`SELECT queue_id FROM entries e WHERE status = 'pending' AND NOT held AND (not_before IS NULL OR not_before <= $1)
+				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 				ORDER BY queue_id LIMIT $2 FOR UPDATE SKIP LOCKED`,
 		} {
 			if len(out) >= n {
