@@ -71,12 +71,12 @@ func (d *Dispatcher) acquire(ctx context.Context, b *Binding, e *touba.Delivery)
 	if !ok {
 		return nil, nil, false
 	}
-	release, ok = d.slot(ctx, b, e, &waiting)
+	free, ok := d.slot(ctx, b, e, &waiting)
 	if !ok {
 		pass.release()
 		return nil, nil, false
 	}
-	return func() { release(); pass.release() }, pass, true
+	return func() { free(); pass.release() }, pass, true
 }
 
 // slot waits for one of b's max_concurrency slots.
