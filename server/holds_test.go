@@ -207,3 +207,95 @@ func TestPauseAcrossNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestCircuitIsTheClusters: node 0 opens a binding's circuit after
+// min_calls calls that got 503; node 1, started after node 0 stopped,
+// reads the open circuit from the database and holds its run (nothing
+// reaches the remote) until open_ms passed; then its probe, the remote
+// having recovered, closes the circuit and the run is done at attempt 1.
+func TestCircuitIsTheClusters(t *testing.T) {
+	var mu sync.Mutex
+	calls, failing := 0, true
+	remote := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		mu.Lock()
+		calls++
+		f := failing
+		mu.Unlock()
+		if f {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{"stored": true}`))
+	}))
+	t.Cleanup(remote.Close)
+	count := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+	dir := t.TempDir()
+	program, manifest := filepath.Join(dir, "program.air.json"), filepath.Join(dir, "touba.manifest.json")
+	const openMS = 6000
+	os.WriteFile(program, []byte(`{"air_version": "touba-air-v1", "triggers": [{"ref": "trigger:hold/Free", "source": {"kind": "webhook"},
+	  "steps": [{"id": "w", "tool": "tool:hold/Write", "input": {"n": {"$ref": "/event/body/n"}}}]}]}`), 0o600)
+	os.WriteFile(manifest, []byte(fmt.Sprintf(`{"manifest_version": "touba-manifest-v1", "bindings": {"tool:hold/Write": {
+	  "handler": {"kind": "webhook", "options": {"url": %q, "timeout_sec": 2}, "credentials": {"hmac_secret": {"env": "FLOW_HMAC"}}},
+	  "timeout_ms": 2000, "effect_contract": {"kind": "external_write", "retry_mode": "reconcile"},
+	  "circuit": {"failure_ratio": 0.5, "min_calls": 3, "window_ms": 60000, "open_ms": %d}}}}`, remote.URL, openMS)), 0o600)
+	t.Setenv("FLOW_HMAC", "hold-test-secret")
+	dsn := pgtest.New(t)
+	sockDir, err := os.MkdirTemp("", "tc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	start := func(node string) *testkit.Server {
+		return testkit.StartServer(t, server.Config{Program: program, Manifest: manifest, Database: dsn, NodeID: node, Workers: 2,
+			LeaseTTL: 10 * time.Second, MetricsListen: "127.0.0.1:0", AdminSocket: filepath.Join(sockDir, node+".sock")})
+	}
+	a := start("node-a")
+	var opened time.Time // no later than the circuit opened: before the call that opens it
+	for i := range 3 {
+		opened = time.Now()
+		postHold(t, a.URL(), "Free", i)
+		testkit.WaitFor(t, 30*time.Second, func() bool { return count() == i+1 }, fmt.Sprintf("failed call %d", i+1))
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		return strings.HasSuffix(metricLine(t, a.MetricsURL(), `touba_circuit_open{node_id="node-a",tool_ref="tool:hold/Write"}`), " 1")
+	}, "node a to open the circuit")
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	b := start("node-b")
+	postHold(t, b.URL(), "Free", 3)
+	testkit.WaitFor(t, 30*time.Second, func() bool { return slotWaiting(t, b.MetricsURL()) == 1 }, "node b to hold its run")
+	if time.Since(opened) >= openMS*time.Millisecond {
+		t.Skipf("node b started after open_ms had passed (a slow machine); nothing to prove")
+	}
+	if got := count(); got != 3 {
+		t.Fatalf("the remote saw %d calls while the cluster's circuit was open, want none after the 3", got-3)
+	}
+	if line := metricLine(t, b.MetricsURL(), `touba_circuit_open{node_id="node-b",tool_ref="tool:hold/Write"}`); !strings.HasSuffix(line, " 1") {
+		t.Fatalf("node b's circuit gauge: %q", line)
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	testkit.WaitFor(t, 30*time.Second, func() bool { return count() == 4 && slotWaiting(t, b.MetricsURL()) == 0 }, "node b's probe")
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		return strings.HasSuffix(metricLine(t, b.MetricsURL(), `touba_circuit_open{node_id="node-b",tool_ref="tool:hold/Write"}`), " 0")
+	}, "the circuit closed")
+	if elapsed := time.Since(opened); elapsed < openMS*time.Millisecond {
+		t.Fatalf("node b probed %s after the circuit opened, before open_ms", elapsed)
+	}
+	c, err := admin.Dial(filepath.Join(sockDir, "node-b.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		es, err := c.Entries(context.Background(), admin.EntryFilter{Status: "done"})
+		return err == nil && len(es) == 1
+	}, "the held run done")
+	es, err := c.Entries(context.Background(), admin.EntryFilter{Status: "done"})
+	if err != nil || len(es) != 1 || es[0].Attempts != 1 {
+		t.Fatalf("the held run: %+v %v, want done at attempt 1", es, err)
+	}
+}
