@@ -137,8 +137,18 @@ func TestCircuitOpensProbesAndCloses(t *testing.T) {
 
 	// open_ms passes, the remote still fails: one probe, then open again.
 	clk.advance(openMS * time.Millisecond)
-	testkit.WaitFor(t, waitFor, func() bool { return remote.calls.Load() == minCalls+1 && circuitState(w.d) == touba.CircuitOpen &&
-		w.d.WaitingForSlot() == 1 }, "one failed probe and the circuit open again")
+	parked := func() int {
+		n := 0
+		for _, q := range []string{a, b} {
+			if w.entry(q).Status == touba.StatusParked {
+				n++
+			}
+		}
+		return n
+	}
+	testkit.WaitFor(t, waitFor, func() bool {
+		return remote.calls.Load() == minCalls+1 && circuitState(w.d) == touba.CircuitOpen && w.d.WaitingForSlot() == 1 && parked() == 1
+	}, "one failed probe (its run parked) and the circuit open again")
 	if got := remote.calls.Load(); got != minCalls+1 {
 		t.Fatalf("remote saw %d calls after the first open_ms, want exactly one probe", got-minCalls)
 	}
