@@ -42,6 +42,11 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	// all rather than leave entries running that nobody runs.
 	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		out = out[:0]
+		if q.paused.Load() > 0 {
+			var err error
+			out, err = q.leaseAround(ctx, tx, now, n)
+			return -int64(len(out)), err
+		}
 		rows, err := tx.QueryContext(ctx, qLease, now, now, n)
 		if err != nil {
 			return 0, err

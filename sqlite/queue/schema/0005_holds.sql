@@ -6,3 +6,9 @@ CREATE TABLE paused_triggers (
   operator    TEXT NOT NULL,
   reason      TEXT NOT NULL DEFAULT ''
 ) STRICT;
+
+-- The leasable entries by trigger: while a trigger is paused the lease
+-- walks this index trigger by trigger, seeking past a paused trigger's
+-- entries instead of reading them (holds.go). Partial: an entry is in it
+-- only while it waits pending.
+CREATE INDEX entries_ready_trigger ON entries (trigger_ref, queue_id) WHERE status = 'pending' AND held = 0;
