@@ -170,3 +170,39 @@ func (c *Circuits) Circuits(ctx context.Context) ([]touba.CircuitState, error) {
 	}
 	return out, rows.Err()
 }
+
+// pickPending picks the oldest due pending entries no key holds back.
+const pickPending = `SELECT queue_id FROM touba.entries e WHERE status = 'pending' AND NOT held AND (not_before IS NULL OR not_before <= $1)
+	AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
+	ORDER BY queue_id LIMIT $2 FOR UPDATE SKIP LOCKED`
+
+// pickAround is pickPending while a trigger is paused. pickPending would
+// read, in entries_ready, every pending entry of a paused trigger older
+// than the first it can lease; pickAround instead walks the triggers that
+// have leasable entries in entries_ready_trigger (a loose index scan: one
+// seek per trigger, past all of a paused trigger's entries at once), takes
+// the oldest due n of each trigger not paused, and keeps the oldest n.
+const pickAround = `WITH RECURSIVE refs(ref) AS (
+		(SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held ORDER BY trigger_ref LIMIT 1)
+		UNION ALL
+		SELECT (SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held AND trigger_ref > refs.ref
+			ORDER BY trigger_ref LIMIT 1) FROM refs WHERE refs.ref IS NOT NULL),
+	active AS (SELECT ref FROM refs WHERE ref IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = refs.ref))
+	SELECT c.queue_id FROM active CROSS JOIN LATERAL (
+		SELECT queue_id FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = active.ref
+			AND (e.not_before IS NULL OR e.not_before <= $1) ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED) c
+	ORDER BY c.queue_id LIMIT $2`
+
+// pendingPick is the pick of pending entries for a lease in tx: around
+// the paused triggers when there are any (one primary-key probe to know).
+func pendingPick(ctx context.Context, tx *Tx) (string, error) {
+	var any bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM touba.paused_triggers)`).Scan(&any); err != nil {
+		return "", err
+	}
+	if any {
+		return pickAround, nil
+	}
+	return pickPending, nil
+}

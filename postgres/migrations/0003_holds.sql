@@ -18,3 +18,8 @@ CREATE TABLE touba.binding_circuits (
   calls    INTEGER NOT NULL DEFAULT 0,
   failures INTEGER NOT NULL DEFAULT 0,
   node_id  TEXT NOT NULL DEFAULT '') WITH (fillfactor = 50);
+
+-- The leasable entries by trigger: while a trigger is paused the lease
+-- walks the triggers in this index and seeks past a paused trigger's
+-- entries instead of reading them (holds.go, pickAround).
+CREATE INDEX entries_ready_trigger ON touba.entries (trigger_ref, queue_id COLLATE "C") WHERE status = 'pending' AND NOT held;
