@@ -149,7 +149,7 @@ func (s *Service) changeTrigger(ctx context.Context, r TriggerRequest, pause boo
 	if ref == "" {
 		return nil, badRequest("a trigger ref is required")
 	}
-	if pause && s.ProgramTriggers != nil && !s.inProgram(ref) {
+	if pause && !s.inProgram(ref) {
 		ev.Outcome = "refused: not a trigger of the running program"
 		s.audit(ctx, ev)
 		return nil, notFound("%s is not a trigger of the running program", ref)
@@ -186,8 +186,17 @@ func (s *Service) changeTrigger(ctx context.Context, r TriggerRequest, pause boo
 	return &TriggerChange{TriggerRef: ref, Paused: pause, Changed: changed}, nil
 }
 
+// inProgram tells whether ref is a trigger of the running program; true
+// when no program is loaded (the CLI on the files without --program).
 func (s *Service) inProgram(ref string) bool {
-	for _, pt := range s.ProgramTriggers() {
+	if s.ProgramTriggers == nil {
+		return true
+	}
+	pts := s.ProgramTriggers()
+	if pts == nil {
+		return true
+	}
+	for _, pt := range pts {
 		if pt.Ref == ref {
 			return true
 		}

@@ -32,12 +32,16 @@ func runTriggers(ctx context.Context, args []string, stdout, stderr io.Writer) e
 				return orJSON(stdout, rows, err)
 			}
 			t := newTable(stdout, "TRIGGER", "STATE", "PENDING", "WAITING", "RUNNING", "OPEN_CIRCUITS", "PAUSED_BY", "REASON")
+			program := false // no program loaded (the files without --program): nothing to compare with
+			for _, r := range rows {
+				program = program || r.InProgram
+			}
 			for _, r := range rows {
 				state := "active"
 				if r.Paused {
 					state = "paused"
 				}
-				if !r.InProgram {
+				if program && !r.InProgram {
 					state += " (not in program)"
 				}
 				var open []string

@@ -98,6 +98,10 @@ func TestPauseSurvivesRestart(t *testing.T) {
 	if !strings.Contains(d.Log(), "operator.trigger.pause") {
 		t.Fatalf("no audit line of the pause in the log:\n%s", d.Log())
 	}
+	// With no daemon, the CLI reads the pause from the queue file.
+	if tr := e.trigger(t, "trigger:ops/Held"); !tr.Paused || tr.Pending != 3 {
+		t.Fatalf("triggers ls on the files: %+v, want paused with 3 pending", tr)
+	}
 	d = e.serve(t)
 	postHold(t, d, "ops/Held", "held-3")
 	postHold(t, d, "ops/Free", "free-1")
