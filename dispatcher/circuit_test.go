@@ -72,7 +72,11 @@ type transitions struct {
 	seq []string
 }
 
-func (tr *transitions) add(_, _, to string) { tr.mu.Lock(); tr.seq = append(tr.seq, to); tr.mu.Unlock() }
+func (tr *transitions) add(_, _, to string) {
+	tr.mu.Lock()
+	tr.seq = append(tr.seq, to)
+	tr.mu.Unlock()
+}
 func (tr *transitions) list() []string {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()

@@ -11,7 +11,9 @@ import (
 // refused at load naming its path.
 func TestCircuit(t *testing.T) {
 	const B = `m.json: $.bindings["tool:a/B"].circuit`
-	with := func(circuit string) string { return one(`{"handler":` + proc + `,"circuit":` + circuit + `,` + none + `}`) }
+	with := func(circuit string) string {
+		return one(`{"handler":` + proc + `,"circuit":` + circuit + `,` + none + `}`)
+	}
 	m, err := manifest.Parse("m.json", []byte(with(`{"failure_ratio": 0.5, "min_calls": 20, "window_ms": 60000, "open_ms": 30000}`)))
 	if err != nil {
 		t.Fatal(err)
