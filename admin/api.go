@@ -32,6 +32,7 @@ type API interface {
 	Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult, error)
 	Compensate(ctx context.Context, r CompensateRequest) (*touba.Compensation, error)
 	Health(ctx context.Context) (*Health, error)
+	TriggerAPI // triggers.go
 }
 
 // EntryFilter selects queue entries; empty fields match all.

@@ -84,6 +84,7 @@ func Handler(api API) http.Handler {
 	rt.GET("/v1/health", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		reply(w)(api.Health(r.Context()))
 	})
+	triggerRoutes(rt, api)
 	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fail(w, notFound("no admin route %s %s", r.Method, r.URL.Path))
 	})

@@ -45,7 +45,11 @@ type Service struct {
 	// Compensable, when set, tells whether the binding of a tool declares
 	// compensation support, so the console offers it only there.
 	Compensable func(toolRef string) bool
-	Log         zerolog.Logger
+	// ProgramTriggers, when set, lists the running program's triggers
+	// and their tools; Circuits the circuits not closed (triggers.go).
+	ProgramTriggers func() []ProgramTrigger
+	Circuits        func(ctx context.Context) ([]touba.CircuitState, error)
+	Log             zerolog.Logger
 
 	busy busy // entries an operator action is working on
 	// afterCompensateCheck, set by tests, runs between a compensation's

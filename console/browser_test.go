@@ -184,7 +184,7 @@ func TestBrowser(t *testing.T) {
 	}
 	// Every other page, for errors, and on each no word of a table broken
 	// in the middle, at a laptop's width and a narrow one.
-	pages := []string{"/", "/parked", "/entries", "/deliveries?rejected=1", "/login", strings.TrimPrefix(entryURL, d.console)}
+	pages := []string{"/", "/parked", "/entries", "/deliveries?rejected=1", "/triggers", "/login", strings.TrimPrefix(entryURL, d.console)}
 	for _, width := range []int64{1280, 900} {
 		do(t, ctx, "resize", chromedp.EmulateViewport(width, 900))
 		for _, p := range pages {
@@ -194,6 +194,13 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 	}
+	// Pause a trigger from its page, and resume it: each a POST with the
+	// session's CSRF token.
+	do(t, ctx, "pause a trigger", chromedp.Navigate(d.console+"/triggers"), chromedp.WaitVisible(chromedp.ID("triggers")),
+		chromedp.SendKeys(chromedp.CSS(`#triggers input[name="reason"]`), "browser test"), chromedp.Click(chromedp.CSS(`#triggers button`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(., "Paused trigger:")]`)))
+	do(t, ctx, "resume it", chromedp.Navigate(d.console+"/triggers"), chromedp.WaitVisible(chromedp.Search(`//td/b[.="paused"]`)),
+		chromedp.Click(chromedp.CSS(`#triggers button`)), chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(., "Resumed trigger:")]`)))
 	flush(t, ctx)
 	if got := probs.take(); len(got) > 0 {
 		t.Fatalf("the browser reported problems:\n%s", strings.Join(got, "\n"))

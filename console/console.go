@@ -110,6 +110,9 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /deliveries", c.deliveries)
 	c.mux.HandleFunc("GET /deliveries/{id}", c.delivery)
 	c.mux.HandleFunc("POST /deliveries/{id}/replay", c.replayDelivery)
+	c.mux.HandleFunc("GET /triggers", c.triggers)
+	c.mux.HandleFunc("POST /triggers/pause", c.pauseTrigger)
+	c.mux.HandleFunc("POST /triggers/resume", c.resumeTrigger)
 }
 
 // ServeHTTP sets the security headers on every answer, lets the login

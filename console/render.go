@@ -16,7 +16,7 @@ import (
 )
 
 // The pages, each parsed with the layout.
-var pageNames = []string{"login", "overview", "parked", "entries", "entry", "effect", "deliveries", "delivery", "result", "error", "confirm"}
+var pageNames = []string{"login", "overview", "parked", "entries", "entry", "effect", "deliveries", "delivery", "result", "error", "confirm", "triggers"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{

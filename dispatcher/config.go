@@ -28,6 +28,8 @@ type Binding struct {
 	// MaxConcurrency bounds the binding's calls in flight across workers;
 	// 0 is no bound (slots.go).
 	MaxConcurrency int
+	// Circuit is the binding's circuit breaker; zero is none (circuit.go).
+	Circuit CircuitConfig
 	// InProcess: the runner is the daemon's own code (accounting_stub): no
 	// process starts and no request leaves between prepared and
 	// dispatched, so the journal writes both in one commit (step.go).
@@ -109,7 +111,7 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 		}
 		c.Bindings[ref] = &Binding{Ref: ref, Contract: b.EffectContract, Grants: b.Grants, Timeout: b.Timeout(),
 			Runner: r, Compensation: b.Compensation != nil && b.Compensation.Supported, MaxConcurrency: maxConc,
-			InProcess: b.Handler.Kind == manifest.KindAccountingStub}
+			InProcess: b.Handler.Kind == manifest.KindAccountingStub, Circuit: circuitOf(b.Circuit)}
 	}
 	return c, nil
 }
@@ -140,4 +142,13 @@ func (c *Config) CloseRunners(next *Config) {
 			b.Runner.Close()
 		}
 	}
+}
+
+// circuitOf is a manifest circuit as the dispatcher counts it.
+func circuitOf(c *manifest.Circuit) CircuitConfig {
+	if c == nil {
+		return CircuitConfig{}
+	}
+	return CircuitConfig{FailureRatio: c.FailureRatio, MinCalls: c.MinCalls,
+		Window: time.Duration(c.WindowMS) * time.Millisecond, Open: time.Duration(c.OpenMS) * time.Millisecond}
 }

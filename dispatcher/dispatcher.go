@@ -79,6 +79,11 @@ type Options struct {
 	// Slots holds the bindings' max_concurrency across the nodes sharing
 	// a database; nil bounds this process's calls only (slots.go).
 	Slots touba.SlotStore
+	// Circuits holds the bindings' circuits across the nodes sharing a
+	// database; nil keeps them in this process (circuit.go).
+	Circuits touba.CircuitStore
+	// OnCircuit, when set, sees each circuit transition (metrics).
+	OnCircuit func(toolRef, from, to string)
 }
 
 // Dispatcher runs queue entries with a fixed number of workers.
@@ -97,8 +102,9 @@ type Dispatcher struct {
 	wg     sync.WaitGroup
 	once   sync.Once
 
-	slots   slots        // max_concurrency semaphores by binding
-	waiting atomic.Int64 // runs waiting for a binding slot
+	slots    slots        // max_concurrency semaphores by binding
+	waiting  atomic.Int64 // runs waiting for a binding slot or circuit
+	circuits circuits     // circuit breakers by binding
 }
 
 // New returns a dispatcher; Start runs it.

@@ -57,17 +57,36 @@ func (s *slots) of(b *Binding) *sem {
 // it back. It ends early when ctx ends (the lease was lost) or the
 // dispatcher stops leasing (shutdown), with ok false: the run then stops
 // without a verdict on its step.
-func (d *Dispatcher) acquire(ctx context.Context, b *Binding, e *touba.Delivery) (release func(), ok bool) {
-	s := d.slots.of(b)
-	if s == nil {
-		return func() {}, true
-	}
+//
+// The binding's circuit (circuit.go) is passed first, in the same wait:
+// a run held by an open circuit takes no slot.
+func (d *Dispatcher) acquire(ctx context.Context, b *Binding, e *touba.Delivery) (release func(), pass *circuitPass, ok bool) {
 	waiting := false
 	defer func() {
 		if waiting {
 			d.waiting.Add(-1)
 		}
 	}()
+	pass, ok = d.passCircuit(ctx, b, &waiting)
+	if !ok {
+		return nil, nil, false
+	}
+	free, ok := d.slot(ctx, b, e, &waiting)
+	if !ok {
+		pass.release()
+		return nil, nil, false
+	}
+	return func() { free(); pass.release() }, pass, true
+}
+
+// slot waits for one of b's max_concurrency slots.
+func (d *Dispatcher) slot(ctx context.Context, b *Binding, e *touba.Delivery, w *bool) (release func(), ok bool) {
+	s := d.slots.of(b)
+	if s == nil {
+		return func() {}, true
+	}
+	waiting := *w
+	defer func() { *w = waiting }()
 	select {
 	case s.ch <- struct{}{}:
 	default:
@@ -127,6 +146,7 @@ func (d *Dispatcher) sharedSlot(ctx context.Context, b *Binding, e *touba.Delive
 	}
 }
 
-// WaitingForSlot is the number of runs waiting for a binding's slot now,
+// WaitingForSlot is the number of runs waiting for a binding's slot or
+// circuit now,
 // for metrics.
 func (d *Dispatcher) WaitingForSlot() int64 { return d.waiting.Load() }

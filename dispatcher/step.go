@@ -38,7 +38,8 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	if err != nil {
 		return nil, false, fromError(asTouba(err))
 	}
-	release, ok := d.acquire(ctx, b, e)
+	release, pass, ok := d.acquire(ctx, b, e)
+	ctx = withPass(ctx, pass)
 	if !ok {
 		return nil, false, &verdict{action: later, code: touba.EDispatcherStopping, message: "stopped while waiting for a slot of " + b.Ref}
 	}
@@ -235,6 +236,7 @@ func (d *Dispatcher) call(ctx context.Context, secrets *secret.Set, b *Binding, 
 	ctx, span := d.opts.Tracing.StartCall(ctx, callSpan(b, req))
 	req.Context.TraceParent = tracing.TraceParent(ctx)
 	res := b.Runner.Call(ctx, req, dispatched)
+	passOf(ctx).done(res)
 	withholdSecretError(secrets, res)
 	outcome := res.Outcome
 	if outcome == "" {

@@ -97,7 +97,7 @@ func (p *problems) manifest(m *Manifest, root *strictjson.Node) {
 // binding checks one binding and applies its defaults.
 func (p *problems) binding(path string, n *strictjson.Node) *Binding {
 	f, _ := p.Object(path, n, []string{"handler", "grants", "timeout_ms", "max_payload_bytes",
-		"secrets", "effect_contract", "compensation", "max_concurrency"}, "handler", "effect_contract")
+		"secrets", "effect_contract", "compensation", "max_concurrency", "circuit"}, "handler", "effect_contract")
 	if f == nil {
 		return nil
 	}
@@ -120,6 +120,9 @@ func (p *problems) binding(path string, n *strictjson.Node) *Binding {
 	if c, ok := f["max_concurrency"]; ok {
 		v, _ := p.Integer(strictjson.Child(path, "max_concurrency"), c, maxConcurrency)
 		b.MaxConcurrency = int(v)
+	}
+	if c, ok := f["circuit"]; ok {
+		b.Circuit = p.circuit(strictjson.Child(path, "circuit"), c)
 	}
 	if s, ok := f["max_payload_bytes"]; ok {
 		b.MaxPayloadBytes, _ = p.Integer(strictjson.Child(path, "max_payload_bytes"), s, 1<<62)

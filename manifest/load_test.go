@@ -193,7 +193,7 @@ func TestParse_Bad(t *testing.T) {
 		{"tool ref trailing slash", `{"manifest_version":"touba-manifest-v1","bindings":{"tool:a/":{"handler":` + proc + `,` + none + `}}}`,
 			`m.json: $.bindings["tool:a/"]: tool ref must be "tool:" followed by`},
 		{"unknown binding field", one(`{"handler":` + proc + `,` + none + `,"colour":"red"}`),
-			B + `.colour: unknown field (known: compensation, effect_contract, grants, handler, max_concurrency, max_payload_bytes, secrets, timeout_ms)`},
+			B + `.colour: unknown field (known: circuit, compensation, effect_contract, grants, handler, max_concurrency, max_payload_bytes, secrets, timeout_ms)`},
 		{"missing handler", one(`{` + none + `}`), B + `.handler: required field is missing`},
 		{"unknown handler field", one(`{"handler":{"kind":"process","command":"h","shell":true},` + none + `}`),
 			B + `.handler.shell: unknown field (known: args, command, credentials, cwd, kind, options, persistent)`},

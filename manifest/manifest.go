@@ -75,6 +75,8 @@ type Binding struct {
 	// MaxConcurrency bounds the calls of the binding in flight at once
 	// across the daemon's workers; 0 is no bound.
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
+	// Circuit is the binding's circuit breaker; nil is none.
+	Circuit *Circuit `json:"circuit,omitempty"`
 }
 
 // Handler says how a binding is called. Which fields are set depends on Kind.

@@ -26,7 +26,7 @@ type flow struct {
 func (m *Metrics) WatchFlow(heldKeys func(ctx context.Context) (int64, error), waiting func() int64) {
 	m.r.MustRegister(&flow{heldKeys: heldKeys, waiting: waiting,
 		held: desc("concurrency_held_keys", "Concurrency keys holding back at least one pending entry behind an earlier one."),
-		wait: desc("binding_slot_waiting_runs", "Runs waiting for a slot of a binding's max_concurrency."),
+		wait: desc("binding_slot_waiting_runs", "Runs waiting for a slot of a binding's max_concurrency, or for its open circuit."),
 	})
 }
 

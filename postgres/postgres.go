@@ -91,6 +91,8 @@ type Store struct {
 	Journal *Journal
 	// Slots are the bindings' max_concurrency slots, shared by the nodes.
 	Slots *Slots
+	// Circuits are the bindings' circuits, shared by the nodes (holds.go).
+	Circuits *Circuits
 	// Recovered are the effects found dispatched at open under entries no
 	// live lease holds, now unknown.
 	Recovered []touba.Effect
@@ -197,6 +199,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	s.State = newState(d)
 	s.Journal = newJournal(d)
 	s.Slots = &Slots{db: d}
+	s.Circuits = &Circuits{db: d}
 	if err := s.Queue.start(ctx); err != nil {
 		s.Close()
 		return nil, err

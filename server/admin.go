@@ -37,6 +37,10 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 		}
 	}
 	svc.HeldKeys = st.Queue.HeldKeys
+	svc.ProgramTriggers = programTriggers(current)
+	if st.Circuits != nil {
+		svc.Circuits = st.Circuits.Circuits
+	}
 	svc.Compensable = func(toolRef string) bool {
 		c := current()
 		if c == nil {
@@ -65,6 +69,9 @@ func (s *Server) adminService() *admin.Service {
 	svc.Probe = s.health.Load
 	if s.disp != nil {
 		svc.Wake = s.disp.Notify
+		if s.store.Circuits == nil {
+			svc.Circuits = func(context.Context) ([]touba.CircuitState, error) { return s.disp.Circuits(), nil }
+		}
 	}
 	return svc
 }

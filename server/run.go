@@ -44,7 +44,8 @@ func (s *Server) start(ctx context.Context) error {
 		}
 		s.disp = dispatcher.New(s.store.Queue, s.store.State, j, s.current.Load(), dispatcher.Options{Workers: f.Workers,
 			Log: log.With().Str("component", "dispatcher").Logger(), Observe: s.metrics.ObserveCall,
-			Tracing: s.tracing, RenewEvery: renew, Slots: s.store.Slots})
+			Tracing: s.tracing, RenewEvery: renew, Slots: s.store.Slots,
+			Circuits: s.store.Circuits, OnCircuit: s.onCircuit})
 		s.intake.Enqueued = s.disp.Notify
 	}
 	if f.AdminSocket != "" {

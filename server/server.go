@@ -79,7 +79,9 @@ type Server struct {
 	deadline time.Time                         // of the shutdown in progress
 	store    *stores
 	disp     *dispatcher.Dispatcher
-	intake   *trigger.Intake
+	// onCircuit counts circuit transitions in the metrics (holds.go).
+	onCircuit func(toolRef, from, to string)
+	intake    *trigger.Intake
 
 	httpSrv, metricsSrv *http.Server
 	httpAddr, metAddr   net.Addr
@@ -176,6 +178,7 @@ func (s *Server) open(ctx context.Context) error {
 		}
 		return 0
 	})
+	s.watchHolds()
 	s.intake = &trigger.Intake{Queue: st.Queue, Log: st.State, Logger: log.With().Str("component", "intake").Logger(),
 		Observe: s.metrics.ObserveDelivery, TrustedProxies: f.TrustedProxies}
 	s.intake.SetConfig(c.Intake)

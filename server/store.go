@@ -19,6 +19,7 @@ import (
 // queueStore is what the server needs of a queue beyond touba.QueueStore.
 type queueStore interface {
 	touba.QueueStore
+	touba.HoldStore
 	HeldKeys(ctx context.Context) (int64, error)
 	RunRetention(ctx context.Context, retention time.Duration, report func(purged int64, err error))
 }
@@ -32,6 +33,8 @@ type stores struct {
 	Lock    *journal.Lock       // the SQLite journal's lock; nil otherwise
 	// Slots holds max_concurrency across nodes; nil for one process.
 	Slots touba.SlotStore
+	// Circuits holds the bindings' circuits across nodes; nil for one process.
+	Circuits touba.CircuitStore
 	// Recovered are the effects found dispatched at open, now unknown;
 	// Requeued the entries found running, now pending.
 	Recovered []touba.Effect
@@ -66,7 +69,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots,
+		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots, Circuits: st.Circuits,
 			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, Close: st.Close}, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,

@@ -59,6 +59,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runDeliveries(ctx, args[1:], stdout, stderr)
 	case "effects":
 		err = runEffects(ctx, args[1:], stdout, stderr)
+	case "triggers":
+		err = runTriggers(ctx, args[1:], stdout, stderr)
 	case "journal":
 		err = runJournal(ctx, args[1:], stdout, stderr)
 	case "version":
@@ -90,6 +92,7 @@ func usageText() string {
   touba-trigger effects ls [--state unknown] [--scope QUEUE_ID]
   touba-trigger effects resolve SCOPE EFFECT_ID --applied --receipt-ref REF [--result FILE] | --not-applied
   touba-trigger effects compensate SCOPE EFFECT_ID
+  touba-trigger triggers ls | pause REF [--reason TEXT] | resume REF [--reason TEXT]
   touba-trigger journal unlock --effect-journal FILE
 The operator commands talk to the daemon on --admin-socket or, when none runs, open the files
 (--queue, --state, --effect-journal) under the journal lock; each prints a table, or JSON with --json.

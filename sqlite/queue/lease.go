@@ -42,6 +42,11 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	// all rather than leave entries running that nobody runs.
 	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		out = out[:0]
+		if q.paused.Load() > 0 {
+			var err error
+			out, err = q.leaseAround(ctx, tx, now, n)
+			return -int64(len(out)), err
+		}
 		rows, err := tx.QueryContext(ctx, qLease, now, now, n)
 		if err != nil {
 			return 0, err
@@ -66,10 +71,11 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 }
 
 // qLease takes the oldest due entries that no earlier entry of their key
-// holds back (entries_ready).
+// holds back (entries_ready), skipping paused triggers (holds.go).
 const qLease = `UPDATE entries SET status = 'running', attempts = attempts + 1, lease_token = lease_token + 1, updated_at = ?
 	WHERE queue_id IN (SELECT queue_id FROM entries e WHERE status = 'pending' AND held = 0
 	                     AND (not_before IS NULL OR not_before <= ?)
+	                     AND NOT EXISTS (SELECT 1 FROM paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 	                   ORDER BY queue_id LIMIT ?)
 	RETURNING ` + entryColumns
 

@@ -43,6 +43,7 @@ type Queue struct {
 
 	w        *sqlitex.Writer
 	pending  atomic.Int64
+	paused   atomic.Int64 // paused triggers: Lease goes around them (holds.go)
 	enqueued atomic.Int64
 	// Touched by the writer goroutine only: how the batch being written
 	// moves the pending count.
@@ -81,6 +82,11 @@ func Open(ctx context.Context, path string, opts Options) (*Queue, error) {
 		return nil, fmt.Errorf("queue: count pending: %w", err)
 	}
 	q.pending.Store(n)
+	if err := db.Write.QueryRowContext(ctx, `SELECT COUNT(*) FROM paused_triggers`).Scan(&n); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("queue: count paused triggers: %w", err)
+	}
+	q.paused.Store(n)
 	if q.w, err = sqlitex.NewWriter(ctx, db.Write, []string{qInsert, qFind, activeOfKey, qFinishUnkeyed, qFinish, qRetry, qPostpone, releaseNext, qLease}, commit.Options{
 		MaxBatch: opts.MaxBatch, Queue: 4096, LockThread: true, OnBatch: q.onBatch}); err != nil {
 		db.Close()

@@ -1,0 +1,239 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Triggers and their holds (SPEC §6 triggers ls | pause | resume, §6.1
+// Triggers page): whether each trigger is paused, the circuits of its
+// bindings that are not closed, and its pending, waiting and running
+// counts.
+
+// TriggerAPI is the triggers' part of API.
+type TriggerAPI interface {
+	Triggers(ctx context.Context) ([]Trigger, error)
+	PauseTrigger(ctx context.Context, r TriggerRequest) (*TriggerChange, error)
+	ResumeTrigger(ctx context.Context, r TriggerRequest) (*TriggerChange, error)
+}
+
+// Trigger is one trigger as operators see it.
+type Trigger struct {
+	TriggerRef string `json:"trigger_ref"`
+	// InProgram is false for a trigger the running program lacks (known
+	// only from its entries or its pause).
+	InProgram bool      `json:"in_program"`
+	Paused    bool      `json:"paused"`
+	PausedAt  time.Time `json:"paused_at,omitzero"`
+	PausedBy  string    `json:"paused_by,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	Pending   int64     `json:"pending"`
+	Waiting   int64     `json:"waiting"` // held behind a concurrency key, or in a wait
+	Running   int64     `json:"running"`
+	Tools     []string  `json:"tools,omitempty"`
+	// Circuits are the circuits of its bindings that are not closed.
+	Circuits []touba.CircuitState `json:"circuits,omitempty"`
+}
+
+// TriggerRequest names a trigger to pause or resume, and why.
+type TriggerRequest struct {
+	TriggerRef string `json:"trigger_ref"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// TriggerChange is what a pause or resume did.
+type TriggerChange struct {
+	TriggerRef string `json:"trigger_ref"`
+	Paused     bool   `json:"paused"`
+	// Changed is false when the trigger already was in that state.
+	Changed bool `json:"changed"`
+}
+
+// ProgramTrigger is a trigger of the running program and the tools its
+// steps call (Service.ProgramTriggers).
+type ProgramTrigger struct {
+	Ref   string
+	Tools []string
+}
+
+func (s *Service) holds() (touba.HoldStore, error) {
+	h, ok := s.Queue.(touba.HoldStore)
+	if !ok {
+		return nil, touba.Errorf(touba.EINTERNAL, "the queue store cannot pause triggers")
+	}
+	return h, nil
+}
+
+// Triggers lists the program's triggers, and any other trigger that has
+// active entries or a pause, by ref.
+func (s *Service) Triggers(ctx context.Context) ([]Trigger, error) {
+	h, err := s.holds()
+	if err != nil {
+		return nil, err
+	}
+	paused, err := h.PausedTriggers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := h.CountByTrigger(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var circuits []touba.CircuitState
+	if s.Circuits != nil {
+		if circuits, err = s.Circuits(ctx); err != nil {
+			return nil, err
+		}
+	}
+	by := map[string]*Trigger{}
+	at := func(ref string) *Trigger {
+		if by[ref] == nil {
+			by[ref] = &Trigger{TriggerRef: ref}
+		}
+		return by[ref]
+	}
+	if s.ProgramTriggers != nil {
+		for _, pt := range s.ProgramTriggers() {
+			t := at(pt.Ref)
+			t.InProgram, t.Tools = true, pt.Tools
+			for _, c := range circuits {
+				if slices.Contains(pt.Tools, c.ToolRef) {
+					t.Circuits = append(t.Circuits, c)
+				}
+			}
+		}
+	}
+	for _, p := range paused {
+		t := at(p.TriggerRef)
+		t.Paused, t.PausedAt, t.PausedBy, t.Reason = true, p.At, p.Operator, p.Reason
+	}
+	for ref, c := range counts {
+		t := at(ref)
+		t.Pending = c[touba.StatusPending] - c["held"]
+		t.Waiting = c["held"] + c["waiting"]
+		t.Running = c[touba.StatusRunning]
+	}
+	out := make([]Trigger, 0, len(by))
+	for _, t := range by {
+		out = append(out, *t)
+	}
+	slices.SortFunc(out, func(a, b Trigger) int { return strings.Compare(a.TriggerRef, b.TriggerRef) })
+	return out, nil
+}
+
+// PauseTrigger pauses a trigger: its entries wait pending, intake still
+// accepts. Audited, with the reason.
+func (s *Service) PauseTrigger(ctx context.Context, r TriggerRequest) (*TriggerChange, error) {
+	return s.changeTrigger(ctx, r, true)
+}
+
+// ResumeTrigger resumes a paused trigger and wakes the dispatcher.
+func (s *Service) ResumeTrigger(ctx context.Context, r TriggerRequest) (*TriggerChange, error) {
+	return s.changeTrigger(ctx, r, false)
+}
+
+func (s *Service) changeTrigger(ctx context.Context, r TriggerRequest, pause bool) (*TriggerChange, error) {
+	ref := TriggerRef(strings.TrimSpace(r.TriggerRef))
+	action := "trigger.resume"
+	if pause {
+		action = "trigger.pause"
+	}
+	ev := touba.OperatorEvent{Action: action, Target: ref, Detail: r.Reason}
+	if ref == "" {
+		return nil, badRequest("a trigger ref is required")
+	}
+	if pause && !s.inProgram(ref) {
+		ev.Outcome = "refused: not a trigger of the running program"
+		s.audit(ctx, ev)
+		return nil, notFound("%s is not a trigger of the running program", ref)
+	}
+	h, err := s.holds()
+	if err != nil {
+		return nil, err
+	}
+	var changed bool
+	if pause {
+		changed, err = h.PauseTrigger(ctx, touba.TriggerPause{TriggerRef: ref, At: time.Now().UTC(), Operator: Operator(ctx), Reason: r.Reason})
+	} else {
+		changed, err = h.ResumeTrigger(ctx, ref)
+	}
+	if err != nil {
+		ev.Outcome = "failed: " + errText(err)
+		s.audit(ctx, ev)
+		return nil, err
+	}
+	switch {
+	case pause && changed:
+		ev.Outcome = "paused"
+	case pause:
+		ev.Outcome = "already paused"
+	case changed:
+		ev.Outcome = "resumed"
+	default:
+		ev.Outcome = "not paused"
+	}
+	s.audit(ctx, ev)
+	if !pause && changed && s.Wake != nil {
+		s.Wake()
+	}
+	return &TriggerChange{TriggerRef: ref, Paused: pause, Changed: changed}, nil
+}
+
+// inProgram tells whether ref is a trigger of the running program; true
+// when no program is loaded (the CLI on the files without --program).
+func (s *Service) inProgram(ref string) bool {
+	if s.ProgramTriggers == nil {
+		return true
+	}
+	pts := s.ProgramTriggers()
+	if pts == nil {
+		return true
+	}
+	for _, pt := range pts {
+		if pt.Ref == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// triggerRoutes serves TriggerAPI.
+func triggerRoutes(rt *httprouter.Router, api API) {
+	rt.GET("/v1/triggers", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		reply(w)(api.Triggers(r.Context()))
+	})
+	rt.POST("/v1/triggers/pause", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		var req TriggerRequest
+		if decode(w, r, &req) {
+			reply(w)(api.PauseTrigger(r.Context(), req))
+		}
+	})
+	rt.POST("/v1/triggers/resume", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		var req TriggerRequest
+		if decode(w, r, &req) {
+			reply(w)(api.ResumeTrigger(r.Context(), req))
+		}
+	})
+}
+
+// Triggers implements API.
+func (c *Client) Triggers(ctx context.Context) ([]Trigger, error) {
+	return get[[]Trigger](ctx, c, "/v1/triggers")
+}
+
+// PauseTrigger implements API.
+func (c *Client) PauseTrigger(ctx context.Context, r TriggerRequest) (*TriggerChange, error) {
+	return post[*TriggerChange](ctx, c, "/v1/triggers/pause", r)
+}
+
+// ResumeTrigger implements API.
+func (c *Client) ResumeTrigger(ctx context.Context, r TriggerRequest) (*TriggerChange, error) {
+	return post[*TriggerChange](ctx, c, "/v1/triggers/resume", r)
+}

@@ -1,0 +1,79 @@
+package touba
+
+import (
+	"context"
+	"time"
+)
+
+// Holds (SPEC §2.2 circuit, §6 triggers pause): what keeps a run from
+// starting besides its concurrency key and its binding's max_concurrency.
+// A held run waits without spending an attempt.
+
+// TriggerPause is a paused trigger: its entries wait pending, intake still
+// accepts. It is persisted in the queue store, so it survives restarts
+// and, on a shared database, holds on every node.
+type TriggerPause struct {
+	TriggerRef string    `json:"trigger_ref"`
+	At         time.Time `json:"at"`
+	Operator   string    `json:"operator"`
+	Reason     string    `json:"reason,omitempty"`
+}
+
+// HoldStore keeps the paused triggers. The queue store implements it, and
+// its Lease skips the entries of paused triggers in the lease statement
+// itself: they are never leased, so pausing spends no attempt and makes
+// no lease churn.
+type HoldStore interface {
+	// PauseTrigger pauses ref; changed is false when it already was.
+	PauseTrigger(ctx context.Context, p TriggerPause) (changed bool, err error)
+	// ResumeTrigger resumes ref; changed is false when it was not paused.
+	ResumeTrigger(ctx context.Context, ref string) (changed bool, err error)
+	// PausedTriggers lists the paused triggers, by ref.
+	PausedTriggers(ctx context.Context) ([]TriggerPause, error)
+	// CountByTrigger counts entries by trigger and status (and "held" for
+	// pending entries held back behind their concurrency key).
+	CountByTrigger(ctx context.Context) (map[string]map[string]int64, error)
+}
+
+// Circuit states (SPEC §2.2 circuit).
+const (
+	CircuitClosed  = "closed"
+	CircuitOpen    = "open"
+	CircuitProbing = "probing" // open_ms passed; one call is probing
+)
+
+// CircuitState is the state of one binding's circuit breaker.
+type CircuitState struct {
+	ToolRef string `json:"tool_ref"`
+	State   string `json:"state"`
+	// Until is when an open circuit lets a probe through.
+	Until time.Time `json:"until,omitzero"`
+	// Since is when the circuit entered State.
+	Since time.Time `json:"since,omitzero"`
+	// Calls and Failures are the calls counted in the window when the
+	// circuit last opened.
+	Calls    int `json:"calls,omitempty"`
+	Failures int `json:"failures,omitempty"`
+}
+
+// CircuitStore keeps the circuits' state where several nodes share it (a
+// database). Each node counts the outcomes of its own calls in its window
+// and reports only transitions, so a closed circuit costs no write per
+// call; every node reads the shared state (cached for a poll interval)
+// before calling a binding that has a circuit. Without one (nil) the
+// state is the process's own, which is the whole state for one daemon.
+type CircuitStore interface {
+	// Circuit returns the shared state of toolRef (closed when no row).
+	Circuit(ctx context.Context, toolRef string) (CircuitState, error)
+	// OpenCircuit opens toolRef's circuit until until, from any state.
+	OpenCircuit(ctx context.Context, s CircuitState) error
+	// ClaimProbe moves an open circuit whose Until passed to probing;
+	// ok is true for the one caller (across nodes) that got the probe.
+	// A probe claimed longer than stale ago may be claimed again (its
+	// node died).
+	ClaimProbe(ctx context.Context, toolRef string, now time.Time, stale time.Duration) (ok bool, err error)
+	// CloseCircuit closes toolRef's circuit.
+	CloseCircuit(ctx context.Context, toolRef string, now time.Time) error
+	// Circuits lists every circuit not closed.
+	Circuits(ctx context.Context) ([]CircuitState, error)
+}

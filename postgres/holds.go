@@ -1,0 +1,208 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Paused triggers (touba.HoldStore) and the bindings' circuits
+// (touba.CircuitStore), in tables every node reads (migrations/0003_holds).
+// The lease statement skips the entries of paused triggers (lease.go), so
+// a pause made through one node holds on all of them from their next lease.
+
+var _ touba.HoldStore = (*Queue)(nil)
+
+// PauseTrigger pauses p.TriggerRef; changed is false when it already was.
+func (q *Queue) PauseTrigger(ctx context.Context, p touba.TriggerPause) (bool, error) {
+	tag, err := q.db.pool.Exec(ctx, `INSERT INTO touba.paused_triggers (trigger_ref, paused_at, operator, reason)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (trigger_ref) DO NOTHING`, p.TriggerRef, touba.FormatTime(p.At), p.Operator, p.Reason)
+	if err != nil {
+		return false, fmt.Errorf("pause %s: %w", p.TriggerRef, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ResumeTrigger resumes ref; changed is false when it was not paused.
+func (q *Queue) ResumeTrigger(ctx context.Context, ref string) (bool, error) {
+	tag, err := q.db.pool.Exec(ctx, `DELETE FROM touba.paused_triggers WHERE trigger_ref = $1`, ref)
+	if err != nil {
+		return false, fmt.Errorf("resume %s: %w", ref, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// PausedTriggers lists the paused triggers by ref.
+func (q *Queue) PausedTriggers(ctx context.Context) ([]touba.TriggerPause, error) {
+	rows, err := q.db.pool.Query(ctx, `SELECT trigger_ref, paused_at, operator, reason FROM touba.paused_triggers ORDER BY trigger_ref`)
+	if err != nil {
+		return nil, fmt.Errorf("paused triggers: %w", err)
+	}
+	defer rows.Close()
+	out := []touba.TriggerPause{}
+	for rows.Next() {
+		var p touba.TriggerPause
+		var at string
+		if err := rows.Scan(&p.TriggerRef, &at, &p.Operator, &p.Reason); err != nil {
+			return nil, fmt.Errorf("paused triggers: %w", err)
+		}
+		p.At, _ = touba.ParseTime(at)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// CountByTrigger counts the active entries of each trigger by status;
+// pending entries held back behind their concurrency key count as "held".
+func (q *Queue) CountByTrigger(ctx context.Context) (map[string]map[string]int64, error) {
+	rows, err := q.db.pool.Query(ctx, `SELECT trigger_ref, status, COUNT(*), COUNT(*) FILTER (WHERE held) FROM touba.entries
+		WHERE status IN ('pending', 'running', 'waiting') GROUP BY trigger_ref, status`)
+	if err != nil {
+		return nil, fmt.Errorf("count by trigger: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[string]int64{}
+	for rows.Next() {
+		var ref, st string
+		var n, held int64
+		if err := rows.Scan(&ref, &st, &n, &held); err != nil {
+			return nil, fmt.Errorf("count by trigger: %w", err)
+		}
+		if out[ref] == nil {
+			out[ref] = map[string]int64{}
+		}
+		out[ref][st] = n
+		if st == touba.StatusPending && held > 0 {
+			out[ref]["held"] = held
+		}
+	}
+	return out, rows.Err()
+}
+
+// Circuits is the bindings' circuits, the cluster's (touba.CircuitStore).
+// Each node counts the outcomes of its own calls and writes only when a
+// circuit changes state: a closed circuit costs no write per call, and
+// reading the state costs one primary-key read per poll interval per
+// binding (the dispatcher caches it). The row changes are guarded by the
+// state they leave, so two nodes opening or probing at once agree.
+type Circuits struct{ db *db }
+
+var _ touba.CircuitStore = (*Circuits)(nil)
+
+const circuitColumns = `tool_ref, state, until, since, calls, failures`
+
+func scanCircuit(row pgx.Row) (touba.CircuitState, error) {
+	var c touba.CircuitState
+	var until, since string
+	if err := row.Scan(&c.ToolRef, &c.State, &until, &since, &c.Calls, &c.Failures); err != nil {
+		return c, err
+	}
+	c.Until, _ = touba.ParseTime(until)
+	c.Since, _ = touba.ParseTime(since)
+	return c, nil
+}
+
+// Circuit returns toolRef's shared state, closed when it has no row.
+func (c *Circuits) Circuit(ctx context.Context, toolRef string) (touba.CircuitState, error) {
+	s, err := scanCircuit(c.db.pool.QueryRow(ctx, `SELECT `+circuitColumns+` FROM touba.binding_circuits WHERE tool_ref = $1`, toolRef))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return touba.CircuitState{ToolRef: toolRef, State: touba.CircuitClosed}, nil
+	} else if err != nil {
+		return s, fmt.Errorf("circuit of %s: %w", toolRef, err)
+	}
+	return s, nil
+}
+
+// OpenCircuit opens s.ToolRef's circuit until s.Until.
+func (c *Circuits) OpenCircuit(ctx context.Context, s touba.CircuitState) error {
+	_, err := c.db.pool.Exec(ctx, `INSERT INTO touba.binding_circuits (tool_ref, state, until, since, calls, failures, node_id)
+		VALUES ($1, 'open', $2, $3, $4, $5, $6)
+		ON CONFLICT (tool_ref) DO UPDATE SET state = 'open', until = EXCLUDED.until, since = EXCLUDED.since,
+			calls = EXCLUDED.calls, failures = EXCLUDED.failures, node_id = EXCLUDED.node_id`,
+		s.ToolRef, touba.FormatTime(s.Until), touba.FormatTime(s.Since), s.Calls, s.Failures, c.db.cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("open circuit of %s: %w", s.ToolRef, err)
+	}
+	return nil
+}
+
+// ClaimProbe gives the probe of an open circuit whose until passed (or
+// of a probe claimed longer than stale ago) to one caller of the cluster.
+func (c *Circuits) ClaimProbe(ctx context.Context, toolRef string, now time.Time, stale time.Duration) (bool, error) {
+	tag, err := c.db.pool.Exec(ctx, `UPDATE touba.binding_circuits SET state = 'probing', since = $2, node_id = $4
+		WHERE tool_ref = $1 AND ((state = 'open' AND until <= $2) OR (state = 'probing' AND since <= $3))`,
+		toolRef, touba.FormatTime(now), touba.FormatTime(now.Add(-stale)), c.db.cfg.NodeID)
+	if err != nil {
+		return false, fmt.Errorf("claim the probe of %s: %w", toolRef, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// CloseCircuit closes toolRef's circuit.
+func (c *Circuits) CloseCircuit(ctx context.Context, toolRef string, now time.Time) error {
+	_, err := c.db.pool.Exec(ctx, `UPDATE touba.binding_circuits SET state = 'closed', until = '', since = $2, node_id = $3
+		WHERE tool_ref = $1 AND state <> 'closed'`, toolRef, touba.FormatTime(now), c.db.cfg.NodeID)
+	if err != nil {
+		return fmt.Errorf("close circuit of %s: %w", toolRef, err)
+	}
+	return nil
+}
+
+// Circuits lists the circuits not closed.
+func (c *Circuits) Circuits(ctx context.Context) ([]touba.CircuitState, error) {
+	rows, err := c.db.pool.Query(ctx, `SELECT `+circuitColumns+` FROM touba.binding_circuits WHERE state <> 'closed' ORDER BY tool_ref`)
+	if err != nil {
+		return nil, fmt.Errorf("circuits: %w", err)
+	}
+	defer rows.Close()
+	var out []touba.CircuitState
+	for rows.Next() {
+		s, err := scanCircuit(rows)
+		if err != nil {
+			return nil, fmt.Errorf("circuits: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// pickPending picks the oldest due pending entries no key holds back.
+const pickPending = `SELECT queue_id FROM touba.entries e WHERE status = 'pending' AND NOT held AND (not_before IS NULL OR not_before <= $1)
+	AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
+	ORDER BY queue_id LIMIT $2 FOR UPDATE SKIP LOCKED`
+
+// pickAround is pickPending while a trigger is paused. pickPending would
+// read, in entries_ready, every pending entry of a paused trigger older
+// than the first it can lease; pickAround instead walks the triggers that
+// have leasable entries in entries_ready_trigger (a loose index scan: one
+// seek per trigger, past all of a paused trigger's entries at once), takes
+// the oldest due n of each trigger not paused, and keeps the oldest n.
+const pickAround = `WITH RECURSIVE refs(ref) AS (
+		(SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held ORDER BY trigger_ref LIMIT 1)
+		UNION ALL
+		SELECT (SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held AND trigger_ref > refs.ref
+			ORDER BY trigger_ref LIMIT 1) FROM refs WHERE refs.ref IS NOT NULL),
+	active AS (SELECT ref FROM refs WHERE ref IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = refs.ref))
+	SELECT c.queue_id FROM active CROSS JOIN LATERAL (
+		SELECT queue_id FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = active.ref
+			AND (e.not_before IS NULL OR e.not_before <= $1) ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED) c
+	ORDER BY c.queue_id LIMIT $2`
+
+// pendingPick is the pick of pending entries for a lease in tx: around
+// the paused triggers when there are any (one primary-key probe to know).
+func pendingPick(ctx context.Context, tx *Tx) (string, error) {
+	var any bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM touba.paused_triggers)`).Scan(&any); err != nil {
+		return "", err
+	}
+	if any {
+		return pickAround, nil
+	}
+	return pickPending, nil
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/dispatcher"
+)
+
+// Holds on dispatch (paused triggers, circuits): their metrics, and what
+// the admin service shows of them.
+
+// watchHolds registers the holds' metrics; the transitions counter goes
+// to the dispatcher made later (s.onCircuit).
+func (s *Server) watchHolds() {
+	st := s.store
+	s.onCircuit = s.metrics.WatchHolds(st.Queue.PausedTriggers, s.circuitsNow, func() []string {
+		var out []string
+		if c := s.current.Load(); c != nil {
+			for _, t := range c.Program.Triggers {
+				out = append(out, t.Ref)
+			}
+		}
+		return out
+	}, func() []string {
+		var out []string
+		if c := s.current.Load(); c != nil {
+			for ref, b := range c.Bindings {
+				if b.Circuit.MinCalls > 0 {
+					out = append(out, ref)
+				}
+			}
+		}
+		return out
+	})
+}
+
+// circuitsNow is the circuits not closed: the cluster's on a shared
+// database, else this daemon's dispatcher's.
+func (s *Server) circuitsNow() []touba.CircuitState {
+	if s.store.Circuits != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		cs, err := s.store.Circuits.Circuits(ctx)
+		if err != nil {
+			s.log.Warn().Err(err).Msg("cannot read the circuits")
+		}
+		return cs
+	}
+	if d := s.disp; d != nil {
+		return d.Circuits()
+	}
+	return nil
+}
+
+// programTriggers lists the triggers of a configuration and the tools
+// their steps call.
+func programTriggers(current func() *dispatcher.Config) func() []admin.ProgramTrigger {
+	return func() []admin.ProgramTrigger {
+		c := current()
+		if c == nil {
+			return nil
+		}
+		var out []admin.ProgramTrigger
+		for _, t := range c.Program.Triggers {
+			tools := map[string]bool{}
+			for _, st := range t.Steps {
+				tools[st.Tool] = true
+			}
+			out = append(out, admin.ProgramTrigger{Ref: t.Ref, Tools: slices.Sorted(maps.Keys(tools))})
+		}
+		return out
+	}
+}
