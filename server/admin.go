@@ -80,7 +80,12 @@ type FilesConfig struct {
 	// Program and Manifest, when given, are the configuration a
 	// compensation calls its binding with.
 	Program, Manifest string
-	Log               zerolog.Logger
+	// AllowUnisolatedHandlers runs the manifest's process bindings without
+	// the network grant with the host's network where this host cannot
+	// isolate them (warned), as serve's --allow-unisolated-handlers; else
+	// OpenFiles refuses them (NetworkIsolationUnavailable), as serve does.
+	AllowUnisolatedHandlers bool
+	Log                     zerolog.Logger
 	// Notes receives what opening found (a lock taken over, effects now
 	// unknown), for the operator.
 	Notes io.Writer
@@ -119,6 +124,12 @@ func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
 	var dcfg *dispatcher.Config
 	if c.Program != "" || c.Manifest != "" {
 		loaded, err := LoadConfig(c.Program, c.Manifest)
+		if err == nil {
+			// A compensation starts the binding's handler from here, so
+			// the CLI holds to SPEC §2.2 as serve does: never silently
+			// with the host's network.
+			err = checkIsolation(loaded.Manifest, c.AllowUnisolatedHandlers, c.Log)
+		}
 		if err == nil {
 			dcfg, err = dispatcher.NewConfig(loaded.Program, loaded.Manifest, loaded.Resolved, true, &dispatcher.Stubs{}, c.Log)
 		}
