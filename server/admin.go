@@ -123,7 +123,14 @@ func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
 	}
 	var dcfg *dispatcher.Config
 	if c.Program != "" || c.Manifest != "" {
-		loaded, err := LoadConfig(c.Program, c.Manifest)
+		// This process resolves every secret and starts handlers as its
+		// own user, as the daemon does: it hides itself from them the
+		// same way (SPEC §2.2), before any secret is read.
+		err := Harden()
+		var loaded *Loaded
+		if err == nil {
+			loaded, err = LoadConfig(c.Program, c.Manifest)
+		}
 		if err == nil {
 			// A compensation starts the binding's handler from here, so
 			// the CLI holds to SPEC §2.2 as serve does: never silently

@@ -20,28 +20,7 @@ import (
 // (NetworkIsolationUnavailable) unless allowed, and then warned; never
 // silently with the host's network (the handler runners no longer warn).
 func TestOpenFilesChecksIsolation(t *testing.T) {
-	dir := t.TempDir()
-	program, manifest := filepath.Join(dir, "program.air.json"), filepath.Join(dir, "touba.manifest.json")
-	for p, data := range map[string]string{
-		program: `{"air_version": "touba-air-v1", "triggers": [{"ref": "trigger:t/Orders", "source": {"kind": "webhook"},
-		  "steps": [{"id": "charge", "tool": "tool:t/Charge", "input": {}}]}]}`,
-		manifest: `{"manifest_version": "touba-manifest-v1", "bindings": {"tool:t/Charge": {
-		  "handler": {"kind": "process", "command": "/bin/true"}, "grants": [], "timeout_ms": 1000,
-		  "compensation": {"supported": true}, "effect_contract": {"kind": "external_write", "retry_mode": "reconcile"}}}}`,
-	} {
-		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	files := storeConfig{Queue: filepath.Join(dir, "q.sqlite"), State: filepath.Join(dir, "s.sqlite"),
-		Journal: filepath.Join(dir, "j.sqlite"), Daemon: true, Log: zerolog.Nop()}
-	st, err := openStores(context.Background(), files)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	program, manifest, files := filesFixture(t, t.TempDir())
 	old := isolationProbe
 	isolationProbe = func() (string, error) { return "", errors.New("operation not permitted") }
 	t.Cleanup(func() { isolationProbe = old })
@@ -64,4 +43,33 @@ func TestOpenFilesChecksIsolation(t *testing.T) {
 			t.Fatalf("allowed without a warning naming the binding: %s", logs.String())
 		}
 	}
+}
+
+// filesFixture writes, in dir, a program and a manifest with one process
+// binding without the network grant, and creates the three files as a
+// daemon would, so that OpenFiles finds them.
+func filesFixture(tb testing.TB, dir string) (program, manifest string, files storeConfig) {
+	tb.Helper()
+	program, manifest = filepath.Join(dir, "program.air.json"), filepath.Join(dir, "touba.manifest.json")
+	for p, data := range map[string]string{
+		program: `{"air_version": "touba-air-v1", "triggers": [{"ref": "trigger:t/Orders", "source": {"kind": "webhook"},
+		  "steps": [{"id": "charge", "tool": "tool:t/Charge", "input": {}}]}]}`,
+		manifest: `{"manifest_version": "touba-manifest-v1", "bindings": {"tool:t/Charge": {
+		  "handler": {"kind": "process", "command": "/bin/true"}, "grants": [], "timeout_ms": 1000,
+		  "compensation": {"supported": true}, "effect_contract": {"kind": "external_write", "retry_mode": "reconcile"}}}}`,
+	} {
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	files = storeConfig{Queue: filepath.Join(dir, "q.sqlite"), State: filepath.Join(dir, "s.sqlite"),
+		Journal: filepath.Join(dir, "j.sqlite"), Daemon: true, Log: zerolog.Nop()}
+	st, err := openStores(context.Background(), files)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return program, manifest, files
 }
