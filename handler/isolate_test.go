@@ -174,3 +174,39 @@ func TestEmptyHandlerEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// A handler without the network grant that means to leave its network
+// namespace cannot: neither into its parent's (the daemon's when started
+// directly, the helper's through it) nor init's, and so dials nothing. A
+// root daemon that starts it in a bare CLONE_NEWNET leaves it
+// CAP_SYS_ADMIN over the host's namespace, and setns(2) takes it straight
+// back (it did before root's handlers got a user namespace of their own).
+func TestIsolatedHandlerCannotJoinTheHostNetwork(t *testing.T) {
+	if !handler.NetworkIsolation() {
+		t.Skip("this host cannot isolate a handler's network")
+	}
+	addr := listen(t)
+	for _, via := range []string{"as this daemon starts it", "through the helper"} {
+		t.Run(via, func(t *testing.T) {
+			if via == "through the helper" {
+				useIsolationHelper(t)
+			}
+			method, _ := handler.IsolationMethod()
+			r := mustProcess(t, nil, "escape", addr)
+			res := r.Call(context.Background(), newRequest(t, `{}`, ""), func() error { return nil })
+			if !res.OK {
+				t.Fatalf("%+v %v", res, res.Err)
+			}
+			var out struct {
+				Connected bool     `json:"connected"`
+				Tried     []string `json:"tried"`
+			}
+			if err := json.Unmarshal(res.Output, &out); err != nil {
+				t.Fatalf("output %s: %v", res.Output, err)
+			}
+			if out.Connected {
+				t.Fatalf("isolated by %q, the handler reached %s after %q", method, addr, out.Tried)
+			}
+		})
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -25,6 +27,7 @@ var isolation struct {
 	how   int
 	flags uintptr // with isoDirect: the clone flags that worked
 	user  bool    // with isoDirect: whether a user namespace is needed
+	all   bool    // with user: every id of the daemon's is mapped (root), not its own only
 	err   error   // with isoNone: why the last way tried failed
 }
 
@@ -44,10 +47,12 @@ func IsolationMethod() (method string, err error) {
 	switch {
 	case isolation.how == isoHelper:
 		return "user and network namespace, through the isolation helper (not root)", nil
+	case isolation.how == isoDirect && isolation.all:
+		return "user and network namespace, every id mapped (root)", nil
 	case isolation.how == isoDirect && isolation.user:
 		return "user and network namespace", nil
 	case isolation.how == isoDirect:
-		return "network namespace (root)", nil
+		return "network namespace (root; a handler that means to can setns back to the host's)", nil
 	}
 	return "", isolation.err
 }
@@ -58,18 +63,25 @@ func probeIsolation() {
 		isolation.err = errors.New("no true or sh to probe with")
 		return
 	}
-	// Root can create a network namespace directly; anyone else (and root in
-	// a container without CAP_SYS_ADMIN) may get one inside a user namespace,
-	// which takes the helper once the daemon is non-dumpable.
+	// Root starts it in a user namespace of its own with every id of the
+	// daemon's mapped to itself: the handler keeps root's powers over files,
+	// but holds no capability outside that namespace. In a bare network
+	// namespace a root handler keeps CAP_SYS_ADMIN over the host's and can
+	// setns(2) straight back into it (/proc/<daemon>/ns/net), so that is
+	// only the fallback where user namespaces are refused. Anyone else (and
+	// root in a container without CAP_SYS_ADMIN) may get one inside a user
+	// namespace, which takes the helper once the daemon is non-dumpable.
 	type try struct {
 		how   int
 		flags uintptr
 		user  bool
+		all   bool
 	}
-	tries := []try{{isoDirect, syscall.CLONE_NEWNET, false},
-		{isoDirect, syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET, true}, {isoHelper, 0, false}}
+	userNet := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET)
+	tries := []try{{isoDirect, userNet, true, true}, {isoDirect, syscall.CLONE_NEWNET, false, false},
+		{isoDirect, userNet, true, false}, {isoHelper, 0, false, false}}
 	if os.Geteuid() != 0 {
-		tries = []try{{isoHelper, 0, false}}
+		tries = []try{{isoHelper, 0, false, false}}
 	}
 	for _, t := range tries {
 		cmd := exec.Command(probe, args...)
@@ -77,12 +89,11 @@ func probeIsolation() {
 		var err error
 		if t.how == isoHelper {
 			err = runViaHelper(cmd)
-		} else {
-			cmd.SysProcAttr = isolatedAttr(t.flags, t.user)
+		} else if cmd.SysProcAttr, err = isolatedAttr(t.flags, t.user, t.all); err == nil {
 			err = cmd.Run()
 		}
 		if err == nil {
-			isolation.how, isolation.flags, isolation.user = t.how, t.flags, t.user
+			isolation.how, isolation.flags, isolation.user, isolation.all = t.how, t.flags, t.user, t.all
 			return
 		}
 		isolation.err = err
@@ -123,16 +134,56 @@ func probeCommand() (string, []string) {
 	return "", nil
 }
 
-func isolatedAttr(flags uintptr, user bool) *syscall.SysProcAttr {
+func isolatedAttr(flags uintptr, user, all bool) (*syscall.SysProcAttr, error) {
 	a := &syscall.SysProcAttr{Setpgid: true, Cloneflags: flags}
-	if user {
+	switch {
+	case user && all:
+		// Every id this process has, mapped to itself: files keep their
+		// owners and root's handler its powers over them (and setgroups,
+		// for a runuser wrapper), inside the namespace only.
+		uids, err := identityMap("/proc/self/uid_map")
+		if err != nil {
+			return nil, err
+		}
+		gids, err := identityMap("/proc/self/gid_map")
+		if err != nil {
+			return nil, err
+		}
+		a.UidMappings, a.GidMappings, a.GidMappingsEnableSetgroups = uids, gids, true
+	case user:
 		// Map our own ids to themselves so files keep their owners.
 		uid, gid := os.Getuid(), os.Getgid()
 		a.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
 		a.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
 		a.GidMappingsEnableSetgroups = false
 	}
-	return a
+	return a, nil
+}
+
+// identityMap maps each id range of this process's user namespace (a
+// /proc/self/uid_map or gid_map) to itself.
+func identityMap(file string) ([]syscall.SysProcIDMap, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var m []syscall.SysProcIDMap
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("%s: line %q", file, line)
+		}
+		inside, err1 := strconv.ParseUint(f[0], 10, 32)
+		size, err2 := strconv.ParseUint(f[2], 10, 32)
+		if err1 != nil || err2 != nil || size == 0 {
+			return nil, fmt.Errorf("%s: line %q", file, line)
+		}
+		m = append(m, syscall.SysProcIDMap{ContainerID: int(inside), HostID: int(inside), Size: int(size)})
+	}
+	if len(m) == 0 {
+		return nil, errors.New(file + " is empty")
+	}
+	return m, nil
 }
 
 // prepare makes cmd start in its own process group, so a timeout can kill
@@ -148,7 +199,11 @@ func prepare(cmd *exec.Cmd, isolate bool) (start *exec.Cmd, status, w *os.File, 
 	if isolation.how == isoHelper {
 		return helperCommand(cmd)
 	}
-	cmd.SysProcAttr = isolatedAttr(isolation.flags, isolation.user)
+	a, err := isolatedAttr(isolation.flags, isolation.user, isolation.all)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cmd.SysProcAttr = a
 	return cmd, nil, nil, nil
 }
 

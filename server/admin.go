@@ -87,7 +87,12 @@ type FilesConfig struct {
 	// Program and Manifest, when given, are the configuration a
 	// compensation calls its binding with.
 	Program, Manifest string
-	Log               zerolog.Logger
+	// AllowUnisolatedHandlers runs the manifest's process bindings without
+	// the network grant with the host's network where this host cannot
+	// isolate them (warned), as serve's --allow-unisolated-handlers; else
+	// OpenFiles refuses them (NetworkIsolationUnavailable), as serve does.
+	AllowUnisolatedHandlers bool
+	Log                     zerolog.Logger
 	// Notes receives what opening found (a lock taken over, effects now
 	// unknown), for the operator.
 	Notes io.Writer
@@ -125,7 +130,20 @@ func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
 	}
 	var dcfg *dispatcher.Config
 	if c.Program != "" || c.Manifest != "" {
-		loaded, err := LoadConfig(c.Program, c.Manifest)
+		// This process resolves every secret and starts handlers as its
+		// own user, as the daemon does: it hides itself from them the
+		// same way (SPEC §2.2), before any secret is read.
+		err := Harden()
+		var loaded *Loaded
+		if err == nil {
+			loaded, err = LoadConfig(c.Program, c.Manifest)
+		}
+		if err == nil {
+			// A compensation starts the binding's handler from here, so
+			// the CLI holds to SPEC §2.2 as serve does: never silently
+			// with the host's network.
+			err = checkIsolation(loaded.Manifest, c.AllowUnisolatedHandlers, c.Log)
+		}
 		if err == nil {
 			dcfg, err = dispatcher.NewConfig(loaded.Program, loaded.Manifest, loaded.Resolved, true, &dispatcher.Stubs{}, c.Log)
 		}

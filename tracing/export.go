@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,8 +78,47 @@ func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 		return nil
 	}
 	e.dropped.Add(uint64(len(spans)))
+	err = redactURLs(err)
 	e.errs.Handle(err)
 	return reported{err}
+}
+
+// urlInText finds an absolute URL in an error message: the exporter quotes
+// the request's URL ("failed to send to https://user:pass@host/v1/traces?
+// token=...: 401"), and Go's client a *url.Error's.
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+
+// redactedErr is an error whose message has had its URLs' user
+// information, query and fragment removed; it unwraps to the original.
+type redactedErr struct {
+	msg string
+	err error
+}
+
+func (e *redactedErr) Error() string { return e.msg }
+func (e *redactedErr) Unwrap() error { return e.err }
+
+// redactURLs returns err with every URL in its message stripped of what
+// may carry a credential (user information, query, fragment), as Endpoint
+// logs the endpoint: an OTLP endpoint may hold its collector's token
+// there, and export errors are logged and returned to Shutdown's caller.
+func redactURLs(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := urlInText.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		trimmed := strings.TrimRight(m, ":,;.)]")
+		u, perr := url.Parse(trimmed)
+		if perr != nil || u.Host == "" {
+			return "(url)" + m[len(trimmed):]
+		}
+		u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+		return u.String() + m[len(trimmed):]
+	})
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedErr{msg: msg, err: err}
 }
 
 // reported is an export error already given to the errorHandler, which the
@@ -117,7 +157,7 @@ func (h *errorHandler) Handle(err error) {
 	quiet := h.quiet
 	h.last, h.quiet = now, 0
 	h.mu.Unlock()
-	h.log.Warn().Err(err).Int("errors_since_last_warning", quiet).
+	h.log.Warn().Err(redactURLs(err)).Int("errors_since_last_warning", quiet).
 		Uint64("spans_dropped_total", h.dropped.Load()).Msg("trace export failed")
 }
 

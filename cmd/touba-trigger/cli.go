@@ -27,6 +27,9 @@ type cliFlags struct {
 	// For effects compensate without a daemon: the configuration to call
 	// the binding with.
 	program, manifest string
+	// allowUnisolated is serve's --allow-unisolated-handlers, for the
+	// handler a compensation starts without a daemon.
+	allowUnisolated bool
 }
 
 // addCLIFlags defines the shared flags on fs. The effects commands use
@@ -56,7 +59,8 @@ func addCLIFlags(fs *flag.FlagSet, f *cliFlags, stateFileFlag bool) {
 // an exported TOUBA_STATUS or TOUBA_RECEIPT_REF must not change what a
 // command selects or records.
 var envFlags = map[string]bool{"admin-socket": true, "queue": true, "state": true, "state-file": true,
-	"effect-journal": true, "database": true, "take-over-stale-lock": true, "json": true, "program": true, "manifest": true}
+	"effect-journal": true, "database": true, "take-over-stale-lock": true, "json": true, "program": true, "manifest": true,
+	"allow-unisolated-handlers": true}
 
 // parseCLI parses an operator command's flags; see envFlags. In the
 // effects commands --state is a filter, so it never reads TOUBA_STATE.
@@ -92,7 +96,8 @@ func openSession(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, 
 func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, error) {
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: !isTerminal(stderr)}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.queue, State: f.state, Journal: f.journal, Database: f.database,
-		TakeOverStaleLock: f.takeOverStaleLock, Program: f.program, Manifest: f.manifest, Log: log, Notes: stderr})
+		TakeOverStaleLock: f.takeOverStaleLock, Program: f.program, Manifest: f.manifest,
+		AllowUnisolatedHandlers: f.allowUnisolated, Log: log, Notes: stderr})
 	if errors.Is(err, sqlite.ErrNoFiles) {
 		// Never create files an operator only meant to look at.
 		return nil, touba.Errorf(touba.EDaemonUnavailable, "no daemon answers on %s and %v; give --admin-socket, or --queue, --state and --effect-journal", f.adminSocket, err)
