@@ -26,6 +26,7 @@ import (
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/systemd"
 	"github.com/touba/touba-trigger/metrics"
+	"github.com/touba/touba-trigger/schedule"
 	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
@@ -53,6 +54,9 @@ type Config struct {
 	// ConsoleToken is what its requests must prove (required then).
 	ConsoleListen string
 	ConsoleToken  []byte
+	// ScheduleClock is the time schedule triggers tick on; nil: the
+	// system clock (tests set a schedule.Manual).
+	ScheduleClock schedule.Clock
 
 	Log     zerolog.Logger
 	Tracing *tracing.Tracing // nil: off
@@ -76,6 +80,7 @@ type Server struct {
 	store    *stores
 	disp     *dispatcher.Dispatcher
 	intake   *trigger.Intake
+	sched    *schedule.Scheduler // the schedule triggers' ticks
 
 	httpSrv, metricsSrv *http.Server
 	httpAddr, metAddr   net.Addr
@@ -172,6 +177,7 @@ func (s *Server) open(ctx context.Context) error {
 	s.intake = &trigger.Intake{Queue: st.Queue, Log: st.State, Logger: log.With().Str("component", "intake").Logger(),
 		Observe: s.metrics.ObserveDelivery, TrustedProxies: f.TrustedProxies}
 	s.intake.SetConfig(c.Intake)
+	s.sched = s.newScheduler(c.Program)
 	return nil
 }
 
