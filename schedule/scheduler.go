@@ -83,9 +83,10 @@ type Scheduler struct {
 	opts  Options
 	clock Clock
 
-	mu      sync.Mutex
-	pending []Spec // set by SetSpecs, taken by the loop
-	changed chan struct{}
+	mu        sync.Mutex
+	pending   []Spec    // set by SetSpecs, taken by the loop
+	pendingAt time.Time // when SetSpecs was called
+	changed   chan struct{}
 
 	states map[string]*state // owned by the loop
 
@@ -98,6 +99,9 @@ type state struct {
 	spec   Spec
 	cursor time.Time // every tick at or before it is handled
 	known  bool      // cursor read from the queue
+	since  time.Time // when it joined: the cursor when the queue has no tick
+	caught bool      // its first pass (the catch-up) is done
+	missed int       // ticks enqueued by the catch-up so far
 }
 
 // New returns a Scheduler for specs; Start runs it.
@@ -121,7 +125,9 @@ func New(specs []Spec, opts Options) *Scheduler {
 // before the reload is enqueued. One new to the program starts as at
 // start-up (from its newest tick in the queue, if any).
 func (s *Scheduler) SetSpecs(specs []Spec) {
+	now := s.clock.Now()
 	s.mu.Lock()
+	s.pendingAt = now
 	s.pending = append([]Spec{}, specs...)
 	if s.pending == nil {
 		s.pending = []Spec{}
@@ -181,19 +187,18 @@ func (s *Scheduler) run(ctx context.Context) {
 // apply installs the specs SetSpecs left, if any.
 func (s *Scheduler) apply() {
 	s.mu.Lock()
-	specs := s.pending
+	specs, now := s.pending, s.pendingAt
 	s.pending = nil
 	s.mu.Unlock()
 	if specs == nil {
 		return
 	}
-	now := s.clock.Now()
 	next := map[string]*state{}
 	for _, sp := range specs {
 		st, ok := s.states[sp.Ref]
 		switch {
 		case !ok:
-			st = &state{spec: sp}
+			st = &state{spec: sp, since: now}
 		case !st.spec.same(sp):
 			s.opts.Log.Info().Str("trigger_ref", sp.Ref).Str("cron", sp.Cron.String()).Str("timezone", sp.Location.String()).
 				Msg("schedule changed; it starts from now")
@@ -220,7 +225,7 @@ func (s *Scheduler) step(ctx context.Context, st *state, now time.Time) time.Tim
 			}
 			return now.Add(retryEvery)
 		}
-		st.known, st.cursor = true, now
+		st.known, st.cursor = true, st.since
 		if id != "" {
 			// Ticks after it up to now were missed; one after now (a node
 			// whose clock runs ahead) means none is due before it.
@@ -229,6 +234,7 @@ func (s *Scheduler) step(ctx context.Context, st *state, now time.Time) time.Tim
 			}
 		}
 	}
+	from := st.cursor
 	for _, at := range s.due(st, now) {
 		status, _, err := s.opts.Enqueue.EnqueueTick(ctx, st.spec.Ref, at)
 		if err != nil {
@@ -242,13 +248,21 @@ func (s *Scheduler) step(ctx context.Context, st *state, now time.Time) time.Tim
 		}
 		if status != touba.IntakeEnqueued {
 			log.Debug().Time("scheduled_for", at).Str("status", status).Msg("tick already enqueued")
+		} else if !st.caught {
+			st.missed++
 		}
 		st.cursor = at
 	}
 	if st.cursor.Before(now) {
 		st.cursor = now
 	}
-	return st.spec.Cron.Next(st.cursor, st.spec.Location)
+	next := st.spec.Cron.Next(st.cursor, st.spec.Location)
+	if !st.caught {
+		st.caught = true
+		log.Info().Time("from", from).Int("caught_up", st.missed).Str("catch_up", st.spec.CatchUp).
+			Time("next_tick", next).Msg("schedule started")
+	}
+	return next
 }
 
 // due are the ticks of st in (cursor, now] to enqueue, oldest first: a
