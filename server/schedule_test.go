@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/touba/touba-trigger/internal/pgtest"
 	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/schedule"
 	"github.com/touba/touba-trigger/server"
@@ -230,5 +234,54 @@ func TestSchedulePostIsNotFound(t *testing.T) {
 	}
 	if got := d.ticks(t, "trigger:every/Job"); len(got) != 0 {
 		t.Fatalf("entries %v after a POST, want none", got)
+	}
+}
+
+// Two nodes on one PostgreSQL database both enqueue every tick; the
+// identity rule keeps one entry, and the other node's try is in the
+// delivery log as intake's answer to a repeat (duplicate or consumed).
+func TestScheduleTwoNodesOneEntry(t *testing.T) {
+	dsn := pgtest.New(t)
+	const ref = "trigger:every/Minute"
+	d := newSchedDir(t, scheduleProgram("every/Minute", `{"kind":"schedule","cron":"* * * * *"}`))
+	clock := schedule.NewManual(at("10:00:30"))
+	var nodes []*testkit.Server
+	for i := range 2 {
+		nodes = append(nodes, testkit.StartServer(t, server.Config{Program: d.program, Manifest: d.manifest, Database: dsn,
+			NodeID: fmt.Sprintf("node-%d", i), Workers: 1, LeaseTTL: 10 * time.Second, ScheduleClock: clock}))
+	}
+	for _, n := range nodes {
+		n.WaitLog("schedule started", 10*time.Second)
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	count := func(q, id string) int {
+		var c int
+		if err := conn.QueryRow(context.Background(), q, ref, id).Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, tick := range []string{"10:01", "10:02", "10:03"} {
+		id := "2026-12-01T" + tick + ":00Z"
+		clock.Set(at(tick + ":00"))
+		// Both nodes tried: one made the entry and logged "tick
+		// enqueued", the other's try is a delivery log row.
+		testkit.WaitFor(t, 10*time.Second, func() bool {
+			return count(`SELECT COUNT(*) FROM touba.deliveries WHERE trigger_ref = $1 AND event_id = $2`, id) == 1
+		}, "the second node's try of "+id)
+		if n := count(`SELECT COUNT(*) FROM touba.entries WHERE trigger_ref = $1 AND event_id = $2`, id); n != 1 {
+			t.Fatalf("%d entries for the tick %s, want 1", n, id)
+		}
+	}
+	enqueued := 0
+	for _, n := range nodes {
+		enqueued += strings.Count(n.Log(), `"message":"tick enqueued"`)
+	}
+	if enqueued != 3 {
+		t.Fatalf("%d ticks enqueued over both nodes, want 3", enqueued)
 	}
 }
