@@ -235,6 +235,25 @@ func (s *Scheduler) step(ctx context.Context, st *state, now time.Time) time.Tim
 		}
 	}
 	from := st.cursor
+	if !st.caught {
+		// The catch-up is of the ticks missed before the schedule joined,
+		// whenever this first pass gets to run.
+		if !s.enqueueDue(ctx, st, st.since, log) {
+			return now.Add(retryEvery)
+		}
+		st.caught = true
+		log.Info().Time("from", from).Int("caught_up", st.missed).Str("catch_up", st.spec.CatchUp).
+			Time("next_tick", st.spec.Cron.Next(st.cursor, st.spec.Location)).Msg("schedule started")
+	}
+	if !s.enqueueDue(ctx, st, now, log) {
+		return now.Add(retryEvery)
+	}
+	return st.spec.Cron.Next(st.cursor, st.spec.Location)
+}
+
+// enqueueDue enqueues st's ticks due by now and moves its cursor to now;
+// false when the queue refused one (the cursor stays before it).
+func (s *Scheduler) enqueueDue(ctx context.Context, st *state, now time.Time, log zerolog.Logger) bool {
 	for _, at := range s.due(st, now) {
 		status, _, err := s.opts.Enqueue.EnqueueTick(ctx, st.spec.Ref, at)
 		if err != nil {
@@ -244,7 +263,7 @@ func (s *Scheduler) step(ctx context.Context, st *state, now time.Time) time.Tim
 			if ctx.Err() == nil {
 				log.Warn().Err(err).Time("scheduled_for", at).Msg("tick not enqueued; retrying")
 			}
-			return now.Add(retryEvery)
+			return false
 		}
 		if status != touba.IntakeEnqueued {
 			log.Debug().Time("scheduled_for", at).Str("status", status).Msg("tick already enqueued")
@@ -256,13 +275,7 @@ func (s *Scheduler) step(ctx context.Context, st *state, now time.Time) time.Tim
 	if st.cursor.Before(now) {
 		st.cursor = now
 	}
-	next := st.spec.Cron.Next(st.cursor, st.spec.Location)
-	if !st.caught {
-		st.caught = true
-		log.Info().Time("from", from).Int("caught_up", st.missed).Str("catch_up", st.spec.CatchUp).
-			Time("next_tick", next).Msg("schedule started")
-	}
-	return next
+	return true
 }
 
 // due are the ticks of st in (cursor, now] to enqueue, oldest first: a
