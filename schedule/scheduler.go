@@ -65,18 +65,20 @@ const (
 	// retryEvery is how soon a tick the queue did not take is tried
 	// again (the database down, the queue full).
 	retryEvery = 2 * time.Second
-	// maxCatchUp bounds the ticks enqueued in one pass.
+	// maxCatchUp bounds the ticks enqueued in one pass (the newest are
+	// kept): a year of a per-minute cron under a long --retention.
 	maxCatchUp = 100_000
 )
 
 // Scheduler enqueues the ticks of the program's schedule triggers.
 //
 // For each schedule it keeps a cursor: every tick up to it was handled.
-// At start (and for a schedule new to the program) the cursor is the
-// newest tick the queue holds for the trigger; ticks after it and up to
-// now were missed and are enqueued per catch_up, then each tick is
+// At start (New, and SetSpecs for a schedule new to the program) the
+// cursor is the newest tick the queue holds for the trigger; ticks after
+// it and up to that start were missed and are enqueued per catch_up (a
+// tick at most Grace old is on time, not missed), then each tick is
 // enqueued when the clock reaches it. A schedule the queue holds no tick
-// of starts now: nothing before its first start is missed. Enqueueing a
+// of starts then: nothing before its first start is missed. Enqueueing a
 // tick twice (a restart, another node) is harmless: the identity rule
 // answers it duplicate or consumed and nothing runs again.
 type Scheduler struct {
@@ -303,8 +305,15 @@ func (s *Scheduler) due(st *state, now time.Time) []time.Time {
 		return nil
 	}
 	var out []time.Time
-	for t := c.Next(from, loc); !t.IsZero() && !t.After(now) && len(out) < maxCatchUp; t = c.Next(t, loc) {
+	for t := c.Next(from, loc); !t.IsZero() && !t.After(now); t = c.Next(t, loc) {
 		out = append(out, t)
+		if len(out) == 2*maxCatchUp {
+			out = append(out[:0], out[maxCatchUp:]...)
+		}
+	}
+	// The newest ones: those a long --retention would lose are the oldest.
+	if len(out) > maxCatchUp {
+		out = out[len(out)-maxCatchUp:]
 	}
 	return out
 }
