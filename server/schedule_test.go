@@ -285,3 +285,46 @@ func TestScheduleTwoNodesOneEntry(t *testing.T) {
 		t.Fatalf("%d ticks enqueued over both nodes, want 3", enqueued)
 	}
 }
+
+// The catch-up on PostgreSQL: the newest tick is read from the shared
+// queue, so a node restarted after a stop enqueues the latest missed tick
+// (catch_up last) and nothing twice.
+func TestScheduleCatchUpOnPostgres(t *testing.T) {
+	dsn := pgtest.New(t)
+	const ref = "trigger:every/Ten"
+	d := newSchedDir(t, scheduleProgram("every/Ten", `{"kind":"schedule","cron":"*/10 * * * *"}`))
+	start := func(clock schedule.Clock) *testkit.Server {
+		return testkit.StartServer(t, server.Config{Program: d.program, Manifest: d.manifest, Database: dsn,
+			NodeID: "node-a", Workers: 1, LeaseTTL: 10 * time.Second, ScheduleClock: clock})
+	}
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ticks := func() []string {
+		rows, err := conn.Query(context.Background(), `SELECT event_id FROM touba.entries WHERE trigger_ref = $1 ORDER BY event_id`, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	clock := schedule.NewManual(at("10:05:00"))
+	s := start(clock)
+	clock.Set(at("10:10:00"))
+	testkit.WaitFor(t, 10*time.Second, func() bool { return len(ticks()) == 1 }, "the 10:10 tick")
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	clock = schedule.NewManual(at("10:45:00"))
+	start(clock)
+	clock.Set(at("10:50:00"))
+	testkit.WaitFor(t, 10*time.Second, func() bool { return slices.Contains(ticks(), "2026-12-01T10:50:00Z") }, "the 10:50 tick")
+	if got, want := ticks(), []string{"2026-12-01T10:10:00Z", "2026-12-01T10:40:00Z", "2026-12-01T10:50:00Z"}; !slices.Equal(got, want) {
+		t.Fatalf("ticks %v, want %v", got, want)
+	}
+}
