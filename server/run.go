@@ -84,6 +84,7 @@ func (s *Server) start(ctx context.Context) error {
 	// background (runHealth).
 	s.health.Store(s.checkHealth(ctx))
 	s.background(bgCtx)
+	s.sched.Start(bgCtx)
 	s.serve(ln, mln)
 	close(s.ready)
 	s.notify.Notify("READY=1\nSTATUS=accepting webhooks")

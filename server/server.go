@@ -26,6 +26,7 @@ import (
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/systemd"
 	"github.com/touba/touba-trigger/metrics"
+	"github.com/touba/touba-trigger/schedule"
 	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
@@ -57,6 +58,9 @@ type Config struct {
 	// grant with the host's network where it cannot isolate them, with a
 	// warning, instead of refusing them (NetworkIsolationUnavailable).
 	AllowUnisolatedHandlers bool
+	// ScheduleClock is the time schedule triggers tick on; nil: the
+	// system clock (tests set a schedule.Manual).
+	ScheduleClock schedule.Clock
 
 	Log     zerolog.Logger
 	Tracing *tracing.Tracing // nil: off
@@ -82,6 +86,7 @@ type Server struct {
 	// onCircuit counts circuit transitions in the metrics (holds.go).
 	onCircuit func(toolRef, from, to string)
 	intake    *trigger.Intake
+	sched     *schedule.Scheduler // the schedule triggers' ticks
 
 	httpSrv, metricsSrv *http.Server
 	httpAddr, metAddr   net.Addr
@@ -182,6 +187,7 @@ func (s *Server) open(ctx context.Context) error {
 	s.intake = &trigger.Intake{Queue: st.Queue, Log: st.State, Logger: log.With().Str("component", "intake").Logger(),
 		Observe: s.metrics.ObserveDelivery, TrustedProxies: f.TrustedProxies}
 	s.intake.SetConfig(c.Intake)
+	s.sched = s.newScheduler(c.Program)
 	return nil
 }
 

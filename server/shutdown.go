@@ -20,6 +20,7 @@ import (
 // Without it, requests still arriving on accepted connections get 503.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.stopping.Store(true)
+	s.stopScheduler()
 	// One deadline for everything: the HTTP drain and the handlers' grace
 	// run at the same time, so a stop never takes two timeouts.
 	s.deadline = time.Now().Add(s.cfg.ShutdownTimeout)
@@ -44,6 +45,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 // grace), then the admin socket (operators can look until the end), the
 // metrics listener and the background work. Idempotent.
 func (s *Server) stopServers() {
+	s.stopScheduler()
 	if s.httpSrv != nil {
 		// After a graceful Shutdown this only makes sure on error paths.
 		s.httpSrv.Close()
@@ -118,5 +120,8 @@ func (s *Server) install(next *Loaded, nd *dispatcher.Config) {
 		s.disp.SetConfig(nd)
 	}
 	s.intake.SetConfig(next.Intake)
+	if s.sched != nil && next.Program != nil {
+		s.sched.SetSpecs(scheduleSpecs(next.Program))
+	}
 	old.CloseRunners(nd)
 }

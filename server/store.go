@@ -22,6 +22,9 @@ type queueStore interface {
 	touba.HoldStore
 	HeldKeys(ctx context.Context) (int64, error)
 	RunRetention(ctx context.Context, retention time.Duration, report func(purged int64, err error))
+	// LatestTickID is the newest schedule tick of a trigger (package
+	// schedule catches up from it).
+	LatestTickID(ctx context.Context, triggerRef string) (string, error)
 }
 
 // stores is one backend's open stores, so the server does not care which:

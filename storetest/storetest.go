@@ -90,6 +90,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("JournalOperators", func(t *testing.T) { runJournalOperators(t, f) })
 	t.Run("Fencing", func(t *testing.T) { runFencing(t, f) })
 	t.Run("Holds", func(t *testing.T) { runHolds(t, f) })
+	t.Run("Ticks", func(t *testing.T) { runTicks(t, f) })
 }
 
 // Epoch is where every test's clock starts: a whole second, so stored

@@ -47,6 +47,12 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		in.reject(w, r, req, touba.ETriggerNotFound, fmt.Sprintf("no trigger %q", req.triggerRef), "")
 		return
 	}
+	if t.IsSchedule() {
+		// Its entries are its ticks (package schedule): a POST that could
+		// forge one is answered as for a name with no route.
+		in.reject(w, r, req, touba.ETriggerNotFound, fmt.Sprintf("%s is a schedule trigger: it takes no deliveries", req.triggerRef), "")
+		return
+	}
 	req.known = true
 	if !in.admit(w, r, req, cfg, t) {
 		return
@@ -164,11 +170,17 @@ func (in *Intake) reject(w http.ResponseWriter, r *http.Request, req *request, c
 }
 
 func (in *Intake) record(r *http.Request, req *request, status int, code, queueID string) {
+	in.recordFrom(r.RemoteAddr, req, status, code, queueID)
+}
+
+// recordFrom is record for a delivery from remote ("" for a schedule's
+// tick, which has no sender).
+func (in *Intake) recordFrom(remote string, req *request, status int, code, queueID string) {
 	if in.Log == nil {
 		return
 	}
 	row := &touba.LoggedDelivery{At: req.at, TriggerRef: req.triggerRef, EventID: req.eventID, Digest: req.digest,
-		StatusCode: status, ErrorCode: code, QueueID: queueID, RemoteAddr: r.RemoteAddr, Headers: req.headers}
+		StatusCode: status, ErrorCode: code, QueueID: queueID, RemoteAddr: remote, Headers: req.headers}
 	if req.verified {
 		row.Body, row.BodyStored = req.body, true
 	}

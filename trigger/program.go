@@ -72,6 +72,9 @@ type Source struct {
 	// Redelivery is touba.RedeliveryAcknowledge (the default: 200
 	// consumed) or touba.RedeliveryReject (409 TriggerReplayRejected).
 	Redelivery string
+	// Schedule is set for a "schedule" source (schedule_source.go); such
+	// a trigger has no HTTP route and none of the webhook fields above.
+	Schedule *Schedule
 }
 
 // EventIDSource names where the event id comes from: exactly one of Header
@@ -247,6 +250,9 @@ func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
 	}
 	if err := w.flow(path, m, t); err != nil {
 		return nil, err
+	}
+	if t.IsSchedule() && t.Filter != nil {
+		return nil, w.Fail(path+".filter", "a schedule trigger takes no filter: every tick is enqueued")
 	}
 	return t, nil
 }

@@ -39,6 +39,7 @@ func FuzzParseProgram(f *testing.F) {
 	f.Add([]byte(withVerify(`{"scheme":"shopify","secret":{"env":"A"}}`)))
 	f.Add([]byte(withSource(`{"kind":"webhook","event_id":{"header":"x-id","required":true},"redelivery":"reject"}`)))
 	f.Add([]byte(withRetry(`{"max_attempts":3,"initial_interval_ms":10,"max_interval_ms":10}`)))
+	f.Add([]byte(withSource(`{"kind":"schedule","cron":"*/5 1-3 * jan,jul mon-fri","timezone":"Europe/Paris","catch_up":"all"}`)))
 	f.Add([]byte(doc(trig("trigger:a", okSource, okSteps), trig("trigger:a/b", okSource, `[{"id":"x","tool":"tool:q/Q"},{"id":"y","tool":"tool:q/R","input":{"v":[{"$ref":"/steps/x/output"}]}}]`))))
 	for _, tt := range badPrograms {
 		f.Add([]byte(tt.src))
@@ -141,7 +142,15 @@ func checkProgram(t *testing.T, data []byte, p *trigger.Program) {
 
 func checkSource(t *testing.T, i int, s trigger.Source) {
 	t.Helper()
-	if s.Kind != "webhook" || s.MaxBodyBytes < 1 || s.MaxBodyBytes > 64<<20 {
+	if s.Kind == "schedule" {
+		sc := s.Schedule
+		if sc == nil || sc.Cron == nil || sc.Location == nil || s.Verify != nil || s.EventID != (trigger.EventIDSource{}) ||
+			(sc.CatchUp != "last" && sc.CatchUp != "all" && sc.CatchUp != "none") {
+			t.Fatalf("trigger %d: schedule source %+v", i, s)
+		}
+		return
+	}
+	if s.Kind != "webhook" || s.Schedule != nil || s.MaxBodyBytes < 1 || s.MaxBodyBytes > 64<<20 {
 		t.Fatalf("trigger %d: source %+v", i, s)
 	}
 	if (s.EventID.Header == "") == (s.EventID.JSONPointer == "") {

@@ -13,15 +13,27 @@ import (
 
 func (w walker) source(path string, raw *strictjson.Node) (Source, error) {
 	s := Source{MaxBodyBytes: DefaultMaxBodyBytes}
-	m, err := w.Object(path, raw, []string{"kind", "event_id", "max_body_bytes", "verify", "allow_from", "rate_limit", "redelivery"}, "kind")
+	allowed := webhookFields
+	if isScheduleKind(raw) {
+		// Every field, so that a webhook-only one is refused by name
+		// (schedule) rather than as unknown.
+		allowed = sourceFields
+	}
+	m, err := w.Object(path, raw, allowed, "kind")
 	if err != nil {
 		return s, err
 	}
 	if s.Kind, err = w.Str(path+".kind", m["kind"]); err != nil {
 		return s, err
 	}
-	if s.Kind != "webhook" {
-		return s, w.Fail(path+".kind", `must be "webhook"`)
+	switch s.Kind {
+	case KindSchedule:
+		s.Redelivery = touba.RedeliveryAcknowledge
+		s.Schedule, err = w.schedule(path, m)
+		return s, err
+	case KindWebhook:
+	default:
+		return s, w.Fail(path+".kind", `must be "webhook" or "schedule"`)
 	}
 	if v, ok := m["max_body_bytes"]; ok {
 		if s.MaxBodyBytes, err = w.Integer(path+".max_body_bytes", v, maxBodyBytesUpperBound); err != nil {

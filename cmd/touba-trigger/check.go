@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
@@ -34,6 +35,10 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintf(stdout, "program %s: %d trigger(s)\n", c.Program.Path, len(c.Program.Triggers))
 	for _, t := range c.Program.Triggers {
+		if sc := t.Source.Schedule; sc != nil {
+			printSchedule(stdout, t, sc, time.Now())
+			continue
+		}
 		scheme := verifyText(t.Source.Verify)
 		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  steps=%d\n", t.Ref, t.Name, scheme, len(t.Steps))
 		// Where the identity comes from, whether a delivery without it is

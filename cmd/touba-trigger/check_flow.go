@@ -3,8 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/touba/touba-trigger/trigger"
 )
@@ -49,5 +51,18 @@ func condText(c trigger.Condition) string {
 	default:
 		b, _ := json.Marshal(c.Equals)
 		return c.Pointer + " == " + string(b)
+	}
+}
+
+// printSchedule is check's summary of a schedule trigger: its cron, zone
+// and catch_up, and when it next ticks (local to its zone, and the event
+// id that tick gets).
+func printSchedule(w io.Writer, t *trigger.Trigger, sc *trigger.Schedule, now time.Time) {
+	fmt.Fprintf(w, "  %s  schedule cron=%q timezone=%s catch_up=%s  steps=%d  (no HTTP route)\n",
+		t.Ref, sc.Cron.String(), sc.Timezone, sc.CatchUp, len(t.Steps))
+	next := sc.Cron.Next(now, sc.Location)
+	fmt.Fprintf(w, "    next tick: %s  event_id=%s\n", next.In(sc.Location).Format(time.RFC3339), trigger.TickEventID(next))
+	for _, line := range flowSummary(t) {
+		fmt.Fprintf(w, "    %s\n", line)
 	}
 }
