@@ -32,6 +32,17 @@ func need(t *testing.T, prog, pkg string) string {
 	return p
 }
 
+// heavy skips a test that builds release binaries or images (minutes of
+// cgo compiling, per architecture) unless TOUBA_DIST_BUILD=1: .ci/run sets
+// it for its own run of this package, with a longer -timeout than go
+// test's default, so the README's test command stays quick.
+func heavy(t *testing.T) {
+	t.Helper()
+	if os.Getenv("TOUBA_DIST_BUILD") != "1" {
+		t.Skip("builds release binaries or an image: set TOUBA_DIST_BUILD=1 (.ci/run does, in its dist block)")
+	}
+}
+
 // quickstart copies the quickstart example into a new folder and returns
 // the paths of its program and manifest.
 func quickstart(t *testing.T) (dir, program, manifest string) {

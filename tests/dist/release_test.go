@@ -29,6 +29,7 @@ var (
 // and the architectures built. It skips when the tools are missing.
 func release(t *testing.T) (string, []string) {
 	t.Helper()
+	heavy(t)
 	need(t, "dpkg-deb", "dpkg")
 	need(t, "x86_64-linux-gnu-gcc", "gcc")
 	if err := exec.Command("git", "-C", root(), "rev-parse", "HEAD").Run(); err != nil {
