@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/touba/touba-trigger/internal/gobuild"
 )
 
 // releaseVersion is the version the tests release under.
@@ -22,6 +24,7 @@ var (
 	releaseDir  string // scripts/release's first output
 	releaseErr  string
 	releaseArch []string
+	releaseRev  string // the commit released: HEAD when the first test ran
 )
 
 // release runs scripts/release once per test binary (it builds the daemon
@@ -32,7 +35,8 @@ func release(t *testing.T) (string, []string) {
 	heavy(t)
 	need(t, "dpkg-deb", "dpkg")
 	need(t, "x86_64-linux-gnu-gcc", "gcc")
-	if err := exec.Command("git", "-C", root(), "rev-parse", "HEAD").Run(); err != nil {
+	head, err := exec.Command("git", "-C", root(), "rev-parse", "HEAD").Output()
+	if err != nil {
 		t.Skip("not a git checkout: scripts/release builds a commit")
 	}
 	releaseOnce.Do(func() {
@@ -42,15 +46,16 @@ func release(t *testing.T) (string, []string) {
 		} else {
 			t.Log("aarch64-linux-gnu-gcc is missing (apt-get install gcc-aarch64-linux-gnu): releasing amd64 only")
 		}
-		dir, err := os.MkdirTemp("", "touba-release-")
+		// Removed after every test of the binary (gobuild.Main).
+		dir, err := gobuild.Dir()
 		if err != nil {
 			releaseErr = err.Error()
 			return
 		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
 		releaseDir = dir
+		releaseRev = strings.TrimSpace(string(head))
 		out, err := exec.Command(filepath.Join(root(), "scripts", "release"), releaseVersion,
-			"--out", dir, "--arch", strings.Join(releaseArch, " ")).CombinedOutput()
+			"--out", dir, "--arch", strings.Join(releaseArch, " "), "--rev", releaseRev).CombinedOutput()
 		if err != nil {
 			releaseErr = "scripts/release: " + err.Error() + "\n" + string(out)
 		}
@@ -70,7 +75,8 @@ func release(t *testing.T) (string, []string) {
 func TestReleaseIsReproducible(t *testing.T) {
 	dir, arches := release(t)
 	second := t.TempDir()
-	cmd := exec.Command(filepath.Join(root(), "scripts", "release"), releaseVersion, "--out", second, "--arch", strings.Join(arches, " "))
+	cmd := exec.Command(filepath.Join(root(), "scripts", "release"), releaseVersion, "--out", second,
+		"--arch", strings.Join(arches, " "), "--rev", releaseRev)
 	if os.Getenv("TOUBA_RELEASE_FRESH_CACHE") == "1" {
 		cmd.Env = append(os.Environ(), "GOCACHE="+t.TempDir())
 	}
@@ -93,7 +99,6 @@ func TestReleaseIsReproducible(t *testing.T) {
 // the release version, the commit, unmodified.
 func TestReleaseArchives(t *testing.T) {
 	dir, arches := release(t)
-	head, _ := exec.Command("git", "-C", root(), "rev-parse", "HEAD").Output()
 	for _, arch := range arches {
 		x := t.TempDir()
 		name := "touba-trigger-" + releaseVersion + "-linux-" + arch
@@ -125,8 +130,8 @@ func TestReleaseArchives(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &v); err != nil {
 			t.Fatalf("version --json: %v\n%s", err, out)
 		}
-		if v.Version != releaseVersion || v.Revision != strings.TrimSpace(string(head)) || v.Modified {
-			t.Fatalf("version --json = %+v, want %s at %s unmodified", v, releaseVersion, head)
+		if v.Version != releaseVersion || v.Revision != releaseRev || v.Modified {
+			t.Fatalf("version --json = %+v, want %s at %s unmodified", v, releaseVersion, releaseRev)
 		}
 		run(t, top, nil, filepath.Join(top, "touba-trigger"), "check", "examples/quickstart/program.air.json",
 			"--manifest", "examples/quickstart/touba.manifest.json")
