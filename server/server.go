@@ -184,6 +184,12 @@ func (s *Server) open(ctx context.Context) error {
 		return 0
 	})
 	s.watchHolds()
+	var dbUp func() bool
+	if f.Database != "" {
+		// With a database the health check is its ping alone.
+		dbUp = func() bool { h := s.health.Load(); return h != nil && h.Ready }
+	}
+	s.metrics.WatchHealth(func() bool { return s.readyz(context.Background()) == nil }, dbUp)
 	s.intake = &trigger.Intake{Queue: st.Queue, Log: st.State, Logger: log.With().Str("component", "intake").Logger(),
 		Observe: s.metrics.ObserveDelivery, TrustedProxies: f.TrustedProxies}
 	s.intake.SetConfig(c.Intake)

@@ -26,9 +26,6 @@ const (
 	exitLocked  = 3
 )
 
-// Version is set at build time with -ldflags "-X main.Version=...".
-var Version = "dev"
-
 func main() {
 	// The live heap is small (deliveries wait on disk, not in memory), so
 	// trading a few MB for less GC work buys intake throughput: about +10%
@@ -63,8 +60,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTriggers(ctx, args[1:], stdout, stderr)
 	case "journal":
 		err = runJournal(ctx, args[1:], stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "touba-trigger", Version)
+	case "version", "--version":
+		err = runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		usage(stdout)
 	default:
@@ -82,7 +79,7 @@ func usageText() string {
 	return `usage:
   touba-trigger serve PROGRAM --manifest FILE [--queue FILE] [--state FILE] [--effect-journal FILE] [flags]
   touba-trigger check PROGRAM --manifest FILE
-  touba-trigger version
+  touba-trigger version [--json]     (also --version)
   touba-trigger queue ls [--status S] [--trigger REF] [--limit N]
   touba-trigger queue show QUEUE_ID
   touba-trigger queue replay QUEUE_ID... | --status failed|parked [--trigger REF]
