@@ -74,6 +74,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	var req admin.DeliveryReplayRequest
 	fs.BoolVar(&req.NewEventID, "new-event-id", false, "enqueue under a fresh identity replay-<uuidv7> instead of its event id")
+	fs.StringVar(&req.Reason, "reason", "", "why, for the audit trail")
 	pos, err := parseCLI(fs, args, false)
 	if err != nil {
 		return err
