@@ -32,7 +32,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		} else if len(pos) > 0 {
 			return usageError{err: fmt.Errorf("effects ls takes no arguments, got %q", pos)}
 		}
-		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Effects(ctx, flt)
 			if err != nil || f.json {
 				return orJSON(stdout, list, err)

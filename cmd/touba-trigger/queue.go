@@ -50,7 +50,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				search.Since = time.Now().Add(-since)
 			}
 			search.TriggerRef, search.Status, search.Limit = flt.TriggerRef, flt.Status, flt.Limit
-			return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+			return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 				rep, err := api.Search(ctx, search)
 				if err != nil || f.json {
 					return orJSON(stdout, rep, err)
@@ -62,7 +62,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				return nil
 			})
 		}
-		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Entries(ctx, flt)
 			if err != nil || f.json {
 				return orJSON(stdout, list, err)
@@ -76,7 +76,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		} else if len(pos) != 1 {
 			return usageError{err: errors.New("queue show takes one QUEUE_ID")}
 		}
-		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			d, err := api.Entry(ctx, pos[0])
 			if err != nil || f.json {
 				return orJSON(stdout, d, err)
