@@ -54,6 +54,7 @@ func main() {
 	workers := flag.Int("workers", 0, "the daemon's --workers")
 	base := flag.Duration("baseline", 5*time.Second, "intake alone, before the replay")
 	extra := flag.String("replay-args", "", "more arguments of queue replay, space separated")
+	reason := flag.String("reason", "bench", "the replay's --reason; empty for none (a binary older than --reason)")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "replayload")
 	if err != nil {
@@ -122,7 +123,10 @@ func main() {
 		}()
 	}
 	time.Sleep(*base)
-	args := []string{"queue", "replay", "--status", "failed", "--admin-socket", p("admin.sock"), "--reason", "bench"}
+	args := []string{"queue", "replay", "--status", "failed", "--admin-socket", p("admin.sock")}
+	if *reason != "" {
+		args = append(args, "--reason", *reason)
+	}
 	if *extra != "" {
 		args = append(args, strings.Fields(*extra)...)
 	}
@@ -157,7 +161,9 @@ func report(label string, lat []time.Duration, span time.Duration) {
 		return
 	}
 	sort.Slice(lat, func(i, k int) bool { return lat[i] < lat[k] })
-	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))].Round(10 * time.Microsecond) }
+	q := func(f float64) time.Duration {
+		return lat[min(len(lat)-1, int(f*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
 	fmt.Printf("%s: %d requests (%.0f/s)  p50 %v  p99 %v  p99.9 %v  max %v\n", label, len(lat),
 		float64(len(lat))/span.Seconds(), q(0.50), q(0.99), q(0.999), lat[len(lat)-1].Round(10*time.Microsecond))
 }
