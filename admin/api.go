@@ -100,7 +100,7 @@ type EffectDetail struct {
 // ReplayRequest names entries to put back to pending: IDs, or every entry
 // in Status (failed, parked or cancelled), optionally only of one trigger,
 // with one error code, received since Since. A bulk replay (Status) works
-// in batches of BatchSize; DryRun only counts.
+// in batches of ReplayBatch; DryRun only counts.
 type ReplayRequest struct {
 	IDs        []string  `json:"ids,omitempty"`
 	Status     string    `json:"status,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
@@ -12,7 +13,7 @@ import (
 // ReplayBatch is how many entries a bulk replay puts back to pending in
 // one transaction: small enough that intake, which shares the queue's
 // writer, waits at most one batch (a few milliseconds) at a time.
-const ReplayBatch = 500
+const ReplayBatch = 100
 
 // ReplayEntries puts failed, parked and cancelled entries back to pending
 // with their queue ids, so effects already applied are read back, not
@@ -66,10 +67,17 @@ func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayRe
 	at := map[string]int{}
 	for start := 0; start < len(ids); start += ReplayBatch {
 		end := min(start+ReplayBatch, len(ids))
-		if err := s.replayBatch(ctx, ids[start:end], items[start:end], start, at, r); err != nil {
+		took, err := s.replayBatch(ctx, ids[start:end], items[start:end], start, at, r)
+		if err != nil {
 			return nil, err
 		}
 		rep.Batches++
+		if end < len(ids) {
+			// The queue's writer is intake's too: leave it to intake for
+			// as long as the batch held it, so a long replay takes at most
+			// half of it.
+			time.Sleep(min(took, 50*time.Millisecond))
+		}
 	}
 	for _, it := range items {
 		if it.Replayed {
@@ -81,8 +89,9 @@ func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayRe
 }
 
 // replayBatch replays one batch of ids (items their slots, first the
-// index of the first), and audits it in one transaction.
-func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayItem, first int, at map[string]int, r ReplayRequest) error {
+// index of the first), and audits it in one transaction. It returns how
+// long the queue's transaction took.
+func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayItem, first int, at map[string]int, r ReplayRequest) (time.Duration, error) {
 	var todo []string
 	var claimed []string
 	defer func() {
@@ -109,7 +118,7 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 		// the queue's own transaction refuses an entry that moved.
 		if r.Status == "" || r.Status == touba.StatusParked {
 			if err := s.checkReplay(ctx, id, &items[i]); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		if items[i].Reason == "" {
@@ -117,10 +126,13 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 		}
 	}
 	replayed := 0
+	var took time.Duration
 	if len(todo) > 0 {
+		start := time.Now()
 		res, err := s.Queue.Replay(ctx, todo)
+		took = time.Since(start)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		for _, x := range res {
 			it := &items[at[x.QueueID]-first]
@@ -146,7 +158,7 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 		evs = append(evs, ev)
 	}
 	s.auditAll(ctx, evs)
-	return nil
+	return took, nil
 }
 
 // checkReplay fills it.Reason and it.Hint when id cannot be replayed.
