@@ -52,6 +52,8 @@ type OperatorEvent struct {
 	Outcome  string    `json:"outcome"`
 	Operator string    `json:"operator"`
 	Detail   string    `json:"detail"`
+	// Reason is the operator's --reason, "" when none was given.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Caps on what a sender controls in a log row. A request may carry 64 KiB

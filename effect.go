@@ -103,6 +103,7 @@ type EffectResolution struct {
 	ReceiptRef string          // required for applied
 	Result     json.RawMessage // for applied; default {"receipt_ref": ReceiptRef}
 	Operator   string          // who resolved, for the audit event; optional
+	Reason     string          // the operator's --reason, for the audit event; optional
 }
 
 // JournalStats counts the journal writer's work, for metrics.

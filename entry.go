@@ -16,7 +16,8 @@ type EnqueueResult struct {
 	Status  string
 }
 
-// EntryFilter selects queue entries for listings, oldest first.
+// EntryFilter selects queue entries for listings, oldest first, or newest
+// first with Newest.
 type EntryFilter struct {
 	Status     string
 	TriggerRef string
@@ -25,7 +26,11 @@ type EntryFilter struct {
 	// (the last one of the previous page), so a page costs the same at the
 	// millionth entry as at the first.
 	After string
-	Limit int // default 100
+	// Newest lists newest first; Before is then its keyset cursor (only
+	// entries whose queue_id sorts before it).
+	Newest bool
+	Before string
+	Limit  int // default 100
 }
 
 // EntryDetail is what a listing leaves out of one entry.

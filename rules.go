@@ -76,5 +76,8 @@ func (r EffectResolution) Check(scope, effectID string) (result json.RawMessage,
 	if r.Operator != "" {
 		detail += " by " + r.Operator
 	}
+	if r.Reason != "" {
+		detail += "; reason: " + r.Reason
+	}
 	return result, detail, nil
 }

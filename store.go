@@ -41,6 +41,12 @@ type QueueStore interface {
 	Detail(ctx context.Context, queueID string) (*EntryDetail, error)
 	List(ctx context.Context, f EntryFilter) ([]*Delivery, error)
 	IDsByStatus(ctx context.Context, status, triggerRef string) ([]string, error)
+	// Search finds entries by queue id, event id (the identity index) or
+	// body field (a scan of at most MaxScan entries), newest first.
+	Search(ctx context.Context, s EntrySearch) (*SearchResult, error)
+	// SelectIDs lists the queue ids of a bulk replay's selection, oldest
+	// first.
+	SelectIDs(ctx context.Context, s EntrySelection) ([]string, error)
 	CountByStatus(ctx context.Context) (map[string]int64, error)
 	OldestPending(ctx context.Context) (time.Time, bool, error)
 	// Pending is the number of pending entries, kept in memory.
@@ -78,6 +84,9 @@ type DeliveryLog interface {
 // AuditLog is the operators' audit trail.
 type AuditLog interface {
 	RecordOperator(ctx context.Context, ev OperatorEvent) error
+	// RecordOperators appends many events in one transaction (a bulk
+	// replay's batch).
+	RecordOperators(ctx context.Context, evs []OperatorEvent) error
 	OperatorEvents(ctx context.Context, queueID string, limit int) ([]OperatorEvent, error)
 }
 

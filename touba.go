@@ -13,6 +13,8 @@ const (
 	StatusDone    = "done"
 	StatusFailed  = "failed"
 	StatusParked  = "parked"
+	// StatusCancelled: the entry was cancelled (SPEC §2.3); replayable.
+	StatusCancelled = "cancelled"
 )
 
 // Effect states of the journal (SPEC §5).

@@ -33,6 +33,7 @@ type API interface {
 	Compensate(ctx context.Context, r CompensateRequest) (*touba.Compensation, error)
 	Health(ctx context.Context) (*Health, error)
 	TriggerAPI // triggers.go
+	Search(ctx context.Context, r SearchRequest) (*SearchReport, error)
 }
 
 // EntryFilter selects queue entries; empty fields match all.
@@ -40,8 +41,12 @@ type EntryFilter struct {
 	Status     string `json:"status,omitempty"`
 	TriggerRef string `json:"trigger_ref,omitempty"`
 	Held       bool   `json:"held,omitempty"`  // only entries held back behind their concurrency key
-	After      string `json:"after,omitempty"` // keyset cursor: entries after this queue_id
-	Limit      int    `json:"limit,omitempty"` // default 100
+	After      string `json:"after,omitempty"` // keyset cursor, oldest first: entries after this queue_id
+	// Listings are newest first (SPEC §6.1); Oldest lists in queue order
+	// instead. Before is the newest-first keyset cursor.
+	Oldest bool   `json:"oldest,omitempty"`
+	Before string `json:"before,omitempty"`
+	Limit  int    `json:"limit,omitempty"` // default 100
 }
 
 // Entry is a queue entry as operators see it.
@@ -94,11 +99,18 @@ type EffectDetail struct {
 }
 
 // ReplayRequest names entries to put back to pending: IDs, or every entry
-// in Status (failed or parked), optionally of one trigger.
+// in Status (failed, parked or cancelled), optionally only of one trigger,
+// with one error code, received since Since. A bulk replay (Status) works
+// in batches of ReplayBatch; DryRun only counts.
 type ReplayRequest struct {
-	IDs        []string `json:"ids,omitempty"`
-	Status     string   `json:"status,omitempty"`
-	TriggerRef string   `json:"trigger_ref,omitempty"`
+	IDs        []string  `json:"ids,omitempty"`
+	Status     string    `json:"status,omitempty"`
+	TriggerRef string    `json:"trigger_ref,omitempty"`
+	Code       string    `json:"code,omitempty"`
+	Since      time.Time `json:"since,omitempty"`
+	DryRun     bool      `json:"dry_run,omitempty"`
+	// Reason is the operator's --reason, kept in the audit trail.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ReplayItem says what a replay did with one id, and when it did nothing,
@@ -118,6 +130,11 @@ type ReplayReport struct {
 	Items    []ReplayItem `json:"items"`
 	Replayed int          `json:"replayed"`
 	Note     string       `json:"note,omitempty"`
+	// Matched is how many entries the selection of a bulk replay named
+	// (what a dry run reports); Batches how many transactions it took.
+	Matched int  `json:"matched"`
+	DryRun  bool `json:"dry_run,omitempty"`
+	Batches int  `json:"batches,omitempty"`
 }
 
 // DeliveryFilter selects delivery log rows; empty fields match all.
@@ -143,6 +160,7 @@ type DeliveryDetail struct {
 type DeliveryReplayRequest struct {
 	DeliveryID string `json:"delivery_id"`
 	NewEventID bool   `json:"new_event_id,omitempty"` // a fresh identity replay-<uuidv7>
+	Reason     string `json:"reason,omitempty"`       // the operator's --reason
 }
 
 // DeliveryReplay answers like intake (SPEC §3.1): Status enqueued or
@@ -178,6 +196,7 @@ type ResolveRequest struct {
 	State      string          `json:"state"`
 	ReceiptRef string          `json:"receipt_ref,omitempty"`
 	Result     json.RawMessage `json:"result,omitempty"`
+	Reason     string          `json:"reason,omitempty"` // the operator's --reason
 }
 
 // ResolveResult is the effect as now journaled and what became of its
@@ -193,4 +212,31 @@ type ResolveResult struct {
 type CompensateRequest struct {
 	Scope    string `json:"scope"`
 	EffectID string `json:"effect_id"`
+	Reason   string `json:"reason,omitempty"` // the operator's --reason
+}
+
+// SearchRequest is an operator's search of the queue (SPEC §6 `queue ls
+// --event-id | --body`, §6.1): by QueueID, by EventID (the identity
+// index), or by Body "POINTER=VALUE" (a bounded scan, newest first, of the
+// entries received since Since; VALUE is JSON when it parses as JSON, else
+// a string). Since defaults to 24 hours ago for a body search.
+type SearchRequest struct {
+	QueueID    string    `json:"queue_id,omitempty"`
+	EventID    string    `json:"event_id,omitempty"`
+	Body       string    `json:"body,omitempty"`
+	TriggerRef string    `json:"trigger_ref,omitempty"`
+	Status     string    `json:"status,omitempty"`
+	Since      time.Time `json:"since,omitempty"`
+	MaxScan    int       `json:"max_scan,omitempty"` // default 10,000
+	Limit      int       `json:"limit,omitempty"`    // default 100
+}
+
+// SearchReport is what a search found, newest first: Scanned entries were
+// examined, and More says the search stopped before the window's end
+// ("searched N entries, more exist").
+type SearchReport struct {
+	Entries []Entry   `json:"entries"`
+	Scanned int       `json:"scanned"`
+	More    bool      `json:"more"`
+	Since   time.Time `json:"since,omitempty"` // the window searched
 }

@@ -106,7 +106,30 @@ func post[T any](ctx context.Context, c *Client, path string, in any) (T, error)
 // Entries implements API.
 func (c *Client) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
 	return get[[]Entry](ctx, c, "/v1/entries"+queryOf("status", f.Status, "trigger_ref", f.TriggerRef, "limit", strconv.Itoa(f.Limit),
-		"held", strconv.FormatBool(f.Held), "after", f.After))
+		"held", strconv.FormatBool(f.Held), "after", f.After, "oldest", strconv.FormatBool(f.Oldest), "before", f.Before))
+}
+
+// Search implements API.
+func (c *Client) Search(ctx context.Context, r SearchRequest) (*SearchReport, error) {
+	since := ""
+	if !r.Since.IsZero() {
+		since = r.Since.UTC().Format(time.RFC3339Nano)
+	}
+	// Not queryOf: an event id or body filter may well be "0" or "false".
+	v := url.Values{}
+	for k, x := range map[string]string{"queue_id": r.QueueID, "event_id": r.EventID, "body": r.Body, "trigger_ref": r.TriggerRef,
+		"status": r.Status, "since": since} {
+		if x != "" {
+			v.Set(k, x)
+		}
+	}
+	if r.MaxScan > 0 {
+		v.Set("max_scan", strconv.Itoa(r.MaxScan))
+	}
+	if r.Limit > 0 {
+		v.Set("limit", strconv.Itoa(r.Limit))
+	}
+	return get[*SearchReport](ctx, c, "/v1/search?"+v.Encode())
 }
 
 // Entry implements API.

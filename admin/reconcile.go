@@ -35,7 +35,7 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 	default:
 		return nil, badRequest("verdict %q: want applied or not_applied", r.State)
 	}
-	res.Operator = Operator(ctx)
+	res.Operator, res.Reason = Operator(ctx), r.Reason
 	target := r.Scope + "/" + r.EffectID
 	cur, err := s.Journal.Get(ctx, r.Scope, r.EffectID)
 	if err != nil {
@@ -45,7 +45,7 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 	}
 	if err := s.Journal.Resolve(context.WithoutCancel(ctx), r.Scope, r.EffectID, res); err != nil {
 		s.audit(ctx, touba.OperatorEvent{Action: "effects.resolve", QueueID: r.Scope, Target: target, Outcome: "refused",
-			Detail: r.State + ": " + errText(err)})
+			Detail: r.State + ": " + errText(err), Reason: r.Reason})
 		return nil, err
 	}
 	after, err := s.Journal.Get(ctx, r.Scope, r.EffectID)
@@ -65,7 +65,7 @@ func (s *Service) Resolve(ctx context.Context, r ResolveRequest) (*ResolveResult
 		detail += " receipt_ref=" + r.ReceiptRef
 	}
 	s.audit(ctx, touba.OperatorEvent{Action: "effects.resolve", QueueID: r.Scope, Target: target, Outcome: "done",
-		Detail: detail + "; " + out.Note})
+		Detail: detail + "; " + out.Note, Reason: r.Reason})
 	return out, nil
 }
 
@@ -142,7 +142,7 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 	// the call ends: a replay cannot resume it in between (see busy).
 	if held := s.busy.take(r.Scope, "compensation"); held != "" {
 		why := "entry " + r.Scope + " is busy with a " + held + "; try again once it ended"
-		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why})
+		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why, Reason: r.Reason})
 		return nil, touba.Errorf(touba.EEntryBusy, "%s", why)
 	}
 	defer s.busy.drop(r.Scope)
@@ -156,7 +156,7 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 	// the dispatcher: a run is compensated once it stopped.
 	if entry.Status == touba.StatusPending || entry.Status == touba.StatusRunning {
 		why := "entry " + r.Scope + " is " + entry.Status + "; compensate once its run has stopped (done, failed or parked)"
-		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why})
+		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why, Reason: r.Reason})
 		return nil, badRequest("%s", why)
 	}
 	if s.afterCompensateCheck != nil {
@@ -173,7 +173,7 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 	c, err := s.Compensator(context.WithoutCancel(ctx), entry, steps, orig)
 	if err != nil {
 		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused",
-			Detail: errText(err)})
+			Detail: errText(err), Reason: r.Reason})
 		return nil, err
 	}
 	detail := "compensation " + c.CompensationID + ": " + c.State
@@ -183,6 +183,6 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 	if c.ErrorCode != "" {
 		detail += " " + c.ErrorCode
 	}
-	s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "done", Detail: detail})
+	s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "done", Detail: detail, Reason: r.Reason})
 	return c, nil
 }

@@ -4,51 +4,108 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
 )
 
-// ReplayEntries puts failed and parked entries back to pending with their
-// queue ids, so effects already applied are read back, not repeated (SPEC
-// §3.2). Nothing is swallowed: every id that is not replayed gets a reason
-// and a way to a real re-run, and a parked entry whose effect still awaits
-// a verdict is not replayed (it would only park again).
+// ReplayBatch is how many entries a bulk replay puts back to pending in
+// one transaction: small enough that intake, which shares the queue's
+// writer, waits at most one batch (a few milliseconds) at a time.
+const ReplayBatch = 100
+
+// ReplayEntries puts failed, parked and cancelled entries back to pending
+// with their queue ids, so effects already applied are read back, not
+// repeated (SPEC §3.2). Nothing is swallowed: every id that is not replayed
+// gets a reason and a way to a real re-run, and a parked entry whose
+// effect still awaits a verdict is not replayed (it would only park
+// again). A bulk replay (r.Status) counts its selection first (a dry run
+// stops there), then works in batches of ReplayBatch, each one transaction
+// of the queue and one of the audit trail.
 func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayReport, error) {
 	ids := r.IDs
 	switch {
 	case len(ids) > 0 && r.Status != "":
 		return nil, badRequest("give queue ids or --status, not both")
 	case len(ids) == 0 && r.Status == "":
-		return nil, badRequest("give queue ids or --status failed|parked")
-	case r.Status != "" && r.Status != touba.StatusFailed && r.Status != touba.StatusParked:
-		return nil, badRequest("--status %s: only failed and parked entries are replayed", r.Status)
+		return nil, badRequest("give queue ids or --status failed|parked|cancelled")
+	case r.Status != "" && r.Status != touba.StatusFailed && r.Status != touba.StatusParked && r.Status != touba.StatusCancelled:
+		return nil, badRequest("--status %s: only failed, parked and cancelled entries are replayed", r.Status)
+	case r.Status == "" && (r.TriggerRef != "" || r.Code != "" || !r.Since.IsZero() || r.DryRun):
+		return nil, badRequest("--trigger, --code, --since and --dry-run go with --status")
 	}
 	rep := &ReplayReport{Items: []ReplayItem{}}
 	if r.Status != "" {
 		var err error
-		if ids, err = s.Queue.IDsByStatus(ctx, r.Status, TriggerRef(r.TriggerRef)); err != nil {
+		if ids, err = s.Queue.SelectIDs(ctx, touba.EntrySelection{Status: r.Status, TriggerRef: TriggerRef(r.TriggerRef),
+			Code: r.Code, Since: r.Since}); err != nil {
 			return nil, err
 		}
-		if len(ids) == 0 {
-			rep.Note = fmt.Sprintf("no %s entries", r.Status)
+		rep.Matched, rep.DryRun = len(ids), r.DryRun
+		if len(ids) == 0 || r.DryRun {
+			rep.Note = fmt.Sprintf("%d %s entries", len(ids), r.Status)
+			if len(ids) == 0 {
+				rep.Note = fmt.Sprintf("no %s entries", r.Status)
+			}
 			if r.TriggerRef != "" {
 				rep.Note += " of " + TriggerRef(r.TriggerRef)
+			}
+			if r.Code != "" {
+				rep.Note += " with code " + r.Code
+			}
+			if !r.Since.IsZero() {
+				rep.Note += " received since " + touba.FormatTime(r.Since)
+			}
+			if r.DryRun && len(ids) > 0 {
+				rep.Note += " would be replayed (dry run: nothing changed)"
 			}
 			return rep, nil
 		}
 	}
-
 	items := make([]ReplayItem, len(ids))
-	var todo []string
 	at := map[string]int{}
+	for start := 0; start < len(ids); start += ReplayBatch {
+		end := min(start+ReplayBatch, len(ids))
+		took, err := s.replayBatch(ctx, ids[start:end], items[start:end], start, at, r)
+		if err != nil {
+			return nil, err
+		}
+		rep.Batches++
+		if end < len(ids) {
+			// The queue's writer is intake's too: leave it to intake for
+			// as long as the batch held it, so a long replay takes at most
+			// half of it.
+			time.Sleep(min(took, 50*time.Millisecond))
+		}
+	}
+	for _, it := range items {
+		if it.Replayed {
+			rep.Replayed++
+		}
+	}
+	rep.Items = items
+	return rep, nil
+}
+
+// replayBatch replays one batch of ids (items their slots, first the
+// index of the first), and audits it in one transaction. It returns how
+// long the queue's transaction took.
+func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayItem, first int, at map[string]int, r ReplayRequest) (time.Duration, error) {
+	var todo []string
+	var claimed []string
+	defer func() {
+		for _, id := range claimed {
+			s.busy.drop(id)
+		}
+	}()
 	for i, id := range ids {
 		items[i] = ReplayItem{QueueID: id}
 		if _, dup := at[id]; dup {
 			items[i].Reason = "named twice; replayed once"
 			continue
 		}
-		at[id] = i
+		at[id] = first + i
 		// Claimed before the check, held until the queue update: a
 		// compensation cannot start on it in between (see busy).
 		if held := s.busy.take(id, "replay"); held != "" {
@@ -56,43 +113,52 @@ func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayRe
 			items[i].Hint = "replay it once that ended: touba-trigger queue replay " + id
 			continue
 		}
-		defer s.busy.drop(id)
-		if err := s.checkReplay(ctx, id, &items[i]); err != nil {
-			return nil, err
+		claimed = append(claimed, id)
+		// A bulk selection of failed or cancelled entries needs no check:
+		// the queue's own transaction refuses an entry that moved.
+		if r.Status == "" || r.Status == touba.StatusParked {
+			if err := s.checkReplay(ctx, id, &items[i]); err != nil {
+				return 0, err
+			}
 		}
 		if items[i].Reason == "" {
 			todo = append(todo, id)
 		}
 	}
+	replayed := 0
+	var took time.Duration
 	if len(todo) > 0 {
+		start := time.Now()
 		res, err := s.Queue.Replay(ctx, todo)
+		took = time.Since(start)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		for _, x := range res {
-			it := &items[at[x.QueueID]]
+			it := &items[at[x.QueueID]-first]
 			if x.From == "" {
 				// The entry moved between the check and the replay.
 				it.Reason = x.Reason
 				continue
 			}
 			it.Replayed, it.From, it.Status = true, x.From, touba.StatusPending
-			rep.Replayed++
+			replayed++
 		}
 	}
-	if rep.Replayed > 0 && s.Wake != nil {
+	if replayed > 0 && s.Wake != nil {
 		s.Wake()
 	}
+	evs := make([]touba.OperatorEvent, 0, len(items))
 	for _, it := range items {
 		ev := touba.OperatorEvent{Action: "queue.replay", QueueID: it.QueueID, Target: it.QueueID, Outcome: "done",
-			Detail: it.From + " -> pending"}
+			Detail: it.From + " -> pending", Reason: r.Reason}
 		if !it.Replayed {
 			ev.Outcome, ev.Detail = "refused", it.Reason
 		}
-		s.audit(ctx, ev)
+		evs = append(evs, ev)
 	}
-	rep.Items = items
-	return rep, nil
+	s.auditAll(ctx, evs)
+	return took, nil
 }
 
 // checkReplay fills it.Reason and it.Hint when id cannot be replayed.
@@ -173,7 +239,7 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 	}
 	refuse := func(code, why string) (*DeliveryReplay, error) {
 		s.audit(ctx, touba.OperatorEvent{Action: "deliveries.replay", QueueID: row.QueueID, Target: row.DeliveryID,
-			Outcome: "refused", Detail: why})
+			Outcome: "refused", Detail: why, Reason: r.Reason})
 		return nil, touba.Errorf(code, "delivery %s cannot be replayed: %s", row.DeliveryID, why)
 	}
 	if why := unreplayable(row); why != "" {
@@ -222,7 +288,7 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 		out.Hint = "to run it again as a new entry: touba-trigger deliveries replay " + row.DeliveryID + " --new-event-id"
 	}
 	ev := touba.OperatorEvent{Action: "deliveries.replay", QueueID: out.QueueID, Target: row.DeliveryID, Outcome: "done",
-		Detail: fmt.Sprintf("event %s: %s%s", eventID, out.Status, out.Code)}
+		Detail: fmt.Sprintf("event %s: %s%s", eventID, out.Status, out.Code), Reason: r.Reason}
 	if out.Status == "" {
 		ev.Outcome = "refused"
 	}

@@ -29,7 +29,23 @@ func Handler(api API) http.Handler {
 		q := r.URL.Query()
 		limit, _ := strconv.Atoi(q.Get("limit"))
 		reply(w)(api.Entries(r.Context(), EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger_ref"), Held: q.Get("held") == "true",
-			After: q.Get("after"), Limit: limit}))
+			After: q.Get("after"), Oldest: q.Get("oldest") == "true", Before: q.Get("before"), Limit: limit}))
+	})
+	rt.GET("/v1/search", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		q := r.URL.Query()
+		req := SearchRequest{QueueID: q.Get("queue_id"), EventID: q.Get("event_id"), Body: q.Get("body"),
+			TriggerRef: q.Get("trigger_ref"), Status: q.Get("status")}
+		req.MaxScan, _ = strconv.Atoi(q.Get("max_scan"))
+		req.Limit, _ = strconv.Atoi(q.Get("limit"))
+		if s := q.Get("since"); s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				fail(w, badRequest("since %q: %v", s, err))
+				return
+			}
+			req.Since = t
+		}
+		reply(w)(api.Search(r.Context(), req))
 	})
 	rt.GET("/v1/entries/:id", func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		reply(w)(api.Entry(r.Context(), ps.ByName("id")))

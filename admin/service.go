@@ -117,10 +117,11 @@ func bodyOf(b []byte) *Body {
 	return out
 }
 
-// Entries lists queue entries, oldest first.
+// Entries lists queue entries, newest first (SPEC §6.1), or oldest first
+// with f.Oldest or an After cursor.
 func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
 	list, err := s.Queue.List(ctx, touba.EntryFilter{Status: f.Status, TriggerRef: TriggerRef(f.TriggerRef), Held: f.Held,
-		After: f.After, Limit: f.Limit})
+		After: f.After, Newest: !f.Oldest && f.After == "", Before: f.Before, Limit: f.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -361,5 +362,21 @@ func (s *Service) audit(ctx context.Context, ev touba.OperatorEvent) {
 		s.Log.Error().Err(err).Str("action", ev.Action).Msg("cannot record the operator event")
 	}
 	s.Log.Info().Str("event", "operator."+ev.Action).Str("queue_id", ev.QueueID).Str("target", ev.Target).
-		Str("outcome", ev.Outcome).Str("operator", ev.Operator).Str("detail", ev.Detail).Msg("operator action")
+		Str("outcome", ev.Outcome).Str("operator", ev.Operator).Str("detail", ev.Detail).Str("reason", ev.Reason).Msg("operator action")
+}
+
+// auditAll records many operator actions in one transaction (a bulk
+// replay's batch), and logs each.
+func (s *Service) auditAll(ctx context.Context, evs []touba.OperatorEvent) {
+	who, now := Operator(ctx), time.Now()
+	for i := range evs {
+		evs[i].Operator, evs[i].At = who, now
+	}
+	if err := s.State.RecordOperators(context.WithoutCancel(ctx), evs); err != nil {
+		s.Log.Error().Err(err).Int("events", len(evs)).Msg("cannot record the operator events")
+	}
+	for _, ev := range evs {
+		s.Log.Info().Str("event", "operator."+ev.Action).Str("queue_id", ev.QueueID).Str("target", ev.Target).
+			Str("outcome", ev.Outcome).Str("operator", ev.Operator).Str("detail", ev.Detail).Str("reason", ev.Reason).Msg("operator action")
+	}
 }

@@ -2,8 +2,11 @@ package console
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
@@ -26,7 +29,7 @@ type link struct{ Href, Text string }
 // replayEntry: POST /entries/{id}/replay.
 func (c *Console) replayEntry(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	rep, err := c.svc.ReplayEntries(r.Context(), admin.ReplayRequest{IDs: []string{id}})
+	rep, err := c.svc.ReplayEntries(r.Context(), admin.ReplayRequest{IDs: []string{id}, Reason: reasonOf(r)})
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -51,8 +54,9 @@ func (c *Console) replayEntry(w http.ResponseWriter, r *http.Request) {
 // again with what the operator typed.
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	scope, id := r.PathValue("scope"), r.PathValue("effect")
-	t := typed{ReceiptRef: strings.TrimSpace(r.PostFormValue("receipt_ref")), Result: r.PostFormValue("result")}
-	req := admin.ResolveRequest{Scope: scope, EffectID: id, State: r.PostFormValue("verdict"), ReceiptRef: t.ReceiptRef}
+	t := typed{ReceiptRef: strings.TrimSpace(r.PostFormValue("receipt_ref")), Result: r.PostFormValue("result"), Reason: reasonOf(r)}
+	req := admin.ResolveRequest{Scope: scope, EffectID: id, State: r.PostFormValue("verdict"), ReceiptRef: t.ReceiptRef,
+		Reason: t.Reason}
 	refuse := func(err error) {
 		code, text := errText(err)
 		if code == touba.EINTERNAL {
@@ -84,7 +88,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 					"The entry goes back to pending, and its next attempt calls the handler again with the same effect id " + id + ".",
 					"If the write did happen after all, it will happen twice. Resolve it applied instead if you found it on the remote system.",
 				},
-				Action: r.URL.Path, Fields: map[string]string{"verdict": touba.EffectNotApplied},
+				Action: r.URL.Path, Fields: map[string]string{"verdict": touba.EffectNotApplied, "reason": t.Reason},
 				Button: "Yes, resolve not applied", Back: "/effects/" + scope + "/" + id})
 			return
 		}
@@ -137,7 +141,7 @@ type confirmation struct {
 // compensate: POST /effects/{scope}/{effect}/compensate.
 func (c *Console) compensate(w http.ResponseWriter, r *http.Request) {
 	scope, id := r.PathValue("scope"), r.PathValue("effect")
-	out, err := c.svc.Compensate(r.Context(), admin.CompensateRequest{Scope: scope, EffectID: id})
+	out, err := c.svc.Compensate(r.Context(), admin.CompensateRequest{Scope: scope, EffectID: id, Reason: reasonOf(r)})
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -165,7 +169,7 @@ func (c *Console) compensate(w http.ResponseWriter, r *http.Request) {
 func (c *Console) replayDelivery(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	out, err := c.svc.ReplayDelivery(r.Context(), admin.DeliveryReplayRequest{DeliveryID: id,
-		NewEventID: r.PostFormValue("new_event_id") == "1"})
+		NewEventID: r.PostFormValue("new_event_id") == "1", Reason: reasonOf(r)})
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -178,5 +182,80 @@ func (c *Console) replayDelivery(w http.ResponseWriter, r *http.Request) {
 	res := result{Title: "Delivery " + id + " replayed: " + out.Status,
 		Lines: []string{"event id: " + out.EventID, "queue id: " + out.QueueID},
 		Links: []link{{"/entries/" + out.QueueID, "the entry"}, {"/deliveries/" + id, "the delivery"}}}
+	c.render(w, r, http.StatusOK, "result", res)
+}
+
+// reasonOf is the reason the operator typed into an action's form, for
+// the audit trail (SPEC §6 --reason).
+func reasonOf(r *http.Request) string { return strings.TrimSpace(r.PostFormValue("reason")) }
+
+// replayBulk: POST /entries/replay with status (failed, parked or
+// cancelled), trigger, code and window (a duration): a bulk replay (SPEC
+// §6 `queue replay --status`). The first POST only counts, and shows a
+// page that says how many entries it will touch; confirm=yes replays them,
+// in batches.
+func (c *Console) replayBulk(w http.ResponseWriter, r *http.Request) {
+	req := admin.ReplayRequest{Status: r.PostFormValue("status"), TriggerRef: strings.TrimSpace(r.PostFormValue("trigger")),
+		Code: strings.TrimSpace(r.PostFormValue("code")), Reason: reasonOf(r)}
+	window := strings.TrimSpace(r.PostFormValue("window"))
+	if window != "" {
+		d, err := time.ParseDuration(window)
+		if err != nil || d <= 0 {
+			c.fail(w, r, touba.Errorf(touba.EBadRequest, "window %q: want a duration such as 1h or 30m", window))
+			return
+		}
+		req.Since = c.now().Add(-d)
+	}
+	back := "/entries?" + url.Values{"status": {req.Status}, "trigger": {req.TriggerRef}}.Encode()
+	if r.PostFormValue("confirm") != "yes" {
+		dry := req
+		dry.DryRun = true
+		rep, err := c.svc.ReplayEntries(r.Context(), dry)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		if rep.Matched == 0 {
+			c.fail(w, r, touba.Errorf(touba.ENothingReplayed, "%s: nothing to replay", rep.Note))
+			return
+		}
+		c.render(w, r, http.StatusOK, "confirm", confirmation{
+			Title: fmt.Sprintf("Replay %d %s entries?", rep.Matched, req.Status),
+			Lines: []string{
+				rep.Note + ".",
+				fmt.Sprintf("Each goes back to pending with its queue id, in batches of %d; effects journaled applied are read back, not repeated, and an entry parked on an effect still unknown is left parked.", admin.ReplayBatch),
+				"Entries that match when you confirm are replayed: the count may have changed by then; the result page says what was done.",
+			},
+			Action: r.URL.Path, Fields: map[string]string{"status": req.Status, "trigger": req.TriggerRef, "code": req.Code,
+				"window": window, "reason": req.Reason},
+			Button: fmt.Sprintf("Yes, replay %d entries", rep.Matched), Back: back})
+		return
+	}
+	rep, err := c.svc.ReplayEntries(r.Context(), req)
+	if err != nil {
+		c.fail(w, r, err)
+		return
+	}
+	if rep.Replayed == 0 {
+		why := rep.Note
+		if why == "" && len(rep.Items) > 0 {
+			why = rep.Items[0].Reason
+		}
+		c.fail(w, r, touba.Errorf(touba.ENothingReplayed, "nothing was replayed: %s", why))
+		return
+	}
+	res := result{Title: fmt.Sprintf("Replayed %d of %d %s entries", rep.Replayed, len(rep.Items), req.Status),
+		Lines: []string{fmt.Sprintf("%d entries are pending again, in %d batches", rep.Replayed, rep.Batches)},
+		Links: []link{{back, "the entries"}, {"/entries?status=pending", "pending entries"}}}
+	shown := 0
+	for _, it := range rep.Items {
+		if !it.Replayed && shown < 20 {
+			res.Lines = append(res.Lines, it.QueueID+" not replayed: "+it.Reason)
+			shown++
+		}
+	}
+	if n := len(rep.Items) - rep.Replayed - shown; n > 0 {
+		res.Lines = append(res.Lines, fmt.Sprintf("and %d more not replayed (see queue replay --status %s --dry-run and queue ls)", n, req.Status))
+	}
 	c.render(w, r, http.StatusOK, "result", res)
 }

@@ -104,6 +104,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /entries", c.entries)
 	c.mux.HandleFunc("GET /entries/{id}", c.entry)
 	c.mux.HandleFunc("POST /entries/{id}/replay", c.replayEntry)
+	c.mux.HandleFunc("POST /entries/replay", c.replayBulk)
 	c.mux.HandleFunc("GET /effects/{scope}/{effect}", c.effect)
 	c.mux.HandleFunc("POST /effects/{scope}/{effect}/resolve", c.resolve)
 	c.mux.HandleFunc("POST /effects/{scope}/{effect}/compensate", c.compensate)

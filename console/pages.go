@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
@@ -38,8 +39,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 // parked: GET /parked: the parked entries (keyset paged) and the unknown
 // effects, each with a link to what settles it.
 func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
-	after := r.URL.Query().Get("after")
-	list, err := c.svc.Entries(r.Context(), admin.EntryFilter{Status: touba.StatusParked, After: after, Limit: c.pageSize})
+	after, before := r.URL.Query().Get("after"), r.URL.Query().Get("before")
+	list, err := c.svc.Entries(r.Context(), admin.EntryFilter{Status: touba.StatusParked, After: after, Before: before, Limit: c.pageSize})
 	if err != nil {
 		c.fail(w, r, err)
 		return
@@ -49,19 +50,51 @@ func (c *Console) parked(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	data := map[string]any{"Entries": list, "Effects": effs, "After": after, "Journal": err == nil}
+	data := map[string]any{"Entries": list, "Effects": effs, "After": after + before, "Journal": err == nil}
 	if len(list) == c.pageSize {
-		data["Next"] = "/parked?after=" + list[len(list)-1].QueueID
+		data["Next"] = "/parked?before=" + list[len(list)-1].QueueID
+		if after != "" {
+			data["Next"] = "/parked?after=" + list[len(list)-1].QueueID
+		}
 	}
 	c.render(w, r, http.StatusOK, "parked", data)
 }
 
-// entries: GET /entries?status=&trigger=&after=.
+// entries: GET /entries?status=&trigger=&before= (newest first; after=
+// pages oldest first), or a search with q= (a queue id, or else an event
+// id), body=POINTER=VALUE and window= (a duration).
 func (c *Console) entries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := admin.EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger"), After: q.Get("after"), Limit: c.pageSize}
+	f := admin.EntryFilter{Status: q.Get("status"), TriggerRef: q.Get("trigger"), After: q.Get("after"), Before: q.Get("before"),
+		Limit: c.pageSize}
 	if f.Status != "" && !slices.Contains(statuses, f.Status) {
 		c.fail(w, r, touba.Errorf(touba.EBadRequest, "status %q: want one of %v", f.Status, statuses))
+		return
+	}
+	s := searchForm{Q: strings.TrimSpace(q.Get("q")), Body: strings.TrimSpace(q.Get("body")), Window: strings.TrimSpace(q.Get("window"))}
+	data := map[string]any{"F": f, "S": s, "Statuses": statuses, "Bulk": slices.Contains(bulkStatuses, f.Status)}
+	if s.Q != "" || s.Body != "" || s.Window != "" {
+		req := admin.SearchRequest{Body: s.Body, TriggerRef: f.TriggerRef, Status: f.Status, Limit: c.pageSize}
+		if admin.LooksLikeQueueID(s.Q) {
+			req.QueueID = s.Q
+		} else {
+			req.EventID = s.Q
+		}
+		if s.Window != "" {
+			d, err := time.ParseDuration(s.Window)
+			if err != nil || d <= 0 {
+				c.fail(w, r, touba.Errorf(touba.EBadRequest, "window %q: want a duration such as 1h or 30m", s.Window))
+				return
+			}
+			req.Since = c.now().Add(-d)
+		}
+		rep, err := c.svc.Search(r.Context(), req)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		data["Entries"], data["Search"] = rep.Entries, rep
+		c.render(w, r, http.StatusOK, "entries", data)
 		return
 	}
 	list, err := c.svc.Entries(r.Context(), f)
@@ -69,14 +102,24 @@ func (c *Console) entries(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, err)
 		return
 	}
-	data := map[string]any{"Entries": list, "F": f, "Statuses": statuses}
+	data["Entries"] = list
 	if len(list) == c.pageSize {
 		next := q
-		next.Set("after", list[len(list)-1].QueueID)
+		if f.After != "" {
+			next.Set("after", list[len(list)-1].QueueID)
+		} else {
+			next.Set("before", list[len(list)-1].QueueID)
+		}
 		data["Next"] = "/entries?" + next.Encode()
 	}
 	c.render(w, r, http.StatusOK, "entries", data)
 }
+
+// searchForm is what the operator typed into the entries page's search.
+type searchForm struct{ Q, Body, Window string }
+
+// bulkStatuses are the states a bulk replay takes entries from.
+var bulkStatuses = []string{touba.StatusFailed, touba.StatusParked, touba.StatusCancelled}
 
 // entry: GET /entries/{id}: the entry, its runs and step checkpoints in
 // time order, its effects with their journal events, the deliveries and
@@ -104,7 +147,7 @@ func (c *Console) effect(w http.ResponseWriter, r *http.Request) {
 
 // typed is what the operator had typed into the resolve form, shown again
 // when the verdict is refused.
-type typed struct{ ReceiptRef, Result string }
+type typed struct{ ReceiptRef, Result, Reason string }
 
 // effectPage renders the effect page with status, the form filled with t,
 // and refusal (if any) above it.

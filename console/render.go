@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 	"unicode"
@@ -73,7 +74,13 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if code == touba.EINTERNAL {
 		c.log.Error().Err(err).Str("path", r.URL.Path).Msg("console request failed")
 	}
-	c.render(w, r, touba.HTTPStatus(code), "error", map[string]any{"Code": code, "Text": text, "Back": r.URL.Path,
+	back := r.URL.Path
+	if r.Method == http.MethodPost {
+		// An action's path is its page's plus a verb (/entries/ID/replay,
+		// /entries/replay): Back goes to the page, which a GET can show.
+		back = path.Dir(back)
+	}
+	c.render(w, r, touba.HTTPStatus(code), "error", map[string]any{"Code": code, "Text": text, "Back": back,
 		"Post": r.Method == http.MethodPost})
 }
 

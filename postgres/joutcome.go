@@ -155,7 +155,7 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r touba.E
 	if err != nil {
 		return err
 	}
-	if j.holdsSecret(r.ReceiptRef, r.Operator) || (raw != nil && j.db.cfg.Secrets.ContainsJSON(raw)) {
+	if j.holdsSecret(r.ReceiptRef, r.Operator, r.Reason) || (raw != nil && j.db.cfg.Secrets.ContainsJSON(raw)) {
 		return secretRefused("resolution")
 	}
 	var result any

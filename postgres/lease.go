@@ -235,8 +235,8 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult,
 			} else if err != nil {
 				return err
 			}
-			if st != touba.StatusFailed && st != touba.StatusParked {
-				out = append(out, touba.ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed and parked entries are replayed"})
+			if st != touba.StatusFailed && st != touba.StatusParked && st != touba.StatusCancelled {
+				out = append(out, touba.ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed, parked and cancelled entries are replayed"})
 				continue
 			}
 			if _, err := tx.Exec(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1

@@ -60,10 +60,17 @@ func (q *Queue) List(ctx context.Context, f touba.EntryFilter) ([]*touba.Deliver
 	if f.After != "" {
 		where.Add("queue_id > ?", f.After)
 	}
+	order := ""
+	if f.Newest {
+		order = " DESC"
+		if f.Before != "" {
+			where.Add("queue_id < ?", f.Before)
+		}
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	query := `SELECT ` + entryColumns + ` FROM entries` + where.String() + ` ORDER BY queue_id LIMIT ?`
+	query := `SELECT ` + entryColumns + ` FROM entries` + where.String() + ` ORDER BY queue_id` + order + ` LIMIT ?`
 	rows, err := q.db.pool.Query(ctx, sqlwhere.Dollar(query), where.Args(f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list entries: %w", err)

@@ -153,8 +153,8 @@ func (s *State) RecordOperator(ctx context.Context, ev touba.OperatorEvent) erro
 	if ev.At.IsZero() {
 		ev.At = s.db.cfg.Now()
 	}
-	_, err := s.db.pool.Exec(ctx, `INSERT INTO operator_events (at, action, queue_id, target, outcome, operator, detail)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, touba.FormatTime(ev.At), ev.Action, ev.QueueID, ev.Target, ev.Outcome, ev.Operator, ev.Detail)
+	_, err := s.db.pool.Exec(ctx, `INSERT INTO operator_events (at, action, queue_id, target, outcome, operator, detail, reason)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, touba.FormatTime(ev.At), ev.Action, ev.QueueID, ev.Target, ev.Outcome, ev.Operator, ev.Detail, ev.Reason)
 	if err != nil {
 		return fmt.Errorf("record operator event: %w", err)
 	}
@@ -167,7 +167,7 @@ func (s *State) OperatorEvents(ctx context.Context, queueID string, limit int) (
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.db.pool.Query(ctx, `SELECT * FROM (SELECT seq, at, action, queue_id, target, outcome, operator, detail
+	rows, err := s.db.pool.Query(ctx, `SELECT * FROM (SELECT seq, at, action, queue_id, target, outcome, operator, detail, reason
 		FROM operator_events WHERE $1 = '' OR queue_id = $1 ORDER BY seq DESC LIMIT $2) r ORDER BY seq`, queueID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("operator events: %w", err)
@@ -177,7 +177,7 @@ func (s *State) OperatorEvents(ctx context.Context, queueID string, limit int) (
 	for rows.Next() {
 		var ev touba.OperatorEvent
 		var at string
-		if err := rows.Scan(&ev.Seq, &at, &ev.Action, &ev.QueueID, &ev.Target, &ev.Outcome, &ev.Operator, &ev.Detail); err != nil {
+		if err := rows.Scan(&ev.Seq, &at, &ev.Action, &ev.QueueID, &ev.Target, &ev.Outcome, &ev.Operator, &ev.Detail, &ev.Reason); err != nil {
 			return nil, fmt.Errorf("operator events: %w", err)
 		}
 		if ev.At, err = touba.ParseTime(at); err != nil {

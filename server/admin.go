@@ -84,6 +84,10 @@ type FilesConfig struct {
 	// not, and takes no lock.
 	Database          string
 	TakeOverStaleLock bool
+	// ReadOnly opens the SQLite files read-only and without the journal
+	// lock, for commands that only read (SPEC §6); a database is opened as
+	// usual (it has no lock).
+	ReadOnly bool
 	// Program and Manifest, when given, are the configuration a
 	// compensation calls its binding with.
 	Program, Manifest string
@@ -111,13 +115,14 @@ type Files struct {
 // OpenFiles opens the stores exactly as the daemon does (sqlite.Open),
 // never creating a file an operator only meant to look at.
 func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
-	if c.Journal == "" && c.Database == "" {
+	if c.Journal == "" && c.Database == "" && !c.ReadOnly {
 		fmt.Fprintln(c.Notes, "warning: no --effect-journal, so no lock keeps a daemon off these files")
 	}
 	// On a database the CLI is one more node, under a name of its own; it
 	// leases nothing and recovers nothing (the daemons' leases do).
 	st, err := openStores(ctx, storeConfig{Queue: c.Queue, State: c.State, Journal: c.Journal, Database: c.Database,
-		NodeID: "cli:" + operator(), TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: true, Log: c.Log})
+		NodeID: "cli:" + operator(), TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: true,
+		ReadOnly: c.ReadOnly && c.Database == "", Log: c.Log})
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,7 @@ type storeConfig struct {
 	LeaseTTL              time.Duration
 	TakeOverStaleLock     bool
 	ExistingOnly          bool // the CLI: create nothing
+	ReadOnly              bool // the CLI's read-only commands: SQLite files read-only, no lock
 	Daemon                bool // requeue and recover at open
 	MaxPending            int64
 	StateOptions          state.Options
@@ -76,7 +77,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, Close: st.Close}, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,
-		TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: c.ExistingOnly, RequeueRunning: c.Daemon,
+		TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: c.ExistingOnly, ReadOnly: c.ReadOnly, RequeueRunning: c.Daemon,
 		QueueOptions: queue.Options{MaxPending: c.MaxPending}, StateOptions: c.StateOptions,
 		Secrets: c.Secrets, OnJournalCommit: c.OnJournalCommit, Log: c.Log})
 	if err != nil {

@@ -38,6 +38,13 @@ type Config struct {
 	// RequeueRunning puts entries left running by a crash back to pending
 	// (SPEC §3.2): the daemon's start-up.
 	RequeueRunning bool
+	// ReadOnly opens the existing files for reading only, without the
+	// journal lock (SPEC §6: the operator's read-only commands with no
+	// daemon running): no migration, no writer, no recovery, nothing
+	// written. It implies ExistingOnly. A file whose schema is older than
+	// this build is refused with sqlitex.ErrSchemaBehind (a read-write
+	// open under the lock migrates it).
+	ReadOnly bool
 
 	QueueOptions queue.Options
 	StateOptions state.Options
@@ -69,6 +76,10 @@ var ErrNoFiles = errors.New("no such files")
 // Open opens the files in the one right order. On error, whatever was
 // opened is closed again.
 func Open(ctx context.Context, c Config) (_ *Store, err error) {
+	if c.ReadOnly {
+		c.ExistingOnly, c.RequeueRunning = true, false
+		c.QueueOptions.ReadOnly, c.StateOptions.ReadOnly = true, true
+	}
 	if c.ExistingOnly {
 		for _, p := range []string{c.Queue, c.State} {
 			if _, err := os.Stat(p); err != nil {
@@ -82,7 +93,11 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 			s.Close()
 		}
 	}()
-	if c.Journal != "" {
+	if c.Journal != "" && c.ReadOnly {
+		if err := s.openJournal(ctx, c); err != nil {
+			return nil, err
+		}
+	} else if c.Journal != "" {
 		if s.Lock, err = journal.AcquireLock(c.Journal, journal.LockOptions{TakeOverStale: c.TakeOverStaleLock}); err != nil {
 			return nil, err
 		}
@@ -118,12 +133,16 @@ func (s *Store) openJournal(ctx context.Context, c Config) error {
 			return nil
 		}
 	}
-	j, err := journal.Open(ctx, c.Journal, journal.Options{Secrets: c.Secrets, Log: c.Log, OnCommit: c.OnJournalCommit})
+	j, err := journal.Open(ctx, c.Journal, journal.Options{Secrets: c.Secrets, Log: c.Log, OnCommit: c.OnJournalCommit,
+		ReadOnly: c.ReadOnly})
 	if err != nil {
 		return err
 	}
 	s.Journal = j
 	s.closers = append(s.closers, j.Close)
+	if c.ReadOnly {
+		return nil // recovery is the lock holder's: a read-only reader shows dispatched effects as they are
+	}
 	if s.Recovered, err = j.Recover(ctx); err != nil {
 		return fmt.Errorf("journal recovery: %w", err)
 	}

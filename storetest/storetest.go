@@ -83,6 +83,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Runs", func(t *testing.T) { runRuns(t, f) })
 	t.Run("DeliveryLog", func(t *testing.T) { runDeliveryLog(t, f) })
 	t.Run("Keyset", func(t *testing.T) { runKeyset(t, f) })
+	t.Run("Search", func(t *testing.T) { runSearch(t, f) })
 	t.Run("Audit", func(t *testing.T) { runAudit(t, f) })
 	t.Run("Journal", func(t *testing.T) { runJournal(t, f) })
 	t.Run("JournalTransitions", func(t *testing.T) { runTransitions(t, f) })

@@ -13,6 +13,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 	"github.com/touba/touba-trigger/server"
 	"github.com/touba/touba-trigger/sqlite"
 )
@@ -83,20 +84,29 @@ type session struct {
 
 // openSession reaches the daemon on its socket or, when none answers there,
 // opens the files under the journal lock (exit 3 when a daemon holds it).
-func openSession(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, error) {
+// A read-only command opens them read-only instead, without the lock (SPEC
+// §6), unless their schema is older than this build (then it takes the
+// lock to migrate them, as before).
+func openSession(ctx context.Context, f *cliFlags, stderr io.Writer, readOnly bool) (*session, error) {
 	c, err := admin.Dial(f.adminSocket)
 	if err == nil {
 		return &session{api: c, close: func() error { return nil }}, nil
 	} else if !errors.Is(err, admin.ErrNoDaemon) {
 		return nil, err
 	}
-	return openFiles(ctx, f, stderr)
+	if readOnly {
+		s, err := openFiles(ctx, f, stderr, true)
+		if !errors.Is(err, sqlitex.ErrSchemaBehind) {
+			return s, err
+		}
+	}
+	return openFiles(ctx, f, stderr, false)
 }
 
-func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, error) {
+func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer, readOnly bool) (*session, error) {
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: !isTerminal(stderr)}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.queue, State: f.state, Journal: f.journal, Database: f.database,
-		TakeOverStaleLock: f.takeOverStaleLock, Program: f.program, Manifest: f.manifest,
+		TakeOverStaleLock: f.takeOverStaleLock, ReadOnly: readOnly, Program: f.program, Manifest: f.manifest,
 		AllowUnisolatedHandlers: f.allowUnisolated, Log: log, Notes: stderr})
 	if errors.Is(err, sqlite.ErrNoFiles) {
 		// Never create files an operator only meant to look at.
@@ -109,7 +119,17 @@ func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer) (*session, er
 
 // withSession runs fn with a session and closes it.
 func withSession(ctx context.Context, f *cliFlags, stderr io.Writer, fn func(ctx context.Context, api admin.API) error) error {
-	s, err := openSession(ctx, f, stderr)
+	return runSession(ctx, f, stderr, false, fn)
+}
+
+// withReadSession is withSession for a command that only reads: with no
+// daemon, the files are opened read-only and without the journal lock.
+func withReadSession(ctx context.Context, f *cliFlags, stderr io.Writer, fn func(ctx context.Context, api admin.API) error) error {
+	return runSession(ctx, f, stderr, true, fn)
+}
+
+func runSession(ctx context.Context, f *cliFlags, stderr io.Writer, readOnly bool, fn func(ctx context.Context, api admin.API) error) error {
+	s, err := openSession(ctx, f, stderr, readOnly)
 	if err != nil {
 		return err
 	}

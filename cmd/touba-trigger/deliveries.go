@@ -41,7 +41,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if since > 0 {
 			flt.Since = time.Now().Add(-since)
 		}
-		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			rows, err := api.Deliveries(ctx, flt)
 			if err != nil || f.json {
 				return orJSON(stdout, rows, err)
@@ -63,7 +63,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 		} else if len(pos) != 1 {
 			return usageError{err: errors.New("deliveries show takes one DELIVERY_ID")}
 		}
-		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			d, err := api.Delivery(ctx, pos[0])
 			if err != nil || f.json {
 				return orJSON(stdout, d, err)
@@ -74,6 +74,7 @@ func runDeliveries(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	var req admin.DeliveryReplayRequest
 	fs.BoolVar(&req.NewEventID, "new-event-id", false, "enqueue under a fresh identity replay-<uuidv7> instead of its event id")
+	fs.StringVar(&req.Reason, "reason", "", "why, for the audit trail")
 	pos, err := parseCLI(fs, args, false)
 	if err != nil {
 		return err

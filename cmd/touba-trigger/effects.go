@@ -32,7 +32,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		} else if len(pos) > 0 {
 			return usageError{err: fmt.Errorf("effects ls takes no arguments, got %q", pos)}
 		}
-		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Effects(ctx, flt)
 			if err != nil || f.json {
 				return orJSON(stdout, list, err)
@@ -50,6 +50,8 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&f.program, "program", "", "without a daemon: the program, to call the binding")
 	fs.StringVar(&f.manifest, "manifest", "", "without a daemon: the manifest, to call the binding")
 	fs.BoolVar(&f.allowUnisolated, "allow-unisolated-handlers", false, "without a daemon, where this host cannot run a process handler without network: run the binding with the host's network (warned) instead of refusing, as serve's flag")
+	var reason string
+	fs.StringVar(&reason, "reason", "", "why, for the audit trail")
 	pos, err := parseCLI(fs, args, true)
 	if err != nil {
 		return err
@@ -57,7 +59,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError{err: errors.New("effects compensate takes SCOPE EFFECT_ID")}
 	}
 	return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
-		c, err := api.Compensate(ctx, admin.CompensateRequest{Scope: pos[0], EffectID: pos[1]})
+		c, err := api.Compensate(ctx, admin.CompensateRequest{Scope: pos[0], EffectID: pos[1], Reason: reason})
 		if err != nil || f.json {
 			if err == nil && c.State != touba.EffectApplied {
 				printJSON(stdout, c)
@@ -116,7 +118,8 @@ func compensationRefusal(id, state, code string) error {
 // REF [--result FILE] | --not-applied`.
 func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []string, stdout, stderr io.Writer) error {
 	var applied, notApplied bool
-	var receipt, resultFile string
+	var receipt, resultFile, reason string
+	fs.StringVar(&reason, "reason", "", "why, for the audit trail (and the journal's event)")
 	fs.BoolVar(&applied, "applied", false, "the effect happened: record the operator's receipt")
 	fs.BoolVar(&notApplied, "not-applied", false, "the effect did not happen: the next attempt calls the handler again with the same effect id")
 	fs.StringVar(&receipt, "receipt-ref", "", "with --applied: the remote side's reference of the write")
@@ -128,7 +131,7 @@ func runResolve(ctx context.Context, fs *flag.FlagSet, f *cliFlags, args []strin
 	if len(pos) != 2 {
 		return usageError{err: errors.New("effects resolve takes SCOPE EFFECT_ID")}
 	}
-	req := admin.ResolveRequest{Scope: pos[0], EffectID: pos[1], ReceiptRef: receipt}
+	req := admin.ResolveRequest{Scope: pos[0], EffectID: pos[1], ReceiptRef: receipt, Reason: reason}
 	switch {
 	case applied == notApplied:
 		return usageError{err: errors.New("give exactly one of --applied and --not-applied")}

@@ -80,9 +80,10 @@ func usageText() string {
   touba-trigger serve PROGRAM --manifest FILE [--queue FILE] [--state FILE] [--effect-journal FILE] [flags]
   touba-trigger check PROGRAM --manifest FILE
   touba-trigger version [--json]     (also --version)
-  touba-trigger queue ls [--status S] [--trigger REF] [--limit N]
+  touba-trigger queue ls [--status S] [--trigger REF] [--limit N] [--oldest-first]
+  touba-trigger queue ls [--queue-id ID | --event-id ID] [--body POINTER=VALUE] [--since DURATION]   # search
   touba-trigger queue show QUEUE_ID
-  touba-trigger queue replay QUEUE_ID... | --status failed|parked [--trigger REF]
+  touba-trigger queue replay QUEUE_ID... | --status failed|parked|cancelled [--trigger REF] [--code CODE] [--since D] [--dry-run]
   touba-trigger deliveries ls [--rejected] [--code CODE] [--since DURATION]
   touba-trigger deliveries show DELIVERY_ID
   touba-trigger deliveries replay DELIVERY_ID [--new-event-id]
@@ -92,7 +93,9 @@ func usageText() string {
   touba-trigger triggers ls | pause REF [--reason TEXT] | resume REF [--reason TEXT]
   touba-trigger journal unlock --effect-journal FILE
 The operator commands talk to the daemon on --admin-socket or, when none runs, open the files
-(--queue, --state, --effect-journal) under the journal lock; each prints a table, or JSON with --json.
+(--queue, --state, --effect-journal): read-only without the lock for ls and show, under the journal lock
+for the commands that change something (each takes --reason TEXT for the audit trail); each prints a
+table, or JSON with --json.
 Run "touba-trigger COMMAND -h" for the flags. Every flag also reads TOUBA_<FLAG> from the environment.
 `
 }

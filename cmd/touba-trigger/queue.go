@@ -7,6 +7,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
@@ -21,26 +22,52 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch verb {
 	case "ls":
 		var flt admin.EntryFilter
-		fs.StringVar(&flt.Status, "status", "", "pending, running, done, failed or parked")
+		var search admin.SearchRequest
+		var since time.Duration
+		fs.StringVar(&flt.Status, "status", "", "pending, running, done, failed, parked or cancelled")
 		fs.StringVar(&flt.TriggerRef, "trigger", "", "trigger ref (trigger:NAME, or NAME)")
-		fs.IntVar(&flt.Limit, "limit", 100, "most entries listed, oldest first")
+		fs.IntVar(&flt.Limit, "limit", 100, "most entries listed, newest first")
 		fs.BoolVar(&flt.Held, "held", false, "only pending entries held back behind an earlier entry of their concurrency key")
+		fs.BoolVar(&flt.Oldest, "oldest-first", false, "list in queue order, oldest first")
+		fs.StringVar(&search.QueueID, "queue-id", "", "search: the entry with this queue id")
+		fs.StringVar(&search.EventID, "event-id", "", "search: the entries of this event id (the identity index)")
+		fs.StringVar(&search.Body, "body", "", "search: entries whose body holds VALUE at the JSON pointer, POINTER=VALUE (VALUE as JSON if it parses, else a string)")
+		fs.DurationVar(&since, "since", 0, "search: only entries received in the last DURATION (default 24h for --body)")
+		fs.IntVar(&search.MaxScan, "max-scan", 0, "search: most entries a body search examines (default 10000)")
 		if pos, err := parseCLI(fs, args, false); err != nil {
 			return err
 		} else if len(pos) > 0 {
 			return usageError{err: fmt.Errorf("queue ls takes no arguments, got %q", pos)}
 		}
-		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		if since < 0 {
+			return usageError{err: errors.New("--since must not be negative")}
+		}
+		if search.QueueID != "" || search.EventID != "" || search.Body != "" || since > 0 {
+			if flt.Held || flt.Oldest {
+				return usageError{err: errors.New("--held and --oldest-first do not go with a search (--queue-id, --event-id, --body, --since)")}
+			}
+			if since > 0 {
+				search.Since = time.Now().Add(-since)
+			}
+			search.TriggerRef, search.Status, search.Limit = flt.TriggerRef, flt.Status, flt.Limit
+			return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+				rep, err := api.Search(ctx, search)
+				if err != nil || f.json {
+					return orJSON(stdout, rep, err)
+				}
+				if err := printEntries(stdout, rep.Entries); err != nil {
+					return err
+				}
+				printSearchFooter(stdout, rep)
+				return nil
+			})
+		}
+		return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			list, err := api.Entries(ctx, flt)
 			if err != nil || f.json {
 				return orJSON(stdout, list, err)
 			}
-			t := newTable(stdout, "QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR", "KEY")
-			for _, e := range list {
-				t.row(e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode,
-					keyColumn(e))
-			}
-			return t.flush()
+			return printEntries(stdout, list)
 		})
 	case "show":
 		pos, err := parseCLI(fs, args, false)
@@ -49,7 +76,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		} else if len(pos) != 1 {
 			return usageError{err: errors.New("queue show takes one QUEUE_ID")}
 		}
-		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			d, err := api.Entry(ctx, pos[0])
 			if err != nil || f.json {
 				return orJSON(stdout, d, err)
@@ -58,14 +85,32 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		})
 	}
 	var req admin.ReplayRequest
-	fs.StringVar(&req.Status, "status", "", "replay every entry in this state: failed or parked")
+	var since time.Duration
+	fs.StringVar(&req.Status, "status", "", "replay every entry in this state: failed, parked or cancelled")
 	fs.StringVar(&req.TriggerRef, "trigger", "", "with --status: only entries of this trigger")
+	fs.StringVar(&req.Code, "code", "", "with --status: only entries that stopped with this error code")
+	fs.DurationVar(&since, "since", 0, "with --status: only entries received in the last DURATION")
+	fs.BoolVar(&req.DryRun, "dry-run", false, "with --status: say how many entries would be replayed, and change nothing")
+	fs.StringVar(&req.Reason, "reason", "", "why, for the audit trail")
 	pos, err := parseCLI(fs, args, false)
 	if err != nil {
 		return err
 	}
+	if since < 0 {
+		return usageError{err: errors.New("--since must not be negative")}
+	} else if since > 0 {
+		req.Since = time.Now().Add(-since)
+	}
 	req.IDs = pos
 	return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		if req.Status != "" && !req.DryRun && !f.json {
+			// Say how many first: a bulk replay may take a while.
+			dry := req
+			dry.DryRun = true
+			if n, err := api.ReplayEntries(ctx, dry); err == nil && n.Matched > 0 {
+				fmt.Fprintf(stdout, "replaying %d %s entries in batches of %d\n", n.Matched, req.Status, admin.ReplayBatch)
+			}
+		}
 		rep, err := api.ReplayEntries(ctx, req)
 		if err != nil {
 			return err
@@ -75,12 +120,37 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		} else {
 			printReplay(stdout, rep)
 		}
-		if err == nil && rep.Replayed == 0 {
+		if err == nil && rep.Replayed == 0 && !rep.DryRun {
 			// Nothing happened: say so with the exit code too.
 			err = touba.Errorf(touba.ENothingReplayed, "nothing was replayed")
 		}
 		return err
 	})
+}
+
+// printEntries is the table of `queue ls`.
+func printEntries(w io.Writer, list []admin.Entry) error {
+	t := newTable(w, "QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR", "KEY")
+	for _, e := range list {
+		t.row(e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode,
+			keyColumn(e))
+	}
+	return t.flush()
+}
+
+// printSearchFooter says how much a search examined, and whether it
+// stopped before the end of its window.
+func printSearchFooter(w io.Writer, rep *admin.SearchReport) {
+	window := ""
+	if !rep.Since.IsZero() {
+		window = " received since " + ts(rep.Since)
+	}
+	if rep.More {
+		fmt.Fprintf(w, "searched %d entries%s, more exist: narrow the window (--since), add --trigger or --status, or raise --max-scan\n",
+			rep.Scanned, window)
+		return
+	}
+	fmt.Fprintf(w, "searched %d entries%s, %d found\n", rep.Scanned, window, len(rep.Entries))
 }
 
 // orJSON prints v as JSON unless err is set.
@@ -95,7 +165,13 @@ func printReplay(w io.Writer, rep *admin.ReplayReport) {
 	if rep.Note != "" {
 		fmt.Fprintln(w, rep.Note)
 	}
+	if rep.DryRun {
+		return
+	}
 	for _, it := range rep.Items {
+		if it.Replayed && len(rep.Items) > 100 {
+			continue // a bulk replay lists what it did not do; the count says the rest
+		}
 		if it.Replayed {
 			fmt.Fprintf(w, "%s  replayed: %s -> pending\n", it.QueueID, it.From)
 			continue
@@ -104,6 +180,10 @@ func printReplay(w io.Writer, rep *admin.ReplayReport) {
 		if it.Hint != "" {
 			fmt.Fprintf(w, "%s  %s\n", strings.Repeat(" ", len(it.QueueID)), it.Hint)
 		}
+	}
+	if rep.Batches > 1 {
+		fmt.Fprintf(w, "%d of %d replayed, in %d batches\n", rep.Replayed, len(rep.Items), rep.Batches)
+		return
 	}
 	fmt.Fprintf(w, "%d of %d replayed\n", rep.Replayed, len(rep.Items))
 }
@@ -160,9 +240,9 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 	}
 	t.flush()
 	fmt.Fprintf(w, "\noperator events (%d)\n", len(d.Operator))
-	t = newTable(w, "  AT", "ACTION", "OUTCOME", "OPERATOR", "DETAIL")
+	t = newTable(w, "  AT", "ACTION", "OUTCOME", "OPERATOR", "DETAIL", "REASON")
 	for _, ev := range d.Operator {
-		t.row("  "+ts(ev.At), ev.Action, ev.Outcome, ev.Operator, ev.Detail)
+		t.row("  "+ts(ev.At), ev.Action, ev.Outcome, ev.Operator, ev.Detail, ev.Reason)
 	}
 	t.flush()
 	if len(d.Next) > 0 {

@@ -57,7 +57,8 @@ type DB struct {
 	Write *sql.DB
 	Read  *sql.DB
 
-	ckpt     *sql.DB
+	ckpt     *sql.DB // nil when read-only
+	readOnly bool
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -171,7 +172,10 @@ func (db *DB) Close() error {
 	db.stopOnce.Do(func() {
 		close(db.stop)
 		db.wg.Wait()
-		err = errors.Join(db.Read.Close(), db.ckpt.Close(), db.Write.Close())
+		if db.ckpt != nil {
+			err = db.ckpt.Close()
+		}
+		err = errors.Join(err, db.Read.Close(), db.Write.Close())
 	})
 	return err
 }

@@ -58,6 +58,10 @@ type Options struct {
 	// OnCommit, when set, is called by the writer after each batch with its
 	// number of transitions and how long the commit took (for metrics).
 	OnCommit func(transitions int, took time.Duration)
+	// ReadOnly opens an existing journal for reading only (the operator's
+	// read-only commands with no daemon, without the lock): no migration,
+	// no writer, no recovery; every change fails with sqlitex.ErrReadOnly.
+	ReadOnly bool
 }
 
 // Journal is an open effect journal file. It is safe for concurrent use.
@@ -85,6 +89,9 @@ type Journal struct {
 // the file take AcquireLock first, then call Recover once before the first
 // Prepare.
 func Open(ctx context.Context, path string, opts Options) (*Journal, error) {
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
+	}
 	db, err := sqlitex.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open effect journal: %w", err)
@@ -169,6 +176,10 @@ func checkFormat(ctx context.Context, db *sqlitex.DB, beforeMigrate bool) error 
 // idempotent.
 func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
+		if j.w == nil { // read-only: it holds nothing
+			j.closeErr = j.db.Close()
+			return
+		}
 		j.w.Close()
 		err := j.abandon(context.Background())
 		j.closeErr = errors.Join(err, j.db.Close())
@@ -218,3 +229,25 @@ var _ touba.EffectJournal = (*Journal)(nil)
 
 // JournalStats returns a snapshot of the writer's counters.
 func (j *Journal) JournalStats() touba.JournalStats { return j.Stats() }
+
+// openReadOnly is Open with opts.ReadOnly.
+func openReadOnly(ctx context.Context, path string, opts Options) (*Journal, error) {
+	db, err := sqlitex.OpenReadOnly(path)
+	if err != nil {
+		return nil, fmt.Errorf("open effect journal: %w", err)
+	}
+	if err := checkFormat(ctx, db, false); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := sqlitex.CheckMigrated(ctx, db, migrations, "migrations"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open effect journal: %w", err)
+	}
+	j := &Journal{db: db, now: opts.Now, secrets: opts.Secrets, log: opts.Log.With().Str("component", "journal").Logger(),
+		owner: uuidv7.New(), claims: make(map[string]string)}
+	if j.now == nil {
+		j.now = time.Now
+	}
+	return j, nil
+}

@@ -35,7 +35,7 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r Resolut
 	if err != nil {
 		return err
 	}
-	if j.holdsSecret(r.ReceiptRef, r.Operator) || (raw != nil && j.resultHoldsSecret(raw)) {
+	if j.holdsSecret(r.ReceiptRef, r.Operator, r.Reason) || (raw != nil && j.resultHoldsSecret(raw)) {
 		return secretRefused("resolution")
 	}
 	var result any

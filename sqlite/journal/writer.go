@@ -34,6 +34,9 @@ type Stats = touba.JournalStats
 
 // Stats returns the writer's counters.
 func (j *Journal) Stats() Stats {
+	if j.w == nil {
+		return Stats{}
+	}
 	st := j.w.Stats()
 	return Stats{Commits: uint64(st.Commits), Transitions: uint64(st.Ops),
 		Failed: uint64(st.Failed), LargestBatch: uint64(st.Largest), Pending: st.Pending}
@@ -68,6 +71,9 @@ func (j *Journal) startWriter(ctx context.Context, onCommit func(int, time.Durat
 
 // submit hands fn to the writer and waits until its batch is committed.
 func (j *Journal) submit(ctx context.Context, fn txFunc) error {
+	if j.w == nil {
+		return sqlitex.ErrReadOnly
+	}
 	err := j.w.Do(ctx, commit.Op[*wtx](fn))
 	if errors.Is(err, commit.ErrClosed) {
 		return ErrClosed
@@ -78,6 +84,9 @@ func (j *Journal) submit(ctx context.Context, fn txFunc) error {
 // submitShared is submit without a savepoint, for a transition whose guard
 // is its first statement: see commit.Writer.DoShared for what fn may return.
 func (j *Journal) submitShared(ctx context.Context, fn txFunc) error {
+	if j.w == nil {
+		return sqlitex.ErrReadOnly
+	}
 	err := j.w.DoShared(ctx, commit.Op[*wtx](fn))
 	if errors.Is(err, commit.ErrClosed) {
 		return ErrClosed

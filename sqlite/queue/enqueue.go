@@ -26,6 +26,9 @@ type op func(ctx context.Context, tx *sqlitex.Tx) (pendingDelta int64, err error
 // waits for the batch. It waits even if the caller's context ends: the
 // change may be committing, and the caller must not act before knowing.
 func (q *Queue) change(o op) error {
+	if q.w == nil {
+		return sqlitex.ErrReadOnly
+	}
 	return q.closedErr(q.w.Do(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
 		n, err := o(ctx, tx)
 		if err == nil {
@@ -40,6 +43,9 @@ func (q *Queue) change(o op) error {
 // commit.Refused and only when it wrote nothing (the guard matched no row);
 // any other error fails the whole batch (see commit.Writer.DoShared).
 func (q *Queue) guarded(o op) error {
+	if q.w == nil {
+		return sqlitex.ErrReadOnly
+	}
 	return q.closedErr(q.w.DoShared(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
 		n, err := o(ctx, tx)
 		if err == nil {
@@ -62,6 +68,9 @@ func (q *Queue) closedErr(err error) error {
 // after the batch holding d committed (or failed). d.QueueID and
 // d.ReceivedAt are set by Enqueue when empty.
 func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) {
+	if q.w == nil {
+		return Result{}, sqlitex.ErrReadOnly
+	}
 	// Encode outside the writer: its goroutine is the bottleneck.
 	hdr := []byte("{}")
 	if d.Headers != nil {

@@ -15,6 +15,9 @@ import (
 // RequeueRunning puts entries left running by a crash back to pending
 // (SPEC §3.2). It must run before the first Lease.
 func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
+	if q.w == nil {
+		return 0, sqlitex.ErrReadOnly
+	}
 	res, err := q.db.Write.ExecContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, updated_at = ?
 		WHERE status = 'running'`, q.now())
 	if err != nil {
@@ -182,6 +185,9 @@ type ReplayResult = touba.ReplayResult
 // queue id, so effects already applied are read back, not repeated. Ids in
 // other states are reported, not changed.
 func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error) {
+	if q.w == nil {
+		return nil, sqlitex.ErrReadOnly
+	}
 	var out []ReplayResult
 	err := sqlitex.InTx(ctx, q.db.Write, func(tx *sql.Tx) error {
 		out = out[:0]
@@ -194,8 +200,8 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error
 			} else if err != nil {
 				return err
 			}
-			if st != touba.StatusFailed && st != touba.StatusParked {
-				out = append(out, ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed and parked entries are replayed"})
+			if st != touba.StatusFailed && st != touba.StatusParked && st != touba.StatusCancelled {
+				out = append(out, ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed, parked and cancelled entries are replayed"})
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0,

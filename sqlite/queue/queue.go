@@ -34,6 +34,10 @@ type Options struct {
 	MaxBatch   int              // most requests in one commit; default 1024
 	Now        func() time.Time // default time.Now
 	NewID      func() string    // default uuidv7.New
+	// ReadOnly opens an existing file for reading only (the operator's
+	// read-only commands with no daemon): no migration, no writer; every
+	// change fails with sqlitex.ErrReadOnly.
+	ReadOnly bool
 }
 
 // Queue is an open queue file.
@@ -67,6 +71,9 @@ func Open(ctx context.Context, path string, opts Options) (*Queue, error) {
 	if opts.NewID == nil {
 		opts.NewID = uuidv7.New
 	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
+	}
 	db, err := sqlitex.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
@@ -99,7 +106,9 @@ func Open(ctx context.Context, path string, opts Options) (*Queue, error) {
 // the file. It is safe to call more than once.
 func (q *Queue) Close() error {
 	q.closeOnce.Do(func() {
-		q.w.Close()
+		if q.w != nil {
+			q.w.Close()
+		}
 		q.closeErr = q.db.Close()
 	})
 	return q.closeErr
@@ -125,6 +134,29 @@ var _ touba.QueueStore = (*Queue)(nil)
 
 // QueueStats returns a snapshot of the writer's counters.
 func (q *Queue) QueueStats() touba.QueueStats {
+	if q.w == nil {
+		return touba.QueueStats{}
+	}
 	st := q.w.Stats()
 	return touba.QueueStats{Commits: st.Commits, Enqueued: q.enqueued.Load(), Batched: st.Ops}
+}
+
+// openReadOnly is Open with opts.ReadOnly.
+func openReadOnly(ctx context.Context, path string, opts Options) (*Queue, error) {
+	db, err := sqlitex.OpenReadOnly(path)
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	if err := sqlitex.CheckMigrated(ctx, db, schema, "schema"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	q := &Queue{db: db, opts: opts}
+	var n int64
+	if err := db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM entries WHERE status = 'pending'`).Scan(&n); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("queue: count pending: %w", err)
+	}
+	q.pending.Store(n)
+	return q, nil
 }

@@ -51,7 +51,7 @@ func (q *Queue) Get(ctx context.Context, queueID string) (*touba.Delivery, error
 // Filter selects entries for List. Empty fields match everything.
 type Filter = touba.EntryFilter
 
-// List returns entries in queue order (oldest first).
+// List returns entries in queue order (oldest first), or newest first.
 func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
 	var where sqlwhere.Where
 	where.Equal("status", f.Status)
@@ -62,10 +62,17 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
 	if f.After != "" {
 		where.Add("queue_id > ?", f.After)
 	}
+	order := ""
+	if f.Newest {
+		order = " DESC"
+		if f.Before != "" {
+			where.Add("queue_id < ?", f.Before)
+		}
+	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	query := `SELECT ` + entryColumns + ` FROM entries` + where.String() + ` ORDER BY queue_id LIMIT ?`
+	query := `SELECT ` + entryColumns + ` FROM entries` + where.String() + ` ORDER BY queue_id` + order + ` LIMIT ?`
 	rows, err := q.db.Read.QueryContext(ctx, query, where.Args(f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list entries: %w", err)

@@ -24,6 +24,10 @@ type StepOutput = touba.StepOutput
 // batch.
 func (s *State) RecordRun(r *Run) {
 	ended := s.opts.Now()
+	if s.w == nil {
+		s.runErr(sqlitex.ErrReadOnly)
+		return
+	}
 	s.w.GoShared(func(ctx context.Context, tx *sqlitex.Tx) error {
 		_, err := tx.ExecContext(ctx, qInsertRun,
 			r.RunID, r.QueueID, r.TriggerRef, r.Attempt, r.Status, r.ErrorCode, r.ErrorMessage,
@@ -44,6 +48,9 @@ func (s *State) runErr(err error) {
 // savepoint: its error, the transaction's, fails the batch.
 func (s *State) SaveStep(queueID string, _ int64, stepID, runID string, output json.RawMessage) error {
 	now := touba.FormatTime(s.opts.Now())
+	if s.w == nil {
+		return sqlitex.ErrReadOnly
+	}
 	return s.w.DoShared(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
 		_, err := tx.ExecContext(ctx, qSaveStep, queueID, stepID, runID, string(output), now)
 		return err

@@ -37,6 +37,10 @@ type Options struct {
 	PruneEvery      time.Duration // default 30s
 	Now             func() time.Time
 	Log             zerolog.Logger
+	// ReadOnly opens an existing file for reading only (the operator's
+	// read-only commands with no daemon): no migration, no writer, no
+	// pruning; every change fails with sqlitex.ErrReadOnly.
+	ReadOnly bool
 }
 
 // State is an open state file.
@@ -94,6 +98,9 @@ func Open(ctx context.Context, path string, opts Options) (*State, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ReadOnly {
+		return openReadOnly(ctx, path, opts)
+	}
 	db, err := sqlitex.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("state: %w", err)
@@ -132,7 +139,9 @@ func (s *State) Close() error {
 	close(s.rows)
 	s.mu.Unlock()
 	<-s.done
-	s.w.Close()
+	if s.w != nil {
+		s.w.Close()
+	}
 	s.steps.Close()
 	return s.db.Close()
 }
@@ -146,6 +155,9 @@ func (s *State) LogStats() (written, dropped int64) { return s.written.Load(), s
 
 // BatchStats returns the checkpoint writer's commits and operations.
 func (s *State) BatchStats() (commits, ops int64) {
+	if s.w == nil {
+		return 0, 0
+	}
 	st := s.w.Stats()
 	return st.Commits, st.Ops
 }
@@ -155,3 +167,23 @@ var (
 	_ touba.DeliveryLog = (*State)(nil)
 	_ touba.AuditLog    = (*State)(nil)
 )
+
+// openReadOnly is Open with opts.ReadOnly.
+func openReadOnly(ctx context.Context, path string, opts Options) (*State, error) {
+	db, err := sqlitex.OpenReadOnly(path)
+	if err != nil {
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	if err := sqlitex.CheckMigrated(ctx, db, schema, "schema"); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	s := &State{db: db, opts: opts, rows: make(chan *waiting, 1), done: make(chan struct{}),
+		flushes: make(chan chan struct{}), prunes: make(chan chan error)}
+	close(s.done) // no log writer
+	if s.steps, err = db.Read.PrepareContext(ctx, qSteps); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("state: %w", err)
+	}
+	return s, nil
+}
