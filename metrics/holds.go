@@ -41,6 +41,16 @@ func (m *Metrics) WatchHolds(paused func(ctx context.Context) ([]touba.TriggerPa
 	transitions := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "circuit_transitions_total",
 		Help: "Circuit transitions of a binding, by the state entered (open, probing, closed)."}, []string{"tool_ref", "to"})
 	m.r.MustRegister(transitions)
+	// Every circuit-bound binding's series exist from the start, at 0: a
+	// rate() over a series that appears only at its first transition
+	// misses that transition.
+	if tools != nil {
+		for _, ref := range tools() {
+			for _, to := range []string{touba.CircuitOpen, touba.CircuitProbing, touba.CircuitClosed} {
+				transitions.WithLabelValues(ref, to)
+			}
+		}
+	}
 	return func(toolRef, _, to string) { transitions.WithLabelValues(toolRef, to).Inc() }
 }
 
