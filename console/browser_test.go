@@ -194,11 +194,23 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 	}
+	// The operator's time zone, from the header's form: the entries in
+	// Paris time (screenshot for the README: the search form and the list).
+	do(t, ctx, "laptop width", chromedp.EmulateViewport(1280, 900))
+	do(t, ctx, "choose a time zone", chromedp.Navigate(d.console+"/entries"), chromedp.WaitVisible(chromedp.CSS(`input[name="tz"]`)),
+		chromedp.SetValue(chromedp.CSS(`input[name="tz"]`), "Europe/Paris"), chromedp.Submit(chromedp.CSS(`form.tz`)),
+		chromedp.WaitVisible(chromedp.ID("entries")))
+	if got := text(t, ctx, "entries"); !strings.Contains(got, "CET (+01:00)") {
+		t.Fatalf("entries after choosing Europe/Paris: %q", got)
+	}
+	shot(t, ctx, "console-entries.png")
 	// Pause a trigger from its page, and resume it: each a POST with the
 	// session's CSRF token.
 	do(t, ctx, "pause a trigger", chromedp.Navigate(d.console+"/triggers"), chromedp.WaitVisible(chromedp.ID("triggers")),
 		chromedp.SendKeys(chromedp.CSS(`#triggers input[name="reason"]`), "browser test"), chromedp.Click(chromedp.CSS(`#triggers button`)),
 		chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(., "Paused trigger:")]`)))
+	do(t, ctx, "see it paused", chromedp.Navigate(d.console+"/triggers"), chromedp.WaitVisible(chromedp.Search(`//td/b[.="paused"]`)))
+	shot(t, ctx, "console-triggers.png")
 	do(t, ctx, "resume it", chromedp.Navigate(d.console+"/triggers"), chromedp.WaitVisible(chromedp.Search(`//td/b[.="paused"]`)),
 		chromedp.Click(chromedp.CSS(`#triggers button`)), chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(., "Resumed trigger:")]`)))
 	flush(t, ctx)

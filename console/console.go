@@ -100,6 +100,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("POST /login", c.login)
 	c.mux.HandleFunc("POST /logout", c.logout)
 	c.mux.HandleFunc("GET /{$}", c.overview)
+	c.mux.HandleFunc("GET /prefs", c.prefs)
 	c.mux.HandleFunc("GET /parked", c.parked)
 	c.mux.HandleFunc("GET /entries", c.entries)
 	c.mux.HandleFunc("GET /entries/{id}", c.entry)

@@ -46,13 +46,30 @@ type view struct {
 	CSRF  string // "" under a bearer token: no form needs one
 	Now   time.Time
 	Data  any
+	// Zone is the time zone the page shows times in (prefs.go); Path the
+	// page's own path, where the zone form comes back to.
+	Zone, Path string
+	zone       *time.Location
+	// Refresh, when positive, reloads the page every that many seconds
+	// (the overview: without a line of JavaScript).
+	Refresh int
 }
+
+// At shows t in the page's time zone: {{$.At .ReceivedAt}}.
+func (v view) At(t time.Time) string { return formatAt(t, v.zone) }
+
+// overviewRefresh is how often the overview reloads itself, in seconds.
+const overviewRefresh = 15
 
 // render runs a page into a buffer, makes every control and bidi
 // character in it visible, and only then writes it: a template error
 // never leaves half a page.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
-	v := view{Title: page, Now: c.now(), Data: data}
+	zone := zoneOf(r)
+	v := view{Title: page, Now: c.now(), Data: data, zone: zone, Zone: zone.String(), Path: r.URL.Path}
+	if page == "overview" {
+		v.Refresh = overviewRefresh
+	}
 	if s := sessionOf(r); s != nil {
 		v.CSRF = s.csrf
 	}
