@@ -202,8 +202,10 @@ func TestParkedEntryHoldsItsKey(t *testing.T) {
 		t.Fatalf("parked %+v, want cust-02-1", parked[0])
 	}
 	var held []entry
-	w.cli(&held, "queue", "ls", "--held")
-	if len(held) != 3 || held[0].EventID != "cust-02-2" || held[0].ConcurrencyKey != `"cust-02"` {
+	// --oldest-first: in the order they will run once the key is free
+	// (listings are newest first by default).
+	w.cli(&held, "queue", "ls", "--held", "--oldest-first")
+	if len(held) != 3 || held[0].EventID != "cust-02-2" || held[2].EventID != "cust-02-4" || held[0].ConcurrencyKey != `"cust-02"` {
 		t.Fatalf("held entries %+v, want cust-02-2..4", held)
 	}
 	r.mu.Lock()
