@@ -74,6 +74,13 @@ type Config struct {
 	Log             zerolog.Logger
 	// MaxConns bounds the pool; default 16.
 	MaxConns int32
+	// Timeout bounds every wait on the database (--database-timeout,
+	// default 5s): a dial, a batch from its first statement to COMMIT, an
+	// intake request's wait for its batch. Each transaction also sets the
+	// server's statement_timeout and idle_in_transaction_session_timeout
+	// to it and lock_timeout to a fifth of it, so that a node frozen or
+	// cut off mid-transaction holds its locks no longer than that.
+	Timeout time.Duration
 	// Writers is how many group-commit writers (each one connection, one
 	// transaction at a time) the node runs; default 4. Intake, leasing
 	// and the delivery log go through the first; an entry's own changes
@@ -165,13 +172,13 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	if c.Writers <= 0 {
 		c.Writers = 4
 	}
-	pc, err := pgxpool.ParseConfig(c.URL)
-	if err != nil {
-		return nil, touba.Errorf(touba.ECONFIG, "--database: %v", err)
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
 	}
-	pc.ConnConfig.RuntimeParams["search_path"] = Schema
-	pc.ConnConfig.RuntimeParams["application_name"] = "touba-trigger " + c.NodeID
-	pc.MaxConns = c.MaxConns
+	pc, err := poolConfig(c)
+	if err != nil {
+		return nil, err
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the database: %w", err)
@@ -184,12 +191,14 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	if err := checkDurable(ctx, pool); err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrate(ctx, pool, c.Timeout); err != nil {
 		return nil, err
 	}
 	d := &db{pool: pool, cfg: c, log: c.Log}
 	for range c.Writers {
-		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now}, commit.Options{MaxBatch: 1024, Queue: 4096}))
+		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now, begin: beginSQL(c.Timeout), set: setLocal(c.Timeout),
+			timeout: c.Timeout},
+			commit.Options{MaxBatch: 1024, Queue: 4096, Timeout: c.Timeout}))
 	}
 	d.w = d.ws[0]
 	s := &Store{db: d}
@@ -230,52 +239,58 @@ func checkDurable(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// migrate applies, in name order and one transaction each, the embedded
-// migrations not yet recorded, holding the advisory lock so that nodes
-// starting together migrate once.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
-		return fmt.Errorf("migrate: advisory lock: %w", err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema+`;
-		CREATE TABLE IF NOT EXISTS `+Schema+`.schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
+// migrate applies, in name order, the embedded migrations not yet
+// recorded, in one transaction holding a transaction-level advisory lock
+// (a session-level one would stay with a pooler's server connection), so
+// that nodes starting together migrate once: the others wait on the lock
+// and find the work done.
+func migrate(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) error {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		base := name[strings.LastIndex(name, "/")+1:]
-		body, err := fs.ReadFile(migrations, name)
-		if err != nil {
+	// A node waiting for another's migration waits for its whole
+	// transaction: bounded by the server, not by --database-timeout.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d`,
+			(10*time.Minute).Milliseconds(), timeout.Milliseconds())); err != nil {
 			return err
 		}
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
+			return fmt.Errorf("advisory lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema+`;
+			CREATE TABLE IF NOT EXISTS `+Schema+`.schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+			return err
+		}
+		for _, name := range names {
+			base := name[strings.LastIndex(name, "/")+1:]
+			body, err := fs.ReadFile(migrations, name)
+			if err != nil {
+				return err
+			}
 			var n int
-			if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM `+Schema+`.schema_migrations WHERE name = $1`, base).Scan(&n); err != nil || n > 0 {
+			if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM `+Schema+`.schema_migrations WHERE name = $1`, base).Scan(&n); err != nil {
+				return err
+			} else if n > 0 {
+				continue
+			}
+			if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+Schema+`;`+string(body)+"\n;SET LOCAL search_path TO DEFAULT"); err != nil {
+				return fmt.Errorf("%s: %w", base, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+Schema+`.schema_migrations (name, applied_at) VALUES ($1, $2)`,
+				base, touba.FormatTime(time.Now())); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+Schema+`;`+string(body)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO `+Schema+`.schema_migrations (name, applied_at) VALUES ($1, $2)`,
-				base, touba.FormatTime(time.Now()))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migrate %s: %w", base, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	var format string
-	if err := conn.QueryRow(ctx, `SELECT value FROM `+Schema+`.meta WHERE key = 'format'`).Scan(&format); err != nil || format != "touba-effect-journal-v1" {
+	if err := pool.QueryRow(ctx, `SELECT value FROM `+Schema+`.meta WHERE key = 'format'`).Scan(&format); err != nil || format != "touba-effect-journal-v1" {
 		return touba.Errorf(touba.ECONFIG, "schema %s: journal format %q, want touba-effect-journal-v1 (%v)", Schema, format, err)
 	}
 	return nil

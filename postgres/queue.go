@@ -63,7 +63,7 @@ func (q *Queue) close() {
 
 func (q *Queue) countPending(ctx context.Context) (int64, error) {
 	var n int64
-	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM entries WHERE status = 'pending'`).Scan(&n)
+	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM touba.entries WHERE status = 'pending'`).Scan(&n)
 	return n, err
 }
 

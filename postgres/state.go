@@ -62,7 +62,7 @@ func (s *State) close() {
 func (s *State) RecordRun(r *touba.Run) {
 	ended := s.db.now()
 	s.db.writer(r.QueueID).Go(func(ctx context.Context, tx *Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
+		_, err := tx.Exec(ctx, `INSERT INTO touba.runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
 			started_at, ended_at, node_id) VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10)`,
 			r.RunID, r.QueueID, r.TriggerRef, r.Attempt, r.Status, r.ErrorCode, r.ErrorMessage,
 			touba.FormatTime(r.StartedAt), ended, s.db.cfg.NodeID)
@@ -77,7 +77,7 @@ func (s *State) SaveStep(queueID string, token int64, stepID, runID string, outp
 	return errClosed(s.db.writer(queueID).Do(context.Background(), func(ctx context.Context, tx *Tx) error {
 		if token != 0 {
 			var one int
-			err := tx.QueryRow(ctx, `SELECT 1 FROM entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
+			err := tx.QueryRow(ctx, `SELECT 1 FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
 				FOR SHARE`, queueID, token).Scan(&one)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return whyNot(ctx, tx, queueID, token)
@@ -85,7 +85,7 @@ func (s *State) SaveStep(queueID string, token int64, stepID, runID string, outp
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO run_steps (queue_id, step_id, run_id, output, at) VALUES ($1, $2, $3, $4, $5)
+		_, err := tx.Exec(ctx, `INSERT INTO touba.run_steps (queue_id, step_id, run_id, output, at) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (queue_id, step_id) DO NOTHING`, queueID, stepID, runID, string(output), now)
 		return err
 	}))
@@ -93,7 +93,7 @@ func (s *State) SaveStep(queueID string, token int64, stepID, runID string, outp
 
 // Steps returns the checkpointed outputs of an entry, by step id.
 func (s *State) Steps(ctx context.Context, queueID string) (map[string]touba.StepOutput, error) {
-	rows, err := s.db.pool.Query(ctx, `SELECT step_id, run_id, output, at FROM run_steps WHERE queue_id = $1`, queueID)
+	rows, err := s.db.pool.Query(ctx, `SELECT step_id, run_id, output, at FROM touba.run_steps WHERE queue_id = $1`, queueID)
 	if err != nil {
 		return nil, fmt.Errorf("steps of %s: %w", queueID, err)
 	}
@@ -117,7 +117,7 @@ func (s *State) Steps(ctx context.Context, queueID string) (map[string]touba.Ste
 // Runs lists the runs of an entry, oldest first.
 func (s *State) Runs(ctx context.Context, queueID string) ([]touba.Run, error) {
 	rows, err := s.db.pool.Query(ctx, `SELECT run_id, queue_id, trigger_ref, attempt, status, COALESCE(error_code, ''),
-		COALESCE(error_message, ''), started_at, ended_at FROM runs WHERE queue_id = $1 ORDER BY started_at, run_id`, queueID)
+		COALESCE(error_message, ''), started_at, ended_at FROM touba.runs WHERE queue_id = $1 ORDER BY started_at, run_id`, queueID)
 	if err != nil {
 		return nil, fmt.Errorf("runs of %s: %w", queueID, err)
 	}
@@ -151,7 +151,7 @@ func (s *State) RecordOperator(ctx context.Context, ev touba.OperatorEvent) erro
 	if ev.At.IsZero() {
 		ev.At = s.db.cfg.Now()
 	}
-	_, err := s.db.pool.Exec(ctx, `INSERT INTO operator_events (at, action, queue_id, target, outcome, operator, detail)
+	_, err := s.db.pool.Exec(ctx, `INSERT INTO touba.operator_events (at, action, queue_id, target, outcome, operator, detail)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)`, touba.FormatTime(ev.At), ev.Action, ev.QueueID, ev.Target, ev.Outcome, ev.Operator, ev.Detail)
 	if err != nil {
 		return fmt.Errorf("record operator event: %w", err)
@@ -166,7 +166,7 @@ func (s *State) OperatorEvents(ctx context.Context, queueID string, limit int) (
 		limit = 100
 	}
 	rows, err := s.db.pool.Query(ctx, `SELECT * FROM (SELECT seq, at, action, queue_id, target, outcome, operator, detail
-		FROM operator_events WHERE $1 = '' OR queue_id = $1 ORDER BY seq DESC LIMIT $2) r ORDER BY seq`, queueID, limit)
+		FROM touba.operator_events WHERE $1 = '' OR queue_id = $1 ORDER BY seq DESC LIMIT $2) r ORDER BY seq`, queueID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("operator events: %w", err)
 	}
@@ -335,7 +335,7 @@ func (s *State) write(batch []*touba.LoggedDelivery) {
 		}
 	}
 	err := errClosed(s.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO deliveries (delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id,
+		_, err := tx.Exec(ctx, `INSERT INTO touba.deliveries (delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id,
 			remote_addr, headers, status_code, body)
 			SELECT delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
@@ -356,10 +356,10 @@ func (s *State) write(batch []*touba.LoggedDelivery) {
 func (s *State) prune() error {
 	cutoff := touba.FormatTime(s.db.cfg.Now().Add(-s.db.cfg.LogMaxAge))
 	err := errClosed(s.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM deliveries WHERE at < $1`, cutoff); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM touba.deliveries WHERE at < $1`, cutoff); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM deliveries WHERE seq <= (SELECT seq FROM deliveries ORDER BY seq DESC
+		_, err := tx.Exec(ctx, `DELETE FROM touba.deliveries WHERE seq <= (SELECT seq FROM touba.deliveries ORDER BY seq DESC
 			OFFSET $1 LIMIT 1)`, s.db.cfg.LogMaxRows)
 		return err
 	}))

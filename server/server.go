@@ -49,6 +49,9 @@ type Config struct {
 	Database string
 	NodeID   string        // this node's name in leases, events and metrics; default hostname:pid
 	LeaseTTL time.Duration // default 60s
+	// DatabaseTimeout bounds every wait on the database (default 5s): a
+	// request that cannot commit within it is answered 503.
+	DatabaseTimeout time.Duration
 	// ConsoleListen serves the operator console (SPEC §6.1) when set;
 	// ConsoleToken is what its requests must prove (required then).
 	ConsoleListen string
@@ -147,7 +150,7 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	s.metrics = metrics.NewNode(f.NodeID)
 	s.store, err = openStores(ctx, storeConfig{Queue: f.Queue, State: f.State, Journal: f.Journal,
-		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL,
+		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL, DatabaseTimeout: f.DatabaseTimeout,
 		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending,
 		StateOptions: state.Options{LogMaxRows: f.LogMaxRows, LogMaxAge: f.LogMaxAge, LogMaxBodyBytes: f.LogMaxBodyBytes,
 			LogMaxBytes: f.LogMaxBytes, Log: log.With().Str("component", "deliverylog").Logger()},

@@ -47,6 +47,7 @@ type storeConfig struct {
 	Database              string // postgres://...; set, the files are not used
 	NodeID                string
 	LeaseTTL              time.Duration
+	DatabaseTimeout       time.Duration
 	TakeOverStaleLock     bool
 	ExistingOnly          bool // the CLI: create nothing
 	Daemon                bool // requeue and recover at open
@@ -60,7 +61,7 @@ type storeConfig struct {
 func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	if c.Database != "" {
 		st, err := postgres.Open(ctx, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
-			RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
+			Timeout: c.DatabaseTimeout, RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
 			LogMaxRows: c.StateOptions.LogMaxRows, LogMaxAge: c.StateOptions.LogMaxAge,
 			OnJournalCommit: c.OnJournalCommit, Log: c.Log})
 		if err != nil {
