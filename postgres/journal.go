@@ -92,9 +92,8 @@ func (j *Journal) fence(ctx context.Context, tx *Tx, scope string, token int64, 
 	// commits in between.
 	query, args := `SELECT 1 FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE`, []any{scope, token}
 	if live {
-		query, args = `UPDATE touba.entries SET lease_expires_at = $4 WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
-			AND lease_expires_at IS NOT NULL AND lease_expires_at >= $3 RETURNING 1`,
-			append(args, j.db.now(), touba.FormatTime(j.db.cfg.Now().Add(j.db.cfg.LeaseTTL)))
+		query = `UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND lease_token = $2
+			AND status = 'running' AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` RETURNING 1`
 	}
 	var one int
 	err := tx.QueryRow(ctx, query, args...).Scan(&one)

@@ -9,11 +9,13 @@ import (
 )
 
 // noLiveLease selects the scopes no node runs under a live lease: no such
-// entry, an entry not running, or one whose lease expired ($1 is now).
-// Only their effects may be recovered: the others are some node's work in
-// progress.
-const noLiveLease = `NOT EXISTS (SELECT 1 FROM touba.entries l WHERE l.queue_id = effects.scope AND l.status = 'running'
-	AND l.lease_expires_at >= $1)`
+// entry, an entry not running, or one whose lease expired by the
+// database's clock. Only their effects may be recovered: the others are
+// some node's work in progress.
+func (d *db) noLiveLease() string {
+	return `NOT EXISTS (SELECT 1 FROM touba.entries l WHERE l.queue_id = effects.scope AND l.status = 'running'
+	AND l.lease_expires_at >= ` + d.dbNow() + `)`
+}
 
 func recoveryDetail(retryMode, why string) string {
 	if retryMode == touba.RetryIdempotencyKey {
@@ -31,7 +33,7 @@ func (j *Journal) Recover(ctx context.Context) ([]touba.Effect, error) {
 		out = nil
 		now := j.db.now()
 		rows, err := tx.Query(ctx, `SELECT `+effectCols+` FROM touba.effects WHERE state = 'dispatched'
-			AND (owner IS NULL OR owner <> $2) AND `+noLiveLease+` ORDER BY created_at, scope, effect_id FOR UPDATE`, now, j.owner)
+			AND (owner IS NULL OR owner <> $1) AND `+j.db.noLiveLease()+` ORDER BY created_at, scope, effect_id FOR UPDATE`, j.owner)
 		if err != nil {
 			return fmt.Errorf("recover effects: %w", err)
 		}
@@ -57,7 +59,7 @@ func (j *Journal) Recover(ctx context.Context) ([]touba.Effect, error) {
 			out = append(out, r.Effect)
 		}
 		_, err = tx.Exec(ctx, `UPDATE touba.effects SET owner = NULL WHERE state = 'prepared' AND owner IS NOT NULL
-			AND owner <> $2 AND `+noLiveLease, now, j.owner)
+			AND owner <> $1 AND `+j.db.noLiveLease(), j.owner)
 		return err
 	})
 	if err != nil {

@@ -30,8 +30,6 @@ func (q *Queue) change(queueID string, fn func(ctx context.Context, tx *Tx) erro
 	return err
 }
 
-func (q *Queue) expiry() string { return touba.FormatTime(q.db.cfg.Now().Add(q.db.cfg.LeaseTTL)) }
-
 // takeOver is an entry leased after its previous lease expired.
 type takeOver struct{ queueID, oldOwner string }
 
@@ -46,9 +44,9 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	var took []takeOver
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took = out[:0], took[:0]
-		now, node, exp := q.db.now(), q.db.cfg.NodeID, q.expiry()
+		now, node := q.db.now(), q.db.cfg.NodeID
 		for _, pick := range []string{
-			`SELECT queue_id FROM touba.entries WHERE status = 'running' AND lease_expires_at < $1
+			`SELECT queue_id FROM touba.entries WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
 				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
 			`SELECT queue_id FROM touba.entries WHERE status = 'pending' AND NOT held AND (not_before IS NULL OR not_before <= $1)
 				ORDER BY queue_id LIMIT $2 FOR UPDATE SKIP LOCKED`,
@@ -58,10 +56,10 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 			}
 			rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
 				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner FROM touba.entries e JOIN picked USING (queue_id))
-				UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, lease_expires_at = $4,
+				UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, lease_expires_at = `+q.db.dbExpiry()+`,
 					lease_token = nextval('touba.lease_tokens'), updated_at = $1
 				FROM old WHERE e.queue_id = old.queue_id
-				RETURNING old.status, old.owner, `+qualified("e."), now, n-len(out), node, exp)
+				RETURNING old.status, old.owner, `+qualified("e."), now, n-len(out), node)
 			if err != nil {
 				return err
 			}
@@ -171,8 +169,8 @@ func (q *Queue) back(queueID string, token int64, attempts string, notBefore tim
 // Renew extends the lease held under token by --lease-ttl from now.
 func (q *Queue) Renew(ctx context.Context, queueID string, token int64) error {
 	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE touba.entries SET lease_expires_at = $1
-			WHERE queue_id = $2 AND status = 'running' AND lease_token = $3`, q.expiry(), queueID, token)
+		tag, err := tx.Exec(ctx, `UPDATE touba.entries SET lease_expires_at = `+q.db.dbExpiry()+`
+			WHERE queue_id = $1 AND status = 'running' AND lease_token = $2`, queueID, token)
 		if err != nil {
 			return err
 		} else if tag.RowsAffected() != 1 {

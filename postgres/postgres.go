@@ -59,12 +59,20 @@ type Config struct {
 	// pending (a restart with the same --node-id); other nodes' are left
 	// to lease expiry.
 	RequeueRunning bool
+	// Register claims NodeID in the node registry for as long as the
+	// store is open (the daemon; not the CLI): refused, NodeIdInUse, while
+	// another live node runs under it.
+	Register bool
 	// Recover runs the journal's recovery at open (the daemon's start-up):
 	// dispatched effects no live lease holds become unknown.
 	Recover    bool
 	MaxPending int64            // default 1,000,000 (counted across nodes, refreshed every second)
-	Now        func() time.Time // default time.Now
-	Secrets    *secret.Set
+	Now        func() time.Time // default time.Now; never decides a lease's expiry (the database's clock does)
+	// ClockOffset, for tests, shifts the database's clock as lease
+	// decisions see it: a suite whose injected clock jumps hours ahead
+	// expires leases with it.
+	ClockOffset func() time.Duration
+	Secrets     *secret.Set
 	// LogMaxRows and LogMaxAge bound the delivery log; defaults 1,000,000
 	// and 168h.
 	LogMaxRows int64
@@ -115,6 +123,11 @@ type db struct {
 	ws   []*commit.Writer[*Tx] // every writer
 	cfg  Config
 	log  zerolog.Logger
+	// instance is this run's row in touba.nodes (Register); stopBeat
+	// ends its heartbeat.
+	instance string
+	stopBeat chan struct{}
+	beatDone chan struct{}
 }
 
 // writer is the writer of an entry's own changes: always the same one for
@@ -195,6 +208,13 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		return nil, err
 	}
 	d := &db{pool: pool, cfg: c, log: c.Log}
+	if c.Register {
+		if err := d.register(ctx); err != nil {
+			return nil, err
+		}
+		d.stopBeat, d.beatDone = make(chan struct{}), make(chan struct{})
+		go func() { defer close(d.beatDone); d.heartbeat(d.stopBeat) }()
+	}
 	for range c.Writers {
 		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now, begin: beginSQL(c.Timeout), set: setLocal(c.Timeout),
 			timeout: c.Timeout},
@@ -323,6 +343,10 @@ func (s *Store) Close() error {
 	var err error
 	if s.Journal != nil {
 		err = s.Journal.abandon(context.Background())
+	}
+	if s.db.stopBeat != nil {
+		close(s.db.stopBeat)
+		<-s.db.beatDone
 	}
 	s.db.pool.Close()
 	s.db.pool = nil

@@ -61,7 +61,7 @@ type storeConfig struct {
 func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	if c.Database != "" {
 		st, err := postgres.Open(ctx, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
-			Timeout: c.DatabaseTimeout, RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
+			Timeout: c.DatabaseTimeout, Register: c.Daemon, RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
 			LogMaxRows: c.StateOptions.LogMaxRows, LogMaxAge: c.StateOptions.LogMaxAge,
 			OnJournalCommit: c.OnJournalCommit, Log: c.Log})
 		if err != nil {
