@@ -94,7 +94,7 @@ func TriggerRef(s string) string {
 func entryOf(d *touba.Delivery, bodyBytes int64) Entry {
 	e := Entry{QueueID: d.QueueID, TriggerRef: d.TriggerRef, EventID: d.EventID, Digest: d.Digest, Status: d.Status,
 		Attempts: d.Attempts, ErrorCode: d.ErrorCode, ReceivedAt: d.ReceivedAt, UpdatedAt: d.UpdatedAt,
-		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body), ConcurrencyKey: d.ConcKey, Held: d.Held}
+		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body), ConcurrencyKey: d.ConcKey, Held: d.Held, Node: d.Node}
 	if d.Body == nil && bodyBytes < 0 {
 		e.BodyPurged = true
 	}

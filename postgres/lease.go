@@ -56,7 +56,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 			}
 			rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
 				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner FROM touba.entries e JOIN picked USING (queue_id))
-				UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, lease_expires_at = `+q.db.dbExpiry()+`,
+				UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = `+q.db.dbExpiry()+`,
 					lease_token = nextval('touba.lease_tokens'), updated_at = $1
 				FROM old WHERE e.queue_id = old.queue_id
 				RETURNING old.status, old.owner, `+qualified("e."), now, n-len(out), node)
@@ -100,7 +100,7 @@ func qualified(p string) string {
 	return p + `queue_id, ` + p + `trigger_ref, ` + p + `event_id, ` + p + `digest, ` + p + `body, ` + p + `headers, ` +
 		p + `remote_addr, ` + p + `received_at, ` + p + `status, ` + p + `attempts, COALESCE(` + p + `error_code, ''), ` +
 		p + `updated_at, ` + p + `traceparent, COALESCE(` + p + `conc_key, ''), ` + p + `conc_max, ` + p + `held, ` +
-		p + `lease_token, COALESCE(` + p + `lease_owner, '')`
+		p + `lease_token, COALESCE(` + p + `lease_owner, ''), COALESCE(` + p + `lease_owner, ` + p + `last_node, '')`
 }
 
 // prefixScanner scans leading columns into extra, then the rest as an entry.

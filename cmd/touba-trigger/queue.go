@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,10 +36,20 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			if err != nil || f.json {
 				return orJSON(stdout, list, err)
 			}
-			t := newTable(stdout, "QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR", "KEY")
+			// NODE only where nodes share a database (some entry names one).
+			nodes := slices.ContainsFunc(list, func(e admin.Entry) bool { return e.Node != "" })
+			cols := []string{"QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR", "KEY"}
+			if nodes {
+				cols = append(cols, "NODE")
+			}
+			t := newTable(stdout, cols...)
 			for _, e := range list {
-				t.row(e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode,
-					keyColumn(e))
+				row := []string{e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode,
+					keyColumn(e)}
+				if nodes {
+					row = append(row, e.Node)
+				}
+				t.row(row...)
 			}
 			return t.flush()
 		})
@@ -119,6 +130,9 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 		field(w, "error", codeAndMessage(d.ErrorCode, d.ErrorMessage))
 	}
 	field(w, "attempts", strconv.Itoa(d.Attempts))
+	if d.Node != "" {
+		field(w, "node", d.Node)
+	}
 	field(w, "received", ts(d.ReceivedAt))
 	field(w, "updated", ts(d.UpdatedAt))
 	if d.NotBefore != nil {
