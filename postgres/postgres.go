@@ -111,6 +111,8 @@ type Store struct {
 	Recovered []touba.Effect
 	// Requeued counts this node's entries found running at open.
 	Requeued int64
+	// SchemaVersion is the last migration applied (its file name).
+	SchemaVersion string
 
 	db *db
 }
@@ -222,6 +224,10 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	}
 	d.w = d.ws[0]
 	s := &Store{db: d}
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(MAX(name), '') FROM `+Schema+`.schema_migrations`).Scan(&s.SchemaVersion); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("schema version: %w", err)
+	}
 	s.Queue = newQueue(d)
 	s.State = newState(d)
 	s.Journal = newJournal(d)

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"io"
 	"fmt"
 	"net"
 	"strings"
@@ -190,4 +192,34 @@ func (r firstRow) Scan(dest ...any) error {
 	}
 	r.rows.Close()
 	return r.rows.Err()
+}
+
+// Unavailable tells whether err from Open is the database not answering
+// (refused, unreachable, timed out, starting up or shutting down) rather
+// than a refusal that waiting will not change: the daemon waits at start
+// for the first kind.
+func Unavailable(err error) bool {
+	if err == nil || touba.ErrorCode(err) != touba.EINTERNAL {
+		return false
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	var pe *pgconn.PgError
+	switch {
+	case errors.As(err, &pe):
+		return strings.HasPrefix(pe.Code, "08") || strings.HasPrefix(pe.Code, "57P")
+	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, context.DeadlineExceeded), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		return true
+	}
+	return false
+}
+
+// Redact is the database URL without its password, for logs.
+func Redact(url string) string {
+	cc, err := pgconn.ParseConfig(url)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return fmt.Sprintf("postgres://%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
 }

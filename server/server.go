@@ -26,6 +26,7 @@ import (
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/systemd"
 	"github.com/touba/touba-trigger/metrics"
+	"github.com/touba/touba-trigger/postgres"
 	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
@@ -132,6 +133,9 @@ func (s *Server) open(ctx context.Context) error {
 		if s.cfg.LeaseTTL <= 0 {
 			s.cfg.LeaseTTL = 60 * time.Second
 		}
+		if s.cfg.DatabaseTimeout <= 0 {
+			s.cfg.DatabaseTimeout = postgres.DefaultTimeout
+		}
 		if err := checkLeaseTTL(c.Manifest, s.cfg.LeaseTTL); err != nil {
 			return err
 		}
@@ -181,6 +185,10 @@ func (s *Server) open(ctx context.Context) error {
 // effects left dispatched (now unknown), entries left running.
 func (s *Server) logOpened() {
 	st, log := s.store, s.log
+	if s.cfg.Database != "" {
+		log.Info().Str("database", postgres.Redact(s.cfg.Database)).Str("node_id", s.cfg.NodeID).
+			Str("schema_version", st.SchemaVersion).Dur("database_timeout", s.cfg.DatabaseTimeout).Msg("database opened")
+	}
 	if st.Lock != nil && st.Lock.TookOver != nil {
 		log.Warn().Str("previous_holder", st.Lock.TookOver.String()).Msg("took over a stale journal lock")
 	}

@@ -38,6 +38,8 @@ type stores struct {
 	Requeued  int64
 	// Shared is true on a database other nodes use too.
 	Shared bool
+	// SchemaVersion is the database's last migration (--database).
+	SchemaVersion string
 	Close  func() error
 }
 
@@ -60,7 +62,7 @@ type storeConfig struct {
 
 func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	if c.Database != "" {
-		st, err := postgres.Open(ctx, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
+		st, err := openDatabase(ctx, c, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
 			Timeout: c.DatabaseTimeout, Register: c.Daemon, RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
 			LogMaxRows: c.StateOptions.LogMaxRows, LogMaxAge: c.StateOptions.LogMaxAge,
 			OnJournalCommit: c.OnJournalCommit, Log: c.Log})
@@ -68,7 +70,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 			return nil, err
 		}
 		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots,
-			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, Close: st.Close}, nil
+			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, SchemaVersion: st.SchemaVersion, Close: st.Close}, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,
 		TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: c.ExistingOnly, RequeueRunning: c.Daemon,
@@ -79,6 +81,31 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	}
 	return &stores{Queue: st.Queue, State: st.State, Journal: st.EffectJournal(), Lock: st.Lock,
 		Recovered: st.Recovered, Requeued: st.Requeued, Close: st.Close}, nil
+}
+
+// openDatabase opens the PostgreSQL stores; the daemon (not the CLI)
+// waits for a database that does not answer yet, with backoff, logging at
+// most every 5 s, until ctx ends: a node started before its database, or
+// during a failover, comes up on its own instead of exiting.
+func openDatabase(ctx context.Context, c storeConfig, pc postgres.Config) (*postgres.Store, error) {
+	wait, lastLog, since := 250*time.Millisecond, time.Time{}, time.Now()
+	for {
+		st, err := postgres.Open(ctx, pc)
+		if err == nil || !c.Daemon || !postgres.Unavailable(err) {
+			return st, err
+		}
+		if time.Since(lastLog) >= 5*time.Second {
+			c.Log.Warn().Err(err).Str("database", postgres.Redact(pc.URL)).Dur("waited", time.Since(since).Round(time.Second)).
+				Msg("database unavailable at start; waiting for it")
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 // leaseMargin is how much longer than the slowest binding's call a lease
