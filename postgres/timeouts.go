@@ -38,13 +38,16 @@ func poolConfig(c Config) (*pgxpool.Config, error) {
 		cc.ConnectTimeout = c.Timeout
 	}
 	cc.DialFunc = dialer(c.Timeout).DialContext
-	// No server-side prepared statement: through PgBouncer in transaction
-	// mode the next transaction may run on another server connection,
-	// where it does not exist. One round trip per statement all the same
-	// (Parse, Bind, Execute, Sync of an unnamed statement). A URL naming
-	// default_query_exec_mode keeps its choice.
+	// No named server-side prepared statement: through PgBouncer in
+	// transaction mode the next transaction may run on another server
+	// connection, where it does not exist. cache_describe keeps each
+	// statement's parameter and result types on the client (described once
+	// per connection, through the unnamed statement) and sends every
+	// execution as Parse, Bind, Execute of the unnamed statement: one round
+	// trip, binary formats. A URL naming default_query_exec_mode keeps its
+	// choice.
 	if !strings.Contains(c.URL, "default_query_exec_mode") {
-		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+		cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
 		cc.RuntimeParams["application_name"] = "touba-trigger " + c.NodeID // PgBouncer passes this one on
