@@ -3,8 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"syscall"

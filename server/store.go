@@ -40,7 +40,7 @@ type stores struct {
 	Shared bool
 	// SchemaVersion is the database's last migration (--database).
 	SchemaVersion string
-	Close  func() error
+	Close         func() error
 }
 
 // storeConfig is how to open the stores, whichever the backend.
