@@ -61,7 +61,7 @@ func openPG(t *testing.T, url, node string, o storetest.Options) storetest.Store
 	if o.Now != nil {
 		// The suite's clock drives the leases' expiry too: the
 		// database's clock, shifted as far as the suite's jumped.
-		offset = func() time.Duration { return o.Now().Sub(time.Now()) }
+		offset = func() time.Duration { return time.Until(o.Now()) }
 	}
 	st, err := postgres.Open(context.Background(), postgres.Config{URL: url, NodeID: node, Now: o.Now, ClockOffset: offset,
 		MaxPending: o.MaxPending, Secrets: &secrets, LogMaxRows: o.LogMaxRows, LogMaxAge: o.LogMaxAge, LeaseTTL: o.LeaseTTL})
