@@ -77,6 +77,9 @@ type Config struct {
 	// and 168h.
 	LogMaxRows int64
 	LogMaxAge  time.Duration
+	// LogMaxBytes (every column counted) and LogMaxBodyBytes (stored
+	// bodies) bound it in bytes; defaults 1 GiB and 256 MiB.
+	LogMaxBytes, LogMaxBodyBytes int64
 	// OnJournalCommit sees each commit holding journal transitions.
 	OnJournalCommit func(transitions int, took time.Duration)
 	Log             zerolog.Logger
@@ -180,6 +183,12 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	}
 	if c.LogMaxAge <= 0 {
 		c.LogMaxAge = 168 * time.Hour
+	}
+	if c.LogMaxBytes <= 0 {
+		c.LogMaxBytes = 1 << 30
+	}
+	if c.LogMaxBodyBytes <= 0 {
+		c.LogMaxBodyBytes = 256 << 20
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = 16

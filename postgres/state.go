@@ -27,6 +27,7 @@ type State struct {
 	closed  bool
 
 	written, dropped atomic.Int64
+	buffered         atomic.Int64 // heldBytes of the rows waiting for the writer
 }
 
 var (
@@ -204,9 +205,16 @@ func (s *State) Log(d *touba.LoggedDelivery) {
 		s.dropped.Add(1)
 		return
 	}
+	held := heldBytes(d)
+	if s.buffered.Add(held) > logBufferBytes {
+		s.buffered.Add(-held)
+		s.dropped.Add(1)
+		return
+	}
 	select {
 	case s.rows <- d:
 	default:
+		s.buffered.Add(-held)
 		s.dropped.Add(1)
 	}
 }
@@ -317,11 +325,15 @@ func (s *State) write(batch []*touba.LoggedDelivery) {
 	}
 	codes := make([]int32, n)
 	bodies := make([][]byte, n)
+	sizes := make([]int64, n)
+	var held int64
 	for i, d := range batch {
 		hdr := []byte("{}")
 		if d.Headers != nil {
 			hdr, _ = json.Marshal(d.Headers)
 		}
+		sizes[i] = storedSize(d, touba.FormatTime(d.At), hdr)
+		held += heldBytes(d)
 		for c, v := range []string{d.DeliveryID, touba.FormatTime(d.At), d.TriggerRef, d.EventID, d.Digest, d.ErrorCode,
 			d.QueueID, d.RemoteAddr, string(hdr)} {
 			cols[c][i] = v
@@ -336,14 +348,15 @@ func (s *State) write(batch []*touba.LoggedDelivery) {
 	}
 	err := errClosed(s.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO touba.deliveries (delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id,
-			remote_addr, headers, status_code, body)
-			SELECT delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body
+			remote_addr, headers, status_code, body, size)
+			SELECT delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body, size
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
-				$10::int[], $11::bytea[]) WITH ORDINALITY
-				AS r(delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body, n)
-			ORDER BY n`, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], codes, bodies)
+				$10::int[], $11::bytea[], $12::bigint[]) WITH ORDINALITY
+				AS r(delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body, size, n)
+			ORDER BY n`, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], codes, bodies, sizes)
 		return err
 	}))
+	s.buffered.Add(-held)
 	if err != nil {
 		s.dropped.Add(int64(n))
 		s.db.log.Error().Err(err).Int("rows", n).Msg("delivery log write failed")
@@ -352,16 +365,19 @@ func (s *State) write(batch []*touba.LoggedDelivery) {
 	s.written.Add(int64(n))
 }
 
-// prune deletes rows past LogMaxAge, then the oldest past LogMaxRows.
+// prune deletes rows past LogMaxAge, then the oldest past LogMaxRows,
+// then applies the byte bounds (pruneBytes).
 func (s *State) prune() error {
 	cutoff := touba.FormatTime(s.db.cfg.Now().Add(-s.db.cfg.LogMaxAge))
 	err := errClosed(s.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM touba.deliveries WHERE at < $1`, cutoff); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM touba.deliveries WHERE seq <= (SELECT seq FROM touba.deliveries ORDER BY seq DESC
-			OFFSET $1 LIMIT 1)`, s.db.cfg.LogMaxRows)
-		return err
+		if _, err := tx.Exec(ctx, `DELETE FROM touba.deliveries WHERE seq <= (SELECT seq FROM touba.deliveries ORDER BY seq DESC
+			OFFSET $1 LIMIT 1)`, s.db.cfg.LogMaxRows); err != nil {
+			return err
+		}
+		return s.pruneBytes(ctx, tx)
 	}))
 	if err != nil {
 		s.db.log.Error().Err(err).Msg("delivery log prune failed")

@@ -65,6 +65,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 		st, err := openDatabase(ctx, c, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
 			Timeout: c.DatabaseTimeout, Register: c.Daemon, RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
 			LogMaxRows: c.StateOptions.LogMaxRows, LogMaxAge: c.StateOptions.LogMaxAge,
+			LogMaxBytes: c.StateOptions.LogMaxBytes, LogMaxBodyBytes: c.StateOptions.LogMaxBodyBytes,
 			OnJournalCommit: c.OnJournalCommit, Log: c.Log})
 		if err != nil {
 			return nil, err
