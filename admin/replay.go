@@ -51,12 +51,12 @@ func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayRe
 		at[id] = i
 		// Claimed before the check, held until the queue update: a
 		// compensation cannot start on it in between (see busy).
-		if held := s.busy.take(id, "replay"); held != "" {
+		if held := s.busy.take(s.Claims, id, "replay"); held != "" {
 			items[i].Reason = "a " + held + " of this entry is running"
 			items[i].Hint = "replay it once that ended: touba-trigger queue replay " + id
 			continue
 		}
-		defer s.busy.drop(id)
+		defer s.busy.drop(s.Claims, id)
 		if err := s.checkReplay(ctx, id, &items[i]); err != nil {
 			return nil, err
 		}

@@ -41,6 +41,9 @@ type Service struct {
 	// Compensable, when set, tells whether the binding of a tool declares
 	// compensation support, so the console offers it only there.
 	Compensable func(toolRef string) bool
+	// Claims, when set, shares the entries' claims with the other nodes
+	// and CLIs on the database (see busy).
+	Claims Claims
 	Log         zerolog.Logger
 
 	busy busy // entries an operator action is working on

@@ -109,6 +109,8 @@ type Store struct {
 	Journal *Journal
 	// Slots are the bindings' max_concurrency slots, shared by the nodes.
 	Slots *Slots
+	// Claims are the operator actions' claims on entries, shared too.
+	Claims *Claims
 	// Recovered are the effects found dispatched at open under entries no
 	// live lease holds, now unknown.
 	Recovered []touba.Effect
@@ -241,6 +243,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	s.State = newState(d)
 	s.Journal = newJournal(d)
 	s.Slots = &Slots{db: d}
+	s.Claims = &Claims{db: d, instance: newID()}
 	if err := s.Queue.start(ctx); err != nil {
 		s.Close()
 		return nil, err

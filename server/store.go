@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/manifest"
 	"github.com/touba/touba-trigger/postgres"
@@ -32,6 +33,8 @@ type stores struct {
 	Lock    *journal.Lock       // the SQLite journal's lock; nil otherwise
 	// Slots holds max_concurrency across nodes; nil for one process.
 	Slots touba.SlotStore
+	// Claims shares operator actions' claims across nodes; nil for files.
+	Claims admin.Claims
 	// Recovered are the effects found dispatched at open, now unknown;
 	// Requeued the entries found running, now pending.
 	Recovered []touba.Effect
@@ -70,7 +73,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots,
+		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots, Claims: st.Claims,
 			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, SchemaVersion: st.SchemaVersion, Close: st.Close}, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,
