@@ -24,7 +24,7 @@ func (d *db) register(ctx context.Context) error {
 	d.instance = newID()
 	ctx, cancel := d.bounded(ctx)
 	defer cancel()
-	return pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{BeginQuery: beginSQL(d.cfg.Timeout)}, func(tx pgx.Tx) error {
+	return pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{BeginQuery: d.begin}, func(tx pgx.Tx) error {
 		var oHost, oBoot string
 		var oPid int
 		var age float64

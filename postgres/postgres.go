@@ -133,6 +133,10 @@ type db struct {
 	// instance is this run's row in touba.nodes (Register); stopBeat
 	// ends its heartbeat.
 	instance string
+	// pooled: behind a connection pooler (probeDirect); begin is how a
+	// transaction begins there (beginSQL).
+	pooled   bool
+	begin    string
 	stopBeat chan struct{}
 	beatDone chan struct{}
 }
@@ -201,13 +205,9 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
 	}
-	pc, err := poolConfig(c)
+	pool, pooled, err := connect(ctx, c)
 	if err != nil {
 		return nil, err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		return nil, fmt.Errorf("connect to the database: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -220,7 +220,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	if err := migrate(ctx, pool, c.Timeout); err != nil {
 		return nil, err
 	}
-	d := &db{pool: pool, cfg: c, log: c.Log}
+	d := &db{pool: pool, cfg: c, log: c.Log, pooled: pooled, begin: beginSQL(c.Timeout, pooled)}
 	if c.Register {
 		if err := d.register(ctx); err != nil {
 			return nil, err
@@ -229,7 +229,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		go func() { defer close(d.beatDone); d.heartbeat(d.stopBeat) }()
 	}
 	for range c.Writers {
-		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now, begin: beginSQL(c.Timeout), set: setLocal(c.Timeout),
+		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now, begin: d.begin, set: d.set(),
 			timeout: c.Timeout},
 			commit.Options{MaxBatch: 1024, Queue: 4096, Timeout: c.Timeout}))
 	}
@@ -261,6 +261,36 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		}
 	}
 	return s, nil
+}
+
+// connect opens the pool: direct first, pooled when the sessions do not
+// run with the timeouts asked at startup (see poolConfig).
+func connect(ctx context.Context, c Config) (*pgxpool.Pool, bool, error) {
+	for _, pooled := range []bool{false, true} {
+		pc, err := poolConfig(c, pooled)
+		if err != nil {
+			return nil, false, err
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return nil, false, fmt.Errorf("connect to the database: %w", err)
+		}
+		if pooled {
+			return pool, true, nil
+		}
+		direct, err := probeDirect(ctx, pool, c.Timeout)
+		if err != nil || direct {
+			if err != nil {
+				pool.Close()
+				return nil, false, err
+			}
+			return pool, false, nil
+		}
+		pool.Close()
+		c.Log.Info().Msg("database: startup parameters refused or not in effect (a connection pooler): " +
+			"timeouts set per transaction, no server-side prepared statements")
+	}
+	panic("unreachable")
 }
 
 // checkDurable refuses a database where a commit may return before it is

@@ -44,7 +44,7 @@ func (s *Slots) TakeSlot(ctx context.Context, toolRef string, max int, queueID s
 	var slot int
 	ctx, cancel := s.db.bounded(ctx)
 	defer cancel()
-	err := pgx.BeginTxFunc(ctx, s.db.pool, pgx.TxOptions{BeginQuery: beginSQL(s.db.cfg.Timeout)}, func(tx pgx.Tx) error {
+	err := pgx.BeginTxFunc(ctx, s.db.pool, pgx.TxOptions{BeginQuery: s.db.begin}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, slotLock, toolRef); err != nil {
 			return err
 		}

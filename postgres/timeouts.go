@@ -22,9 +22,14 @@ import (
 const DefaultTimeout = 5 * time.Second
 
 // poolConfig is the pool's configuration from c.URL: every wait bounded
-// (SPEC §8), and nothing a connection pooler in transaction mode refuses
-// or loses between transactions.
-func poolConfig(c Config) (*pgxpool.Config, error) {
+// (SPEC §8). Direct (the first try), the server-side timeouts are startup
+// parameters of each session (free per transaction) and statements are
+// prepared and cached (pgx's default). Pooled (a connection pooler such as
+// PgBouncer in transaction mode, which refuses or drops such parameters
+// and hands each transaction any server connection), nothing is asked of
+// a session: the timeouts are set per transaction (SET LOCAL) and no named
+// statement is prepared on the server.
+func poolConfig(c Config, pooled bool) (*pgxpool.Config, error) {
 	pc, err := pgxpool.ParseConfig(c.URL)
 	if err != nil {
 		return nil, touba.Errorf(touba.ECONFIG, "--database: %v", err)
@@ -38,15 +43,21 @@ func poolConfig(c Config) (*pgxpool.Config, error) {
 		cc.ConnectTimeout = c.Timeout
 	}
 	cc.DialFunc = dialer(c.Timeout).DialContext
-	// No named server-side prepared statement: through PgBouncer in
-	// transaction mode the next transaction may run on another server
-	// connection, where it does not exist. cache_describe keeps each
-	// statement's parameter and result types on the client (described once
-	// per connection, through the unnamed statement) and sends every
-	// execution as Parse, Bind, Execute of the unnamed statement: one round
-	// trip, binary formats. A URL naming default_query_exec_mode keeps its
-	// choice.
-	if !strings.Contains(c.URL, "default_query_exec_mode") {
+	if !pooled {
+		for k, v := range sessionTimeouts(c.Timeout) {
+			if _, ok := cc.RuntimeParams[k]; !ok {
+				cc.RuntimeParams[k] = v
+			}
+		}
+	} else if !strings.Contains(c.URL, "default_query_exec_mode") {
+		// No named server-side prepared statement: through the pooler the
+		// next transaction may run on another server connection, where it
+		// does not exist. cache_describe keeps each statement's parameter
+		// and result types on the client (described once per connection,
+		// through the unnamed statement) and sends every execution as
+		// Parse, Bind, Execute of the unnamed statement: one round trip,
+		// binary formats. A URL naming default_query_exec_mode keeps its
+		// choice.
 		cc.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
@@ -85,12 +96,56 @@ func lockTimeout(timeout time.Duration) time.Duration {
 	return max(timeout/5, 50*time.Millisecond)
 }
 
+// sessionTimeouts are the server-side bounds as startup parameters, in
+// milliseconds.
+func sessionTimeouts(timeout time.Duration) map[string]string {
+	ms := func(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
+	return map[string]string{"statement_timeout": ms(timeout), "lock_timeout": ms(lockTimeout(timeout)),
+		"idle_in_transaction_session_timeout": ms(timeout)}
+}
+
+// probeDirect tells whether the sessions of pool run with the timeouts
+// asked at startup: false when the server side refused them (PgBouncer's
+// "unsupported startup parameter") or does not show them (a pooler that
+// dropped them), and the error of a database that did not answer.
+func probeDirect(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) (bool, error) {
+	rows, err := pool.Query(ctx, `SELECT name, setting FROM pg_settings
+		WHERE name IN ('statement_timeout', 'lock_timeout', 'idle_in_transaction_session_timeout')`)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "08P01" && strings.Contains(pe.Message, "startup parameter") {
+			return false, nil
+		}
+		return false, fmt.Errorf("connect to the database: %w", err)
+	}
+	want := sessionTimeouts(timeout)
+	n := 0
+	for rows.Next() {
+		var name, setting string
+		if err := rows.Scan(&name, &setting); err != nil {
+			rows.Close()
+			return false, err
+		}
+		if want[name] == setting {
+			n++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("connect to the database: %w", err)
+	}
+	return n == len(want), nil
+}
+
 // beginSQL begins a writer's transaction: READ COMMITTED whatever the
 // database's default (the per-key decisions in concurrency.go need a new
 // snapshot after each lock), with the server-side bounds set for this
 // transaction only (SET LOCAL: nothing stays on a connection a pooler
 // hands to someone else), in the BEGIN's own round trip.
-func beginSQL(timeout time.Duration) string {
+func beginSQL(timeout time.Duration, pooled bool) string {
+	if !pooled {
+		return `BEGIN ISOLATION LEVEL READ COMMITTED` // the session has the bounds
+	}
 	return fmt.Sprintf(`BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = %d; `+
 		`SET LOCAL lock_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d`,
 		timeout.Milliseconds(), lockTimeout(timeout).Milliseconds(), timeout.Milliseconds())
@@ -225,4 +280,12 @@ func Redact(url string) string {
 		return "(unparsable URL)"
 	}
 	return fmt.Sprintf("postgres://%s@%s:%d/%s", cc.User, cc.Host, cc.Port, cc.Database)
+}
+
+// set is setLocal behind a pooler, "" when each session has the bounds.
+func (d *db) set() string {
+	if d.pooled {
+		return setLocal(d.cfg.Timeout)
+	}
+	return ""
 }

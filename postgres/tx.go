@@ -72,7 +72,7 @@ type backend struct {
 	pool    *pgxpool.Pool
 	now     func() string
 	begin   string        // beginSQL
-	set     string        // setLocal
+	set     string        // setLocal behind a pooler; "" when the session has the bounds
 	timeout time.Duration // a rollback's bound
 }
 
@@ -94,7 +94,10 @@ func (b backend) Batch(ctx context.Context, fn func(*Tx) error) error {
 
 func (b backend) commit(ctx context.Context, t *Tx) error {
 	if len(t.enq) > 0 {
-		var q querier = implicitTx{pool: b.pool, set: b.set}
+		var q querier = b.pool
+		if b.set != "" {
+			q = implicitTx{pool: b.pool, set: b.set}
+		}
 		if t.tx != nil {
 			q = t.tx
 		}
