@@ -44,7 +44,7 @@ type Service struct {
 	// Claims, when set, shares the entries' claims with the other nodes
 	// and CLIs on the database (see busy).
 	Claims Claims
-	Log         zerolog.Logger
+	Log    zerolog.Logger
 
 	busy busy // entries an operator action is working on
 	// afterCompensateCheck, set by tests, runs between a compensation's
