@@ -70,6 +70,8 @@ const (
 	// lease expired and another node took it over, SPEC §8): the node
 	// that lost it changes nothing and starts no new call.
 	ELeaseLost = "LeaseLost"
+	// ENodeIdInUse: another live node runs under this --node-id (SPEC §8).
+	ENodeIdInUse = "NodeIdInUse"
 	// EAdminForbidden: the admin socket's peer is neither root nor the
 	// daemon's own user.
 	EAdminForbidden = "AdminForbidden"

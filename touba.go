@@ -86,6 +86,9 @@ type Delivery struct {
 	LeaseToken int64
 	// LeaseOwner names the node holding the lease ("" on SQLite).
 	LeaseOwner string
+	// Node names the node that holds the entry's lease or last held it
+	// ("" on SQLite, and before any lease).
+	Node string
 	// FirstLease says that LeaseToken is the entry's first lease: no run of
 	// it started before, so it has no step checkpoints and the dispatcher
 	// need not read them. A store that cannot tell leaves it false.

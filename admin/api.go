@@ -67,6 +67,9 @@ type Entry struct {
 	// says it waits behind an earlier entry of that key.
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 	Held           bool   `json:"held,omitempty"`
+	// Node is the node that holds the entry or last ran it (--database;
+	// empty on SQLite and before any lease).
+	Node string `json:"node,omitempty"`
 }
 
 // Body is a stored request body: as text when it is UTF-8, always as

@@ -100,12 +100,12 @@ func (s *Service) release(ctx context.Context, scope string, out *ResolveResult)
 		out.Note = "entry stays parked: effect " + others[0].EffectID + " also awaits a verdict"
 		return nil
 	}
-	if held := s.busy.take(scope, "replay"); held != "" {
+	if held := s.busy.take(s.Claims, scope, "replay"); held != "" {
 		out.Note = "entry stays parked: a " + held + " of it is running; replay it once that ended"
 		return nil
 	}
 	res, err := s.Queue.Replay(ctx, []string{scope})
-	s.busy.drop(scope)
+	s.busy.drop(s.Claims, scope)
 	if err != nil {
 		return err
 	}
@@ -140,12 +140,12 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 	}
 	// The entry is claimed before its status is checked, and held until
 	// the call ends: a replay cannot resume it in between (see busy).
-	if held := s.busy.take(r.Scope, "compensation"); held != "" {
+	if held := s.busy.take(s.Claims, r.Scope, "compensation"); held != "" {
 		why := "entry " + r.Scope + " is busy with a " + held + "; try again once it ended"
 		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why, Reason: r.Reason})
 		return nil, touba.Errorf(touba.EEntryBusy, "%s", why)
 	}
-	defer s.busy.drop(r.Scope)
+	defer s.busy.drop(s.Claims, r.Scope)
 	entry, err := s.Queue.Get(ctx, r.Scope)
 	if err != nil {
 		return nil, err

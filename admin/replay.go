@@ -96,7 +96,7 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 	var claimed []string
 	defer func() {
 		for _, id := range claimed {
-			s.busy.drop(id)
+			s.busy.drop(s.Claims, id)
 		}
 	}()
 	for i, id := range ids {
@@ -108,7 +108,7 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 		at[id] = first + i
 		// Claimed before the check, held until the queue update: a
 		// compensation cannot start on it in between (see busy).
-		if held := s.busy.take(id, "replay"); held != "" {
+		if held := s.busy.take(s.Claims, id, "replay"); held != "" {
 			items[i].Reason = "a " + held + " of this entry is running"
 			items[i].Hint = "replay it once that ended: touba-trigger queue replay " + id
 			continue

@@ -49,7 +49,10 @@ type Service struct {
 	// and their tools; Circuits the circuits not closed (triggers.go).
 	ProgramTriggers func() []ProgramTrigger
 	Circuits        func(ctx context.Context) ([]touba.CircuitState, error)
-	Log             zerolog.Logger
+	// Claims, when set, shares the entries' claims with the other nodes
+	// and CLIs on the database (see busy).
+	Claims Claims
+	Log    zerolog.Logger
 
 	busy busy // entries an operator action is working on
 	// afterCompensateCheck, set by tests, runs between a compensation's
@@ -102,7 +105,7 @@ func TriggerRef(s string) string {
 func entryOf(d *touba.Delivery, bodyBytes int64) Entry {
 	e := Entry{QueueID: d.QueueID, TriggerRef: d.TriggerRef, EventID: d.EventID, Digest: d.Digest, Status: d.Status,
 		Attempts: d.Attempts, ErrorCode: d.ErrorCode, ReceivedAt: d.ReceivedAt, UpdatedAt: d.UpdatedAt,
-		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body), ConcurrencyKey: d.ConcKey, Held: d.Held}
+		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body), ConcurrencyKey: d.ConcKey, Held: d.Held, Node: d.Node}
 	if d.Body == nil && bodyBytes < 0 {
 		e.BodyPurged = true
 	}

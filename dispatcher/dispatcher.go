@@ -76,6 +76,11 @@ type Options struct {
 	// RenewEvery is how often a run renews its entry's lease (SPEC §8: a
 	// third of --lease-ttl); 0 for stores whose leases never expire.
 	RenewEvery time.Duration
+	// LeaseTTL, with RenewEvery, is how long a lease lasts unrenewed: a run
+	// whose renewals have all failed for LeaseTTL minus a margin ends its
+	// context (no new call, no more retries of a call in flight) before
+	// another node may take the entry over.
+	LeaseTTL time.Duration
 	// Slots holds the bindings' max_concurrency across the nodes sharing
 	// a database; nil bounds this process's calls only (slots.go).
 	Slots touba.SlotStore

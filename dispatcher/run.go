@@ -187,6 +187,18 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
+	// The lease ends LeaseTTL after the last renewal the database took (by
+	// its clock); counted here from when that renewal was sent, a margin
+	// before: past it this node stops, whether or not it hears back.
+	var expire *time.Timer
+	hold := d.opts.LeaseTTL - min(5*time.Second, d.opts.LeaseTTL/4)
+	if d.opts.LeaseTTL > 0 {
+		expire = time.AfterFunc(hold, func() {
+			log.Warn().Str("event", "lease.expiring").Dur("unrenewed", hold).
+				Msg("lease not renewed for --lease-ttl minus a margin; no new call starts and retries stop")
+			cancel()
+		})
+	}
 	go func() {
 		t := time.NewTicker(d.opts.RenewEvery)
 		defer t.Stop()
@@ -196,7 +208,11 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 				return
 			case <-t.C:
 			}
+			sent := time.Now()
 			err := d.queue.Renew(context.WithoutCancel(ctx), e.QueueID, e.LeaseToken)
+			if err == nil && expire != nil {
+				expire.Reset(hold - time.Since(sent))
+			}
 			if touba.ErrorCode(err) == touba.ELeaseLost {
 				log.Warn().Str("event", "lease.lost").Msg("lease lost while running; no new call starts")
 				cancel()
@@ -206,7 +222,13 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 			}
 		}
 	}()
-	return ctx, func() { close(done); cancel() }
+	return ctx, func() {
+		if expire != nil {
+			expire.Stop()
+		}
+		close(done)
+		cancel()
+	}
 }
 
 // rawOrNull makes an absent output the JSON null, so a checkpoint and a

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 )
 
 // Per-key concurrency (SPEC §2.1 `concurrency`), as in the SQLite queue
@@ -35,65 +36,61 @@ func lockKey(ctx context.Context, tx *Tx, ref, key string) error {
 var errRetry = errors.New("deadlock with another node; tried again")
 
 // deadlocked tells whether err is PostgreSQL breaking a deadlock (or a
-// serialization failure): the change may simply be tried again.
+// serialization failure, or a lock wait past lock_timeout: a lock held by
+// a node frozen mid-transaction, until the server ends its session): the
+// change may simply be tried again.
 func deadlocked(err error) bool {
 	var pe *pgconn.PgError
-	return errors.Is(err, errRetry) || errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001")
+	return errors.Is(err, errRetry) || errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001" || pe.Code == "55P03")
 }
+
+// CrashKeyLocked is the crash point (internal/crashpoint) inside intake's
+// transaction, just after a keyed delivery took its key's lock.
+const CrashKeyLocked = "pg-enqueue-key-locked"
 
 // maxTries bounds how often a change that lost a deadlock is tried again.
 const maxTries = 5
 
-// lockKeyShared is lockKey inside a batch without savepoints (intake's
-// DoShared): a free lock is taken at once; a lock another transaction
-// holds is waited for under a savepoint, so a deadlock undoes only this
-// delivery (errRetry) and not the batch of every other one.
-func lockKeyShared(ctx context.Context, tx *Tx, ref, key string) error {
+// errKeyBusy is a keyed delivery whose key another transaction holds.
+var errKeyBusy = errors.New("key locked by another transaction")
+
+// tryLockKey is lockKey inside intake's batch (DoShared, no savepoints):
+// a free lock is taken at once; a held one is not waited for (errKeyBusy,
+// nothing written): the batch carries every other delivery, and a wait
+// here, on a node frozen mid-transaction say, would stall them all.
+func tryLockKey(ctx context.Context, tx *Tx, ref, key string) error {
 	var ok bool
 	if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock(hashtextextended(length($1) || ':' || $1 || $2, 7))`, ref, key).
-		Scan(&ok); err != nil || ok {
+		Scan(&ok); err != nil {
 		return err
+	} else if !ok {
+		return errKeyBusy
 	}
-	if _, err := tx.Exec(ctx, `SAVEPOINT key_lock`); err != nil {
-		return err
-	}
-	lockErr := lockKey(ctx, tx, ref, key)
-	if lockErr != nil {
-		if !deadlocked(lockErr) {
-			return lockErr
-		}
-		if _, err := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT key_lock`); err != nil {
-			return err
-		}
-		lockErr = errRetry
-	}
-	if _, err := tx.Exec(ctx, `RELEASE SAVEPOINT key_lock`); err != nil {
-		return err
-	}
-	return lockErr
+	return nil
 }
 
-const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM entries
+const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM touba.entries
 	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked') LIMIT $3) a`
 
-const releaseNext = `UPDATE entries SET held = false WHERE held AND queue_id IN (
-	SELECT queue_id FROM entries
+const releaseNext = `UPDATE touba.entries SET held = false WHERE held AND queue_id IN (
+	SELECT queue_id FROM touba.entries
 	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked')
 	ORDER BY conc_seq LIMIT $3)`
 
-const rehold = `UPDATE entries SET held = NOT (queue_id IN (
-		SELECT queue_id FROM entries
+const rehold = `UPDATE touba.entries SET held = NOT (queue_id IN (
+		SELECT queue_id FROM touba.entries
 		WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked')
 		ORDER BY conc_seq LIMIT $3)
-	  AND (SELECT COUNT(*) FROM entries WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'running') < $3)
+	  AND (SELECT COUNT(*) FROM touba.entries WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'running') < $3)
 	WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending'`
 
 // enqueueKeyed decides and inserts one keyed delivery in tx.
 func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	d := o.d
-	if err := lockKeyShared(ctx, tx, d.TriggerRef, d.ConcKey); err != nil {
+	if err := tryLockKey(ctx, tx, d.TriggerRef, d.ConcKey); err != nil {
 		return err
 	}
+	crashpoint.Hit(CrashKeyLocked)
 	var n int
 	if err := tx.QueryRow(ctx, activeOfKey, d.TriggerRef, d.ConcKey, d.ConcMax).Scan(&n); err != nil {
 		return fmt.Errorf("count active entries of key: %w", err)
@@ -103,9 +100,9 @@ func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 		body = []byte{}
 	}
 	var id string
-	err := tx.QueryRow(ctx, `INSERT INTO entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
+	err := tx.QueryRow(ctx, `INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
 		received_at, status, updated_at, traceparent, conc_key, conc_max, held, conc_seq)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, nextval('conc_seqs'))
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, nextval('touba.conc_seqs'))
 		ON CONFLICT (trigger_ref, event_id) WHERE event_id <> '' DO NOTHING RETURNING queue_id`,
 		d.QueueID, d.TriggerRef, d.EventID, d.Digest, body, o.headers, d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now,
 		d.TraceParent, d.ConcKey, d.ConcMax, n >= d.ConcMax).Scan(&id)
@@ -139,7 +136,7 @@ func reholdKey(ctx context.Context, tx *Tx, queueID string) error {
 	var ref string
 	var key *string
 	var max int
-	if err := tx.QueryRow(ctx, `SELECT trigger_ref, conc_key, conc_max FROM entries WHERE queue_id = $1`, queueID).
+	if err := tx.QueryRow(ctx, `SELECT trigger_ref, conc_key, conc_max FROM touba.entries WHERE queue_id = $1`, queueID).
 		Scan(&ref, &key, &max); err != nil {
 		return err
 	}
@@ -152,7 +149,7 @@ func reholdKey(ctx context.Context, tx *Tx, queueID string) error {
 	// Lease takes no key lock: wait for any lease of the key's pending
 	// entries in flight, and keep them from being leased until this
 	// commits, so the count of running entries below is the truth.
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM entries WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending'
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM touba.entries WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending'
 		FOR UPDATE`, ref, *key); err != nil {
 		return err
 	}
@@ -163,7 +160,7 @@ func reholdKey(ctx context.Context, tx *Tx, queueID string) error {
 // HeldKeys counts the keys that hold back at least one entry.
 func (q *Queue) HeldKeys(ctx context.Context) (int64, error) {
 	var n int64
-	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT trigger_ref, conc_key FROM entries
+	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT trigger_ref, conc_key FROM touba.entries
 		WHERE conc_key IS NOT NULL AND status = 'pending' AND held) k`).Scan(&n)
 	return n, err
 }

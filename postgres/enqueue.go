@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,11 +18,16 @@ type enqueueOp struct {
 	headers string
 	res     touba.EnqueueResult
 	retry   bool // lost a deadlock: undone, to be tried again
+	busy    bool // its key's lock is held elsewhere: nothing written, to be asked again
 }
 
 // Enqueue takes the identity decision and stores a new entry, in the
 // writer's next batch; it returns once that batch committed (or failed).
+// Every wait is bounded by ctx and --database-timeout: past it the
+// delivery is refused (503), though it may have committed.
 func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueResult, error) {
+	ctx, cancel := q.db.bounded(ctx)
+	defer cancel()
 	hdr := []byte("{}")
 	if d.Headers != nil {
 		var err error
@@ -56,9 +62,10 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	op := &enqueueOp{d: d, headers: string(hdr)}
 	keyed := d.ConcKey != "" && d.ConcMax > 0
 	var err error
+	backoff := 5 * time.Millisecond
 	for try := 1; ; try++ {
-		op.retry = false
-		err = q.db.w.DoShared(context.Background(), func(ctx context.Context, tx *Tx) error {
+		op.retry, op.busy = false, false
+		err = q.db.w.TryShared(ctx, func(ctx context.Context, tx *Tx) error {
 			if keyed {
 				// Per-key concurrency needs the key's count under its
 				// lock: decided now, in the batch's transaction.
@@ -66,12 +73,36 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 				if errors.Is(err, errRetry) {
 					op.retry = true // undone; the batch goes on without it
 					return nil
+				} else if errors.Is(err, errKeyBusy) {
+					op.busy = true // nothing written; the batch goes on without it
+					return nil
 				}
 				return err
 			}
 			tx.enq = append(tx.enq, op)
 			return nil
 		})
+		if ctx.Err() != nil && err != nil {
+			// Given up at the deadline: the batch may still commit this
+			// delivery, so it is not answered as stored (503; the
+			// sender's retry finds it by its identity), and op and d
+			// are left alone: the writer may still be reading them.
+			return touba.EnqueueResult{}, fmt.Errorf("queue commit: %w", err)
+		}
+		if err == nil && op.busy {
+			// Another transaction holds the key (a node's batch now, or a
+			// node frozen in one until the server ends its session):
+			// asked again shortly, never waited on inside the batch, which
+			// carries every other delivery.
+			select {
+			case <-time.After(backoff):
+				backoff = min(2*backoff, 200*time.Millisecond)
+				continue
+			case <-ctx.Done():
+				err = fmt.Errorf("key %q of %s is locked by another transaction: %w", d.ConcKey, d.TriggerRef, ctx.Err())
+			}
+			break
+		}
 		// A deadlock with another node undid this delivery (op.retry) or
 		// its whole batch (err): nothing of it was stored, try again.
 		if !(op.retry || deadlocked(err)) || try == maxTries {
@@ -107,7 +138,7 @@ const qEnqueue = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
 		$8::text[], $9::text[]) AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, traceparent)),
 ins AS (
-	INSERT INTO entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status,
+	INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status,
 		updated_at, traceparent)
 	SELECT queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, 'pending', $10, traceparent
 	FROM input
@@ -115,7 +146,7 @@ ins AS (
 	RETURNING queue_id)
 SELECT i.queue_id, ins.queue_id IS NOT NULL, COALESCE(e.queue_id, ''), COALESCE(e.digest, ''), COALESCE(e.status, '')
 FROM input i LEFT JOIN ins ON ins.queue_id = i.queue_id
-LEFT JOIN entries e ON e.trigger_ref = i.trigger_ref AND e.event_id = i.event_id AND i.event_id <> ''`
+LEFT JOIN touba.entries e ON e.trigger_ref = i.trigger_ref AND e.event_id = i.event_id AND i.event_id <> ''`
 
 // flushEnqueues runs qEnqueue for ops and fills in each result.
 func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string) error {
@@ -186,7 +217,7 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 // lookup reads the entry holding d's identity.
 func lookup(ctx context.Context, q querier, d *touba.Delivery) (touba.EnqueueResult, bool, error) {
 	var ex touba.EnqueueResult
-	err := q.QueryRow(ctx, `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = $1 AND event_id = $2 AND event_id <> ''`,
+	err := q.QueryRow(ctx, `SELECT queue_id, digest, status FROM touba.entries WHERE trigger_ref = $1 AND event_id = $2 AND event_id <> ''`,
 		d.TriggerRef, d.EventID).Scan(&ex.QueueID, &ex.Digest, &ex.Status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ex, false, nil

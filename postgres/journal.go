@@ -90,11 +90,10 @@ func (j *Journal) fence(ctx context.Context, tx *Tx, scope string, token int64, 
 	// timeout, before anyone may take the entry over). Either way the
 	// entry's row stays locked until the transaction ends, so no take-over
 	// commits in between.
-	query, args := `SELECT 1 FROM entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE`, []any{scope, token}
+	query, args := `SELECT 1 FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE`, []any{scope, token}
 	if live {
-		query, args = `UPDATE entries SET lease_expires_at = $4 WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
-			AND lease_expires_at IS NOT NULL AND lease_expires_at >= $3 RETURNING 1`,
-			append(args, j.db.now(), touba.FormatTime(j.db.cfg.Now().Add(j.db.cfg.LeaseTTL)))
+		query = `UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND lease_token = $2
+			AND status = 'running' AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` RETURNING 1`
 	}
 	var one int
 	err := tx.QueryRow(ctx, query, args...).Scan(&one)
@@ -144,7 +143,7 @@ func scanEffect(s scanner) (*row, error) {
 }
 
 func getRow(ctx context.Context, q querier, scope, effectID string) (*row, error) {
-	r, err := scanEffect(q.QueryRow(ctx, `SELECT `+effectCols+` FROM effects WHERE scope = $1 AND effect_id = $2`, scope, effectID))
+	r, err := scanEffect(q.QueryRow(ctx, `SELECT `+effectCols+` FROM touba.effects WHERE scope = $1 AND effect_id = $2`, scope, effectID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -165,7 +164,7 @@ func (j *Journal) List(ctx context.Context, f touba.EffectFilter) ([]touba.Effec
 	var where sqlwhere.Where
 	where.Equal("state", f.State)
 	where.Equal("scope", f.Scope)
-	q := `SELECT ` + effectCols + ` FROM effects` + where.String() + ` ORDER BY created_at, scope, effect_id`
+	q := `SELECT ` + effectCols + ` FROM touba.effects` + where.String() + ` ORDER BY created_at, scope, effect_id`
 	var more []any
 	if f.Limit > 0 {
 		q += ` LIMIT ?`
@@ -190,7 +189,7 @@ func (j *Journal) List(ctx context.Context, f touba.EffectFilter) ([]touba.Effec
 // Events returns the audit trail of one effect, in order.
 func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]touba.EffectEvent, error) {
 	rows, err := j.db.pool.Query(ctx, `SELECT seq, scope, effect_id, COALESCE(call_id, ''), state, at, COALESCE(detail, '')
-		FROM effect_events WHERE scope = $1 AND effect_id = $2 ORDER BY seq`, scope, effectID)
+		FROM touba.effect_events WHERE scope = $1 AND effect_id = $2 ORDER BY seq`, scope, effectID)
 	if err != nil {
 		return nil, fmt.Errorf("effect events: %w", err)
 	}
@@ -212,7 +211,7 @@ func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]touba.E
 
 // CountByState returns how many effects are in each state.
 func (j *Journal) CountByState(ctx context.Context) (map[string]int64, error) {
-	return countBy(ctx, j.db.pool, `SELECT state, COUNT(*) FROM effects GROUP BY state`)
+	return countBy(ctx, j.db.pool, `SELECT state, COUNT(*) FROM touba.effects GROUP BY state`)
 }
 
 // JournalStats returns the shared writer's counters.
@@ -223,7 +222,7 @@ func (j *Journal) JournalStats() touba.JournalStats {
 }
 
 func appendEvent(ctx context.Context, tx *Tx, scope, effectID, callID, state, at, detail string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO effect_events (scope, effect_id, call_id, state, at, detail)
+	_, err := tx.Exec(ctx, `INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
 		VALUES ($1, $2, NULLIF($3, ''), $4, $5, NULLIF($6, ''))`, scope, effectID, callID, state, at, detail)
 	if err != nil {
 		return fmt.Errorf("append effect event: %w", err)

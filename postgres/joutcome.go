@@ -25,7 +25,7 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 			}
 			now := j.db.now()
 			var attempts int
-			err := tx.QueryRow(ctx, `UPDATE effects SET state = 'dispatched', updated_at = $1
+			err := tx.QueryRow(ctx, `UPDATE touba.effects SET state = 'dispatched', updated_at = $1
 				WHERE scope = $2 AND effect_id = $3 AND state = 'prepared' AND call_id = $4 AND owner = $5
 				RETURNING attempts`, now, scope, effectID, callID, j.owner).Scan(&attempts)
 			if err == nil {
@@ -109,7 +109,7 @@ func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
 			if o.Result != nil {
 				result = string(o.Result)
 			}
-			tag, err := tx.Exec(ctx, `UPDATE effects SET state = $1, receipt_ref = $2, result = $3, error_code = $4,
+			tag, err := tx.Exec(ctx, `UPDATE touba.effects SET state = $1, receipt_ref = $2, result = $3, error_code = $4,
 				receipt_error_code = $5, updated_at = $6, owner = NULL
 				WHERE scope = $7 AND effect_id = $8 AND state IN ('prepared', 'dispatched') AND call_id = $9 AND owner = $10`,
 				o.State, nullable(o.ReceiptRef), result, nullable(o.ErrorCode), nullable(o.ReceiptErrorCode), now,
@@ -179,7 +179,7 @@ func (j *Journal) Resolve(ctx context.Context, scope, effectID string, r touba.E
 		if cur.State != touba.EffectUnknown {
 			return touba.Errorf(touba.EEffectNotUnknown, "effect %s/%s is %s, not unknown", scope, effectID, cur.State)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE effects SET state = $1, receipt_ref = $2, result = $3, error_code = NULL,
+		if _, err := tx.Exec(ctx, `UPDATE touba.effects SET state = $1, receipt_ref = $2, result = $3, error_code = NULL,
 			receipt_error_code = NULL, updated_at = $4, owner = NULL WHERE scope = $5 AND effect_id = $6 AND state = 'unknown'`,
 			r.State, nullable(r.ReceiptRef), result, now, scope, effectID); err != nil {
 			return fmt.Errorf("resolve effect: %w", err)
@@ -207,7 +207,7 @@ func (j *Journal) Abandon(ctx context.Context, scope, effectID, callID string) e
 		case touba.EffectDispatched:
 			return markUnknown(ctx, tx, r, j.db.now(), touba.DetailOrphaned)
 		case touba.EffectPrepared:
-			_, err := tx.Exec(ctx, `UPDATE effects SET owner = NULL
+			_, err := tx.Exec(ctx, `UPDATE touba.effects SET owner = NULL
 				WHERE scope = $1 AND effect_id = $2 AND state = 'prepared' AND call_id = $3`, scope, effectID, callID)
 			return err
 		}

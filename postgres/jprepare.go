@@ -63,7 +63,7 @@ func (j *Journal) prepareTx(ctx context.Context, tx *Tx, p touba.EffectPrepare) 
 		return nil, fmt.Errorf("prepare effect: %w", err)
 	}
 	if r == nil {
-		tag, err := tx.Exec(ctx, `INSERT INTO effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
+		tag, err := tx.Exec(ctx, `INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
 			attempts, call_id, created_at, updated_at, owner, lease_token)
 			VALUES ($1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10) ON CONFLICT DO NOTHING`,
 			p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, j.owner, p.LeaseToken)
@@ -88,7 +88,7 @@ func (j *Journal) prepareTx(ctx context.Context, tx *Tx, p touba.EffectPrepare) 
 	if refused := j.refusePrepare(r, p); refused != nil {
 		return nil, refused
 	}
-	tag, err := tx.Exec(ctx, `UPDATE effects SET state = 'prepared', attempts = attempts + 1, call_id = $1,
+	tag, err := tx.Exec(ctx, `UPDATE touba.effects SET state = 'prepared', attempts = attempts + 1, call_id = $1,
 		tool_ref = $2, retry_mode = $3, receipt_ref = NULL, result = NULL, error_code = NULL,
 		receipt_error_code = NULL, updated_at = $4, owner = $5, lease_token = $6
 		WHERE scope = $7 AND effect_id = $8 AND state = $9 AND attempts = $10`,

@@ -9,11 +9,13 @@ import (
 )
 
 // noLiveLease selects the scopes no node runs under a live lease: no such
-// entry, an entry not running, or one whose lease expired ($1 is now).
-// Only their effects may be recovered: the others are some node's work in
-// progress.
-const noLiveLease = `NOT EXISTS (SELECT 1 FROM entries l WHERE l.queue_id = effects.scope AND l.status = 'running'
-	AND l.lease_expires_at >= $1)`
+// entry, an entry not running, or one whose lease expired by the
+// database's clock. Only their effects may be recovered: the others are
+// some node's work in progress.
+func (d *db) noLiveLease() string {
+	return `NOT EXISTS (SELECT 1 FROM touba.entries l WHERE l.queue_id = effects.scope AND l.status = 'running'
+	AND l.lease_expires_at >= ` + d.dbNow() + `)`
+}
 
 func recoveryDetail(retryMode, why string) string {
 	if retryMode == touba.RetryIdempotencyKey {
@@ -30,8 +32,8 @@ func (j *Journal) Recover(ctx context.Context) ([]touba.Effect, error) {
 	err := j.submit("", func(ctx context.Context, tx *Tx) error {
 		out = nil
 		now := j.db.now()
-		rows, err := tx.Query(ctx, `SELECT `+effectCols+` FROM effects WHERE state = 'dispatched'
-			AND (owner IS NULL OR owner <> $2) AND `+noLiveLease+` ORDER BY created_at, scope, effect_id FOR UPDATE`, now, j.owner)
+		rows, err := tx.Query(ctx, `SELECT `+effectCols+` FROM touba.effects WHERE state = 'dispatched'
+			AND (owner IS NULL OR owner <> $1) AND `+j.db.noLiveLease()+` ORDER BY created_at, scope, effect_id FOR UPDATE`, j.owner)
 		if err != nil {
 			return fmt.Errorf("recover effects: %w", err)
 		}
@@ -56,8 +58,8 @@ func (j *Journal) Recover(ctx context.Context) ([]touba.Effect, error) {
 			r.UpdatedAt, _ = touba.ParseTime(now)
 			out = append(out, r.Effect)
 		}
-		_, err = tx.Exec(ctx, `UPDATE effects SET owner = NULL WHERE state = 'prepared' AND owner IS NOT NULL
-			AND owner <> $2 AND `+noLiveLease, now, j.owner)
+		_, err = tx.Exec(ctx, `UPDATE touba.effects SET owner = NULL WHERE state = 'prepared' AND owner IS NOT NULL
+			AND owner <> $1 AND `+j.db.noLiveLease(), j.owner)
 		return err
 	})
 	if err != nil {
@@ -72,7 +74,7 @@ func (j *Journal) Recover(ctx context.Context) ([]touba.Effect, error) {
 // their prepared effects (never sent) are released for a new attempt.
 func (d *db) takeOverEffects(ctx context.Context, tx *Tx, took []takeOver, now string) error {
 	for _, t := range took {
-		rows, err := tx.Query(ctx, `SELECT `+effectCols+` FROM effects WHERE scope = $1 AND state = 'dispatched' FOR UPDATE`, t.queueID)
+		rows, err := tx.Query(ctx, `SELECT `+effectCols+` FROM touba.effects WHERE scope = $1 AND state = 'dispatched' FOR UPDATE`, t.queueID)
 		if err != nil {
 			return err
 		}
@@ -98,7 +100,7 @@ func (d *db) takeOverEffects(ctx context.Context, tx *Tx, took []takeOver, now s
 			d.log.Warn().Str("event", "effect.unknown").Str("queue_id", r.Scope).Str("effect_id", r.EffectID).
 				Str("previous_node", t.oldOwner).Str("retry_mode", r.RetryMode).Msg("effect dispatched by a node whose lease expired; outcome unknown")
 		}
-		if _, err := tx.Exec(ctx, `UPDATE effects SET owner = NULL WHERE scope = $1 AND state = 'prepared'`, t.queueID); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE touba.effects SET owner = NULL WHERE scope = $1 AND state = 'prepared'`, t.queueID); err != nil {
 			return err
 		}
 	}
@@ -106,7 +108,7 @@ func (d *db) takeOverEffects(ctx context.Context, tx *Tx, took []takeOver, now s
 }
 
 func markUnknown(ctx context.Context, tx *Tx, r *row, now, detail string) error {
-	_, err := tx.Exec(ctx, `UPDATE effects SET state = 'unknown', updated_at = $1, owner = NULL
+	_, err := tx.Exec(ctx, `UPDATE touba.effects SET state = 'unknown', updated_at = $1, owner = NULL
 		WHERE scope = $2 AND effect_id = $3 AND state = 'dispatched'`, now, r.Scope, r.EffectID)
 	if err != nil {
 		return fmt.Errorf("mark effect unknown: %w", err)
@@ -123,7 +125,7 @@ func (j *Journal) abandon(ctx context.Context) error {
 	}
 	defer tx.Rollback(ctx)
 	t := &Tx{pool: j.db.pool, tx: tx}
-	rows, err := t.Query(ctx, `SELECT `+effectCols+` FROM effects WHERE owner = $1 AND state = 'dispatched'`, j.owner)
+	rows, err := t.Query(ctx, `SELECT `+effectCols+` FROM touba.effects WHERE owner = $1 AND state = 'dispatched'`, j.owner)
 	if err != nil {
 		return fmt.Errorf("close effect journal: %w", err)
 	}
@@ -147,7 +149,7 @@ func (j *Journal) abandon(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := t.Exec(ctx, `UPDATE effects SET owner = NULL WHERE owner = $1`, j.owner); err != nil {
+	if _, err := t.Exec(ctx, `UPDATE touba.effects SET owner = NULL WHERE owner = $1`, j.owner); err != nil {
 		return err
 	}
 	return errors.Join(tx.Commit(ctx))

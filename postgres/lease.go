@@ -30,8 +30,6 @@ func (q *Queue) change(queueID string, fn func(ctx context.Context, tx *Tx) erro
 	return err
 }
 
-func (q *Queue) expiry() string { return touba.FormatTime(q.db.cfg.Now().Add(q.db.cfg.LeaseTTL)) }
-
 // takeOver is an entry leased after its previous lease expired.
 type takeOver struct{ queueID, oldOwner string }
 
@@ -46,13 +44,13 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	var took []takeOver
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took = out[:0], took[:0]
-		now, node, exp := q.db.now(), q.db.cfg.NodeID, q.expiry()
+		now, node := q.db.now(), q.db.cfg.NodeID
 		pending, err := pendingPick(ctx, tx) // holds.go: around paused triggers
 		if err != nil {
 			return err
 		}
 		for _, pick := range []string{
-			`SELECT queue_id FROM entries WHERE status = 'running' AND lease_expires_at < $1
+			`SELECT queue_id FROM touba.entries WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
 				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
 			pending,
 		} {
@@ -60,11 +58,11 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 				break
 			}
 			rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
-				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner FROM entries e JOIN picked USING (queue_id))
-				UPDATE entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, lease_expires_at = $4,
-					lease_token = nextval('lease_tokens'), updated_at = $1
+				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner FROM touba.entries e JOIN picked USING (queue_id))
+				UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = `+q.db.dbExpiry()+`,
+					lease_token = nextval('touba.lease_tokens'), updated_at = $1
 				FROM old WHERE e.queue_id = old.queue_id
-				RETURNING old.status, old.owner, `+qualified("e."), now, n-len(out), node, exp)
+				RETURNING old.status, old.owner, `+qualified("e."), now, n-len(out), node)
 			if err != nil {
 				return err
 			}
@@ -105,7 +103,7 @@ func qualified(p string) string {
 	return p + `queue_id, ` + p + `trigger_ref, ` + p + `event_id, ` + p + `digest, ` + p + `body, ` + p + `headers, ` +
 		p + `remote_addr, ` + p + `received_at, ` + p + `status, ` + p + `attempts, COALESCE(` + p + `error_code, ''), ` +
 		p + `updated_at, ` + p + `traceparent, COALESCE(` + p + `conc_key, ''), ` + p + `conc_max, ` + p + `held, ` +
-		p + `lease_token, COALESCE(` + p + `lease_owner, '')`
+		p + `lease_token, COALESCE(` + p + `lease_owner, ''), COALESCE(` + p + `lease_owner, ` + p + `last_node, '')`
 }
 
 // prefixScanner scans leading columns into extra, then the rest as an entry.
@@ -129,7 +127,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 		var ref string
 		var key *string
 		var max int
-		err := tx.QueryRow(ctx, `UPDATE entries SET status = $1, error_code = NULLIF($2, ''), error_message = NULLIF($3, ''),
+		err := tx.QueryRow(ctx, `UPDATE touba.entries SET status = $1, error_code = NULLIF($2, ''), error_message = NULLIF($3, ''),
 			not_before = NULL, updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
 			WHERE queue_id = $5 AND status = 'running' AND lease_token = $6
 			RETURNING trigger_ref, conc_key, conc_max`, status, code, message, q.db.now(), queueID, token).Scan(&ref, &key, &max)
@@ -157,7 +155,7 @@ func (q *Queue) Postpone(ctx context.Context, queueID string, token int64, notBe
 
 func (q *Queue) back(queueID string, token int64, attempts string, notBefore time.Time, code, message string) error {
 	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE entries SET status = 'pending', attempts = `+attempts+`,
+		tag, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'pending', attempts = `+attempts+`,
 			error_code = NULLIF($1, ''), error_message = NULLIF($2, ''), not_before = $3, updated_at = $4,
 			lease_owner = NULL, lease_expires_at = NULL
 			WHERE queue_id = $5 AND status = 'running' AND lease_token = $6`,
@@ -174,8 +172,8 @@ func (q *Queue) back(queueID string, token int64, attempts string, notBefore tim
 // Renew extends the lease held under token by --lease-ttl from now.
 func (q *Queue) Renew(ctx context.Context, queueID string, token int64) error {
 	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE entries SET lease_expires_at = $1
-			WHERE queue_id = $2 AND status = 'running' AND lease_token = $3`, q.expiry(), queueID, token)
+		tag, err := tx.Exec(ctx, `UPDATE touba.entries SET lease_expires_at = `+q.db.dbExpiry()+`
+			WHERE queue_id = $1 AND status = 'running' AND lease_token = $2`, queueID, token)
 		if err != nil {
 			return err
 		} else if tag.RowsAffected() != 1 {
@@ -190,7 +188,7 @@ func (q *Queue) Renew(ctx context.Context, queueID string, token int64) error {
 func whyNot(ctx context.Context, tx *Tx, queueID string, token int64) error {
 	var st, owner string
 	var cur int64
-	err := tx.QueryRow(ctx, `SELECT status, lease_token, COALESCE(lease_owner, '') FROM entries WHERE queue_id = $1`, queueID).
+	err := tx.QueryRow(ctx, `SELECT status, lease_token, COALESCE(lease_owner, '') FROM touba.entries WHERE queue_id = $1`, queueID).
 		Scan(&st, &cur, &owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("entry %s: not running", queueID)
@@ -209,7 +207,7 @@ func whyNot(ctx context.Context, tx *Tx, queueID string, token int64) error {
 func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
 	var n int64
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, updated_at = $1,
+		tag, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'pending', not_before = NULL, updated_at = $1,
 			lease_owner = NULL, lease_expires_at = NULL WHERE status = 'running' AND lease_owner = $2`, q.db.now(), q.db.cfg.NodeID)
 		n = tag.RowsAffected()
 		return err
@@ -228,7 +226,7 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult,
 		out = out[:0]
 		for _, id := range ids {
 			var st string
-			err := tx.QueryRow(ctx, `SELECT status FROM entries WHERE queue_id = $1 FOR UPDATE`, id).Scan(&st)
+			err := tx.QueryRow(ctx, `SELECT status FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, id).Scan(&st)
 			if errors.Is(err, pgx.ErrNoRows) {
 				out = append(out, touba.ReplayResult{QueueID: id, Reason: "no such entry"})
 				continue
@@ -239,7 +237,7 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult,
 				out = append(out, touba.ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed, parked and cancelled entries are replayed"})
 				continue
 			}
-			if _, err := tx.Exec(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1
+			if _, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1
 				WHERE queue_id = $2`, q.db.now(), id); err != nil {
 				return err
 			}

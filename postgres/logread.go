@@ -47,12 +47,12 @@ func (s *State) Deliveries(ctx context.Context, f touba.LogFilter) ([]*touba.Log
 		where.Add("at >= ?", touba.FormatTime(f.Since))
 	}
 	if f.Before != "" {
-		where.Add("seq < (SELECT seq FROM deliveries WHERE delivery_id = ?)", f.Before)
+		where.Add("seq < (SELECT seq FROM touba.deliveries WHERE delivery_id = ?)", f.Before)
 	}
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	q := `SELECT ` + logColumns + ` FROM deliveries` + where.String() + ` ORDER BY seq DESC LIMIT ?`
+	q := `SELECT ` + logColumns + ` FROM touba.deliveries` + where.String() + ` ORDER BY seq DESC LIMIT ?`
 	rows, err := s.db.pool.Query(ctx, sqlwhere.Dollar(q), where.Args(f.Limit)...)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func (s *State) Deliveries(ctx context.Context, f touba.LogFilter) ([]*touba.Log
 
 // Delivery returns one log row, or nil when there is none.
 func (s *State) Delivery(ctx context.Context, id string) (*touba.LoggedDelivery, error) {
-	d, err := scanLog(s.db.pool.QueryRow(ctx, `SELECT `+logColumns+` FROM deliveries WHERE delivery_id = $1`, id))
+	d, err := scanLog(s.db.pool.QueryRow(ctx, `SELECT `+logColumns+` FROM touba.deliveries WHERE delivery_id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -59,21 +59,39 @@ type Config struct {
 	// pending (a restart with the same --node-id); other nodes' are left
 	// to lease expiry.
 	RequeueRunning bool
+	// Register claims NodeID in the node registry for as long as the
+	// store is open (the daemon; not the CLI): refused, NodeIdInUse, while
+	// another live node runs under it.
+	Register bool
 	// Recover runs the journal's recovery at open (the daemon's start-up):
 	// dispatched effects no live lease holds become unknown.
 	Recover    bool
 	MaxPending int64            // default 1,000,000 (counted across nodes, refreshed every second)
-	Now        func() time.Time // default time.Now
-	Secrets    *secret.Set
+	Now        func() time.Time // default time.Now; never decides a lease's expiry (the database's clock does)
+	// ClockOffset, for tests, shifts the database's clock as lease
+	// decisions see it: a suite whose injected clock jumps hours ahead
+	// expires leases with it.
+	ClockOffset func() time.Duration
+	Secrets     *secret.Set
 	// LogMaxRows and LogMaxAge bound the delivery log; defaults 1,000,000
 	// and 168h.
 	LogMaxRows int64
 	LogMaxAge  time.Duration
+	// LogMaxBytes (every column counted) and LogMaxBodyBytes (stored
+	// bodies) bound it in bytes; defaults 1 GiB and 256 MiB.
+	LogMaxBytes, LogMaxBodyBytes int64
 	// OnJournalCommit sees each commit holding journal transitions.
 	OnJournalCommit func(transitions int, took time.Duration)
 	Log             zerolog.Logger
 	// MaxConns bounds the pool; default 16.
 	MaxConns int32
+	// Timeout bounds every wait on the database (--database-timeout,
+	// default 5s): a dial, a batch from its first statement to COMMIT, an
+	// intake request's wait for its batch. Each transaction also sets the
+	// server's statement_timeout and idle_in_transaction_session_timeout
+	// to it and lock_timeout to a fifth of it, so that a node frozen or
+	// cut off mid-transaction holds its locks no longer than that.
+	Timeout time.Duration
 	// Writers is how many group-commit writers (each one connection, one
 	// transaction at a time) the node runs; default 4. Intake, leasing
 	// and the delivery log go through the first; an entry's own changes
@@ -93,11 +111,15 @@ type Store struct {
 	Slots *Slots
 	// Circuits are the bindings' circuits, shared by the nodes (holds.go).
 	Circuits *Circuits
+	// Claims are the operator actions' claims on entries, shared too.
+	Claims *Claims
 	// Recovered are the effects found dispatched at open under entries no
 	// live lease holds, now unknown.
 	Recovered []touba.Effect
 	// Requeued counts this node's entries found running at open.
 	Requeued int64
+	// SchemaVersion is the last migration applied (its file name).
+	SchemaVersion string
 
 	db *db
 }
@@ -110,6 +132,15 @@ type db struct {
 	ws   []*commit.Writer[*Tx] // every writer
 	cfg  Config
 	log  zerolog.Logger
+	// instance is this run's row in touba.nodes (Register); stopBeat
+	// ends its heartbeat.
+	instance string
+	// pooled: behind a connection pooler (probeDirect); begin is how a
+	// transaction begins there (beginSQL).
+	pooled   bool
+	begin    string
+	stopBeat chan struct{}
+	beatDone chan struct{}
 }
 
 // writer is the writer of an entry's own changes: always the same one for
@@ -161,22 +192,24 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	if c.LogMaxAge <= 0 {
 		c.LogMaxAge = 168 * time.Hour
 	}
+	if c.LogMaxBytes <= 0 {
+		c.LogMaxBytes = 1 << 30
+	}
+	if c.LogMaxBodyBytes <= 0 {
+		c.LogMaxBodyBytes = 256 << 20
+	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = 16
 	}
 	if c.Writers <= 0 {
 		c.Writers = 4
 	}
-	pc, err := pgxpool.ParseConfig(c.URL)
-	if err != nil {
-		return nil, touba.Errorf(touba.ECONFIG, "--database: %v", err)
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
 	}
-	pc.ConnConfig.RuntimeParams["search_path"] = Schema
-	pc.ConnConfig.RuntimeParams["application_name"] = "touba-trigger " + c.NodeID
-	pc.MaxConns = c.MaxConns
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, pooled, err := connect(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the database: %w", err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -186,20 +219,34 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	if err := checkDurable(ctx, pool); err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, pool); err != nil {
+	if err := migrate(ctx, pool, c.Timeout); err != nil {
 		return nil, err
 	}
-	d := &db{pool: pool, cfg: c, log: c.Log}
+	d := &db{pool: pool, cfg: c, log: c.Log, pooled: pooled, begin: beginSQL(c.Timeout, pooled)}
+	if c.Register {
+		if err := d.register(ctx); err != nil {
+			return nil, err
+		}
+		d.stopBeat, d.beatDone = make(chan struct{}), make(chan struct{})
+		go func() { defer close(d.beatDone); d.heartbeat(d.stopBeat) }()
+	}
 	for range c.Writers {
-		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now}, commit.Options{MaxBatch: 1024, Queue: 4096}))
+		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now, begin: d.begin, set: d.set(),
+			timeout: c.Timeout},
+			commit.Options{MaxBatch: 1024, Queue: 4096, Timeout: c.Timeout}))
 	}
 	d.w = d.ws[0]
 	s := &Store{db: d}
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(MAX(name), '') FROM `+Schema+`.schema_migrations`).Scan(&s.SchemaVersion); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("schema version: %w", err)
+	}
 	s.Queue = newQueue(d)
 	s.State = newState(d)
 	s.Journal = newJournal(d)
 	s.Slots = &Slots{db: d}
 	s.Circuits = &Circuits{db: d}
+	s.Claims = &Claims{db: d, instance: newID()}
 	if err := s.Queue.start(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -219,6 +266,36 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	return s, nil
 }
 
+// connect opens the pool: direct first, pooled when the sessions do not
+// run with the timeouts asked at startup (see poolConfig).
+func connect(ctx context.Context, c Config) (*pgxpool.Pool, bool, error) {
+	for _, pooled := range []bool{false, true} {
+		pc, err := poolConfig(c, pooled)
+		if err != nil {
+			return nil, false, err
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, pc)
+		if err != nil {
+			return nil, false, fmt.Errorf("connect to the database: %w", err)
+		}
+		if pooled {
+			return pool, true, nil
+		}
+		direct, err := probeDirect(ctx, pool, c.Timeout)
+		if err != nil || direct {
+			if err != nil {
+				pool.Close()
+				return nil, false, err
+			}
+			return pool, false, nil
+		}
+		pool.Close()
+		c.Log.Info().Msg("database: startup parameters refused or not in effect (a connection pooler): " +
+			"timeouts set per transaction, no server-side prepared statements")
+	}
+	panic("unreachable")
+}
+
 // checkDurable refuses a database where a commit may return before it is
 // on disk: a 202 must survive a crash (SPEC §8).
 func checkDurable(ctx context.Context, pool *pgxpool.Pool) error {
@@ -233,52 +310,58 @@ func checkDurable(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// migrate applies, in name order and one transaction each, the embedded
-// migrations not yet recorded, holding the advisory lock so that nodes
-// starting together migrate once.
-func migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrateLock); err != nil {
-		return fmt.Errorf("migrate: advisory lock: %w", err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrateLock)
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema+`;
-		CREATE TABLE IF NOT EXISTS `+Schema+`.schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
+// migrate applies, in name order, the embedded migrations not yet
+// recorded, in one transaction holding a transaction-level advisory lock
+// (a session-level one would stay with a pooler's server connection), so
+// that nodes starting together migrate once: the others wait on the lock
+// and find the work done.
+func migrate(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) error {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		base := name[strings.LastIndex(name, "/")+1:]
-		body, err := fs.ReadFile(migrations, name)
-		if err != nil {
+	// A node waiting for another's migration waits for its whole
+	// transaction: bounded by the server, not by --database-timeout.
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d`,
+			(10*time.Minute).Milliseconds(), timeout.Milliseconds())); err != nil {
 			return err
 		}
-		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
+			return fmt.Errorf("advisory lock: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema+`;
+			CREATE TABLE IF NOT EXISTS `+Schema+`.schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
+			return err
+		}
+		for _, name := range names {
+			base := name[strings.LastIndex(name, "/")+1:]
+			body, err := fs.ReadFile(migrations, name)
+			if err != nil {
+				return err
+			}
 			var n int
-			if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM `+Schema+`.schema_migrations WHERE name = $1`, base).Scan(&n); err != nil || n > 0 {
+			if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM `+Schema+`.schema_migrations WHERE name = $1`, base).Scan(&n); err != nil {
+				return err
+			} else if n > 0 {
+				continue
+			}
+			if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+Schema+`;`+string(body)+"\n;SET LOCAL search_path TO DEFAULT"); err != nil {
+				return fmt.Errorf("%s: %w", base, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO `+Schema+`.schema_migrations (name, applied_at) VALUES ($1, $2)`,
+				base, touba.FormatTime(time.Now())); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+Schema+`;`+string(body)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `INSERT INTO `+Schema+`.schema_migrations (name, applied_at) VALUES ($1, $2)`,
-				base, touba.FormatTime(time.Now()))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("migrate %s: %w", base, err)
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
 	var format string
-	if err := conn.QueryRow(ctx, `SELECT value FROM `+Schema+`.meta WHERE key = 'format'`).Scan(&format); err != nil || format != "touba-effect-journal-v1" {
+	if err := pool.QueryRow(ctx, `SELECT value FROM `+Schema+`.meta WHERE key = 'format'`).Scan(&format); err != nil || format != "touba-effect-journal-v1" {
 		return touba.Errorf(touba.ECONFIG, "schema %s: journal format %q, want touba-effect-journal-v1 (%v)", Schema, format, err)
 	}
 	return nil
@@ -311,6 +394,10 @@ func (s *Store) Close() error {
 	var err error
 	if s.Journal != nil {
 		err = s.Journal.abandon(context.Background())
+	}
+	if s.db.stopBeat != nil {
+		close(s.db.stopBeat)
+		<-s.db.beatDone
 	}
 	s.db.pool.Close()
 	s.db.pool = nil

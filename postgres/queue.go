@@ -63,7 +63,7 @@ func (q *Queue) close() {
 
 func (q *Queue) countPending(ctx context.Context) (int64, error) {
 	var n int64
-	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM entries WHERE status = 'pending'`).Scan(&n)
+	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM touba.entries WHERE status = 'pending'`).Scan(&n)
 	return n, err
 }
 
@@ -92,7 +92,7 @@ func (q *Queue) QueueStats() touba.QueueStats {
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
 	status, attempts, COALESCE(error_code, ''), updated_at, traceparent, COALESCE(conc_key, ''), conc_max, held,
-	lease_token, COALESCE(lease_owner, '')`
+	lease_token, COALESCE(lease_owner, ''), COALESCE(lease_owner, last_node, '')`
 
 type scanner interface{ Scan(...any) error }
 
@@ -101,7 +101,7 @@ func scanEntry(s scanner) (*touba.Delivery, error) {
 	var hdr, recv, upd string
 	if err := s.Scan(&d.QueueID, &d.TriggerRef, &d.EventID, &d.Digest, &d.Body, &hdr, &d.RemoteAddr, &recv,
 		&d.Status, &d.Attempts, &d.ErrorCode, &upd, &d.TraceParent, &d.ConcKey, &d.ConcMax, &d.Held,
-		&d.LeaseToken, &d.LeaseOwner); err != nil {
+		&d.LeaseToken, &d.LeaseOwner, &d.Node); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(hdr), &d.Headers); err != nil {

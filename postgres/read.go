@@ -14,7 +14,7 @@ import (
 
 // Get returns one entry, or nil and no error when there is none.
 func (q *Queue) Get(ctx context.Context, queueID string) (*touba.Delivery, error) {
-	d, err := scanEntry(q.db.pool.QueryRow(ctx, `SELECT `+entryColumns+` FROM entries WHERE queue_id = $1`, queueID))
+	d, err := scanEntry(q.db.pool.QueryRow(ctx, `SELECT `+entryColumns+` FROM touba.entries WHERE queue_id = $1`, queueID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
@@ -25,7 +25,7 @@ func (q *Queue) Get(ctx context.Context, queueID string) (*touba.Delivery, error
 func (q *Queue) Detail(ctx context.Context, queueID string) (*touba.EntryDetail, error) {
 	var msg, notBefore *string
 	var size *int64
-	err := q.db.pool.QueryRow(ctx, `SELECT error_message, not_before, length(body)::bigint FROM entries WHERE queue_id = $1`,
+	err := q.db.pool.QueryRow(ctx, `SELECT error_message, not_before, length(body)::bigint FROM touba.entries WHERE queue_id = $1`,
 		queueID).Scan(&msg, &notBefore, &size)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -70,7 +70,7 @@ func (q *Queue) List(ctx context.Context, f touba.EntryFilter) ([]*touba.Deliver
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	query := `SELECT ` + entryColumns + ` FROM entries` + where.String() + ` ORDER BY queue_id` + order + ` LIMIT ?`
+	query := `SELECT ` + entryColumns + ` FROM touba.entries` + where.String() + ` ORDER BY queue_id` + order + ` LIMIT ?`
 	rows, err := q.db.pool.Query(ctx, sqlwhere.Dollar(query), where.Args(f.Limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list entries: %w", err)
@@ -89,7 +89,7 @@ func (q *Queue) List(ctx context.Context, f touba.EntryFilter) ([]*touba.Deliver
 
 // IDsByStatus lists queue ids in a state, optionally of one trigger.
 func (q *Queue) IDsByStatus(ctx context.Context, status, triggerRef string) ([]string, error) {
-	rows, err := q.db.pool.Query(ctx, `SELECT queue_id FROM entries WHERE status = $1 AND ($2 = '' OR trigger_ref = $2)
+	rows, err := q.db.pool.Query(ctx, `SELECT queue_id FROM touba.entries WHERE status = $1 AND ($2 = '' OR trigger_ref = $2)
 		ORDER BY queue_id`, status, triggerRef)
 	if err != nil {
 		return nil, err
@@ -99,7 +99,7 @@ func (q *Queue) IDsByStatus(ctx context.Context, status, triggerRef string) ([]s
 
 // CountByStatus returns how many entries are in each state.
 func (q *Queue) CountByStatus(ctx context.Context) (map[string]int64, error) {
-	return countBy(ctx, q.db.pool, `SELECT status, COUNT(*) FROM entries GROUP BY status`)
+	return countBy(ctx, q.db.pool, `SELECT status, COUNT(*) FROM touba.entries GROUP BY status`)
 }
 
 func countBy(ctx context.Context, db querier, query string) (map[string]int64, error) {
@@ -123,7 +123,7 @@ func countBy(ctx context.Context, db querier, query string) (map[string]int64, e
 // OldestPending returns when the oldest pending entry was received.
 func (q *Queue) OldestPending(ctx context.Context) (time.Time, bool, error) {
 	var at string
-	err := q.db.pool.QueryRow(ctx, `SELECT received_at FROM entries WHERE status = 'pending' ORDER BY queue_id LIMIT 1`).Scan(&at)
+	err := q.db.pool.QueryRow(ctx, `SELECT received_at FROM touba.entries WHERE status = 'pending' ORDER BY queue_id LIMIT 1`).Scan(&at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, false, nil
 	} else if err != nil {
@@ -147,8 +147,8 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 		}
 		var n int64
 		err := q.change("", func(ctx context.Context, tx *Tx) error {
-			tag, err := tx.Exec(ctx, `UPDATE entries SET body = NULL, headers = '{}'
-				WHERE queue_id IN (SELECT queue_id FROM entries
+			tag, err := tx.Exec(ctx, `UPDATE touba.entries SET body = NULL, headers = '{}'
+				WHERE queue_id IN (SELECT queue_id FROM touba.entries
 					WHERE status = 'done' AND updated_at < $1 AND body IS NOT NULL LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, purgeChunk)
 			n = tag.RowsAffected()
 			return err

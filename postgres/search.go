@@ -15,9 +15,9 @@ import (
 // identity index (one seek a trigger), so an event-id search without a
 // trigger still goes through (trigger_ref, event_id).
 const triggersCTE = `WITH RECURSIVE refs(ref) AS (
-	SELECT MIN(trigger_ref) FROM entries
+	SELECT MIN(trigger_ref) FROM touba.entries
 	UNION ALL
-	SELECT (SELECT MIN(trigger_ref) FROM entries WHERE trigger_ref > refs.ref) FROM refs WHERE refs.ref IS NOT NULL)
+	SELECT (SELECT MIN(trigger_ref) FROM touba.entries WHERE trigger_ref > refs.ref) FROM refs WHERE refs.ref IS NOT NULL)
 `
 
 // Search finds entries by queue id, by event id through the identity index,
@@ -31,12 +31,12 @@ func (q *Queue) Search(ctx context.Context, s touba.EntrySearch) (*touba.SearchR
 	var rows pgx.Rows
 	switch {
 	case s.QueueID != "":
-		rows, err = q.db.pool.Query(ctx, `SELECT `+entryColumns+` FROM entries WHERE queue_id = $1`, s.QueueID)
+		rows, err = q.db.pool.Query(ctx, `SELECT `+entryColumns+` FROM touba.entries WHERE queue_id = $1`, s.QueueID)
 	case s.EventID != "" && s.TriggerRef != "":
-		rows, err = q.db.pool.Query(ctx, `SELECT `+entryColumns+` FROM entries
+		rows, err = q.db.pool.Query(ctx, `SELECT `+entryColumns+` FROM touba.entries
 			WHERE trigger_ref = $1 AND event_id = $2 ORDER BY queue_id DESC`, s.TriggerRef, s.EventID)
 	case s.EventID != "":
-		rows, err = q.db.pool.Query(ctx, triggersCTE+`SELECT `+entryColumns+` FROM entries
+		rows, err = q.db.pool.Query(ctx, triggersCTE+`SELECT `+entryColumns+` FROM touba.entries
 			WHERE trigger_ref IN (SELECT ref FROM refs WHERE ref IS NOT NULL) AND event_id = $1
 			ORDER BY queue_id DESC`, s.EventID)
 	default:
@@ -45,7 +45,7 @@ func (q *Queue) Search(ctx context.Context, s touba.EntrySearch) (*touba.SearchR
 		where.Equal("trigger_ref", s.TriggerRef)
 		// The scan stops at MaxScan rows (or the window's end): ask for no
 		// more than that plus the one that tells whether more exist.
-		query := `SELECT ` + entryColumns + ` FROM entries` + where.String() + ` ORDER BY queue_id DESC LIMIT ?`
+		query := `SELECT ` + entryColumns + ` FROM touba.entries` + where.String() + ` ORDER BY queue_id DESC LIMIT ?`
 		rows, err = q.db.pool.Query(ctx, sqlwhere.Dollar(query), where.Args(s.MaxScan+1)...)
 	}
 	if err != nil {
@@ -74,7 +74,7 @@ func (q *Queue) SelectIDs(ctx context.Context, s touba.EntrySelection) ([]string
 	if !s.Since.IsZero() {
 		where.Add("received_at >= ?", touba.FormatTime(s.Since))
 	}
-	rows, err := q.db.pool.Query(ctx, sqlwhere.Dollar(`SELECT queue_id FROM entries`+where.String()+` ORDER BY queue_id`), where.Args()...)
+	rows, err := q.db.pool.Query(ctx, sqlwhere.Dollar(`SELECT queue_id FROM touba.entries`+where.String()+` ORDER BY queue_id`), where.Args()...)
 	if err != nil {
 		return nil, fmt.Errorf("select entries: %w", err)
 	}
@@ -91,7 +91,7 @@ func (s *State) RecordOperators(ctx context.Context, evs []touba.OperatorEvent) 
 		if ev.At.IsZero() {
 			ev.At = s.db.cfg.Now()
 		}
-		b.Queue(`INSERT INTO operator_events (at, action, queue_id, target, outcome, operator, detail, reason)
+		b.Queue(`INSERT INTO touba.operator_events (at, action, queue_id, target, outcome, operator, detail, reason)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, touba.FormatTime(ev.At), ev.Action, ev.QueueID, ev.Target, ev.Outcome,
 			ev.Operator, ev.Detail, ev.Reason)
 	}

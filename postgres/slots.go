@@ -22,17 +22,19 @@ const slotLock = `SELECT pg_advisory_xact_lock(hashtextextended('slot:' || $1, 7
 
 // takeSlot takes the lowest slot of $1 among 1..$2 that no live lease
 // holds, for entry $3 if it is still leased under token $4.
-const takeSlot = `WITH free AS (
+func (d *db) takeSlot() string {
+	return `WITH free AS (
 	SELECT g AS slot FROM generate_series(1, $2::int) g
-	WHERE EXISTS (SELECT 1 FROM entries WHERE queue_id = $3 AND lease_token = $4 AND status = 'running')
-	  AND NOT EXISTS (SELECT 1 FROM binding_slots s JOIN entries e ON e.queue_id = s.queue_id AND e.lease_token = s.lease_token
-		WHERE s.tool_ref = $1 AND s.slot = g AND e.status = 'running' AND e.lease_expires_at >= $6)
+	WHERE EXISTS (SELECT 1 FROM touba.entries WHERE queue_id = $3 AND lease_token = $4 AND status = 'running')
+	  AND NOT EXISTS (SELECT 1 FROM touba.binding_slots s JOIN touba.entries e ON e.queue_id = s.queue_id AND e.lease_token = s.lease_token
+		WHERE s.tool_ref = $1 AND s.slot = g AND e.status = 'running' AND e.lease_expires_at >= ` + d.dbNow() + `)
 	ORDER BY g LIMIT 1)
-INSERT INTO binding_slots (tool_ref, slot, queue_id, lease_token, node_id, taken_at)
+INSERT INTO touba.binding_slots (tool_ref, slot, queue_id, lease_token, node_id, taken_at)
 SELECT $1, slot, $3, $4, $5, $6 FROM free
 ON CONFLICT (tool_ref, slot) DO UPDATE SET queue_id = EXCLUDED.queue_id, lease_token = EXCLUDED.lease_token,
 	node_id = EXCLUDED.node_id, taken_at = EXCLUDED.taken_at
 RETURNING slot`
+}
 
 // TakeSlot takes a free slot of toolRef for the entry leased under token.
 // It runs in a short transaction of its own, outside the writer's
@@ -40,11 +42,13 @@ RETURNING slot`
 // of other writes wait with it.
 func (s *Slots) TakeSlot(ctx context.Context, toolRef string, max int, queueID string, token int64) (int, bool, error) {
 	var slot int
-	err := pgx.BeginTxFunc(ctx, s.db.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+	ctx, cancel := s.db.bounded(ctx)
+	defer cancel()
+	err := pgx.BeginTxFunc(ctx, s.db.pool, pgx.TxOptions{BeginQuery: s.db.begin}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, slotLock, toolRef); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, takeSlot, toolRef, max, queueID, token, s.db.cfg.NodeID, s.db.now()).Scan(&slot)
+		return tx.QueryRow(ctx, s.db.takeSlot(), toolRef, max, queueID, token, s.db.cfg.NodeID, s.db.now()).Scan(&slot)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
@@ -57,7 +61,9 @@ func (s *Slots) TakeSlot(ctx context.Context, toolRef string, max int, queueID s
 // ReleaseSlot frees slot if the entry still holds it under token. A
 // release that fails leaves the slot to free itself when the lease ends.
 func (s *Slots) ReleaseSlot(ctx context.Context, toolRef string, slot int, queueID string, token int64) error {
-	_, err := s.db.pool.Exec(ctx, `DELETE FROM binding_slots WHERE tool_ref = $1 AND slot = $2 AND queue_id = $3 AND lease_token = $4`,
+	ctx, cancel := s.db.bounded(ctx)
+	defer cancel()
+	_, err := s.db.pool.Exec(ctx, `DELETE FROM touba.binding_slots WHERE tool_ref = $1 AND slot = $2 AND queue_id = $3 AND lease_token = $4`,
 		toolRef, slot, queueID, token)
 	if err != nil {
 		return fmt.Errorf("release slot %d of %s: %w", slot, toolRef, err)

@@ -29,6 +29,7 @@ type State struct {
 	closed  bool
 
 	written, dropped atomic.Int64
+	buffered         atomic.Int64 // heldBytes of the rows waiting for the writer
 }
 
 var (
@@ -64,7 +65,7 @@ func (s *State) close() {
 func (s *State) RecordRun(r *touba.Run) {
 	ended := s.db.now()
 	s.db.writer(r.QueueID).Go(func(ctx context.Context, tx *Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
+		_, err := tx.Exec(ctx, `INSERT INTO touba.runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
 			started_at, ended_at, node_id) VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10)`,
 			r.RunID, r.QueueID, r.TriggerRef, r.Attempt, r.Status, r.ErrorCode, r.ErrorMessage,
 			touba.FormatTime(r.StartedAt), ended, s.db.cfg.NodeID)
@@ -79,7 +80,7 @@ func (s *State) SaveStep(queueID string, token int64, stepID, runID string, outp
 	return errClosed(s.db.writer(queueID).Do(context.Background(), func(ctx context.Context, tx *Tx) error {
 		if token != 0 {
 			var one int
-			err := tx.QueryRow(ctx, `SELECT 1 FROM entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
+			err := tx.QueryRow(ctx, `SELECT 1 FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
 				FOR SHARE`, queueID, token).Scan(&one)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return whyNot(ctx, tx, queueID, token)
@@ -87,7 +88,7 @@ func (s *State) SaveStep(queueID string, token int64, stepID, runID string, outp
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO run_steps (queue_id, step_id, run_id, output, at) VALUES ($1, $2, $3, $4, $5)
+		_, err := tx.Exec(ctx, `INSERT INTO touba.run_steps (queue_id, step_id, run_id, output, at) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (queue_id, step_id) DO NOTHING`, queueID, stepID, runID, string(output), now)
 		return err
 	}))
@@ -95,7 +96,7 @@ func (s *State) SaveStep(queueID string, token int64, stepID, runID string, outp
 
 // Steps returns the checkpointed outputs of an entry, by step id.
 func (s *State) Steps(ctx context.Context, queueID string) (map[string]touba.StepOutput, error) {
-	rows, err := s.db.pool.Query(ctx, `SELECT step_id, run_id, output, at FROM run_steps WHERE queue_id = $1`, queueID)
+	rows, err := s.db.pool.Query(ctx, `SELECT step_id, run_id, output, at FROM touba.run_steps WHERE queue_id = $1`, queueID)
 	if err != nil {
 		return nil, fmt.Errorf("steps of %s: %w", queueID, err)
 	}
@@ -119,7 +120,7 @@ func (s *State) Steps(ctx context.Context, queueID string) (map[string]touba.Ste
 // Runs lists the runs of an entry, oldest first.
 func (s *State) Runs(ctx context.Context, queueID string) ([]touba.Run, error) {
 	rows, err := s.db.pool.Query(ctx, `SELECT run_id, queue_id, trigger_ref, attempt, status, COALESCE(error_code, ''),
-		COALESCE(error_message, ''), started_at, ended_at FROM runs WHERE queue_id = $1 ORDER BY started_at, run_id`, queueID)
+		COALESCE(error_message, ''), started_at, ended_at FROM touba.runs WHERE queue_id = $1 ORDER BY started_at, run_id`, queueID)
 	if err != nil {
 		return nil, fmt.Errorf("runs of %s: %w", queueID, err)
 	}
@@ -153,7 +154,7 @@ func (s *State) RecordOperator(ctx context.Context, ev touba.OperatorEvent) erro
 	if ev.At.IsZero() {
 		ev.At = s.db.cfg.Now()
 	}
-	_, err := s.db.pool.Exec(ctx, `INSERT INTO operator_events (at, action, queue_id, target, outcome, operator, detail, reason)
+	_, err := s.db.pool.Exec(ctx, `INSERT INTO touba.operator_events (at, action, queue_id, target, outcome, operator, detail, reason)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, touba.FormatTime(ev.At), ev.Action, ev.QueueID, ev.Target, ev.Outcome, ev.Operator, ev.Detail, ev.Reason)
 	if err != nil {
 		return fmt.Errorf("record operator event: %w", err)
@@ -168,7 +169,7 @@ func (s *State) OperatorEvents(ctx context.Context, queueID string, limit int) (
 		limit = 100
 	}
 	rows, err := s.db.pool.Query(ctx, `SELECT * FROM (SELECT seq, at, action, queue_id, target, outcome, operator, detail, reason
-		FROM operator_events WHERE $1 = '' OR queue_id = $1 ORDER BY seq DESC LIMIT $2) r ORDER BY seq`, queueID, limit)
+		FROM touba.operator_events WHERE $1 = '' OR queue_id = $1 ORDER BY seq DESC LIMIT $2) r ORDER BY seq`, queueID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("operator events: %w", err)
 	}
@@ -206,9 +207,16 @@ func (s *State) Log(d *touba.LoggedDelivery) {
 		s.dropped.Add(1)
 		return
 	}
+	held := heldBytes(d)
+	if s.buffered.Add(held) > logBufferBytes {
+		s.buffered.Add(-held)
+		s.dropped.Add(1)
+		return
+	}
 	select {
 	case s.rows <- d:
 	default:
+		s.buffered.Add(-held)
 		s.dropped.Add(1)
 	}
 }
@@ -315,6 +323,18 @@ func (s *State) gather(batch *[]*touba.LoggedDelivery) bool {
 // and counted, never the others of its batch. Any other error (the
 // database unreachable) drops the batch as it is, without a retry per row.
 func (s *State) write(batch []*touba.LoggedDelivery) {
+	// The rows leave the buffer's byte account once, whatever becomes of
+	// them (written, split, dropped).
+	var held int64
+	for _, d := range batch {
+		held += heldBytes(d)
+	}
+	defer s.buffered.Add(-held)
+	s.writeRows(batch)
+}
+
+// writeRows is write without the buffer's accounting: the recursion.
+func (s *State) writeRows(batch []*touba.LoggedDelivery) {
 	if len(batch) == 0 {
 		return
 	}
@@ -325,8 +345,8 @@ func (s *State) write(batch []*touba.LoggedDelivery) {
 		return
 	}
 	if n > 1 && dataError(err) {
-		s.write(batch[:n/2])
-		s.write(batch[n/2:])
+		s.writeRows(batch[:n/2])
+		s.writeRows(batch[n/2:])
 		return
 	}
 	s.dropped.Add(int64(n))
@@ -352,11 +372,13 @@ func (s *State) insertLog(batch []*touba.LoggedDelivery) error {
 	}
 	codes := make([]int32, n)
 	bodies := make([][]byte, n)
+	sizes := make([]int64, n)
 	for i, d := range batch {
 		hdr := []byte("{}")
 		if d.Headers != nil {
 			hdr, _ = json.Marshal(d.Headers)
 		}
+		sizes[i] = storedSize(d, touba.FormatTime(d.At), hdr)
 		for c, v := range []string{d.DeliveryID, touba.FormatTime(d.At), d.TriggerRef, d.EventID, d.Digest, d.ErrorCode,
 			d.QueueID, d.RemoteAddr, string(hdr)} {
 			cols[c][i] = v
@@ -370,27 +392,30 @@ func (s *State) insertLog(batch []*touba.LoggedDelivery) error {
 		}
 	}
 	return errClosed(s.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO deliveries (delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id,
-			remote_addr, headers, status_code, body)
-			SELECT delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body
+		_, err := tx.Exec(ctx, `INSERT INTO touba.deliveries (delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id,
+			remote_addr, headers, status_code, body, size)
+			SELECT delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body, size
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[],
-				$10::int[], $11::bytea[]) WITH ORDINALITY
-				AS r(delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body, n)
-			ORDER BY n`, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], codes, bodies)
+				$10::int[], $11::bytea[], $12::bigint[]) WITH ORDINALITY
+				AS r(delivery_id, at, trigger_ref, event_id, digest, error_code, queue_id, remote_addr, headers, status_code, body, size, n)
+			ORDER BY n`, cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], cols[7], cols[8], codes, bodies, sizes)
 		return err
 	}))
 }
 
-// prune deletes rows past LogMaxAge, then the oldest past LogMaxRows.
+// prune deletes rows past LogMaxAge, then the oldest past LogMaxRows,
+// then applies the byte bounds (pruneBytes).
 func (s *State) prune() error {
 	cutoff := touba.FormatTime(s.db.cfg.Now().Add(-s.db.cfg.LogMaxAge))
 	err := errClosed(s.db.w.Do(context.Background(), func(ctx context.Context, tx *Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM deliveries WHERE at < $1`, cutoff); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM touba.deliveries WHERE at < $1`, cutoff); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `DELETE FROM deliveries WHERE seq <= (SELECT seq FROM deliveries ORDER BY seq DESC
-			OFFSET $1 LIMIT 1)`, s.db.cfg.LogMaxRows)
-		return err
+		if _, err := tx.Exec(ctx, `DELETE FROM touba.deliveries WHERE seq <= (SELECT seq FROM touba.deliveries ORDER BY seq DESC
+			OFFSET $1 LIMIT 1)`, s.db.cfg.LogMaxRows); err != nil {
+			return err
+		}
+		return s.pruneBytes(ctx, tx)
 	}))
 	if err != nil {
 		s.db.log.Error().Err(err).Msg("delivery log prune failed")

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,6 +17,7 @@ import (
 // with the deliveries' statement last, before COMMIT.
 type Tx struct {
 	pool *pgxpool.Pool
+	b    *backend
 	tx   pgx.Tx
 	enq  []*enqueueOp
 	// journal counts the batch's journal transitions, for metrics.
@@ -28,9 +30,8 @@ func (t *Tx) begin(ctx context.Context) error {
 	if t.tx != nil {
 		return nil
 	}
-	// READ COMMITTED whatever the database's default: the per-key
-	// decisions (concurrency.go) need a new snapshot after each lock.
-	tx, err := t.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	// READ COMMITTED and the server-side bounds (beginSQL).
+	tx, err := t.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: t.b.begin})
 	if err != nil {
 		return err
 	}
@@ -68,15 +69,18 @@ func (r errRow) Scan(...any) error { return r.err }
 
 // backend is internal/commit's view of the pool.
 type backend struct {
-	pool *pgxpool.Pool
-	now  func() string
+	pool    *pgxpool.Pool
+	now     func() string
+	begin   string        // beginSQL
+	set     string        // setLocal behind a pooler; "" when the session has the bounds
+	timeout time.Duration // a rollback's bound
 }
 
 // Batch runs fn on a transaction begun when its first statement needs it
 // (intake's enqueues of a batch are one statement at the end, with or
 // without one), then commits; it rolls back when fn fails.
 func (b backend) Batch(ctx context.Context, fn func(*Tx) error) error {
-	t := &Tx{pool: b.pool}
+	t := &Tx{pool: b.pool, b: &b}
 	if err := fn(t); err != nil {
 		b.rollback(t)
 		return err
@@ -91,6 +95,9 @@ func (b backend) Batch(ctx context.Context, fn func(*Tx) error) error {
 func (b backend) commit(ctx context.Context, t *Tx) error {
 	if len(t.enq) > 0 {
 		var q querier = b.pool
+		if b.set != "" {
+			q = implicitTx{pool: b.pool, set: b.set}
+		}
 		if t.tx != nil {
 			q = t.tx
 		}
@@ -106,7 +113,9 @@ func (b backend) commit(ctx context.Context, t *Tx) error {
 
 func (b backend) rollback(t *Tx) {
 	if t.tx != nil {
-		t.tx.Rollback(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
+		defer cancel()
+		t.tx.Rollback(ctx)
 	}
 }
 

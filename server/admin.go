@@ -20,7 +20,7 @@ import (
 // the CLI on files alike. current gives the configuration in force (nil
 // when none is loaded: the CLI on files without --program).
 func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logger) *admin.Service {
-	svc := &admin.Service{Queue: st.Queue, State: st.State, Log: log}
+	svc := &admin.Service{Queue: st.Queue, State: st.State, Log: log, Claims: st.Claims}
 	svc.HasTrigger = func(ref string) bool {
 		c := current()
 		if c == nil {

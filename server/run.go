@@ -38,13 +38,14 @@ func (s *Server) start(ctx context.Context) error {
 		if s.store.Journal != nil {
 			j = s.store.Journal
 		}
-		var renew time.Duration
+		var renew, leaseTTL time.Duration
 		if s.store.Shared {
 			renew = f.LeaseTTL / 3 // two renewals may fail before the lease ends
+			leaseTTL = f.LeaseTTL
 		}
 		s.disp = dispatcher.New(s.store.Queue, s.store.State, j, s.current.Load(), dispatcher.Options{Workers: f.Workers,
 			Log: log.With().Str("component", "dispatcher").Logger(), Observe: s.metrics.ObserveCall,
-			Tracing: s.tracing, RenewEvery: renew, Slots: s.store.Slots,
+			Tracing: s.tracing, RenewEvery: renew, LeaseTTL: leaseTTL, Slots: s.store.Slots,
 			Circuits: s.store.Circuits, OnCircuit: s.onCircuit})
 		s.intake.Enqueued = s.disp.Notify
 	}

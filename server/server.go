@@ -26,6 +26,7 @@ import (
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/systemd"
 	"github.com/touba/touba-trigger/metrics"
+	"github.com/touba/touba-trigger/postgres"
 	"github.com/touba/touba-trigger/schedule"
 	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/tracing"
@@ -50,6 +51,9 @@ type Config struct {
 	Database string
 	NodeID   string        // this node's name in leases, events and metrics; default hostname:pid
 	LeaseTTL time.Duration // default 60s
+	// DatabaseTimeout bounds every wait on the database (default 5s): a
+	// request that cannot commit within it is answered 503.
+	DatabaseTimeout time.Duration
 	// ConsoleListen serves the operator console (SPEC §6.1) when set;
 	// ConsoleToken is what its requests must prove (required then).
 	ConsoleListen string
@@ -143,6 +147,9 @@ func (s *Server) open(ctx context.Context) error {
 		if s.cfg.LeaseTTL <= 0 {
 			s.cfg.LeaseTTL = 60 * time.Second
 		}
+		if s.cfg.DatabaseTimeout <= 0 {
+			s.cfg.DatabaseTimeout = postgres.DefaultTimeout
+		}
 		if err := checkLeaseTTL(c.Manifest, s.cfg.LeaseTTL); err != nil {
 			return err
 		}
@@ -162,7 +169,7 @@ func (s *Server) open(ctx context.Context) error {
 	s.metrics = metrics.NewNode(f.NodeID)
 	s.metrics.WatchTracing(s.tracing.DroppedSpans)
 	s.store, err = openStores(ctx, storeConfig{Queue: f.Queue, State: f.State, Journal: f.Journal,
-		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL,
+		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL, DatabaseTimeout: f.DatabaseTimeout,
 		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending,
 		StateOptions: state.Options{LogMaxRows: f.LogMaxRows, LogMaxAge: f.LogMaxAge, LogMaxBodyBytes: f.LogMaxBodyBytes,
 			LogMaxBytes: f.LogMaxBytes, Log: log.With().Str("component", "deliverylog").Logger()},
@@ -201,6 +208,10 @@ func (s *Server) open(ctx context.Context) error {
 // effects left dispatched (now unknown), entries left running.
 func (s *Server) logOpened() {
 	st, log := s.store, s.log
+	if s.cfg.Database != "" {
+		log.Info().Str("database", postgres.Redact(s.cfg.Database)).Str("node_id", s.cfg.NodeID).
+			Str("schema_version", st.SchemaVersion).Dur("database_timeout", s.cfg.DatabaseTimeout).Msg("database opened")
+	}
 	if st.Lock != nil && st.Lock.TookOver != nil {
 		log.Warn().Str("previous_holder", st.Lock.TookOver.String()).Msg("took over a stale journal lock")
 	}

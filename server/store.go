@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/manifest"
 	"github.com/touba/touba-trigger/postgres"
@@ -38,13 +39,17 @@ type stores struct {
 	Slots touba.SlotStore
 	// Circuits holds the bindings' circuits across nodes; nil for one process.
 	Circuits touba.CircuitStore
+	// Claims shares operator actions' claims across nodes; nil for files.
+	Claims admin.Claims
 	// Recovered are the effects found dispatched at open, now unknown;
 	// Requeued the entries found running, now pending.
 	Recovered []touba.Effect
 	Requeued  int64
 	// Shared is true on a database other nodes use too.
 	Shared bool
-	Close  func() error
+	// SchemaVersion is the database's last migration (--database).
+	SchemaVersion string
+	Close         func() error
 }
 
 // storeConfig is how to open the stores, whichever the backend.
@@ -53,6 +58,7 @@ type storeConfig struct {
 	Database              string // postgres://...; set, the files are not used
 	NodeID                string
 	LeaseTTL              time.Duration
+	DatabaseTimeout       time.Duration
 	TakeOverStaleLock     bool
 	ExistingOnly          bool // the CLI: create nothing
 	ReadOnly              bool // the CLI's read-only commands: SQLite files read-only, no lock
@@ -66,15 +72,16 @@ type storeConfig struct {
 
 func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	if c.Database != "" {
-		st, err := postgres.Open(ctx, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
-			RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
+		st, err := openDatabase(ctx, c, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
+			Timeout: c.DatabaseTimeout, Register: c.Daemon, RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
 			LogMaxRows: c.StateOptions.LogMaxRows, LogMaxAge: c.StateOptions.LogMaxAge,
+			LogMaxBytes: c.StateOptions.LogMaxBytes, LogMaxBodyBytes: c.StateOptions.LogMaxBodyBytes,
 			OnJournalCommit: c.OnJournalCommit, Log: c.Log})
 		if err != nil {
 			return nil, err
 		}
-		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots, Circuits: st.Circuits,
-			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, Close: st.Close}, nil
+		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots, Circuits: st.Circuits, Claims: st.Claims,
+			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, SchemaVersion: st.SchemaVersion, Close: st.Close}, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,
 		TakeOverStaleLock: c.TakeOverStaleLock, ExistingOnly: c.ExistingOnly, ReadOnly: c.ReadOnly, RequeueRunning: c.Daemon,
@@ -85,6 +92,31 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	}
 	return &stores{Queue: st.Queue, State: st.State, Journal: st.EffectJournal(), Lock: st.Lock,
 		Recovered: st.Recovered, Requeued: st.Requeued, Close: st.Close}, nil
+}
+
+// openDatabase opens the PostgreSQL stores; the daemon (not the CLI)
+// waits for a database that does not answer yet, with backoff, logging at
+// most every 5 s, until ctx ends: a node started before its database, or
+// during a failover, comes up on its own instead of exiting.
+func openDatabase(ctx context.Context, c storeConfig, pc postgres.Config) (*postgres.Store, error) {
+	wait, lastLog, since := 250*time.Millisecond, time.Time{}, time.Now()
+	for {
+		st, err := postgres.Open(ctx, pc)
+		if err == nil || !c.Daemon || !postgres.Unavailable(err) {
+			return st, err
+		}
+		if time.Since(lastLog) >= 5*time.Second {
+			c.Log.Warn().Err(err).Str("database", postgres.Redact(pc.URL)).Dur("waited", time.Since(since).Round(time.Second)).
+				Msg("database unavailable at start; waiting for it")
+			lastLog = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
 }
 
 // leaseMargin is how much longer than the slowest binding's call a lease

@@ -57,7 +57,13 @@ func openPG(t *testing.T, url, node string, o storetest.Options) storetest.Store
 	for _, s := range o.Secrets {
 		secrets.Add(s)
 	}
-	st, err := postgres.Open(context.Background(), postgres.Config{URL: url, NodeID: node, Now: o.Now,
+	var offset func() time.Duration
+	if o.Now != nil {
+		// The suite's clock drives the leases' expiry too: the
+		// database's clock, shifted as far as the suite's jumped.
+		offset = func() time.Duration { return time.Until(o.Now()) }
+	}
+	st, err := postgres.Open(context.Background(), postgres.Config{URL: url, NodeID: node, Now: o.Now, ClockOffset: offset,
 		MaxPending: o.MaxPending, Secrets: &secrets, LogMaxRows: o.LogMaxRows, LogMaxAge: o.LogMaxAge, LeaseTTL: o.LeaseTTL})
 	if err != nil {
 		t.Fatal(err)

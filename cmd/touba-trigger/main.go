@@ -126,7 +126,7 @@ func exitCode(err error, stderr io.Writer) int {
 	case code == touba.EJournalLocked || code == touba.EJournalLockStale:
 		return exitLocked
 	case errors.As(err, &ue), code == touba.EUsage, code == touba.ECONFIG, code == touba.EEffectJournalRequired,
-		code == touba.EConsoleTokenRequired, code == touba.ENetworkIsolationUnavailable:
+		code == touba.EConsoleTokenRequired, code == touba.ENetworkIsolationUnavailable, code == touba.ENodeIdInUse:
 		return exitUsage
 	}
 	return exitRuntime

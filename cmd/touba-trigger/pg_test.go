@@ -132,6 +132,22 @@ func TestCLIOnDatabaseWithNoDaemon(t *testing.T) {
 	if code != 0 || !strings.Contains(out, q) || !strings.Contains(out, "EffectReconciliationRequired") {
 		t.Fatalf("queue ls --database with no daemon: exit %d\n%s%s", code, out, errs)
 	}
+	// SPEC §8: the node that ran the entry, in the table, the JSON and
+	// `queue show`.
+	if !strings.Contains(out, "NODE") || !strings.Contains(out, "node-cli") {
+		t.Fatalf("queue ls --database: no NODE column naming node-cli\n%s", out)
+	}
+	var listed []struct {
+		QueueID string `json:"queue_id"`
+		Node    string `json:"node"`
+	}
+	e.cliJSON(t, &listed, "queue", "ls", "--status", "parked")
+	if len(listed) != 1 || listed[0].Node != "node-cli" {
+		t.Fatalf("queue ls --json: %+v, want the entry with node node-cli", listed)
+	}
+	if code, out, errs := e.cli(t, "queue", "show", q); code != 0 || !strings.Contains(out, "node-cli") {
+		t.Fatalf("queue show: exit %d, no node named\n%s%s", code, out, errs)
+	}
 	code, out, errs = e.cli(t, "effects", "resolve", q, q+":charge", "--not-applied")
 	if code != 0 || !strings.Contains(out, "not_applied") || !strings.Contains(out, "pending again") {
 		t.Fatalf("effects resolve --database with no daemon: exit %d\n%s%s", code, out, errs)

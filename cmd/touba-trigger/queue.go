@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -130,10 +131,20 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // printEntries is the table of `queue ls`.
 func printEntries(w io.Writer, list []admin.Entry) error {
-	t := newTable(w, "QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR", "KEY")
+	// NODE only where nodes share a database (some entry names one).
+	nodes := slices.ContainsFunc(list, func(e admin.Entry) bool { return e.Node != "" })
+	cols := []string{"QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR", "KEY"}
+	if nodes {
+		cols = append(cols, "NODE")
+	}
+	t := newTable(w, cols...)
 	for _, e := range list {
-		t.row(e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode,
-			keyColumn(e))
+		row := []string{e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode,
+			keyColumn(e)}
+		if nodes {
+			row = append(row, e.Node)
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }
@@ -199,6 +210,9 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 		field(w, "error", codeAndMessage(d.ErrorCode, d.ErrorMessage))
 	}
 	field(w, "attempts", strconv.Itoa(d.Attempts))
+	if d.Node != "" {
+		field(w, "node", d.Node)
+	}
 	field(w, "received", ts(d.ReceivedAt))
 	field(w, "updated", ts(d.UpdatedAt))
 	if d.NotBefore != nil {

@@ -61,6 +61,7 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.StringVar(&f.Database, "database", "", "postgres://... : keep every store in this PostgreSQL database, shared with other nodes (instead of the files)")
 	fs.StringVar(&f.NodeID, "node-id", "", "this node's name in leases, audit events and metrics (with --database); default hostname:pid")
 	fs.DurationVar(&f.LeaseTTL, "lease-ttl", 60*time.Second, "how long a node's lease of an entry lasts unrenewed (with --database); at least every binding's timeout plus 5s")
+	fs.DurationVar(&f.DatabaseTimeout, "database-timeout", 5*time.Second, "bound of every wait on the database (with --database): a request that cannot commit within it is answered 503")
 	fs.StringVar(&f.ConsoleListen, "console-listen", "", "address of the operator console (keep it on loopback or behind a TLS proxy); off unless given")
 	fs.BoolVar(&f.AllowUnisolatedHandlers, "allow-unisolated-handlers", false, "where this host cannot run a process handler without network, run the bindings without the network grant with the host's network (logged at every start) instead of refusing to start")
 	tokenFile := fs.String("console-token-file", "", "file holding the console's token; default: the systemd credential console-token")
@@ -85,8 +86,8 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	if f.Workers < 0 || f.MaxPending < 1 {
 		return usageError{err: errors.New("--workers must be 0 or more and --max-pending at least 1")}
 	}
-	if f.Database != "" && f.LeaseTTL <= 0 {
-		return usageError{err: errors.New("--lease-ttl must be positive")}
+	if f.Database != "" && (f.LeaseTTL <= 0 || f.DatabaseTimeout <= 0) {
+		return usageError{err: errors.New("--lease-ttl and --database-timeout must be positive")}
 	}
 	if f.Retention < 0 || f.ShutdownTimeout < 0 {
 		return usageError{err: errors.New("--retention and --shutdown-timeout must not be negative")}

@@ -58,6 +58,10 @@ type Options struct {
 	BeforeCommit, AfterCommit func()
 	// OnBatch sees every batch: its size, how long it took and its error.
 	OnBatch func(ops int, took time.Duration, err error)
+	// Timeout bounds each batch, from its first statement to its commit
+	// (a database that stopped answering fails the batch, not the writer
+	// forever); 0: no bound.
+	Timeout time.Duration
 }
 
 // Stats counts a writer's work.
@@ -70,6 +74,7 @@ type Stats struct {
 }
 
 type op[Tx any] struct {
+	ctx      context.Context // ended before the op is taken: it is not run
 	fn       Op[Tx]
 	isolated bool
 	err      error
@@ -107,7 +112,7 @@ func New[Tx any](b Backend[Tx], opts Options) *Writer[Tx] {
 // be taken into a batch: once taken, fn may commit, so the caller waits for
 // the truth rather than return early and believe it failed.
 func (w *Writer[Tx]) Do(ctx context.Context, fn Op[Tx]) error {
-	return w.submit(ctx, &op[Tx]{fn: fn, isolated: true, done: make(chan struct{})})
+	return w.submit(ctx, &op[Tx]{ctx: ctx, fn: fn, isolated: true, done: make(chan struct{})}, false)
 }
 
 // DoShared is Do without isolation (no savepoint: two statements fewer per
@@ -119,7 +124,16 @@ func (w *Writer[Tx]) Do(ctx context.Context, fn Op[Tx]) error {
 // write must be a plain one, which fails the batch, since nothing undoes
 // that write but the rollback of the whole transaction.
 func (w *Writer[Tx]) DoShared(ctx context.Context, fn Op[Tx]) error {
-	return w.submit(ctx, &op[Tx]{fn: fn, done: make(chan struct{})})
+	return w.submit(ctx, &op[Tx]{ctx: ctx, fn: fn, done: make(chan struct{})}, false)
+}
+
+// TryShared is DoShared for a caller to whom "not known" is an answer:
+// it stops waiting when ctx ends and returns ctx's error, though fn may
+// still run and commit after. Intake answers that 503, never a success,
+// and the sender's retry finds the entry by its identity if it did commit.
+// fn must then not write to anything the caller reads after it returned.
+func (w *Writer[Tx]) TryShared(ctx context.Context, fn Op[Tx]) error {
+	return w.submit(ctx, &op[Tx]{ctx: ctx, fn: fn, done: make(chan struct{})}, true)
 }
 
 // Refused marks err as an operation's own error, for DoShared and GoShared:
@@ -162,7 +176,7 @@ func (w *Writer[Tx]) goOp(o *op[Tx]) {
 	w.ops <- o
 }
 
-func (w *Writer[Tx]) submit(ctx context.Context, o *op[Tx]) error {
+func (w *Writer[Tx]) submit(ctx context.Context, o *op[Tx], giveUp bool) error {
 	w.mu.RLock()
 	if w.shut {
 		w.mu.RUnlock()
@@ -177,6 +191,13 @@ func (w *Writer[Tx]) submit(ctx context.Context, o *op[Tx]) error {
 		return ctx.Err()
 	}
 	w.mu.RUnlock()
+	if giveUp {
+		select {
+		case <-o.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	<-o.done
 	return o.err
 }
@@ -212,16 +233,44 @@ func (w *Writer[Tx]) run() {
 		// nothing else runnable it returns at once.
 		runtime.Gosched()
 		batch = Gather(batch, first, w.ops, w.opts.MaxBatch)
-		w.commit(batch)
+		if batch = w.dropEnded(batch); len(batch) > 0 {
+			w.commit(batch)
+		}
 	}
+}
+
+// dropEnded answers the operations whose caller's context ended while they
+// waited to be taken (they were not run) and returns the others.
+func (w *Writer[Tx]) dropEnded(batch []*op[Tx]) []*op[Tx] {
+	keep := batch[:0]
+	for _, o := range batch {
+		if o.ctx == nil || o.ctx.Err() == nil {
+			keep = append(keep, o)
+			continue
+		}
+		o.err = o.ctx.Err()
+		w.failed.Add(1)
+		if o.onErr != nil {
+			o.onErr(o.err)
+		}
+		w.pending.Add(-1)
+		close(o.done)
+	}
+	return keep
 }
 
 // commit runs one batch in one transaction. An operation's own error undoes
 // only itself and fails only its caller; an error of the transaction fails
 // every operation of the batch: none of them may be reported done.
 func (w *Writer[Tx]) commit(batch []*op[Tx]) {
-	// No caller's context may cancel a transaction shared with others.
+	// No caller's context may cancel a transaction shared with others;
+	// the batch's own bound may.
 	ctx := context.Background()
+	if w.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, w.opts.Timeout)
+		defer cancel()
+	}
 	start := time.Now()
 	err := w.run1(ctx, batch)
 	if err != nil {

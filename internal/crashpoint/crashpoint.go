@@ -4,6 +4,7 @@ package crashpoint
 
 import (
 	"os"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -13,13 +14,28 @@ const Env = "TOUBA_CRASHPOINT"
 // armed is read once: a crash point costs one string comparison when unset.
 var armed = os.Getenv(Env)
 
+var stopped atomic.Bool
+
 // Hit kills the process with SIGKILL when TOUBA_CRASHPOINT equals
 // name, so tests can stop it abruptly between two durable steps and check,
 // after a restart, that nothing acknowledged was lost and nothing applied
 // was repeated. SIGKILL, not os.Exit: no deferred call, no flush, no
 // clean-up may run, exactly as in a real crash.
+//
+// TOUBA_CRASHPOINT=stop:name freezes it instead (SIGSTOP, once): a node
+// stopped mid-transaction, for tests of what the others do meanwhile; it
+// goes on from there when sent SIGCONT.
 func Hit(name string) {
-	if armed == "" || armed != name {
+	if armed == "" {
+		return
+	}
+	if armed == "stop:"+name {
+		if stopped.CompareAndSwap(false, true) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		}
+		return
+	}
+	if armed != name {
 		return
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

@@ -1,0 +1,30 @@
+package postgres
+
+import (
+	"fmt"
+	"time"
+)
+
+// Lease expiry is decided by the database's clock (SPEC §8), never a
+// node's: a lease is set to expire at the database's now() plus
+// --lease-ttl, and is expired when the database's now() passed it, so a
+// node whose clock runs ahead takes nothing over early, and one behind
+// keeps nothing longer. Times are stored as text in touba.FormatTime's
+// layout, so they compare as text.
+
+// dbTime is the SQL expression of the database's now() plus d, in
+// touba.FormatTime's layout. d is the node's own arithmetic (a TTL), and
+// ClockOffset's shift for tests.
+func (d *db) dbTime(plus time.Duration) string {
+	if d.cfg.ClockOffset != nil {
+		plus += d.cfg.ClockOffset()
+	}
+	return fmt.Sprintf(`to_char((now() + interval '%d milliseconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
+		plus.Milliseconds())
+}
+
+// dbNow is the database's now() as text.
+func (d *db) dbNow() string { return d.dbTime(0) }
+
+// dbExpiry is when a lease taken or renewed now ends.
+func (d *db) dbExpiry() string { return d.dbTime(d.cfg.LeaseTTL) }
