@@ -47,6 +47,9 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took = out[:0], took[:0]
 		now, node, exp := q.db.now(), q.db.cfg.NodeID, q.expiry()
+		if err := claimPlan(ctx, tx); err != nil {
+			return err
+		}
 		for _, pick := range []string{
 			`SELECT queue_id FROM entries WHERE status = 'running' AND lease_expires_at < $1
 				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
