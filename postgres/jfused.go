@@ -16,12 +16,17 @@ import (
 // explains why (whyNot, heldRow), unchanged.
 
 // fusedPrepare is Prepare of an effect not yet journaled, under a live
-// lease it extends: fenced reports the fence, inserted that the row and
-// its "prepared" event were written (false: the identity exists, or the
-// fence failed).
+// lease: fenced reports the fence, inserted that the row and its
+// "prepared" event were written (false: the identity exists, or the fence
+// failed). The fence locks the entry's row but does not extend the lease:
+// no request leaves before Dispatch, whose fence checks the lease again
+// and extends it by the whole --lease-ttl for the call; a lease that ran
+// out in between fails there (LeaseLost, nothing sent, the effect stays
+// prepared: a new attempt for whoever takes the entry over). One row
+// version of entries fewer per effect.
 const fusedPrepare = `WITH f AS (
-	UPDATE touba.entries SET lease_expires_at = $11 WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
-		AND lease_expires_at IS NOT NULL AND lease_expires_at >= $8 RETURNING 1),
+	SELECT 1 FROM touba.entries WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
+		AND lease_expires_at IS NOT NULL AND lease_expires_at >= $8 FOR UPDATE),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
 		attempts, call_id, created_at, updated_at, owner, lease_token)
 	SELECT $1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10 WHERE EXISTS (SELECT 1 FROM f)
@@ -32,7 +37,7 @@ SELECT EXISTS (SELECT 1 FROM f), EXISTS (SELECT 1 FROM ins)`
 
 func (j *Journal) prepareFused(ctx context.Context, tx *Tx, p touba.EffectPrepare, now string) (fenced, inserted bool, err error) {
 	err = tx.QueryRow(ctx, fusedPrepare, p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode,
-		p.CallID, now, j.owner, p.LeaseToken, touba.FormatTime(j.db.cfg.Now().Add(j.db.cfg.LeaseTTL))).Scan(&fenced, &inserted)
+		p.CallID, now, j.owner, p.LeaseToken).Scan(&fenced, &inserted)
 	return fenced, inserted, err
 }
 
