@@ -98,12 +98,17 @@ func (j *Journal) fence(ctx context.Context, tx *Tx, scope string, token int64, 
 	var one int
 	err := tx.QueryRow(ctx, query, args...).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if werr := whyNot(ctx, tx, scope, token); touba.ErrorCode(werr) == touba.ELeaseLost {
-			return werr
-		}
-		return touba.Errorf(touba.ELeaseLost, "the lease of entry %s (token %d) has expired or ended", scope, token)
+		return fenceLost(ctx, tx, scope, token)
 	}
 	return err
+}
+
+// fenceLost is the LeaseLost of a fence that matched no row.
+func fenceLost(ctx context.Context, tx *Tx, scope string, token int64) error {
+	if werr := whyNot(ctx, tx, scope, token); touba.ErrorCode(werr) == touba.ELeaseLost {
+		return werr
+	}
+	return touba.Errorf(touba.ELeaseLost, "the lease of entry %s (token %d) has expired or ended", scope, token)
 }
 
 const effectCols = `scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state, attempts,

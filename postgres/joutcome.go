@@ -19,7 +19,17 @@ import (
 func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
 	return j.submit(scope, func(ctx context.Context, tx *Tx) error {
 		c, ok := j.holds(scope, effectID, callID)
-		if ok {
+		if ok && c.token != 0 {
+			// Fence, update and event in one statement (jfused.go).
+			fenced, attempts, err := j.dispatchFused(ctx, tx, scope, effectID, callID, c.token)
+			if err != nil {
+				return fmt.Errorf("dispatch effect: %w", err)
+			} else if !fenced {
+				return fenceLost(ctx, tx, scope, c.token)
+			} else if attempts > 0 {
+				return nil
+			}
+		} else if ok {
 			if err := j.fence(ctx, tx, scope, c.token, true); err != nil {
 				return err
 			}
@@ -96,7 +106,19 @@ func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
 		lost = nil
 		now := j.db.now()
 		c, ok := j.holds(o.Scope, o.EffectID, o.CallID)
-		if ok {
+		fenced := false
+		if ok && c.token != 0 {
+			// Fence, outcome and event in one statement (jfused.go); a
+			// failed fence takes the path below, which explains it.
+			var finished bool
+			var err error
+			if fenced, finished, err = j.finishFused(ctx, tx, o, c.token, now, detail); err != nil {
+				return fmt.Errorf("finish effect: %w", err)
+			} else if finished {
+				return nil
+			}
+		}
+		if ok && !fenced {
 			if err := j.fence(ctx, tx, o.Scope, c.token, false); touba.ErrorCode(err) == touba.ELeaseLost {
 				lost = err
 				return appendEvent(ctx, tx, o.Scope, o.EffectID, o.CallID, "late_outcome", now,

@@ -24,7 +24,23 @@ func (j *Journal) Prepare(ctx context.Context, p touba.EffectPrepare) (*touba.Ef
 	var out *touba.Effect
 	var refused *touba.RefusedError
 	err := j.submit(p.Scope, func(ctx context.Context, tx *Tx) error {
-		if err := j.fence(ctx, tx, p.Scope, p.LeaseToken, true); err != nil {
+		out, refused = nil, nil
+		if _, comp := touba.IsCompensation(p.EffectID); p.LeaseToken != 0 && !comp {
+			// A new identity in one statement, fence included (jfused.go).
+			now := j.db.now()
+			fenced, inserted, err := j.prepareFused(ctx, tx, p, now)
+			if err != nil {
+				return fmt.Errorf("prepare effect: %w", err)
+			} else if !fenced {
+				return fenceLost(ctx, tx, p.Scope, p.LeaseToken)
+			} else if inserted {
+				at, _ := touba.ParseTime(now)
+				out = &touba.Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
+					Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
+					CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
+				return nil
+			}
+		} else if err := j.fence(ctx, tx, p.Scope, p.LeaseToken, true); err != nil {
 			return err
 		}
 		e, err := j.prepareTx(ctx, tx, p)
