@@ -14,33 +14,19 @@ import (
 func TestCheckWarnsOfReplayableTriggers(t *testing.T) {
 	t.Setenv("CHECK_TEST_KEY", "k-1234567890")
 	t.Setenv("CHECK_TEST_SW", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-	dir := t.TempDir()
-	program := `{"air_version": "touba-air-v1", "triggers": [
+	out := checkOutput(t, `{"air_version": "touba-air-v1", "triggers": [
 	  {"ref": "trigger:gh/Push", "source": {"kind": "webhook", "verify": {"scheme": "github", "secret": {"env": "CHECK_TEST_KEY"}}},
 	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
 	  {"ref": "trigger:sw/Msg", "source": {"kind": "webhook", "verify": {"scheme": "standard-webhooks", "secret": {"env": "CHECK_TEST_SW"}}},
-	   "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`
-	manifest := `{"manifest_version": "touba-manifest-v1", "bindings": {
-	  "tool:t/Do": {"handler": {"kind": "accounting_stub"}, "effect_contract": {"kind": "none"}}}}`
-	pp, mp := filepath.Join(dir, "p.json"), filepath.Join(dir, "m.json")
-	if err := os.WriteFile(pp, []byte(program), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(mp, []byte(manifest), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var out, errOut bytes.Buffer
-	if err := runCheck(context.Background(), []string{"--manifest", mp, pp}, &out, &errOut); err != nil {
-		t.Fatalf("check: %v %s", err, errOut.String())
-	}
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`)
 	var warnings []string
-	for _, l := range strings.Split(out.String(), "\n") {
+	for _, l := range strings.Split(out, "\n") {
 		if strings.HasPrefix(l, "warning:") {
 			warnings = append(warnings, l)
 		}
 	}
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "trigger:gh/Push") || !strings.Contains(warnings[0], "X-Github-Delivery") {
-		t.Fatalf("warnings %q, want one naming trigger:gh/Push and its unsigned header:\n%s", warnings, out.String())
+		t.Fatalf("warnings %q, want one naming trigger:gh/Push and its unsigned header:\n%s", warnings, out)
 	}
 }
 
@@ -48,9 +34,19 @@ func TestCheckWarnsOfReplayableTriggers(t *testing.T) {
 func checkOutput(t *testing.T, program string) string {
 	t.Helper()
 	t.Setenv("CHECK_TEST_KEY", "k-1234567890")
+	out, errOut, err := runCheckFiles(t, program, `{"manifest_version": "touba-manifest-v1", "bindings": {
+	  "tool:t/Do": {"handler": {"kind": "accounting_stub"}, "effect_contract": {"kind": "none"}}}}`)
+	if err != nil {
+		t.Fatalf("check: %v %s", err, errOut)
+	}
+	return out
+}
+
+// runCheckFiles writes program and manifest to files and runs check on
+// them.
+func runCheckFiles(t *testing.T, program, manifest string) (stdout, stderr string, err error) {
+	t.Helper()
 	dir := t.TempDir()
-	manifest := `{"manifest_version": "touba-manifest-v1", "bindings": {
-	  "tool:t/Do": {"handler": {"kind": "accounting_stub"}, "effect_contract": {"kind": "none"}}}}`
 	pp, mp := filepath.Join(dir, "p.json"), filepath.Join(dir, "m.json")
 	if err := os.WriteFile(pp, []byte(program), 0o600); err != nil {
 		t.Fatal(err)
@@ -59,10 +55,8 @@ func checkOutput(t *testing.T, program string) string {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if err := runCheck(context.Background(), []string{"--manifest", mp, pp}, &out, &errOut); err != nil {
-		t.Fatalf("check: %v %s", err, errOut.String())
-	}
-	return out.String()
+	err = runCheck(context.Background(), []string{"--manifest", mp, pp}, &out, &errOut)
+	return out.String(), errOut.String(), err
 }
 
 // check prints each trigger's scheme, and for hmac-sha256 the header,
