@@ -71,31 +71,10 @@ func startDaemon(t *testing.T) *daemon {
 			"effect_contract": map[string]any{"kind": "none"}},
 	}})
 	t.Setenv("CONSOLE_TEST_HOOK_KEY", "hook-key-for-the-console-test")
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.Open(ctx, server.Config{Program: program, Manifest: manifest,
+	srv := runServer(t, server.Config{Program: program, Manifest: manifest,
 		Queue: filepath.Join(dir, "q.sqlite"), State: filepath.Join(dir, "s.sqlite"), Journal: filepath.Join(dir, "j.sqlite"),
 		Listen: "127.0.0.1:0", Workers: 2, MaxPending: 1000, ShutdownTimeout: 5 * time.Second,
 		ConsoleListen: "127.0.0.1:0", ConsoleToken: []byte(token), Log: zerolog.Nop()})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		srv.Close()
-	})
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		t.Fatalf("daemon stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("daemon not ready within 30s")
-	}
 	d.srv, d.console, d.intake = srv, "http://"+srv.ConsoleAddr().String(), "http://"+srv.Addr().String()
 	return d
 }
@@ -170,4 +149,33 @@ func TestDaemonConsole(t *testing.T) {
 	if got := d.calls.Load(); got != 1 {
 		t.Fatalf("remote called %d times, want 1: an applied verdict must not call it again", got)
 	}
+}
+
+// runServer opens and runs a daemon in process on cfg until the test ends,
+// and waits until it is ready.
+func runServer(t *testing.T, cfg server.Config) *server.Server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.Open(ctx, cfg)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		srv.Close()
+	})
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		t.Fatalf("daemon stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon not ready within 30s")
+	}
+	return srv
 }

@@ -100,32 +100,11 @@ func TestWebhookURLSecretIsNotShown(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	socket := filepath.Join(sockDir, "admin.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.Open(ctx, server.Config{Program: program, Manifest: manifest,
+	srv := runServer(t, server.Config{Program: program, Manifest: manifest,
 		Queue: filepath.Join(dir, "q.sqlite"), State: filepath.Join(dir, "s.sqlite"), Journal: filepath.Join(dir, "j.sqlite"),
 		Listen: "127.0.0.1:0", AdminSocket: socket, Workers: 1, MaxPending: 100, ShutdownTimeout: 5 * time.Second,
 		ConsoleListen: "127.0.0.1:0", ConsoleToken: []byte(token),
 		Log: zerolog.New(&logs).Level(zerolog.DebugLevel), Tracing: tracing.WithProvider(tp)})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		srv.Close()
-	})
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		t.Fatalf("daemon stopped: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("daemon not ready within 30s")
-	}
 	d := &daemon{srv: srv, console: "http://" + srv.ConsoleAddr().String(), intake: "http://" + srv.Addr().String()}
 	if got := d.send(t, "ord-1", `{"n":1}`); got != http.StatusAccepted {
 		t.Fatalf("intake: %d", got)
