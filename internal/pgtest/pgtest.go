@@ -294,6 +294,25 @@ func (c *Cluster) Exec(ctx context.Context, name, sql string) error {
 	return err
 }
 
+// Crash ends the server as a crash would for its clients and standbys:
+// an immediate shutdown (SIGQUIT: no checkpoint, no waiting for standbys
+// to have the WAL; the next start recovers), and waits for it to exit.
+func (c *Cluster) Crash() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc == nil {
+		return
+	}
+	c.proc.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-c.exit:
+	case <-time.After(30 * time.Second):
+		c.proc.Process.Kill()
+		<-c.exit
+	}
+	c.proc = nil
+}
+
 // Stop stops the server (fast shutdown: clients are disconnected, nothing
 // committed is lost) and waits for it to exit.
 func (c *Cluster) Stop() {
