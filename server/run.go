@@ -64,9 +64,12 @@ func (s *Server) start(ctx context.Context) error {
 	if err := s.startConsole(); err != nil {
 		return err
 	}
-	ln, mln, err := s.listen()
-	if err != nil {
-		return err
+	ln, mln := s.stopWaiting()
+	if ln == nil {
+		var err error
+		if ln, mln, err = s.listen(); err != nil {
+			return err
+		}
 	}
 	// The dispatcher starts once every socket is bound: a port in use
 	// then stops the daemon before any handler was called.

@@ -93,6 +93,7 @@ type Server struct {
 	sched     *schedule.Scheduler // the schedule triggers' ticks
 
 	httpSrv, metricsSrv *http.Server
+	waiting             *waitServer // the answers while waiting for the database at start
 	httpAddr, metAddr   net.Addr
 	conns               *connTracker // the webhook listener and its connections
 	adminSrv            *admin.Server
@@ -168,6 +169,13 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	s.metrics = metrics.NewNode(f.NodeID)
 	s.metrics.WatchTracing(s.tracing.DroppedSpans)
+	if f.Database != "" {
+		// A database that does not answer yet is waited for; the node
+		// answers meanwhile (startwait.go).
+		if err := s.serveWhileWaiting(); err != nil {
+			return err
+		}
+	}
 	s.store, err = openStores(ctx, storeConfig{Queue: f.Queue, State: f.State, Journal: f.Journal,
 		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL, DatabaseTimeout: f.DatabaseTimeout,
 		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending,
@@ -242,6 +250,7 @@ func (s *Server) Ready() <-chan struct{} { return s.ready }
 // lock, last opened first. Idempotent; the first call's error is kept.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		s.closeWaiting()
 		s.stopServers()
 		if s.store != nil {
 			s.closeErr = s.store.Close()

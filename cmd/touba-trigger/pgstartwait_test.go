@@ -46,6 +46,27 @@ func TestServeWaitsForDatabaseAtStart(t *testing.T) {
 		}
 		return strings.Contains(errb.String(), "database unavailable at start; waiting for it")
 	}, "the waiting log line")
+	// Meanwhile the port answers: alive, not ready, deliveries refused for
+	// a retry (SPEC §8), never a refused connection or a hang.
+	waitAddr := logAddr(errb.String(), "listening while waiting for the database: /healthz 200, everything else 503")
+	if waitAddr == "" {
+		t.Fatalf("no listening line while waiting\n%s", errb.String())
+	}
+	for path, want := range map[string]int{"/healthz": http.StatusOK, "/readyz": http.StatusServiceUnavailable} {
+		resp, err := http.Get("http://" + waitAddr + path)
+		if err != nil || resp.StatusCode != want {
+			t.Fatalf("GET %s while waiting: %v %v, want %d", path, resp, err, want)
+		}
+		resp.Body.Close()
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Post("http://"+waitAddr+"/triggers/frozen/Plain", "application/json", strings.NewReader(`{"n":0}`))
+	if err != nil {
+		t.Fatalf("POST while waiting: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("POST while waiting: %d (Retry-After %q), want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
 	time.Sleep(6 * time.Second) // long enough to see a flood, if there were one
 	if n := strings.Count(errb.String(), "database unavailable at start"); n < 1 || n > 3 {
 		t.Errorf("%d waiting lines in 6s, want at most one every 5s", n)
@@ -69,15 +90,25 @@ func TestServeWaitsForDatabaseAtStart(t *testing.T) {
 		!strings.Contains(opened, `"database":"postgres://touba@127.0.0.1:`) {
 		t.Fatalf("start-up log line %q: want the database without password, the node id and the schema version", opened)
 	}
-	var addr string
-	for _, line := range strings.Split(log, "\n") {
-		if i := strings.Index(line, `"addr":"`); i >= 0 && strings.Contains(line, `"message":"listening"`) {
-			addr = line[i+len(`"addr":"`):]
-			addr = addr[:strings.IndexByte(addr, '"')]
-		}
+	// The same socket, handed on: no moment without a listener.
+	addr := logAddr(log, "listening")
+	if addr != waitAddr {
+		t.Fatalf("listening on %s once up, on %s while waiting: want one socket", addr, waitAddr)
 	}
 	if st, _ := postTimed("http://"+addr, "frozen/Plain", "after-wait", `{"n":1}`, 10*time.Second); st != http.StatusAccepted {
 		t.Fatalf("post after the wait: %d", st)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
+}
+
+// logAddr is the "addr" of the last log line whose message is msg.
+func logAddr(log, msg string) string {
+	var addr string
+	for _, line := range strings.Split(log, "\n") {
+		if i := strings.Index(line, `"addr":"`); i >= 0 && strings.Contains(line, `"message":"`+msg+`"`) {
+			a := line[i+len(`"addr":"`):]
+			addr = a[:strings.IndexByte(a, '"')]
+		}
+	}
+	return addr
 }
