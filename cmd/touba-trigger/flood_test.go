@@ -119,13 +119,57 @@ func TestDeliveryLogFlood(t *testing.T) {
 		"--delivery-log-max-bytes", strconv.Itoa(floodLogMaxBytes))...)
 	base := d.URL()
 
-	quiet := sendValid(t, base+"/triggers/e2e/Orders", "quiet", 200)
+	quiet, flooded, sent := flood(t, base)
+	st, err := sql.Open("sqlite3", "file:"+f.state+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var rows, sum, maxRef, maxHdr int64
+	// Another process writes the rows: the row itself is what to wait on.
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		var end int
+		if err := st.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE trigger_ref = 'trigger:flood-end'`).Scan(&end); err != nil {
+			t.Fatal(err)
+		}
+		return end > 0
+	}, "the last rejection's row")
+	if err := st.QueryRow(`SELECT COUNT(*), coalesce(SUM(size), 0), coalesce(MAX(length(trigger_ref)), 0),
+		coalesce(MAX(length(headers)), 0) FROM deliveries`).Scan(&rows, &sum, &maxRef, &maxHdr); err != nil {
+		t.Fatal(err)
+	}
+	hwm := vmHWM(t, d.Cmd.Process.Pid)
+	main, wal := fileSize(f.state), fileSize(f.state+"-wal")
+	t.Logf("valid deliveries, quiet: %s", quantiles(quiet))
+	t.Logf("valid deliveries, flood: %s", quantiles(flooded))
+	t.Logf("flood: %d requests of 60 KB; log: %d rows, %d bytes counted, longest trigger_ref %d, headers %d",
+		sent, rows, sum, maxRef, maxHdr)
+	t.Logf("state file %.1f MiB, WAL %.1f MiB; daemon VmHWM %.1f MiB",
+		float64(main)/(1<<20), float64(wal)/(1<<20), float64(hwm)/(1<<20))
+	if sum > floodLogMaxBytes || maxRef > 256 || maxHdr > 8192+1024 {
+		t.Errorf("log holds %d bytes (bound %d), trigger_ref up to %d bytes, headers up to %d", sum, floodLogMaxBytes, maxRef, maxHdr)
+	}
+	if main > floodStateMax || wal > floodWALMax {
+		t.Errorf("state file %d bytes (bound %d), WAL %d (bound %d)", main, floodStateMax, wal, floodWALMax)
+	}
+	if hwm > floodRSSMax {
+		t.Errorf("daemon VmHWM %d bytes, bound %d", hwm, floodRSSMax)
+	}
+}
+
+// flood sends valid deliveries (200 before, 200 during) and, meanwhile, at
+// least floodRequests rejected requests of 60 KB (404, 405, 401), then one
+// rejection to trigger:flood-end that marks the end of the log. It returns
+// the valid deliveries' latencies and how many flood requests were sent.
+func flood(t *testing.T, base string) (quiet, flooded []time.Duration, sent int64) {
+	t.Helper()
+	quiet = sendValid(t, base+"/triggers/e2e/Orders", "quiet", 200)
 
 	longPath := "/triggers/" + strings.Repeat("p", 60_000)
 	pad := strings.Repeat("h", 60_000)
 	// The flood goes on until the valid deliveries are all answered and
 	// at least floodRequests were sent.
-	var sent, unexpected atomic.Int64
+	var count, unexpected atomic.Int64
 	stop, reached := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	for w := 0; w < 6; w++ {
@@ -139,7 +183,7 @@ func TestDeliveryLogFlood(t *testing.T) {
 					return
 				default:
 				}
-				if sent.Add(1) == floodRequests {
+				if count.Add(1) == floodRequests {
 					close(reached)
 				}
 				var req *http.Request
@@ -170,7 +214,7 @@ func TestDeliveryLogFlood(t *testing.T) {
 			}
 		}(w)
 	}
-	flooded := sendValid(t, base+"/triggers/e2e/Orders", "flood", 200)
+	flooded = sendValid(t, base+"/triggers/e2e/Orders", "flood", 200)
 	<-reached
 	close(stop)
 	wg.Wait()
@@ -185,41 +229,7 @@ func TestDeliveryLogFlood(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	st, err := sql.Open("sqlite3", "file:"+f.state+"?mode=ro&_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	var rows, sum, maxRef, maxHdr int64
-	// Another process writes the rows: the row itself is what to wait on.
-	testkit.WaitFor(t, 30*time.Second, func() bool {
-		var end int
-		if err := st.QueryRow(`SELECT COUNT(*) FROM deliveries WHERE trigger_ref = 'trigger:flood-end'`).Scan(&end); err != nil {
-			t.Fatal(err)
-		}
-		return end > 0
-	}, "the last rejection's row")
-	if err := st.QueryRow(`SELECT COUNT(*), coalesce(SUM(size), 0), coalesce(MAX(length(trigger_ref)), 0),
-		coalesce(MAX(length(headers)), 0) FROM deliveries`).Scan(&rows, &sum, &maxRef, &maxHdr); err != nil {
-		t.Fatal(err)
-	}
-	hwm := vmHWM(t, d.Cmd.Process.Pid)
-	main, wal := fileSize(f.state), fileSize(f.state+"-wal")
-	t.Logf("valid deliveries, quiet: %s", quantiles(quiet))
-	t.Logf("valid deliveries, flood: %s", quantiles(flooded))
-	t.Logf("flood: %d requests of 60 KB; log: %d rows, %d bytes counted, longest trigger_ref %d, headers %d",
-		sent.Load(), rows, sum, maxRef, maxHdr)
-	t.Logf("state file %.1f MiB, WAL %.1f MiB; daemon VmHWM %.1f MiB",
-		float64(main)/(1<<20), float64(wal)/(1<<20), float64(hwm)/(1<<20))
-	if sum > floodLogMaxBytes || maxRef > 256 || maxHdr > 8192+1024 {
-		t.Errorf("log holds %d bytes (bound %d), trigger_ref up to %d bytes, headers up to %d", sum, floodLogMaxBytes, maxRef, maxHdr)
-	}
-	if main > floodStateMax || wal > floodWALMax {
-		t.Errorf("state file %d bytes (bound %d), WAL %d (bound %d)", main, floodStateMax, wal, floodWALMax)
-	}
-	if hwm > floodRSSMax {
-		t.Errorf("daemon VmHWM %d bytes, bound %d", hwm, floodRSSMax)
-	}
+	return quiet, flooded, count.Load()
 }
 
 // The bound of TestOversizedBodies on the daemon's peak memory: 40 bodies
