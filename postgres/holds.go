@@ -206,3 +206,34 @@ func pendingPick(ctx context.Context, tx *Tx) (string, error) {
 	}
 	return pickPending, nil
 }
+
+// takeOverPaused takes over, in the lease transaction tx, the entries of
+// paused triggers whose lease expired (their node died or was cut off
+// mid-run): back to pending under a new token, so the old node is fenced
+// out and no node runs them again while the pause holds (SPEC §6); the
+// caller turns their dispatched effects unknown in the same transaction,
+// as at any take-over (SPEC §8).
+func (q *Queue) takeOverPaused(ctx context.Context, tx *Tx, now string) ([]takeOver, error) {
+	rows, err := tx.Query(ctx, `WITH picked AS (
+			SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < `+q.db.dbNow()+`
+				AND EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
+			FOR UPDATE SKIP LOCKED),
+		old AS (SELECT e.queue_id, COALESCE(e.lease_owner, '') AS owner FROM touba.entries e JOIN picked USING (queue_id))
+		UPDATE touba.entries e SET status = 'pending', not_before = NULL, updated_at = $1, lease_owner = NULL,
+			lease_expires_at = NULL, lease_token = nextval('touba.lease_tokens')
+		FROM old WHERE e.queue_id = old.queue_id
+		RETURNING old.queue_id, old.owner`, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []takeOver
+	for rows.Next() {
+		var t takeOver
+		if err := rows.Scan(&t.queueID, &t.oldOwner); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

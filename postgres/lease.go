@@ -56,8 +56,18 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 		if err != nil {
 			return err
 		}
+		if pending == pickAround {
+			// Some trigger is paused: its entries whose lease expired are
+			// taken over to wait pending, not run again (holds.go).
+			parked, err := q.takeOverPaused(ctx, tx, now)
+			if err != nil {
+				return err
+			}
+			took = append(took, parked...)
+		}
 		for _, pick := range []string{
-			`SELECT queue_id FROM touba.entries WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
+			`SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
+				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
 			pending,
 		} {
