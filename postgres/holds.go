@@ -118,12 +118,18 @@ func (c *Circuits) Circuit(ctx context.Context, toolRef string) (touba.CircuitSt
 	return s, nil
 }
 
-// OpenCircuit opens s.ToolRef's circuit until s.Until.
+// OpenCircuit opens s.ToolRef's circuit until s.Until. A probe another
+// node holds is left alone: this node's window may have crossed the
+// threshold before it read the shared state, and turning that probe back
+// into an open circuit would let a second probe be claimed while the
+// first is in flight. The probe's own node reopens it when it fails (its
+// node id), and a probe whose node died is claimed again (ClaimProbe).
 func (c *Circuits) OpenCircuit(ctx context.Context, s touba.CircuitState) error {
 	_, err := c.db.pool.Exec(ctx, `INSERT INTO touba.binding_circuits (tool_ref, state, until, since, calls, failures, node_id)
 		VALUES ($1, 'open', $2, $3, $4, $5, $6)
 		ON CONFLICT (tool_ref) DO UPDATE SET state = 'open', until = EXCLUDED.until, since = EXCLUDED.since,
-			calls = EXCLUDED.calls, failures = EXCLUDED.failures, node_id = EXCLUDED.node_id`,
+			calls = EXCLUDED.calls, failures = EXCLUDED.failures, node_id = EXCLUDED.node_id
+		WHERE touba.binding_circuits.state <> 'probing' OR touba.binding_circuits.node_id = EXCLUDED.node_id`,
 		s.ToolRef, touba.FormatTime(s.Until), touba.FormatTime(s.Since), s.Calls, s.Failures, c.db.cfg.NodeID)
 	if err != nil {
 		return fmt.Errorf("open circuit of %s: %w", s.ToolRef, err)

@@ -124,3 +124,42 @@ func TestTakeOverOfPausedTriggerWaitsPending(t *testing.T) {
 		t.Fatalf("lease after the resume: %v, %v; want %s", got, err, id)
 	}
 }
+
+// One probe for the cluster (SPEC §2.2 circuit): while node-a's probe is
+// in flight, node-b, whose own window of calls crossed the threshold
+// before it read the shared state, opens the circuit too; that must not
+// turn node-a's probe back into an open circuit whose probe node-b can
+// claim once open_ms passed (two probes at once). node-a's own verdict on
+// its probe (failed: open again) still applies.
+func TestOpenDoesNotEndAnotherNodesProbe(t *testing.T) {
+	nodes := openNodes(t, 2, time.Minute)
+	a, b := nodes[0].Circuits, nodes[1].Circuits
+	ctx := context.Background()
+	const ref, open, stale = "tool:x/Write", 30 * time.Second, 2 * time.Minute
+	t0 := time.Now().UTC().Truncate(time.Millisecond)
+	opened := func(at time.Time) touba.CircuitState {
+		return touba.CircuitState{ToolRef: ref, State: touba.CircuitOpen, Since: at, Until: at.Add(open), Calls: 20, Failures: 20}
+	}
+	if err := a.OpenCircuit(ctx, opened(t0)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := a.ClaimProbe(ctx, ref, t0.Add(open), stale); err != nil || !ok {
+		t.Fatalf("node-a's probe: %v, %v", ok, err)
+	}
+	if err := b.OpenCircuit(ctx, opened(t0.Add(open+time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.ClaimProbe(ctx, ref, t0.Add(2*open+2*time.Second), stale); err != nil || ok {
+		t.Fatalf("node-b claimed a probe while node-a's is in flight: %v, %v", ok, err)
+	}
+	if s, err := b.Circuit(ctx, ref); err != nil || s.State != touba.CircuitProbing {
+		t.Fatalf("shared state %+v, %v; want node-a's probe (probing)", s, err)
+	}
+	// node-a's probe failed: open again, from its probing.
+	if err := a.OpenCircuit(ctx, opened(t0.Add(open+3*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := b.Circuit(ctx, ref); err != nil || s.State != touba.CircuitOpen || !s.Until.Equal(t0.Add(2*open+3*time.Second)) {
+		t.Fatalf("after node-a's failed probe: %+v, %v; want open until %s", s, err, t0.Add(2*open+3*time.Second))
+	}
+}
