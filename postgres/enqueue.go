@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -211,8 +212,27 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 			o.res = ex
 		}
 	}
+	// Answers taken from entries already there wait, with this commit, for
+	// the synchronous standby (durableBarrier); an entry inserted here
+	// wrote WAL already, so its commit waits anyway.
+	inserted := slices.ContainsFunc(ops, func(o *enqueueOp) bool { return o.res.Created })
+	if !inserted && len(ops) > 0 {
+		if _, err := q.Exec(ctx, durableBarrier); err != nil {
+			return fmt.Errorf("enqueue: wait for the entries before it to be durable: %w", err)
+		}
+	}
 	return nil
 }
+
+// durableBarrier writes WAL, so that the commit of the statement (or the
+// batch's transaction) waits until a synchronous standby has it, and with
+// it everything committed before (SPEC §8: no delivery answered 202 is lost
+// by a failover). An answer taken from an existing entry (duplicate,
+// consumed, conflict) needs it: that entry may have committed on the
+// primary alone (a commit whose wait for the standby was cut short by
+// --database-timeout, answered 503), and a statement that inserts
+// nothing writes no WAL, so its commit would not wait for the standby.
+const durableBarrier = `UPDATE touba.meta SET value = value WHERE key = 'format'`
 
 // lookup reads the entry holding d's identity.
 func lookup(ctx context.Context, q querier, d *touba.Delivery) (touba.EnqueueResult, bool, error) {

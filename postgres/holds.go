@@ -118,12 +118,18 @@ func (c *Circuits) Circuit(ctx context.Context, toolRef string) (touba.CircuitSt
 	return s, nil
 }
 
-// OpenCircuit opens s.ToolRef's circuit until s.Until.
+// OpenCircuit opens s.ToolRef's circuit until s.Until. A probe another
+// node holds is left alone: this node's window may have crossed the
+// threshold before it read the shared state, and turning that probe back
+// into an open circuit would let a second probe be claimed while the
+// first is in flight. The probe's own node reopens it when it fails (its
+// node id), and a probe whose node died is claimed again (ClaimProbe).
 func (c *Circuits) OpenCircuit(ctx context.Context, s touba.CircuitState) error {
 	_, err := c.db.pool.Exec(ctx, `INSERT INTO touba.binding_circuits (tool_ref, state, until, since, calls, failures, node_id)
 		VALUES ($1, 'open', $2, $3, $4, $5, $6)
 		ON CONFLICT (tool_ref) DO UPDATE SET state = 'open', until = EXCLUDED.until, since = EXCLUDED.since,
-			calls = EXCLUDED.calls, failures = EXCLUDED.failures, node_id = EXCLUDED.node_id`,
+			calls = EXCLUDED.calls, failures = EXCLUDED.failures, node_id = EXCLUDED.node_id
+		WHERE touba.binding_circuits.state <> 'probing' OR touba.binding_circuits.node_id = EXCLUDED.node_id`,
 		s.ToolRef, touba.FormatTime(s.Until), touba.FormatTime(s.Since), s.Calls, s.Failures, c.db.cfg.NodeID)
 	if err != nil {
 		return fmt.Errorf("open circuit of %s: %w", s.ToolRef, err)
@@ -205,4 +211,35 @@ func pendingPick(ctx context.Context, tx *Tx) (string, error) {
 		return pickAround, nil
 	}
 	return pickPending, nil
+}
+
+// takeOverPaused takes over, in the lease transaction tx, the entries of
+// paused triggers whose lease expired (their node died or was cut off
+// mid-run): back to pending under a new token, so the old node is fenced
+// out and no node runs them again while the pause holds (SPEC §6); the
+// caller turns their dispatched effects unknown in the same transaction,
+// as at any take-over (SPEC §8).
+func (q *Queue) takeOverPaused(ctx context.Context, tx *Tx, now string) ([]takeOver, error) {
+	rows, err := tx.Query(ctx, `WITH picked AS (
+			SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < `+q.db.dbNow()+`
+				AND EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
+			FOR UPDATE SKIP LOCKED),
+		old AS (SELECT e.queue_id, COALESCE(e.lease_owner, '') AS owner FROM touba.entries e JOIN picked USING (queue_id))
+		UPDATE touba.entries e SET status = 'pending', not_before = NULL, updated_at = $1, lease_owner = NULL,
+			lease_expires_at = NULL, lease_token = nextval('touba.lease_tokens')
+		FROM old WHERE e.queue_id = old.queue_id
+		RETURNING old.queue_id, old.owner`, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []takeOver
+	for rows.Next() {
+		var t takeOver
+		if err := rows.Scan(&t.queueID, &t.oldOwner); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
 }

@@ -68,7 +68,7 @@ func (j *Journal) Recover(ctx context.Context) ([]touba.Effect, error) {
 	return out, nil
 }
 
-// takeOverEffects runs in the lease transaction, before the taken-over
+// takeOverEffects runs in the lease transaction (or RequeueRunning's), before the taken-over
 // entries are handed to the dispatcher: their dispatched effects become
 // unknown, with an audit event naming the node that lost the lease, and
 // their prepared effects (never sent) are released for a new attempt.
@@ -93,6 +93,9 @@ func (d *db) takeOverEffects(ctx context.Context, tx *Tx, took []takeOver, now s
 		}
 		why := fmt.Sprintf("take-over by node %s: the lease of node %s expired with the effect dispatched, outcome unknown; ",
 			d.cfg.NodeID, t.oldOwner)
+		if t.restart {
+			why = fmt.Sprintf("node %s restarted with the effect dispatched by its previous run, outcome unknown; ", t.oldOwner)
+		}
 		for _, r := range found {
 			if err := markUnknown(ctx, tx, r, now, recoveryDetail(r.RetryMode, why)); err != nil {
 				return err

@@ -30,8 +30,12 @@ func (q *Queue) change(queueID string, fn func(ctx context.Context, tx *Tx) erro
 	return err
 }
 
-// takeOver is an entry leased after its previous lease expired.
-type takeOver struct{ queueID, oldOwner string }
+// takeOver is an entry leased after its previous lease expired, or one
+// its own node, restarted, put back to pending (restart).
+type takeOver struct {
+	queueID, oldOwner string
+	restart           bool
+}
 
 // Lease takes up to n entries: first running entries whose lease expired
 // (their node died or was cut off), then due pending ones, oldest first,
@@ -52,8 +56,18 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 		if err != nil {
 			return err
 		}
+		if pending == pickAround {
+			// Some trigger is paused: its entries whose lease expired are
+			// taken over to wait pending, not run again (holds.go).
+			parked, err := q.takeOverPaused(ctx, tx, now)
+			if err != nil {
+				return err
+			}
+			took = append(took, parked...)
+		}
 		for _, pick := range []string{
-			`SELECT queue_id FROM touba.entries WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
+			`SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
+				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
 			pending,
 		} {
@@ -206,14 +220,36 @@ func whyNot(ctx context.Context, tx *Tx, queueID string, token int64) error {
 
 // RequeueRunning puts back to pending the entries this node id left
 // running (a restart under the same --node-id). Other nodes' running
-// entries are theirs until their lease expires.
+// entries are theirs until their lease expires. Their dispatched effects
+// become unknown in the same transaction, as at a take-over: once pending,
+// another node may lease them before this node's journal recovery runs,
+// and that recovery skips entries under a live lease.
 func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
 	var n int64
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'pending', not_before = NULL, updated_at = $1,
-			lease_owner = NULL, lease_expires_at = NULL WHERE status = 'running' AND lease_owner = $2`, q.db.now(), q.db.cfg.NodeID)
-		n = tag.RowsAffected()
-		return err
+		n = 0
+		node := q.db.cfg.NodeID
+		rows, err := tx.Query(ctx, `UPDATE touba.entries SET status = 'pending', not_before = NULL, updated_at = $1,
+			lease_owner = NULL, lease_expires_at = NULL WHERE status = 'running' AND lease_owner = $2 RETURNING queue_id`,
+			q.db.now(), node)
+		if err != nil {
+			return err
+		}
+		var took []takeOver
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			took = append(took, takeOver{queueID: id, oldOwner: node, restart: true})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		n = int64(len(took))
+		return q.db.takeOverEffects(ctx, tx, took, q.db.now())
 	})
 	if err != nil {
 		return 0, fmt.Errorf("requeue running: %w", err)

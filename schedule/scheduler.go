@@ -104,6 +104,11 @@ type state struct {
 	since  time.Time // when it joined: the cursor when the queue has no tick
 	caught bool      // its first pass (the catch-up) is done
 	missed int       // ticks enqueued by the catch-up so far
+	// owed is the oldest tick the queue refused (zero: none): it and every
+	// tick after it came due while this daemon ran, so all of them are
+	// enqueued once the queue takes them, whatever catch_up says (catch_up
+	// is about ticks missed while no daemon ran).
+	owed time.Time
 }
 
 // New returns a Scheduler for specs; Start runs it.
@@ -205,6 +210,7 @@ func (s *Scheduler) apply() {
 			s.opts.Log.Info().Str("trigger_ref", sp.Ref).Str("cron", sp.Cron.String()).Str("timezone", sp.Location.String()).
 				Msg("schedule changed; it starts from now")
 			st.spec = sp
+			st.owed = time.Time{}
 			if st.cursor.Before(now) {
 				st.cursor = now
 			}
@@ -265,6 +271,9 @@ func (s *Scheduler) enqueueDue(ctx context.Context, st *state, now time.Time, lo
 			if ctx.Err() == nil {
 				log.Warn().Err(err).Time("scheduled_for", at).Msg("tick not enqueued; retrying")
 			}
+			if st.owed.IsZero() || at.Before(st.owed) {
+				st.owed = at
+			}
 			return false
 		}
 		if status != touba.IntakeEnqueued {
@@ -274,6 +283,7 @@ func (s *Scheduler) enqueueDue(ctx context.Context, st *state, now time.Time, lo
 		}
 		st.cursor = at
 	}
+	st.owed = time.Time{}
 	if st.cursor.Before(now) {
 		st.cursor = now
 	}
@@ -282,14 +292,20 @@ func (s *Scheduler) enqueueDue(ctx context.Context, st *state, now time.Time, lo
 
 // due are the ticks of st in (cursor, now] to enqueue, oldest first: a
 // tick at most Grace old is on time and always enqueued; older ones were
-// missed and follow catch_up.
+// missed and follow catch_up, except from a tick the queue refused on
+// (owed), after which every tick is enqueued.
 func (s *Scheduler) due(st *state, now time.Time) []time.Time {
 	c, loc := st.spec.Cron, st.spec.Location
 	from := st.cursor
 	if !from.Before(now) {
 		return nil
 	}
-	switch st.spec.CatchUp {
+	catchUp := st.spec.CatchUp
+	if !st.owed.IsZero() {
+		// A refused tick and those after it: every one, none missed.
+		catchUp, from = CatchUpAll, st.owed.Add(-time.Nanosecond)
+	}
+	switch catchUp {
 	case CatchUpAll:
 		if limit := now.Add(-s.opts.Retention); from.Before(limit) {
 			from = limit

@@ -186,3 +186,63 @@ func TestSchedulerSetSpecs(t *testing.T) {
 		t.Fatalf("a removed schedule ticked: %d ticks", got)
 	}
 }
+
+// downQueue refuses every tick while down, as a database that is out.
+type downQueue struct {
+	*fakeQueue
+	mu      sync.Mutex
+	down    bool
+	refused int
+}
+
+func (q *downQueue) EnqueueTick(ctx context.Context, ref string, at time.Time) (string, string, error) {
+	q.mu.Lock()
+	if q.down {
+		q.refused++
+		q.mu.Unlock()
+		return "", "", touba.Errorf(touba.ETriggerUnavailable, "database down")
+	}
+	q.mu.Unlock()
+	return q.fakeQueue.EnqueueTick(ctx, ref, at)
+}
+
+func (q *downQueue) refusals() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.refused
+}
+
+// Ticks that came due while the daemon ran and that the queue refused (a
+// database outage over several ticks) are each enqueued once it takes
+// them again, whatever catch_up says: catch_up is about ticks missed while
+// no daemon ran (SPEC §2.3), and a refused tick is tried again, not lost.
+func TestSchedulerKeepsEveryRefusedTick(t *testing.T) {
+	for _, catchUp := range []string{schedule.CatchUpLast, schedule.CatchUpNone, schedule.CatchUpAll} {
+		t.Run(catchUp, func(t *testing.T) {
+			q := &downQueue{fakeQueue: &fakeQueue{entries: map[string][]time.Time{}}, down: true}
+			clock := schedule.NewManual(utc("2026-12-01T10:00:30Z"))
+			spec := schedule.Spec{Ref: "trigger:a", Cron: mustParse(t, "* * * * *"), Location: time.UTC, CatchUp: catchUp}
+			s := schedule.New([]schedule.Spec{spec}, schedule.Options{Enqueue: q, Ticks: q, Clock: clock, Log: zerolog.Nop()})
+			s.Start(context.Background())
+			defer s.Close()
+			for _, at := range []string{"2026-12-01T10:01:00Z", "2026-12-01T10:02:00Z", "2026-12-01T10:03:00Z"} {
+				n := q.refusals()
+				clock.Set(utc(at))
+				waitFor(t, func() bool { return q.refusals() > n }, "the queue to refuse the tick of "+at)
+			}
+			q.mu.Lock()
+			q.down = false
+			q.mu.Unlock()
+			clock.Set(utc("2026-12-01T10:03:02Z")) // the retry
+			waitFor(t, func() bool { return len(q.ticks("trigger:a")) >= 1 }, "the ticks after the outage")
+			// The next tick comes in a later pass: the one above has ended.
+			clock.Set(utc("2026-12-01T10:04:00Z"))
+			waitFor(t, func() bool { return slices.ContainsFunc(q.ticks("trigger:a"), utc("2026-12-01T10:04:00Z").Equal) }, "the 10:04 tick")
+			want := []time.Time{utc("2026-12-01T10:01:00Z"), utc("2026-12-01T10:02:00Z"), utc("2026-12-01T10:03:00Z"),
+				utc("2026-12-01T10:04:00Z")}
+			if got := q.ticks("trigger:a"); !slices.EqualFunc(got, want, time.Time.Equal) {
+				t.Fatalf("ticks %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -40,7 +40,8 @@ func stamps(t *testing.T, paths ...string) map[string]fileStamp {
 // (JournalLockStale, exit 3); they write nothing to the files (database
 // and WAL keep their size and mtime), and work beside a live daemon too. On the old code
 // `queue ls` over the stale record exited 3 JournalLockStale, and beside
-// the daemon exited 3 JournalLocked.
+// the daemon exited 3 JournalLocked; so did `triggers ls` until it, too,
+// opened the files read-only.
 func TestReadOnlyCommandsNeedNoLock(t *testing.T) {
 	e := newOpEnv(t, opProgram, opManifest)
 	d := e.start(t)
@@ -50,7 +51,7 @@ func TestReadOnlyCommandsNeedNoLock(t *testing.T) {
 	other := *e
 	other.socket = filepath.Join(e.dir, "elsewhere.sock")
 	for _, args := range [][]string{{"queue", "ls"}, {"queue", "show", q}, {"effects", "ls"}, {"deliveries", "ls"},
-		{"queue", "ls", "--event-id", "order-1"}} {
+		{"queue", "ls", "--event-id", "order-1"}, {"triggers", "ls"}} {
 		code, out, errs := other.cli(t, args...)
 		if code != 0 {
 			t.Fatalf("%v beside the daemon: exit %d\n%s%s", args, code, out, errs)
@@ -80,7 +81,7 @@ func TestReadOnlyCommandsNeedNoLock(t *testing.T) {
 		t.Fatalf("queue ls over a stale lock: %+v", list)
 	}
 	for _, args := range [][]string{{"queue", "show", q}, {"effects", "ls", "--state", "unknown"}, {"deliveries", "ls"},
-		{"queue", "ls", "--body", "/order_id=1"}} {
+		{"queue", "ls", "--body", "/order_id=1"}, {"triggers", "ls"}} {
 		if code, out, errs := e.cli(t, args...); code != 0 {
 			t.Fatalf("%v over a stale lock: exit %d\n%s%s", args, code, out, errs)
 		}

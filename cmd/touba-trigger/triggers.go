@@ -26,7 +26,8 @@ func runTriggers(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		} else if len(pos) > 0 {
 			return usageError{err: fmt.Errorf("triggers ls takes no arguments, got %q", pos)}
 		}
-		return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		// A listing: with no daemon, read-only and without the lock (SPEC §6).
+		return withReadSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
 			rows, err := api.Triggers(ctx)
 			if err != nil || f.json {
 				return orJSON(stdout, rows, err)
