@@ -114,12 +114,12 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 			continue
 		}
 		claimed = append(claimed, id)
-		// A bulk selection of failed or cancelled entries needs no check:
-		// the queue's own transaction refuses an entry that moved.
-		if r.Status == "" || r.Status == touba.StatusParked {
-			if err := s.checkReplay(ctx, id, &items[i]); err != nil {
-				return 0, err
-			}
+		// Every entry is checked, a bulk selection's too: one selected
+		// failed may have been replayed and parked on an unknown effect
+		// since, and the queue's Replay takes parked entries as well. The
+		// check reads (no writer time), under the claim taken above.
+		if err := s.checkReplay(ctx, id, &items[i]); err != nil {
+			return 0, err
 		}
 		if items[i].Reason == "" {
 			todo = append(todo, id)
