@@ -169,14 +169,9 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	s.metrics = metrics.NewNode(f.NodeID)
 	s.metrics.WatchTracing(s.tracing.DroppedSpans)
-	if f.Database != "" {
-		// A database that does not answer yet is waited for; the node
-		// answers meanwhile (startwait.go).
-		if err := s.serveWhileWaiting(); err != nil {
-			return err
-		}
-	}
-	s.store, err = openStores(ctx, storeConfig{Queue: f.Queue, State: f.State, Journal: f.Journal,
+	// A database that does not answer yet is waited for; the node answers
+	// meanwhile (startwait.go).
+	s.store, err = openStores(ctx, storeConfig{OnWait: s.serveWhileWaiting, Queue: f.Queue, State: f.State, Journal: f.Journal,
 		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL, DatabaseTimeout: f.DatabaseTimeout,
 		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending,
 		StateOptions: state.Options{LogMaxRows: f.LogMaxRows, LogMaxAge: f.LogMaxAge, LogMaxBodyBytes: f.LogMaxBodyBytes,

@@ -12,8 +12,9 @@ import (
 	"github.com/touba/touba-trigger/internal/httpjson"
 )
 
-// While a node waits for its database at start (openDatabase), its port
-// is already bound and answers (SPEC §8): /healthz 200, the process is
+// While a node waits for its database at start (openDatabase: from its
+// first failed try on, so a database that answers costs nothing here), its
+// port is bound and answers (SPEC §8): /healthz 200, the process is
 // alive; /readyz and every webhook 503 TriggerUnavailable with Retry-After,
 // so a load balancer keeps the node out and a sender retries, instead of a
 // refused connection or a hang. Once the stores are open the same listeners

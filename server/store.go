@@ -54,6 +54,9 @@ type stores struct {
 
 // storeConfig is how to open the stores, whichever the backend.
 type storeConfig struct {
+	// OnWait, when set, runs once when the daemon starts waiting for a
+	// database that does not answer (serveWhileWaiting).
+	OnWait                func() error
 	Queue, State, Journal string // the SQLite files
 	Database              string // postgres://...; set, the files are not used
 	NodeID                string
@@ -100,10 +103,15 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 // during a failover, comes up on its own instead of exiting.
 func openDatabase(ctx context.Context, c storeConfig, pc postgres.Config) (*postgres.Store, error) {
 	wait, lastLog, since := 250*time.Millisecond, time.Time{}, time.Now()
-	for {
+	for first := true; ; first = false {
 		st, err := postgres.Open(ctx, pc)
 		if err == nil || !c.Daemon || !postgres.Unavailable(err) {
 			return st, err
+		}
+		if first && c.OnWait != nil {
+			if err := c.OnWait(); err != nil {
+				return nil, err
+			}
 		}
 		if time.Since(lastLog) >= 5*time.Second {
 			c.Log.Warn().Err(err).Str("database", postgres.Redact(pc.URL)).Dur("waited", time.Since(since).Round(time.Second)).
