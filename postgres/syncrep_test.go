@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/pgtest"
 )
@@ -28,6 +30,28 @@ func TestDuplicateWaitsForTheSynchronousStandby(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// pg_reload_conf only signals the postmaster: wait until it has
+		// reloaded (a new session sees the setting).
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			conn, err := pgx.Connect(ctx, c.URL("postgres"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got string
+			err = conn.QueryRow(ctx, `SHOW synchronous_standby_names`).Scan(&got)
+			conn.Close(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == names {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("synchronous_standby_names is %q 30 s after the reload, want %q", got, names)
+			}
+			time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
+		}
 	}
 	t.Cleanup(func() { syncTo("") }) // before the database is dropped
 	st, err := Open(ctx, Config{URL: url, NodeID: "n", Timeout: time.Second})
@@ -40,6 +64,10 @@ func TestDuplicateWaitsForTheSynchronousStandby(t *testing.T) {
 	}
 	// A standby that never answers: every commit that waits for it stalls.
 	syncTo("ghost")
+	// A session applies a reload before its next statement only if the
+	// signal came before it started reading that statement: new sessions,
+	// which read the setting at their start, leave no window.
+	st.Queue.db.pool.Reset()
 	if res, err := st.Queue.Enqueue(ctx, d()); err == nil {
 		t.Fatalf("enqueue with the standby gone: %+v, want an error (committed on the primary alone)", res)
 	}
