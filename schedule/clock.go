@@ -83,3 +83,12 @@ func (m *Manual) Set(now time.Time) {
 
 // Advance moves the clock forward by d.
 func (m *Manual) Advance(d time.Duration) { m.Set(m.Now().Add(d)) }
+
+// Pending is how many timers wait on the clock, so a test moves it only
+// once the scheduler waits.
+func (m *Manual) Pending() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.timers)
+}
+

@@ -107,14 +107,21 @@ func TestSchedulerRetriesARefusedTick(t *testing.T) {
 	s.Start(context.Background())
 	defer s.Close()
 	clock.Set(utc("2026-12-01T10:01:00Z"))
-	// Each retry waits 2s on the clock: move it on in small steps.
-	for _, at := range []string{"2026-12-01T10:01:02Z", "2026-12-01T10:01:04Z", "2026-12-01T10:01:06Z"} {
-		waitFor(t, func() bool {
-			q.mu.Lock()
-			defer q.mu.Unlock()
-			return q.fail == 0 || len(q.ticks("trigger:a")) > 0
-		}, "an offer")
-		clock.Set(utc(at))
+	// Each retry waits 2s on the clock: move it on 2s at a time, each time
+	// once the scheduler waits on it, until the refused tick is taken.
+	refused := func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.fail == 0 }
+	for step := 0; len(q.ticks("trigger:a")) == 0; step++ {
+		if step == 10 {
+			t.Fatalf("the tick was not taken after %d retries", step)
+		}
+		waitFor(t, func() bool { return clock.Pending() > 0 || len(q.ticks("trigger:a")) > 0 }, "the scheduler to wait")
+		if len(q.ticks("trigger:a")) > 0 {
+			break
+		}
+		clock.Advance(2 * time.Second)
+	}
+	if !refused() {
+		t.Fatal("the tick was taken before both refusals")
 	}
 	waitFor(t, func() bool { return len(q.ticks("trigger:a")) == 1 }, "the refused tick")
 	if got := q.ticks("trigger:a")[0]; !got.Equal(utc("2026-12-01T10:01:00Z")) {
