@@ -192,15 +192,8 @@ func (q *Queue) leaseAround(ctx context.Context, tx *sqlitex.Tx, now string, n i
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*touba.Delivery
-	for rows.Next() {
-		d, err := scanEntry(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanEntries(rows)
+	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b *touba.Delivery) int { return strings.Compare(a.QueueID, b.QueueID) })

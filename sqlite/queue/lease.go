@@ -55,14 +55,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 			return 0, err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			d, err := scanEntry(rows)
-			if err != nil {
-				return 0, err
-			}
-			out = append(out, d)
-		}
-		if err := rows.Err(); err != nil {
+		if out, err = scanEntries(rows); err != nil {
 			return 0, err
 		}
 		return -int64(len(out)), nil
