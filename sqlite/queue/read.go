@@ -18,7 +18,7 @@ const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, re
 
 type scanner interface{ Scan(...any) error }
 
-// rowsScanner is what scanEntries reads: *sql.Rows or
+// rowsScanner is what scanEntries and scanIDs read: *sql.Rows or
 // *sqlitex.Rows.
 type rowsScanner interface {
 	scanner
@@ -37,6 +37,19 @@ func scanEntries(rows rowsScanner) ([]*touba.Delivery, error) {
 		out = append(out, d)
 	}
 	return out, rows.Err()
+}
+
+// scanIDs reads every row of rows as one queue id.
+func scanIDs(rows rowsScanner) ([]string, error) {
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 func scanEntry(s scanner) (*touba.Delivery, error) {
