@@ -297,31 +297,21 @@ func (c *Cluster) Exec(ctx context.Context, name, sql string) error {
 // Crash ends the server as a crash would for its clients and standbys:
 // an immediate shutdown (SIGQUIT: no checkpoint, no waiting for standbys
 // to have the WAL; the next start recovers), and waits for it to exit.
-func (c *Cluster) Crash() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.proc == nil {
-		return
-	}
-	c.proc.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-c.exit:
-	case <-time.After(30 * time.Second):
-		c.proc.Process.Kill()
-		<-c.exit
-	}
-	c.proc = nil
-}
+func (c *Cluster) Crash() { c.stop(syscall.SIGQUIT) }
 
 // Stop stops the server (fast shutdown: clients are disconnected, nothing
 // committed is lost) and waits for it to exit.
-func (c *Cluster) Stop() {
+func (c *Cluster) Stop() { c.stop(syscall.SIGINT) }
+
+// stop sends the server sig and waits for it to exit, killing it if it
+// has not exited within 30 seconds.
+func (c *Cluster) stop(sig syscall.Signal) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.proc == nil {
 		return
 	}
-	c.proc.Process.Signal(syscall.SIGINT)
+	c.proc.Process.Signal(sig)
 	select {
 	case <-c.exit:
 	case <-time.After(30 * time.Second):

@@ -23,18 +23,9 @@ var _ touba.HoldStore = (*Queue)(nil)
 
 // PauseTrigger pauses p.TriggerRef; changed is false when it already was.
 func (q *Queue) PauseTrigger(ctx context.Context, p touba.TriggerPause) (bool, error) {
-	var changed bool
-	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
-		res, err := tx.ExecContext(ctx, `INSERT INTO paused_triggers (trigger_ref, paused_at, operator, reason)
+	changed, err := q.changeHold(`INSERT INTO paused_triggers (trigger_ref, paused_at, operator, reason)
 			VALUES (?, ?, ?, ?) ON CONFLICT (trigger_ref) DO NOTHING`,
-			p.TriggerRef, touba.FormatTime(p.At), p.Operator, p.Reason)
-		if err != nil {
-			return 0, err
-		}
-		n, _ := res.RowsAffected()
-		changed = n == 1
-		return 0, q.countPaused(ctx, tx)
-	})
+		p.TriggerRef, touba.FormatTime(p.At), p.Operator, p.Reason)
 	if err != nil {
 		return false, fmt.Errorf("pause %s: %w", p.TriggerRef, err)
 	}
@@ -43,9 +34,19 @@ func (q *Queue) PauseTrigger(ctx context.Context, p touba.TriggerPause) (bool, e
 
 // ResumeTrigger resumes ref; changed is false when it was not paused.
 func (q *Queue) ResumeTrigger(ctx context.Context, ref string) (bool, error) {
-	var changed bool
-	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
-		res, err := tx.ExecContext(ctx, `DELETE FROM paused_triggers WHERE trigger_ref = ?`, ref)
+	changed, err := q.changeHold(`DELETE FROM paused_triggers WHERE trigger_ref = ?`, ref)
+	if err != nil {
+		return false, fmt.Errorf("resume %s: %w", ref, err)
+	}
+	return changed, nil
+}
+
+// changeHold runs stmt, which inserts or deletes at most one row of
+// paused_triggers, in the writer's next batch and recounts the paused
+// triggers; changed is whether it did change a row.
+func (q *Queue) changeHold(stmt string, args ...any) (changed bool, err error) {
+	err = q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
+		res, err := tx.ExecContext(ctx, stmt, args...)
 		if err != nil {
 			return 0, err
 		}
@@ -53,10 +54,7 @@ func (q *Queue) ResumeTrigger(ctx context.Context, ref string) (bool, error) {
 		changed = n == 1
 		return 0, q.countPaused(ctx, tx)
 	})
-	if err != nil {
-		return false, fmt.Errorf("resume %s: %w", ref, err)
-	}
-	return changed, nil
+	return changed, err
 }
 
 // PausedTriggers lists the paused triggers by ref.
@@ -192,15 +190,8 @@ func (q *Queue) leaseAround(ctx context.Context, tx *sqlitex.Tx, now string, n i
 		return nil, err
 	}
 	defer rows.Close()
-	var out []*touba.Delivery
-	for rows.Next() {
-		d, err := scanEntry(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanEntries(rows)
+	if err != nil {
 		return nil, err
 	}
 	slices.SortFunc(out, func(a, b *touba.Delivery) int { return strings.Compare(a.QueueID, b.QueueID) })

@@ -55,14 +55,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 			return 0, err
 		}
 		defer rows.Close()
-		for rows.Next() {
-			d, err := scanEntry(rows)
-			if err != nil {
-				return 0, err
-			}
-			out = append(out, d)
-		}
-		if err := rows.Err(); err != nil {
+		if out, err = scanEntries(rows); err != nil {
 			return 0, err
 		}
 		return -int64(len(out)), nil
@@ -237,13 +230,5 @@ func (q *Queue) IDsByStatus(ctx context.Context, status, triggerRef string) ([]s
 		return nil, err
 	}
 	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return scanIDs(rows)
 }

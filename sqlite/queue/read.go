@@ -18,6 +18,40 @@ const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, re
 
 type scanner interface{ Scan(...any) error }
 
+// rowsScanner is what scanEntries and scanIDs read: *sql.Rows or
+// *sqlitex.Rows.
+type rowsScanner interface {
+	scanner
+	Next() bool
+	Err() error
+}
+
+// scanEntries reads every row of rows as an entry (entryColumns).
+func scanEntries(rows rowsScanner) ([]*touba.Delivery, error) {
+	var out []*touba.Delivery
+	for rows.Next() {
+		d, err := scanEntry(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// scanIDs reads every row of rows as one queue id.
+func scanIDs(rows rowsScanner) ([]string, error) {
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
 func scanEntry(s scanner) (*touba.Delivery, error) {
 	var d touba.Delivery
 	var hdr, recv, upd string
@@ -78,15 +112,7 @@ func (q *Queue) List(ctx context.Context, f Filter) ([]*touba.Delivery, error) {
 		return nil, fmt.Errorf("list entries: %w", err)
 	}
 	defer rows.Close()
-	var out []*touba.Delivery
-	for rows.Next() {
-		d, err := scanEntry(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return scanEntries(rows)
 }
 
 // CountByStatus returns how many entries are in each state.

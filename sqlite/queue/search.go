@@ -126,13 +126,5 @@ func (q *Queue) SelectIDs(ctx context.Context, s touba.EntrySelection) ([]string
 		return nil, fmt.Errorf("select entries: %w", err)
 	}
 	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return scanIDs(rows)
 }
