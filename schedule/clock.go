@@ -91,4 +91,3 @@ func (m *Manual) Pending() int {
 	defer m.mu.Unlock()
 	return len(m.timers)
 }
-
