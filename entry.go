@@ -14,6 +14,11 @@ type EnqueueResult struct {
 	Created bool
 	Digest  string
 	Status  string
+	// Matched are the waiting entries whose open wait this delivery
+	// matched (now pending), and Cancelled the entries its Cancels ended
+	// or asked to cancel; both empty unless Created.
+	Matched   []string
+	Cancelled []string
 }
 
 // EntryFilter selects queue entries for listings, oldest first, or newest

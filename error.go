@@ -103,6 +103,7 @@ var statuses = map[string]int{
 	ETriggerReplayRejected:       http.StatusConflict,
 	EEffectNotUnknown:            http.StatusConflict,
 	EEntryBusy:                   http.StatusConflict,
+	EEntryNotResumable:           http.StatusConflict,
 	ELeaseLost:                   http.StatusConflict,
 	EAdminForbidden:              http.StatusForbidden,
 	EConsoleUnauthorized:         http.StatusUnauthorized,

@@ -67,6 +67,9 @@ type RunStore interface {
 	// token is given (LeaseLost otherwise, where the store can tell).
 	SaveStep(queueID string, token int64, stepID, runID string, output json.RawMessage) error
 	Steps(ctx context.Context, queueID string) (map[string]StepOutput, error)
+	// DropSteps removes the checkpoints of stepIDs (a resume from a step),
+	// durably, before the entry runs again.
+	DropSteps(ctx context.Context, queueID string, stepIDs []string) error
 	Runs(ctx context.Context, queueID string) ([]Run, error)
 }
 

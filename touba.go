@@ -15,6 +15,7 @@ const (
 	StatusParked  = "parked"
 	// StatusCancelled: the entry was cancelled (SPEC §2.3); replayable.
 	StatusCancelled = "cancelled"
+	// StatusWaiting is in waits.go.
 )
 
 // Effect states of the journal (SPEC §5).
@@ -93,6 +94,22 @@ type Delivery struct {
 	// it started before, so it has no step checkpoints and the dispatcher
 	// need not read them. A store that cannot tell leaves it false.
 	FirstLease bool
+	// ProgramDigest is the digest of the entry's trigger definition when it
+	// was accepted (SPEC §2.3 version pinning; "" before it was kept).
+	ProgramDigest string
+	// WakeAt is when a waiting entry wakes (a sleep's end, a wait's
+	// timeout); nil otherwise, and for a wait with no timeout.
+	WakeAt *time.Time
+	// Offers, Cancels and CancelKeys are intake's inputs to Enqueue (not
+	// read back): Offers are this delivery's values for the wait_for
+	// steps awaiting its trigger (Key: WaitKey), Cancels its values for
+	// the cancel_on entries naming its trigger (Key: CancelKey of the
+	// trigger to cancel), CancelKeys the entry's own cancel_on match
+	// values (Key: CancelKey of its trigger), by which a later delivery
+	// cancels it. See WaitStore.
+	Offers     []MatchValue
+	Cancels    []MatchValue
+	CancelKeys []MatchValue
 }
 
 // TimeFormat is how every timestamp is stored: UTC with milliseconds, so

@@ -94,6 +94,15 @@ func (s *State) SaveStep(queueID string, token int64, stepID, runID string, outp
 	}))
 }
 
+// DropSteps removes the checkpoints of stepIDs (a resume from a step),
+// durably, before the entry is pending again.
+func (s *State) DropSteps(ctx context.Context, queueID string, stepIDs []string) error {
+	return errClosed(s.db.writer(queueID).Do(ctx, func(ctx context.Context, tx *Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM touba.run_steps WHERE queue_id = $1 AND step_id = ANY($2)`, queueID, stepIDs)
+		return err
+	}))
+}
+
 // Steps returns the checkpointed outputs of an entry, by step id.
 func (s *State) Steps(ctx context.Context, queueID string) (map[string]touba.StepOutput, error) {
 	rows, err := s.db.pool.Query(ctx, `SELECT step_id, run_id, output, at FROM touba.run_steps WHERE queue_id = $1`, queueID)

@@ -120,3 +120,19 @@ const (
 	qSaveStep = `INSERT INTO run_steps (queue_id, step_id, run_id, output, at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (queue_id, step_id) DO NOTHING`
 )
+
+// DropSteps removes the checkpoints of stepIDs (a resume from a step); it
+// is durable when DropSteps returns, before the entry is pending again.
+func (s *State) DropSteps(ctx context.Context, queueID string, stepIDs []string) error {
+	if s.w == nil {
+		return sqlitex.ErrReadOnly
+	}
+	return s.w.Do(ctx, func(ctx context.Context, tx *sqlitex.Tx) error {
+		for _, id := range stepIDs {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM run_steps WHERE queue_id = ? AND step_id = ?`, queueID, id); err != nil {
+				return fmt.Errorf("drop checkpoint %s of %s: %w", id, queueID, err)
+			}
+		}
+		return nil
+	})
+}
