@@ -59,6 +59,14 @@ type Trigger struct {
 	// enqueued (flow.go).
 	Filter      []Condition
 	Concurrency *Concurrency
+	// CancelOn are the deliveries that cancel an entry of this trigger
+	// (SPEC §2.3).
+	CancelOn []CancelOn
+	// Digest is the lowercase hex SHA-256 of Definition, the trigger's
+	// object in the program file in canonical JSON: each entry records
+	// the digest it was accepted under (version pinning, SPEC §2.3).
+	Digest     string
+	Definition json.RawMessage
 }
 
 // Source says how deliveries of a trigger are read and verified.
@@ -110,11 +118,62 @@ type Verify struct {
 	ToleranceSec int64
 }
 
-// Step is one tool call of a trigger.
+// Step is one step of a trigger: a tool call (Tool and Input), a sleep
+// (Sleep) or a wait for another trigger's event (WaitFor); exactly one of
+// Tool, Sleep and WaitFor is set (SPEC §2.3).
 type Step struct {
-	ID    string
-	Tool  string
-	Input json.RawMessage
+	ID      string
+	Tool    string
+	Input   json.RawMessage
+	Sleep   *Sleep
+	WaitFor *WaitFor
+}
+
+// Kind names the step's kind for messages and version pinning: the tool
+// ref, "sleep" or "wait_for".
+func (s Step) Kind() string {
+	switch {
+	case s.Sleep != nil:
+		return "sleep"
+	case s.WaitFor != nil:
+		return "wait_for"
+	}
+	return s.Tool
+}
+
+// Sleep is a sleep step: MS milliseconds from when the step begins, or
+// until the RFC 3339 time Until resolves to (a {"$ref"} into the run
+// context, or a literal string); a time in the past does not wait.
+type Sleep struct {
+	MS    int64
+	Until json.RawMessage
+}
+
+// WaitFor is a wait for an accepted delivery of Trigger whose value at On
+// (a JSON pointer into {"headers", "body"}) equals what Match (a {"$ref"}
+// into the run context, or a literal) resolves to. TimeoutMS 0 waits with
+// no timeout; OnTimeout is "fail" (the default) or "continue".
+type WaitFor struct {
+	Trigger   string
+	Match     json.RawMessage
+	On        string
+	TimeoutMS int64
+	OnTimeout string
+}
+
+// Wait_for's on_timeout values.
+const (
+	OnTimeoutFail     = "fail"
+	OnTimeoutContinue = "continue"
+)
+
+// CancelOn is one cancel_on entry of a trigger: a delivery of Trigger
+// whose value at On equals what Match resolved to when this trigger's
+// entry was accepted (a {"$ref"} into /event) cancels that entry.
+type CancelOn struct {
+	Trigger string
+	Match   json.RawMessage
+	On      string
 }
 
 // Retry bounds the host's retries of a run.
