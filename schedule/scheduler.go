@@ -89,6 +89,9 @@ type Scheduler struct {
 	pending   []Spec    // set by SetSpecs, taken by the loop
 	pendingAt time.Time // when SetSpecs was called
 	changed   chan struct{}
+	// set and applied count the SetSpecs calls made and taken by the loop
+	// (under mu), so a reload can tell when it is in force.
+	set, applied uint64
 
 	states map[string]*state // owned by the loop
 
@@ -135,6 +138,7 @@ func (s *Scheduler) SetSpecs(specs []Spec) {
 	now := s.clock.Now()
 	s.mu.Lock()
 	s.pendingAt = now
+	s.set++
 	s.pending = append([]Spec{}, specs...)
 	if s.pending == nil {
 		s.pending = []Spec{}
@@ -144,6 +148,14 @@ func (s *Scheduler) SetSpecs(specs []Spec) {
 	case s.changed <- struct{}{}:
 	default:
 	}
+}
+
+// Applied reports whether the loop has taken the specs of the last
+// SetSpecs (they are in force from its next look at the clock).
+func (s *Scheduler) Applied() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied == s.set
 }
 
 // Start runs the scheduler until Close or ctx ends.
@@ -196,10 +208,16 @@ func (s *Scheduler) apply() {
 	s.mu.Lock()
 	specs, now := s.pending, s.pendingAt
 	s.pending = nil
+	gen := s.set
 	s.mu.Unlock()
 	if specs == nil {
 		return
 	}
+	defer func() {
+		s.mu.Lock()
+		s.applied = gen
+		s.mu.Unlock()
+	}()
 	next := map[string]*state{}
 	for _, sp := range specs {
 		st, ok := s.states[sp.Ref]

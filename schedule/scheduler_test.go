@@ -166,12 +166,6 @@ func TestSchedulerCatchUp(t *testing.T) {
 // A reload that changes a schedule starts it afresh: no tick of the new
 // cron before the reload; one that keeps it changes nothing.
 func TestSchedulerSetSpecs(t *testing.T) {
-	// Skipped: the test steps the manual clock while the scheduler's
-	// goroutine may still be taking the new specs, and missed the 11:30
-	// tick about once in 20 runs under load (once in CI). The scheduler
-	// has no signal that it took them; until it has one, the reload is
-	// covered through the daemon's SIGHUP (server's schedule tests).
-	t.Skip("flaky: steps the clock without a signal that the reload was taken (see the comment)")
 	q := &fakeQueue{entries: map[string][]time.Time{}}
 	clock := schedule.NewManual(utc("2026-12-01T10:00:00Z"))
 	hourly := schedule.Spec{Ref: "trigger:a", Cron: mustParse(t, "0 * * * *"), Location: time.UTC, CatchUp: schedule.CatchUpAll}
@@ -183,6 +177,7 @@ func TestSchedulerSetSpecs(t *testing.T) {
 	clock.Set(utc("2026-12-01T11:20:00Z"))
 	// Every 15 minutes from now: 11:15 is before the reload, not a tick.
 	s.SetSpecs([]schedule.Spec{{Ref: "trigger:a", Cron: mustParse(t, "*/15 * * * *"), Location: time.UTC, CatchUp: schedule.CatchUpAll}})
+	settled(t, s, clock)
 	clock.Set(utc("2026-12-01T11:30:00Z"))
 	waitFor(t, func() bool { return len(q.ticks("trigger:a")) == 2 }, "the 11:30 tick")
 	want := []time.Time{utc("2026-12-01T11:00:00Z"), utc("2026-12-01T11:30:00Z")}
@@ -191,13 +186,22 @@ func TestSchedulerSetSpecs(t *testing.T) {
 	}
 	// Removed: no more ticks.
 	s.SetSpecs(nil)
+	settled(t, s, clock)
 	clock.Set(utc("2026-12-01T11:45:00Z"))
 	s.SetSpecs([]schedule.Spec{{Ref: "trigger:b", Cron: mustParse(t, "*/15 * * * *"), Location: time.UTC}})
+	settled(t, s, clock)
 	clock.Set(utc("2026-12-01T12:00:00Z"))
 	waitFor(t, func() bool { return len(q.ticks("trigger:b")) == 1 }, "trigger:b's 12:00 tick")
 	if got := len(q.ticks("trigger:a")); got != 2 {
 		t.Fatalf("a removed schedule ticked: %d ticks", got)
 	}
+}
+
+// settled waits until the scheduler took the last SetSpecs and waits on
+// the clock again, so the next clock move is seen under the new specs.
+func settled(t *testing.T, s *schedule.Scheduler, clock *schedule.Manual) {
+	t.Helper()
+	waitFor(t, func() bool { return s.Applied() && clock.Pending() > 0 }, "the scheduler to take the new specs")
 }
 
 // downQueue refuses every tick while down, as a database that is out.
