@@ -99,3 +99,35 @@ func TestSleepUntilNotATime(t *testing.T) {
 		t.Fatalf("calls %+v, want none", cs)
 	}
 }
+
+// Many sleeps begun at once wake on time: the wake loop sleeps until the
+// next one and ends every due wait in batches, so the 99th percentile of
+// how late a wait ended (its resolved_at after its wake_at) stays under a
+// second while the dispatcher runs the others.
+func TestSleepWakesOnTimeUnderLoad(t *testing.T) {
+	const n = 400
+	w := newWorld(t, programOf(t, trig(trigName, nil,
+		sleepStep("nap", map[string]any{"ms": 300}),
+		toolStep("then", toolThen, map[string]any{"data": ref("/steps/nap/output")}),
+	)), manifestOf(t, binding{Tool: toolThen, Stub: true}), nil, true)
+	w.mustWaits()
+	qids := make([]string, n)
+	for i := range qids {
+		qids[i] = w.enqueue(trigName, `{}`, nil)
+	}
+	var late []time.Duration
+	for _, qid := range qids {
+		w.wait(qid, touba.StatusDone)
+		ws := w.waitsOf(qid)
+		if len(ws) != 1 || ws[0].State != touba.WaitWoke || ws[0].WakeAt == nil || ws[0].ResolvedAt == nil {
+			t.Fatalf("waits of %s: %+v, want one sleep woke", qid, ws)
+		}
+		late = append(late, ws[0].ResolvedAt.Sub(*ws[0].WakeAt))
+	}
+	slices.Sort(late)
+	p99 := late[len(late)*99/100]
+	t.Logf("wake lateness: median %s, p99 %s, max %s", late[len(late)/2], p99, late[len(late)-1])
+	if p99 > time.Second {
+		t.Fatalf("p99 wake lateness %s, want under 1s", p99)
+	}
+}
