@@ -553,6 +553,20 @@ func testReplayCancelled(t *testing.T, f Factory) {
 	}
 	e.finish(t, running, touba.StatusFailed)
 	e.wantStatus(t, running, touba.StatusFailed, "")
+
+	// So does one resumed from a later step: its cancelled wait never
+	// completed the step.
+	e.putOf(t, "trigger:b", "b2", func(d *touba.Delivery) {
+		d.Cancels = []touba.MatchValue{{Key: cancel, Value: "1"}}
+	})
+	e.wantStatus(t, a, touba.StatusCancelled, touba.ERunCancelled)
+	if _, err := ws.Resume(e.ctx, touba.ResumeRequest{QueueID: a, Steps: []string{"after-await"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.lease(t, 10, a, e.entryOf(t, "trigger:b", "b2"))
+	if got := e.begin(t, ws, eventWait(a, "await", keyA, `1`, nil)); got.State != touba.WaitOpen {
+		t.Fatalf("resumed entry's wait: %+v, want open again", got)
+	}
 }
 
 // entryOf is the queue id of ref's entry of eventID.
