@@ -2,15 +2,22 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/dedupe"
 	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/sqlite/journal"
+	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/sqlite/state"
 )
 
 // TestQueueResume: `queue resume` through the daemon: refusals with
@@ -131,4 +138,127 @@ func openPTY(tb testing.TB) (ptmx, tty *os.File) {
 	}
 	tb.Cleanup(func() { tty.Close() })
 	return ptmx, tty
+}
+
+// TestQueueShowWaitsAndResumeOnFiles: with no daemon, `queue ls --status
+// waiting` shows when entries wake, `queue show` prints the program and
+// the waits of both sides, and `queue resume` checks the step against the
+// definition the entry was accepted under.
+func TestQueueShowWaitsAndResumeOnFiles(t *testing.T) {
+	e := newOpEnv(t, opProgram, opManifest)
+	ctx := context.Background()
+	q, err := queue.Open(ctx, e.queue, queue.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, open := range []func() error{
+		func() error {
+			s, err := state.Open(ctx, e.state, state.Options{})
+			if err == nil {
+				s.Close()
+			}
+			return err
+		},
+		func() error {
+			j, err := journal.Open(ctx, e.journal, journal.Options{})
+			if err == nil {
+				j.Close()
+			}
+			return err
+		},
+	} {
+		if err := open(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const def = `{"ref":"trigger:ops/Orders","steps":[{"id":"charge","tool":"tool:ops/Charge"},` +
+		`{"id":"paid","wait_for":{"trigger":"trigger:ops/Paid","on":"/body/order","timeout_ms":60000}},{"id":"notify","tool":"tool:ops/Notify"}]}`
+	const digest = "sha256:abcdef0123456789abcdef"
+	if err := q.SaveProgram(ctx, digest, []byte(def)); err != nil {
+		t.Fatal(err)
+	}
+	enqueue := func(ref, id, body string, offers []touba.MatchValue) string {
+		r, err := q.Enqueue(ctx, &touba.Delivery{TriggerRef: ref, EventID: id, Digest: dedupe.Digest([]byte(body)), Body: []byte(body),
+			ProgramDigest: digest, Offers: offers})
+		if err != nil || !r.Created {
+			t.Fatalf("enqueue %s: %v %+v", id, err, r)
+		}
+		return r.QueueID
+	}
+	waiter := enqueue("trigger:ops/Orders", "o-1", `{"id":"o-1"}`, nil)
+	leased, err := q.Lease(ctx, 1)
+	if err != nil || len(leased) != 1 {
+		t.Fatalf("lease: %v %+v", err, leased)
+	}
+	wake := time.Now().Add(time.Hour)
+	key := touba.WaitKey("trigger:ops/Orders", "paid")
+	if _, err := q.BeginWait(ctx, leased[0].LeaseToken, touba.Wait{QueueID: waiter, StepID: "paid", Kind: touba.WaitEvent, Key: key,
+		Value: `"o-1"`, WakeAt: &wake}); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+
+	code, out, errs := e.cli(t, "queue", "ls", "--status", "waiting")
+	if code != 0 || !strings.Contains(out, "WAKE") || !strings.Contains(out, waiter) || !strings.Contains(out, touba.FormatTime(wake)) {
+		t.Fatalf("queue ls --status waiting: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = e.cli(t, "queue", "show", waiter)
+	for _, want := range []string{"status       waiting", "program      abcdef012345", "wakes        " + touba.FormatTime(wake),
+		"waits (1)", "a delivery of trigger:ops/Paid with \"o-1\" at /body/order", "(then fail)", "waiting in step paid"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Fatalf("queue show of a waiting entry lacks %q: exit %d\n%s%s", want, code, out, errs)
+		}
+	}
+	if code, _, errs := e.cli(t, "queue", "resume", waiter, "--from", "paid"); code != 1 || !strings.Contains(errs, "EntryNotResumable: ") ||
+		!strings.Contains(errs, "is waiting") {
+		t.Fatalf("resume of a waiting entry: exit %d\n%s", code, errs)
+	}
+
+	// The awaited delivery comes; both sides say so.
+	if q, err = queue.Open(ctx, e.queue, queue.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	pay := enqueue("trigger:ops/Paid", "p-1", `{"order":"o-1"}`, []touba.MatchValue{{Key: key, Value: `"o-1"`}})
+	q.Close()
+	if code, out, _ = e.cli(t, "queue", "show", waiter); code != 0 || !strings.Contains(out, "matched") || !strings.Contains(out, pay) {
+		t.Fatalf("queue show of the matched waiter: exit %d\n%s", code, out)
+	}
+	var shown struct {
+		MatchedWaits []struct {
+			QueueID string `json:"queue_id"`
+			StepID  string `json:"step_id"`
+		} `json:"matched_waits"`
+	}
+	e.cliJSON(t, &shown, "queue", "show", pay)
+	if len(shown.MatchedWaits) != 1 || shown.MatchedWaits[0].QueueID != waiter || shown.MatchedWaits[0].StepID != "paid" {
+		t.Fatalf("queue show --json of the matching delivery: %+v", shown)
+	}
+	if code, out, _ = e.cli(t, "queue", "show", pay); code != 0 || !strings.Contains(out, "this delivery matched the wait paid of "+waiter) {
+		t.Fatalf("queue show of the matching delivery:\n%s", out)
+	}
+
+	// The waiter fails later on; resumed from paid on the files, it is
+	// checked against its pinned definition and its wait is gone.
+	if q, err = queue.Open(ctx, e.queue, queue.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if leased, err = q.Lease(ctx, 1); err != nil || len(leased) != 1 || leased[0].QueueID != waiter {
+		t.Fatalf("lease the woken waiter: %v %+v", err, leased)
+	}
+	if err := q.Finish(ctx, waiter, leased[0].LeaseToken, touba.StatusFailed, touba.EHandlerFailed, "notify down"); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	var rep struct {
+		Steps   []string `json:"steps"`
+		Left    string   `json:"left"`
+		Against string   `json:"checked_against"`
+	}
+	e.cliJSON(t, &rep, "queue", "resume", waiter, "--from", "paid", "--reason", "wait again")
+	if len(rep.Steps) != 2 || rep.Steps[0] != "paid" || rep.Left != "failed" || !strings.Contains(rep.Against, "accepted under") {
+		t.Fatalf("resume on the files: %+v", rep)
+	}
+	if code, out, _ = e.cli(t, "queue", "show", waiter); code != 0 || strings.Contains(out, "waits (") || !strings.Contains(out, "status       pending") {
+		t.Fatalf("queue show after the resume from paid:\n%s", out)
+	}
 }
