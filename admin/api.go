@@ -1,5 +1,5 @@
 // Package admin is the operator's side of touba-trigger (SPEC §6): a Service
-// that lists, shows, replays, resolves and compensates over the queue, state
+// that lists, shows, replays, resumes, resolves and compensates over the queue, state
 // and journal files; a Server that offers it as JSON over HTTP on the admin
 // unix socket (mode 0600); and the Client the CLI uses to reach a running
 // daemon. With no daemon running the CLI calls a Service of its own on the
@@ -7,7 +7,7 @@
 //
 // Every operator action is audited: the journal records resolutions and
 // compensations in effect_events, and the state file's operator_events
-// table records every replay, resolve and compensation, refused or done,
+// table records every replay, resume, resolve and compensation, refused or done,
 // with who asked.
 package admin
 
@@ -34,6 +34,8 @@ type API interface {
 	Health(ctx context.Context) (*Health, error)
 	TriggerAPI // triggers.go
 	Search(ctx context.Context, r SearchRequest) (*SearchReport, error)
+	// Resume runs an entry again from a step (resume.go).
+	Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, error)
 }
 
 // EntryFilter selects queue entries; empty fields match all.
@@ -70,6 +72,12 @@ type Entry struct {
 	// Node is the node that holds the entry or last ran it (--database;
 	// empty on SQLite and before any lease).
 	Node string `json:"node,omitempty"`
+	// ProgramDigest is the digest of the trigger's definition the entry
+	// was accepted under (SPEC §2.3 version pinning); WakeAt is when a
+	// waiting entry wakes (a sleep's end, a wait's timeout), unset for a
+	// wait with no timeout.
+	ProgramDigest string     `json:"program_digest,omitempty"`
+	WakeAt        *time.Time `json:"wake_at,omitempty"`
 }
 
 // Body is a stored request body: as text when it is UTF-8, always as
@@ -92,7 +100,14 @@ type EntryDetail struct {
 	Effects      []EffectDetail         `json:"effects"`
 	Deliveries   []touba.LoggedDelivery `json:"deliveries"` // redeliveries and rejections naming this entry
 	Operator     []touba.OperatorEvent  `json:"operator_events"`
-	Next         []string               `json:"next,omitempty"` // what an operator can do now
+	// Waits are the entry's sleeps and waits for events (waits.go), and
+	// MatchedWaits the waits of other entries this delivery matched.
+	Waits        []WaitDetail `json:"waits"`
+	MatchedWaits []touba.Wait `json:"matched_waits"`
+	// ResumeSteps are the steps `queue resume --from` takes for this
+	// entry, in order; empty when it cannot be resumed now.
+	ResumeSteps []string `json:"resume_steps,omitempty"`
+	Next        []string `json:"next,omitempty"` // what an operator can do now
 }
 
 // EffectDetail is an effect with its audit trail.
