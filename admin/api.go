@@ -34,6 +34,8 @@ type API interface {
 	Health(ctx context.Context) (*Health, error)
 	TriggerAPI // triggers.go
 	Search(ctx context.Context, r SearchRequest) (*SearchReport, error)
+	// Resume runs an entry again from a step (resume.go).
+	Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, error)
 }
 
 // EntryFilter selects queue entries; empty fields match all.
@@ -70,6 +72,12 @@ type Entry struct {
 	// Node is the node that holds the entry or last ran it (--database;
 	// empty on SQLite and before any lease).
 	Node string `json:"node,omitempty"`
+	// ProgramDigest is the digest of the trigger's definition the entry
+	// was accepted under (SPEC §2.3 version pinning); WakeAt is when a
+	// waiting entry wakes (a sleep's end, a wait's timeout), unset for a
+	// wait with no timeout.
+	ProgramDigest string     `json:"program_digest,omitempty"`
+	WakeAt        *time.Time `json:"wake_at,omitempty"`
 }
 
 // Body is a stored request body: as text when it is UTF-8, always as
@@ -92,7 +100,14 @@ type EntryDetail struct {
 	Effects      []EffectDetail         `json:"effects"`
 	Deliveries   []touba.LoggedDelivery `json:"deliveries"` // redeliveries and rejections naming this entry
 	Operator     []touba.OperatorEvent  `json:"operator_events"`
-	Next         []string               `json:"next,omitempty"` // what an operator can do now
+	// Waits are the entry's sleeps and waits for events (waits.go), and
+	// MatchedWaits the waits of other entries this delivery matched.
+	Waits        []WaitDetail `json:"waits"`
+	MatchedWaits []touba.Wait `json:"matched_waits"`
+	// ResumeSteps are the steps `queue resume --from` takes for this
+	// entry, in order; empty when it cannot be resumed now.
+	ResumeSteps []string `json:"resume_steps,omitempty"`
+	Next        []string `json:"next,omitempty"` // what an operator can do now
 }
 
 // EffectDetail is an effect with its audit trail.

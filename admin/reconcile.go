@@ -154,8 +154,8 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 	}
 	// Undoing a write under a run that may still build on it would race
 	// the dispatcher: a run is compensated once it stopped.
-	if entry.Status == touba.StatusPending || entry.Status == touba.StatusRunning {
-		why := "entry " + r.Scope + " is " + entry.Status + "; compensate once its run has stopped (done, failed or parked)"
+	if entry.Status == touba.StatusPending || entry.Status == touba.StatusRunning || entry.Status == touba.StatusWaiting {
+		why := "entry " + r.Scope + " is " + entry.Status + "; compensate once its run has stopped (done, failed, parked or cancelled)"
 		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused", Detail: why, Reason: r.Reason})
 		return nil, badRequest("%s", why)
 	}

@@ -173,7 +173,7 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 	}
 	it.Status = d.Status
 	switch d.Status {
-	case touba.StatusFailed:
+	case touba.StatusFailed, touba.StatusCancelled:
 		return nil
 	case touba.StatusParked:
 		if s.Journal == nil {
@@ -195,6 +195,9 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 		it.Hint = doneHint(ctx, s, d)
 	case touba.StatusPending:
 		it.Reason, it.Hint = "entry is already pending", "the dispatcher runs it; see: touba-trigger queue show "+id
+	case touba.StatusWaiting:
+		it.Reason = "entry is waiting in a durable step (a sleep or a wait for an event)"
+		it.Hint = "it goes on by itself when the sleep ends or the event comes; see: touba-trigger queue show " + id
 	case touba.StatusRunning:
 		it.Reason = "entry is running now"
 		it.Hint = "if it ends failed or parked, replay it then (a daemon that stopped while it ran resumes it at start)"

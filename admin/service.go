@@ -105,7 +105,8 @@ func TriggerRef(s string) string {
 func entryOf(d *touba.Delivery, bodyBytes int64) Entry {
 	e := Entry{QueueID: d.QueueID, TriggerRef: d.TriggerRef, EventID: d.EventID, Digest: d.Digest, Status: d.Status,
 		Attempts: d.Attempts, ErrorCode: d.ErrorCode, ReceivedAt: d.ReceivedAt, UpdatedAt: d.UpdatedAt,
-		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body), ConcurrencyKey: d.ConcKey, Held: d.Held, Node: d.Node}
+		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body), ConcurrencyKey: d.ConcKey, Held: d.Held, Node: d.Node,
+		ProgramDigest: d.ProgramDigest, WakeAt: d.WakeAt}
 	if d.Body == nil && bodyBytes < 0 {
 		e.BodyPurged = true
 	}
@@ -156,7 +157,7 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 	}
 	out := &EntryDetail{Entry: entryOf(d, extra.BodyBytes), ErrorMessage: extra.ErrorMessage, NotBefore: extra.NotBefore,
 		Headers: d.Headers, Runs: []touba.Run{}, Steps: []touba.StepOutput{}, Effects: []EffectDetail{},
-		Deliveries: []touba.LoggedDelivery{}, Operator: []touba.OperatorEvent{}}
+		Deliveries: []touba.LoggedDelivery{}, Operator: []touba.OperatorEvent{}, Waits: []WaitDetail{}, MatchedWaits: []touba.Wait{}}
 	if d.Body != nil {
 		out.Body = bodyOf(d.Body)
 	}
@@ -198,6 +199,10 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 	} else if ev != nil {
 		out.Operator = ev
 	}
+	if err := s.waits(ctx, d, out); err != nil {
+		return nil, err
+	}
+	out.ResumeSteps = s.resumeSteps(ctx, d)
 	out.Next = s.next(ctx, d, out)
 	return out, nil
 }
@@ -227,6 +232,15 @@ func (s *Service) stepOutputs(ctx context.Context, queueID string, effs []touba.
 
 // next says what an operator can do with an entry in its present state.
 func (s *Service) next(ctx context.Context, d *touba.Delivery, det *EntryDetail) []string {
+	out := s.nextFor(ctx, d, det)
+	if len(det.ResumeSteps) > 0 {
+		out = append(out, "to run it again from a step (earlier steps are read back): touba-trigger queue resume "+d.QueueID+
+			" --from STEP [--new-effects]   (steps: "+strings.Join(det.ResumeSteps, ", ")+")")
+	}
+	return out
+}
+
+func (s *Service) nextFor(ctx context.Context, d *touba.Delivery, det *EntryDetail) []string {
 	switch d.Status {
 	case touba.StatusParked:
 		var out []string
@@ -241,6 +255,10 @@ func (s *Service) next(ctx context.Context, d *touba.Delivery, det *EntryDetail)
 		return out
 	case touba.StatusFailed:
 		return []string{"after fixing the cause (" + d.ErrorCode + "): touba-trigger queue replay " + d.QueueID}
+	case touba.StatusCancelled:
+		return []string{"cancelled (" + d.ErrorCode + "); to run it anyway: touba-trigger queue replay " + d.QueueID}
+	case touba.StatusWaiting:
+		return []string{waitingHint(det)}
 	case touba.StatusDone:
 		return []string{doneHint(ctx, s, d)}
 	case touba.StatusPending:

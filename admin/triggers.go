@@ -57,10 +57,13 @@ type TriggerChange struct {
 }
 
 // ProgramTrigger is a trigger of the running program and the tools its
-// steps call (Service.ProgramTriggers).
+// steps call (Service.ProgramTriggers), and its steps.
 type ProgramTrigger struct {
 	Ref   string
 	Tools []string
+	// Steps are the ids of its steps, in order (what `queue resume
+	// --from` takes).
+	Steps []string
 }
 
 func (s *Service) holds() (touba.HoldStore, error) {

@@ -31,8 +31,11 @@ type DeliveryLog interface {
 const scrapeTimeout = 5 * time.Second
 
 var (
-	statuses = []string{touba.StatusPending, touba.StatusRunning, touba.StatusDone, touba.StatusFailed, touba.StatusParked}
-	states   = []string{touba.EffectPrepared, touba.EffectDispatched, touba.EffectApplied, touba.EffectNotApplied, touba.EffectUnknown}
+	// Every status has a series, zero or not, so dashboards and alerts
+	// see waiting and cancelled entries before the first one exists.
+	statuses = []string{touba.StatusPending, touba.StatusRunning, touba.StatusWaiting, touba.StatusDone, touba.StatusFailed,
+		touba.StatusParked, touba.StatusCancelled}
+	states = []string{touba.EffectPrepared, touba.EffectDispatched, touba.EffectApplied, touba.EffectNotApplied, touba.EffectUnknown}
 )
 
 func desc(name, help string, labels ...string) *prometheus.Desc {

@@ -123,6 +123,8 @@ func TestScrapeAfterKnownWork(t *testing.T) {
 	want(t, got, `touba_queue_entries{status="done"}`, 1)
 	want(t, got, `touba_queue_entries{status="failed"}`, 1)
 	want(t, got, `touba_queue_entries{status="parked"}`, 0)
+	want(t, got, `touba_queue_entries{status="waiting"}`, 0)
+	want(t, got, `touba_queue_entries{status="cancelled"}`, 0)
 	want(t, got, `touba_queue_enqueued_total`, 3)
 	want(t, got, `touba_effects{state="applied"}`, 1)
 	want(t, got, `touba_effects{state="unknown"}`, 0)

@@ -68,10 +68,14 @@ func programTriggers(current func() *dispatcher.Config) func() []admin.ProgramTr
 		var out []admin.ProgramTrigger
 		for _, t := range c.Program.Triggers {
 			tools := map[string]bool{}
+			var steps []string
 			for _, st := range t.Steps {
-				tools[st.Tool] = true
+				if st.Tool != "" { // a sleep or a wait_for calls no tool
+					tools[st.Tool] = true
+				}
+				steps = append(steps, st.ID)
 			}
-			out = append(out, admin.ProgramTrigger{Ref: t.Ref, Tools: slices.Sorted(maps.Keys(tools))})
+			out = append(out, admin.ProgramTrigger{Ref: t.Ref, Tools: slices.Sorted(maps.Keys(tools)), Steps: steps})
 		}
 		return out
 	}
