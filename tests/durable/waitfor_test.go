@@ -46,8 +46,8 @@ func TestPaymentMatchesWaitingCheckout(t *testing.T) {
 
 	other := w.post(refPayment, "", paymentBody("evt_pi_99", "ord-99"))
 	eo := w.waitStatus(other, touba.StatusDone)
-	if len(eo.Waits) != 0 {
-		t.Fatalf("the payment of ord-99 matched a wait: %+v", eo.Waits)
+	if len(eo.MatchedWaits) != 0 {
+		t.Fatalf("the payment of ord-99 matched a wait: %+v", eo.MatchedWaits)
 	}
 	if e := w.show(a); e.Status != touba.StatusWaiting {
 		t.Fatalf("the checkout of ord-42 is %s after the payment of ord-99, want still waiting", e.Status)
@@ -76,11 +76,11 @@ func TestPaymentMatchesWaitingCheckout(t *testing.T) {
 		t.Fatalf("the payment's entry: trigger %s, event %s", eb.TriggerRef, eb.EventID)
 	}
 	found := false
-	for _, wt := range eb.Waits {
+	for _, wt := range eb.MatchedWaits {
 		found = found || (wt.QueueID == a && wt.StepID == "paid" && wt.State == touba.WaitMatched && wt.MatchedQueueID == b)
 	}
 	if !found {
-		t.Fatalf("queue show of the payment %s does not list the wait it matched (%s, paid): %+v", b, a, eb.Waits)
+		t.Fatalf("queue show of the payment %s does not list the wait it matched (%s, paid): %+v", b, a, eb.MatchedWaits)
 	}
 
 	c := w.once("settle", a)
@@ -165,8 +165,8 @@ func TestPaymentTimeoutPostsCancellation(t *testing.T) {
 
 	late := w.post(refPayment, "", paymentBody("evt_pi_50", "ord-50"))
 	el := w.waitStatus(late, touba.StatusDone)
-	if len(el.Waits) != 0 {
-		t.Fatalf("the late payment matched a wait: %+v", el.Waits)
+	if len(el.MatchedWaits) != 0 {
+		t.Fatalf("the late payment matched a wait: %+v", el.MatchedWaits)
 	}
 	if e := w.show(a); e.Status != touba.StatusDone || e.wait(t, "paid").State != touba.WaitTimedOut {
 		t.Fatalf("the checkout after the late payment: %s, wait %+v", e.Status, e.wait(t, "paid"))

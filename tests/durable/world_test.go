@@ -208,8 +208,9 @@ func (w *world) cliJSON(out any, args ...string) {
 	}
 }
 
-// shown is what the tests read of `queue show --json`. Waits is the
-// entry's waits and those its delivery matched (WaitStore.Waits).
+// shown is what the tests read of `queue show --json`: Waits are the
+// entry's own sleeps and waits, MatchedWaits the waits of other entries
+// its delivery matched.
 type shown struct {
 	QueueID      string             `json:"queue_id"`
 	TriggerRef   string             `json:"trigger_ref"`
@@ -221,6 +222,7 @@ type shown struct {
 	Steps        []touba.StepOutput `json:"steps"`
 	Effects      []touba.Effect     `json:"effects"`
 	Waits        []touba.Wait       `json:"waits"`
+	MatchedWaits []touba.Wait       `json:"matched_waits"`
 	Body         *struct {
 		Text string `json:"text"`
 	} `json:"body"`
