@@ -3,10 +3,12 @@ package durable_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
 )
 
 // TestResumeFromThirdStep: flow (d). The shipping system is down: the
@@ -46,10 +48,10 @@ func TestResumeFromThirdStep(t *testing.T) {
 	if err := os.Remove(down); err != nil {
 		t.Fatal(err)
 	}
-	var res touba.ResumeResult
+	var res admin.ResumeReport
 	w.cliJSON(&res, "queue", "resume", qid, "--from", "ship", "--reason", "shipping fixed (INC-7)")
-	if res.QueueID != qid {
-		t.Fatalf("resume answered %+v", res)
+	if res.QueueID != qid || res.From != "ship" || !slices.Equal(res.Steps, []string{"ship", "notify"}) || res.Left != touba.StatusFailed {
+		t.Fatalf("resume answered %+v, want %s from ship (ship, notify), left failed", res, qid)
 	}
 	e = w.waitStatus(qid, touba.StatusDone)
 	w.once("reserve", qid)
@@ -87,9 +89,10 @@ func TestResumeFromThirdStep(t *testing.T) {
 		t.Fatalf("after a refused resume: %s with %d runs, want done with %d", e.Status, len(e.Runs), runs)
 	}
 
+	res = admin.ResumeReport{}
 	w.cliJSON(&res, "queue", "resume", qid, "--from", "ship", "--new-effects", "--yes", "--reason", "the carrier lost the parcel")
-	if res.Gens["ship"] != 1 || res.Gens["notify"] != 1 {
-		t.Fatalf("resume --new-effects: generations %v, want ship 1 and notify 1", res.Gens)
+	if res.EffectIDs["ship"] != touba.EffectIDFor(qid, "ship", 1) || res.EffectIDs["notify"] != touba.EffectIDFor(qid, "notify", 1) {
+		t.Fatalf("resume --new-effects: effect ids %v, want %s and %s", res.EffectIDs, touba.EffectIDFor(qid, "ship", 1), touba.EffectIDFor(qid, "notify", 1))
 	}
 	w.waitShow(qid, "the run with new effects to end done", func(e shown) bool {
 		return e.Status == touba.StatusDone && len(e.Runs) > runs
