@@ -14,7 +14,7 @@ import (
 
 // Triggers and their holds (SPEC §6 triggers ls | pause | resume, §6.1
 // Triggers page): whether each trigger is paused, the circuits of its
-// bindings that are not closed, and its pending, waiting and running
+// bindings that are not closed, and its pending, held, waiting and running
 // counts.
 
 // TriggerAPI is the triggers' part of API.
@@ -35,9 +35,12 @@ type Trigger struct {
 	PausedBy  string    `json:"paused_by,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Pending   int64     `json:"pending"`
-	Waiting   int64     `json:"waiting"` // held behind a concurrency key, or in a wait
-	Running   int64     `json:"running"`
-	Tools     []string  `json:"tools,omitempty"`
+	// Held are pending entries held back behind their concurrency key;
+	// Waiting are entries in a sleep or a wait for an event (SPEC §2.3).
+	Held    int64    `json:"held"`
+	Waiting int64    `json:"waiting"`
+	Running int64    `json:"running"`
+	Tools   []string `json:"tools,omitempty"`
 	// Circuits are the circuits of its bindings that are not closed.
 	Circuits []touba.CircuitState `json:"circuits,omitempty"`
 }
@@ -120,7 +123,7 @@ func (s *Service) Triggers(ctx context.Context) ([]Trigger, error) {
 	for ref, c := range counts {
 		t := at(ref)
 		t.Pending = c[touba.StatusPending] - c["held"]
-		t.Waiting = c["held"] + c["waiting"]
+		t.Held, t.Waiting = c["held"], c[touba.StatusWaiting]
 		t.Running = c[touba.StatusRunning]
 	}
 	out := make([]Trigger, 0, len(by))

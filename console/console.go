@@ -3,7 +3,8 @@
 // the binary, no build step, no CDN) over the same admin service as the
 // CLI. It lists and shows entries, parked runs, unknown effects and the
 // delivery log, and settles them: resolve an effect applied or not
-// applied, replay entries and deliveries, compensate.
+// applied, replay entries and deliveries, resume an entry from a step,
+// compensate.
 //
 // Every request needs the console's token, as "Authorization: Bearer
 // TOKEN" or as a session cookie set by the login form; every other request
@@ -105,6 +106,7 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /entries", c.entries)
 	c.mux.HandleFunc("GET /entries/{id}", c.entry)
 	c.mux.HandleFunc("POST /entries/{id}/replay", c.replayEntry)
+	c.mux.HandleFunc("POST /entries/{id}/resume", c.resumeEntry)
 	c.mux.HandleFunc("POST /entries/replay", c.replayBulk)
 	c.mux.HandleFunc("GET /effects/{scope}/{effect}", c.effect)
 	c.mux.HandleFunc("POST /effects/{scope}/{effect}/resolve", c.resolve)

@@ -11,7 +11,10 @@ import (
 	"github.com/touba/touba-trigger/admin"
 )
 
-var statuses = []string{touba.StatusPending, touba.StatusRunning, touba.StatusDone, touba.StatusFailed, touba.StatusParked}
+// statuses are the entry states of SPEC §3.2, for the overview's counts
+// and the listings' filter.
+var statuses = []string{touba.StatusPending, touba.StatusRunning, touba.StatusWaiting, touba.StatusDone, touba.StatusFailed,
+	touba.StatusParked, touba.StatusCancelled}
 
 // overview: GET /.
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +128,12 @@ var bulkStatuses = []string{touba.StatusFailed, touba.StatusParked, touba.Status
 // time order, its effects with their journal events, the deliveries and
 // operator actions naming it, and what can be done now.
 func (c *Console) entry(w http.ResponseWriter, r *http.Request) {
+	c.entryPage(w, r, http.StatusOK, resumeForm{}, "")
+}
+
+// entryPage renders the entry page with status, the resume form filled
+// with t, and refusal (if any) above it.
+func (c *Console) entryPage(w http.ResponseWriter, r *http.Request, status int, t resumeForm, refusal string) {
 	d, err := c.svc.Entry(r.Context(), r.PathValue("id"))
 	if err != nil {
 		c.fail(w, r, err)
@@ -135,8 +144,8 @@ func (c *Console) entry(w http.ResponseWriter, r *http.Request) {
 		_, isComp := touba.IsCompensation(e.EffectID)
 		comp[e.EffectID] = e.State == touba.EffectApplied && !isComp && c.svc.CanCompensate(e.ToolRef)
 	}
-	c.render(w, r, http.StatusOK, "entry", map[string]any{"E": d, "Compensable": comp,
-		"Replayable": d.Status == touba.StatusFailed || d.Status == touba.StatusParked})
+	c.render(w, r, status, "entry", map[string]any{"E": d, "Compensable": comp, "Resume": t, "Refusal": refusal,
+		"Replayable": d.Status == touba.StatusFailed || d.Status == touba.StatusParked || d.Status == touba.StatusCancelled})
 }
 
 // effect: GET /effects/{scope}/{effect}: one effect, what is known and

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
 )
 
 // The pages, each parsed with the layout.
@@ -21,13 +22,14 @@ var pageNames = []string{"login", "overview", "parked", "entries", "entry", "eff
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
-		"ago":     ago,
-		"at":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") },
-		"oneline": oneline,
-		"json":    prettyJSON,
-		"path":    url.PathEscape,
-		"query":   url.QueryEscape,
-		"stepOf":  stepOf,
+		"ago":         ago,
+		"at":          func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000Z") },
+		"oneline":     oneline,
+		"json":        prettyJSON,
+		"path":        url.PathEscape,
+		"query":       url.QueryEscape,
+		"stepOf":      stepOf,
+		"shortDigest": admin.ShortDigest,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {

@@ -84,6 +84,7 @@ func usageText() string {
   touba-trigger queue ls [--queue-id ID | --event-id ID] [--body POINTER=VALUE] [--since DURATION]   # search
   touba-trigger queue show QUEUE_ID
   touba-trigger queue replay QUEUE_ID... | --status failed|parked|cancelled [--trigger REF] [--code CODE] [--since D] [--dry-run]
+  touba-trigger queue resume QUEUE_ID --from STEP [--new-effects] [--reason TEXT] [--yes]   # run again from a step
   touba-trigger deliveries ls [--rejected] [--code CODE] [--since DURATION]
   touba-trigger deliveries show DELIVERY_ID
   touba-trigger deliveries replay DELIVERY_ID [--new-event-id]

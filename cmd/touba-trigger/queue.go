@@ -14,18 +14,20 @@ import (
 	"github.com/touba/touba-trigger/admin"
 )
 
-// runQueue is `touba-trigger queue ls|show|replay` (SPEC §6).
+// runQueue is `touba-trigger queue ls|show|replay|resume` (SPEC §6).
 func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	verb, args, fs, f, err := operatorVerb("queue", args, stderr, true, "ls", "show", "replay")
+	verb, args, fs, f, err := operatorVerb("queue", args, stderr, true, "ls", "show", "replay", "resume")
 	if err != nil {
 		return err
 	}
 	switch verb {
+	case "resume":
+		return runQueueResume(ctx, args, fs, f, stdout, stderr)
 	case "ls":
 		var flt admin.EntryFilter
 		var search admin.SearchRequest
 		var since time.Duration
-		fs.StringVar(&flt.Status, "status", "", "pending, running, done, failed, parked or cancelled")
+		fs.StringVar(&flt.Status, "status", "", "pending, running, waiting, done, failed, parked or cancelled")
 		fs.StringVar(&flt.TriggerRef, "trigger", "", "trigger ref (trigger:NAME, or NAME)")
 		fs.IntVar(&flt.Limit, "limit", 100, "most entries listed, newest first")
 		fs.BoolVar(&flt.Held, "held", false, "only pending entries held back behind an earlier entry of their concurrency key")
@@ -133,7 +135,12 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func printEntries(w io.Writer, list []admin.Entry) error {
 	// NODE only where nodes share a database (some entry names one).
 	nodes := slices.ContainsFunc(list, func(e admin.Entry) bool { return e.Node != "" })
+	// WAKE only where some entry waits in a durable step (SPEC §2.3).
+	waits := slices.ContainsFunc(list, func(e admin.Entry) bool { return e.Status == touba.StatusWaiting })
 	cols := []string{"QUEUE_ID", "STATUS", "ATTEMPTS", "TRIGGER", "EVENT_ID", "RECEIVED", "ERROR", "KEY"}
+	if waits {
+		cols = append(cols, "WAKE")
+	}
 	if nodes {
 		cols = append(cols, "NODE")
 	}
@@ -141,6 +148,9 @@ func printEntries(w io.Writer, list []admin.Entry) error {
 	for _, e := range list {
 		row := []string{e.QueueID, e.Status, strconv.Itoa(e.Attempts), e.TriggerRef, e.EventID, ts(e.ReceivedAt), e.ErrorCode,
 			keyColumn(e)}
+		if waits {
+			row = append(row, wakeColumn(e))
+		}
 		if nodes {
 			row = append(row, e.Node)
 		}
@@ -218,8 +228,14 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 	if d.NotBefore != nil {
 		field(w, "next try", tsp(d.NotBefore))
 	}
+	if d.Status == touba.StatusWaiting {
+		field(w, "wakes", wakeColumn(d.Entry))
+	}
 	field(w, "remote", d.RemoteAddr)
 	field(w, "digest", d.Digest)
+	if d.ProgramDigest != "" {
+		field(w, "program", admin.ShortDigest(d.ProgramDigest))
+	}
 	printBody(w, "body", d.Body, d.BodyPurged)
 
 	fmt.Fprintf(w, "\nruns (%d)\n", len(d.Runs))
@@ -247,6 +263,7 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 			fmt.Fprintf(w, "    %s  %-11s %s\n", ts(ev.At), ev.State, cell(ev.Detail, 160))
 		}
 	}
+	printWaits(w, d)
 	fmt.Fprintf(w, "\ndeliveries naming this entry (%d)\n", len(d.Deliveries))
 	t = newTable(w, "  DELIVERY_ID", "AT", "STATUS", "CODE", "REMOTE")
 	for _, r := range d.Deliveries {
@@ -266,4 +283,41 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 		}
 	}
 	return nil
+}
+
+// wakeColumn is when a waiting entry wakes; "event" when it waits for an
+// event with no timeout, "-" when it does not wait.
+func wakeColumn(e admin.Entry) string {
+	switch {
+	case e.WakeAt != nil:
+		return ts(*e.WakeAt)
+	case e.Status == touba.StatusWaiting:
+		return "on its event (no timeout)"
+	}
+	return "-"
+}
+
+// printWaits is the waits part of `queue show`: the entry's sleeps and
+// waits for events, and the waits of other entries its delivery matched.
+func printWaits(w io.Writer, d *admin.EntryDetail) {
+	if len(d.Waits) == 0 && len(d.MatchedWaits) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nwaits (%d)\n", len(d.Waits))
+	t := newTable(w, "  STEP", "KIND", "STATE", "AWAITS", "TIMEOUT", "SINCE", "RESOLVED", "MATCHED")
+	for _, x := range d.Waits {
+		timeout := x.Timeout()
+		if timeout == "" {
+			timeout = "-"
+		}
+		matched := x.MatchedQueueID
+		if matched == "" {
+			matched = "-"
+		}
+		t.row("  "+x.StepID, x.Kind, x.State, x.Awaits(), timeout, ts(x.CreatedAt), tsp(x.ResolvedAt), matched)
+	}
+	t.flush()
+	for _, x := range d.MatchedWaits {
+		fmt.Fprintf(w, "  this delivery matched the wait %s of %s (at %s)\n", x.StepID, x.QueueID, tsp(x.ResolvedAt))
+	}
 }

@@ -32,7 +32,7 @@ func runTriggers(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			if err != nil || f.json {
 				return orJSON(stdout, rows, err)
 			}
-			t := newTable(stdout, "TRIGGER", "STATE", "PENDING", "WAITING", "RUNNING", "OPEN_CIRCUITS", "PAUSED_BY", "REASON")
+			t := newTable(stdout, "TRIGGER", "STATE", "PENDING", "HELD", "WAITING", "RUNNING", "OPEN_CIRCUITS", "PAUSED_BY", "REASON")
 			program := false // no program loaded (the files without --program): nothing to compare with
 			for _, r := range rows {
 				program = program || r.InProgram
@@ -60,7 +60,7 @@ func runTriggers(ctx context.Context, args []string, stdout, stderr io.Writer) e
 						reason = r.Reason
 					}
 				}
-				t.row(r.TriggerRef, state, strconv.FormatInt(r.Pending, 10), strconv.FormatInt(r.Waiting, 10),
+				t.row(r.TriggerRef, state, strconv.FormatInt(r.Pending, 10), strconv.FormatInt(r.Held, 10), strconv.FormatInt(r.Waiting, 10),
 					strconv.FormatInt(r.Running, 10), circuits, by, reason)
 			}
 			return t.flush()
