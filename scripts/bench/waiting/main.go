@@ -11,8 +11,8 @@
 //	    now+D+i*W/N (sleep.until from the body), their ids into FILE.
 //	waiting report -queue Q -state S -ids FILE
 //	    for those entries: actual wake (the wait's resolved_at) minus
-//	    wake_at, and the next step's checkpoint minus wake_at: p50, p99,
-//	    max.
+//	    wake_at, and the end of the run after it (the next step done)
+//	    minus wake_at: p50, p99, max.
 package main
 
 import (
@@ -210,10 +210,12 @@ func report(ctx context.Context, qpath, spath, idsPath string) {
 		}
 		w := waits[i]
 		wake = append(wake, w.ResolvedAt.Sub(*w.WakeAt))
-		steps, err := st.Steps(ctx, qid)
+		// The run after the wake ends with the step after the sleep
+		// (the last step needs no checkpoint: its run's end is the mark).
+		runs, err := st.Runs(ctx, qid)
 		check(err)
-		if s, ok := steps["after"]; ok {
-			next = append(next, s.At.Sub(*w.WakeAt))
+		if len(runs) > 0 && runs[len(runs)-1].EndedAt != nil {
+			next = append(next, runs[len(runs)-1].EndedAt.Sub(*w.WakeAt))
 		}
 	}
 	check(sc.Err())
@@ -221,7 +223,7 @@ func report(ctx context.Context, qpath, spath, idsPath string) {
 		check(errors.New("no nap waited"))
 	}
 	fmt.Printf("wake latency (resolved_at - wake_at) over %d sleeps: %s\n", len(wake), dist(wake))
-	fmt.Printf("wake to next step checkpointed (step after the sleep - wake_at): %s\n", dist(next))
+	fmt.Printf("wake to the run done (its last run's end - wake_at): %s\n", dist(next))
 	fmt.Printf("naps that never waited (begun after their time): %d; not done: %d\n", notWaited, notDone)
 }
 
