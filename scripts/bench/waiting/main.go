@@ -9,6 +9,11 @@
 //	waiting naps -queue Q -program P -n N -from D -over W -ids FILE
 //	    N pending entries of trigger:bench/Nap whose sleep ends at
 //	    now+D+i*W/N (sleep.until from the body), their ids into FILE.
+//	waiting drained -state S -ready-ms T
+//	    seconds from T (unix ms: the daemon ready) to the end of the
+//	    last run of trigger:bench/Drain (the fill's pending entries),
+//	    read from the state file of the stopped daemon: a drain timed
+//	    without polling the queue while it runs.
 //	waiting report -queue Q -state S -ids FILE
 //	    for those entries: actual wake (the wait's resolved_at) minus
 //	    wake_at, and the end of the run after it (the next step done)
@@ -18,6 +23,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +34,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	_ "github.com/mattn/go-sqlite3"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
@@ -50,6 +58,7 @@ func main() {
 	from := fs.Duration("from", 15*time.Second, "naps: first wake, from now")
 	over := fs.Duration("over", 5*time.Second, "naps: wakes spread over")
 	ids := fs.String("ids", "", "naps, report: file of queue ids")
+	readyMS := fs.Int64("ready-ms", 0, "drained: when the daemon was ready, unix ms")
 	fs.Parse(os.Args[2:])
 	ctx := context.Background()
 	switch os.Args[1] {
@@ -63,6 +72,8 @@ func main() {
 		check(q.Close())
 	case "report":
 		report(ctx, *qpath, *spath, *ids)
+	case "drained":
+		drained(*spath, *readyMS)
 	default:
 		log.Fatalf("unknown command %q", os.Args[1])
 	}
@@ -154,7 +165,7 @@ func fill(ctx context.Context, q *queue.Queue, ws touba.WaitStore, digests map[s
 	}
 	waited := time.Since(start) - enq
 	parallel(pending, func(i int) {
-		enqueue(ctx, q, "trigger:bench/Ingest", digests["trigger:bench/Ingest"], fmt.Sprintf("pending-%d", i), body)
+		enqueue(ctx, q, "trigger:bench/Drain", digests["trigger:bench/Drain"], fmt.Sprintf("pending-%d", i), body)
 	})
 	c, err := q.CountByStatus(ctx)
 	check(err)
@@ -235,4 +246,19 @@ func dist(ds []time.Duration) string {
 	pct := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
 	return fmt.Sprintf("p50 %s, p99 %s, max %s (min %s)", ms(pct(0.50)), ms(pct(0.99)), ms(ds[len(ds)-1]), ms(ds[0]))
+}
+
+func drained(spath string, readyMS int64) {
+	db, err := sql.Open("sqlite3", "file:"+spath+"?mode=ro")
+	check(err)
+	defer db.Close()
+	var last sql.NullString
+	var n int64
+	check(db.QueryRow(`SELECT max(ended_at), count(*) FROM runs WHERE trigger_ref = 'trigger:bench/Drain' AND status = 'done'`).Scan(&last, &n))
+	if !last.Valid {
+		log.Fatal("no run of trigger:bench/Drain ended")
+	}
+	end, err := touba.ParseTime(last.String)
+	check(err)
+	fmt.Printf("drained=%d drain_s=%.3f\n", n, end.Sub(time.UnixMilli(readyMS)).Seconds())
 }
