@@ -168,6 +168,10 @@ func TestBrowser(t *testing.T) {
 	if got := d.calls.Load(); got != 1 {
 		t.Fatalf("remote called %d times, want 1", got)
 	}
+	doneURL, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// Replay the rejected delivery under a new event id.
 	do(t, ctx, "open the delivery", chromedp.Navigate(d.console+"/deliveries?rejected=1"), chromedp.WaitVisible(chromedp.ID("deliveries")),
@@ -213,6 +217,18 @@ func TestBrowser(t *testing.T) {
 	shot(t, ctx, "console-triggers.png")
 	do(t, ctx, "resume it", chromedp.Navigate(d.console+"/triggers"), chromedp.WaitVisible(chromedp.Search(`//td/b[.="paused"]`)),
 		chromedp.Click(chromedp.CSS(`#triggers button`)), chromedp.WaitVisible(chromedp.Search(`//h1[starts-with(., "Resumed trigger:")]`)))
+	// Resume the done entry from a step with new effects: the form, then
+	// the page that says the writes happen again, then the result.
+	do(t, ctx, "open the done entry", chromedp.Navigate(doneURL), chromedp.WaitVisible(chromedp.ID("resume-form")),
+		chromedp.Click(chromedp.ID("resume-new-effects")), chromedp.Click(chromedp.ID("resume-entry")),
+		chromedp.WaitVisible(chromedp.ID("confirm-title")))
+	if got, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("section.explain"))); err != nil || !strings.Contains(got, "writes happen again") {
+		t.Fatalf("resume confirmation: %q %v", got, err)
+	}
+	do(t, ctx, "confirm the resume", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.CSS("h1#result")))
+	if got := text(t, ctx, "result"); !strings.Contains(got, "resumed from") {
+		t.Fatalf("after resume: %q", got)
+	}
 	flush(t, ctx)
 	if got := probs.take(); len(got) > 0 {
 		t.Fatalf("the browser reported problems:\n%s", strings.Join(got, "\n"))
