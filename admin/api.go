@@ -1,5 +1,5 @@
 // Package admin is the operator's side of touba-trigger (SPEC §6): a Service
-// that lists, shows, replays, resolves and compensates over the queue, state
+// that lists, shows, replays, resumes, resolves and compensates over the queue, state
 // and journal files; a Server that offers it as JSON over HTTP on the admin
 // unix socket (mode 0600); and the Client the CLI uses to reach a running
 // daemon. With no daemon running the CLI calls a Service of its own on the
@@ -7,7 +7,7 @@
 //
 // Every operator action is audited: the journal records resolutions and
 // compensations in effect_events, and the state file's operator_events
-// table records every replay, resolve and compensation, refused or done,
+// table records every replay, resume, resolve and compensation, refused or done,
 // with who asked.
 package admin
 
