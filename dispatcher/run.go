@@ -21,7 +21,7 @@ const (
 	CrashAfterAnswer     = "after-answer"     // handler answered, outcome not written
 	CrashAfterOutcome    = "after-outcome"    // outcome written, step not checkpointed
 	CrashAfterCheckpoint = "after-checkpoint" // all steps checkpointed, entry not done
-	CrashAfterWaitBegun  = "after-wait-begun" // BeginWait stored the wait open, run not ended
+	CrashAfterWaitBegun  = "after-wait-begun" // BeginWait committed (open, or matched by an earlier offer), run not gone on
 	CrashAfterWake       = "after-wake"       // Wake committed, the leaser not woken
 )
 

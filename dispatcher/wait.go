@@ -54,6 +54,9 @@ func (d *Dispatcher) durable(ctx context.Context, cfg *Config, t *trigger.Trigge
 	} else if err != nil {
 		return nil, &verdict{action: later, code: touba.EINTERNAL, message: "wait of step " + st.ID + ": " + err.Error()}
 	}
+	// Committed: the wait is stored open, or ended at once by an offer
+	// accepted earlier; the run has not gone on from it.
+	crashpoint.Hit(CrashAfterWaitBegun)
 	if got.Kind != w.Kind {
 		// The step's wait began under a program where it was the other
 		// kind: what ended it does not answer this step.
@@ -61,7 +64,6 @@ func (d *Dispatcher) durable(ctx context.Context, cfg *Config, t *trigger.Trigge
 	}
 	switch got.State {
 	case touba.WaitOpen:
-		crashpoint.Hit(CrashAfterWaitBegun)
 		if got.WakeAt != nil {
 			d.wakeAt(*got.WakeAt)
 		}
