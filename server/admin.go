@@ -33,6 +33,9 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 		if c := current(); c != nil {
 			if t, ok := c.Program.Lookup(strings.TrimPrefix(e.TriggerRef, "trigger:")); ok {
 				t.SetConcurrencyKey(e)
+				// A replayed delivery is an accepted delivery like any:
+				// it is pinned, may match a wait or cancel an entry.
+				t.SetDurable(e)
 			}
 		}
 	}
