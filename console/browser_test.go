@@ -150,7 +150,10 @@ func TestBrowser(t *testing.T) {
 	do(t, ctx, "open the console", chromedp.Navigate(d.console+"/parked"))
 	do(t, ctx, "see the login", chromedp.WaitVisible(chromedp.ID("token")))
 	do(t, ctx, "log in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")))
-	do(t, ctx, "after login", chromedp.WaitVisible(chromedp.ID("unknown-effects")))
+	do(t, ctx, "after login", chromedp.WaitVisible(chromedp.ID("unknown-effects")),
+		// The login's redirect may still be replacing the document the
+		// first wait saw (once under load: "could not find node").
+		chromedp.Poll[chromedp.Void](`location.pathname === "/parked" && document.readyState === "complete"`))
 	do(t, ctx, "open the effect", chromedp.Click(chromedp.CSS("#unknown-effects a")), chromedp.WaitVisible(chromedp.ID("apply")))
 	if got := text(t, ctx, "effect-state"); got != "unknown" {
 		t.Fatalf("effect state %q, want unknown", got)
