@@ -182,6 +182,19 @@ func (q *Queue) beginWait(ctx context.Context, tx *Tx, token int64, w touba.Wait
 	return out, br.Close()
 }
 
+// qWake wakes up to $2 entries due at $1: their open wait ends woke (a
+// sleep) or timed_out (an event wait), the entry is pending.
+const qWake = `WITH picked AS (
+	SELECT e.queue_id, w.step_id, w.kind FROM touba.entries e
+	JOIN touba.waits w ON w.queue_id = e.queue_id AND w.state = 'open'
+	WHERE e.status = 'waiting' AND e.wake_at <= $1
+	ORDER BY e.wake_at LIMIT $2 FOR UPDATE OF e, w SKIP LOCKED),
+ended AS (
+	UPDATE touba.waits w SET state = CASE WHEN p.kind = 'sleep' THEN 'woke' ELSE 'timed_out' END, resolved_at = $1
+	FROM picked p WHERE w.queue_id = p.queue_id AND w.step_id = p.step_id)
+UPDATE touba.entries e SET status = 'pending', wake_at = NULL, not_before = NULL, updated_at = $3
+FROM picked p WHERE e.queue_id = p.queue_id`
+
 // Wake moves the due waiting entries to pending (touba.WaitStore). Each
 // entry and its open wait are locked with SKIP LOCKED: nodes waking at
 // once take different entries, and an entry intake is matching or
@@ -192,16 +205,7 @@ func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, erro
 	}
 	var n int64
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, `WITH picked AS (
-				SELECT e.queue_id, w.step_id, w.kind FROM touba.entries e
-				JOIN touba.waits w ON w.queue_id = e.queue_id AND w.state = 'open'
-				WHERE e.status = 'waiting' AND e.wake_at <= $1
-				ORDER BY e.wake_at LIMIT $2 FOR UPDATE OF e, w SKIP LOCKED),
-			ended AS (
-				UPDATE touba.waits w SET state = CASE WHEN p.kind = 'sleep' THEN 'woke' ELSE 'timed_out' END, resolved_at = $1
-				FROM picked p WHERE w.queue_id = p.queue_id AND w.step_id = p.step_id)
-			UPDATE touba.entries e SET status = 'pending', wake_at = NULL, not_before = NULL, updated_at = $3
-			FROM picked p WHERE e.queue_id = p.queue_id`, touba.FormatTime(now), limit, q.db.now())
+		tag, err := tx.Exec(ctx, qWake, touba.FormatTime(now), limit, q.db.now())
 		n = tag.RowsAffected()
 		return err
 	})
@@ -211,11 +215,12 @@ func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, erro
 	return n, nil
 }
 
+const qNextWake = `SELECT wake_at FROM touba.entries WHERE status = 'waiting' AND wake_at IS NOT NULL ORDER BY wake_at LIMIT 1`
+
 // NextWake is the earliest wake_at of a waiting entry (touba.WaitStore).
 func (q *Queue) NextWake(ctx context.Context) (time.Time, bool, error) {
 	var at string
-	err := q.db.pool.QueryRow(ctx, `SELECT wake_at FROM touba.entries WHERE status = 'waiting' AND wake_at IS NOT NULL
-		ORDER BY wake_at LIMIT 1`).Scan(&at)
+	err := q.db.pool.QueryRow(ctx, qNextWake).Scan(&at)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, false, nil
 	} else if err != nil {
@@ -225,11 +230,13 @@ func (q *Queue) NextWake(ctx context.Context) (time.Time, bool, error) {
 	return t, err == nil, err
 }
 
+const qWaits = `SELECT ` + waitCols + ` FROM touba.waits w WHERE w.queue_id = $1 OR w.matched_queue_id = $1
+	ORDER BY w.created_at, w.queue_id, w.step_id`
+
 // Waits lists the waits of queueID and those its delivery matched, oldest
 // first (touba.WaitStore).
 func (q *Queue) Waits(ctx context.Context, queueID string) ([]touba.Wait, error) {
-	rows, err := q.db.pool.Query(ctx, `SELECT `+waitCols+` FROM touba.waits w WHERE w.queue_id = $1 OR w.matched_queue_id = $1
-		ORDER BY w.created_at, w.queue_id, w.step_id`, queueID)
+	rows, err := q.db.pool.Query(ctx, qWaits, queueID)
 	if err != nil {
 		return nil, fmt.Errorf("waits of %s: %w", queueID, err)
 	}
