@@ -22,7 +22,7 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 		res = touba.ResumeResult{QueueID: r.QueueID}
 		err := tx.QueryRow(ctx, `SELECT status FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, r.QueueID).Scan(&res.From)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return touba.Errorf(touba.ENotFound, "no entry %s", r.QueueID)
+			return touba.Errorf(touba.EEntryNotResumable, "no entry %s", r.QueueID)
 		} else if err != nil {
 			return err
 		}
@@ -37,9 +37,11 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 			steps = []string{}
 		}
 		// The offers the removed waits consumed are free again, for the
-		// steps' next run (or another wait) to consume.
-		if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM touba.waits WHERE queue_id = $1 AND step_id = ANY($2)
-				RETURNING key, matched_queue_id)
+		// steps' next run (or another wait) to consume. A wait that ended
+		// cancelled never completed its step, whichever step the resume is
+		// from: the run reaches it again and waits anew.
+		if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM touba.waits WHERE queue_id = $1
+				AND (step_id = ANY($2) OR state IN ('open', 'cancelled')) RETURNING key, matched_queue_id)
 			UPDATE touba.offers o SET consumed_by = NULL FROM d
 			WHERE o.queue_id = d.matched_queue_id AND o.key = d.key AND o.consumed_by = $1`, r.QueueID, steps); err != nil {
 			return fmt.Errorf("remove waits: %w", err)

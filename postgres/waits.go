@@ -73,6 +73,8 @@ func (q *Queue) BeginWait(ctx context.Context, token int64, w touba.Wait) (touba
 	switch {
 	case w.QueueID == "" || w.StepID == "":
 		return touba.Wait{}, fmt.Errorf("begin wait: queue id and step id are required")
+	case w.Kind == touba.WaitSleep && w.WakeAt == nil:
+		return touba.Wait{}, fmt.Errorf("begin wait %s/%s: a sleep needs its end", w.QueueID, w.StepID)
 	case w.Kind == touba.WaitEvent && w.Key == "":
 		return touba.Wait{}, fmt.Errorf("begin wait %s/%s: an event wait needs its key", w.QueueID, w.StepID)
 	case w.Kind != touba.WaitSleep && w.Kind != touba.WaitEvent:
@@ -133,19 +135,14 @@ func (q *Queue) beginWait(ctx context.Context, tx *Tx, token int64, w touba.Wait
 	} else if err != nil {
 		return touba.Wait{}, err
 	}
-	if found {
-		return old, nil // the step began before: how it stands (or ended)
-	}
-	t := q.db.cfg.Now()
-	now := touba.FormatTime(t)
+	now := touba.FormatTime(q.db.cfg.Now())
 	if cancel != nil {
-		// Asked to cancel while it ran: it ends cancelled here.
-		if _, err := tx.Exec(ctx, `WITH e AS (UPDATE touba.entries SET status = 'cancelled', error_code = '`+touba.ERunCancelled+`',
+		// Asked to cancel while it ran: it ends cancelled here, and
+		// nothing of the wait is stored (a replay finds the step not yet
+		// waited).
+		if _, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'cancelled', error_code = '`+touba.ERunCancelled+`',
 				error_message = cancel_requested, cancel_requested = NULL, lease_owner = NULL, lease_expires_at = NULL,
-				not_before = NULL, wake_at = NULL, updated_at = $7 WHERE queue_id = $1)
-			INSERT INTO touba.waits (queue_id, step_id, kind, key, value, wake_at, state, created_at, resolved_at)
-			VALUES ($1, $2, $3, $4, $5, $6, 'cancelled', $7, $7)`,
-			w.QueueID, w.StepID, w.Kind, w.Key, w.Value, formatOptional(w.WakeAt), now); err != nil {
+				not_before = NULL, wake_at = NULL, updated_at = $2 WHERE queue_id = $1`, w.QueueID, now); err != nil {
 			return touba.Wait{}, err
 		}
 		if key != "" && n > 0 {
@@ -156,6 +153,9 @@ func (q *Queue) beginWait(ctx context.Context, tx *Tx, token int64, w touba.Wait
 		at, _ := touba.ParseTime(now)
 		w.State, w.CreatedAt, w.ResolvedAt, w.MatchedQueueID = touba.WaitCancelled, at, &at, ""
 		return w, nil
+	}
+	if found {
+		return old, nil // the step began before: how it stands (or ended)
 	}
 	// An event wait takes its value's lock first, in a statement of its
 	// own (the next one's snapshot sees every offer committed under it),
@@ -201,7 +201,7 @@ FROM picked p WHERE e.queue_id = p.queue_id`
 // cancelling right now is left to it.
 func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, error) {
 	if limit <= 0 {
-		limit = 100
+		limit = 1000
 	}
 	var n int64
 	err := q.change("", func(ctx context.Context, tx *Tx) error {

@@ -121,6 +121,15 @@ SELECT queue_id, status, trigger_ref, conc_key, conc_max FROM e`
 func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	d := o.d
 	b := &pgx.Batch{}
+	// Cancels first: an entry this delivery cancels does not also take
+	// its offer.
+	msg := fmt.Sprintf("cancelled by delivery %s of %s", d.QueueID, d.TriggerRef)
+	if d.EventID != "" {
+		msg += fmt.Sprintf(" (event %s)", d.EventID)
+	}
+	for _, c := range d.Cancels {
+		b.Queue(qCancel, c.Key, c.Value, msg, now)
+	}
 	seen := map[string]bool{}
 	var offers int
 	for _, of := range d.Offers {
@@ -130,13 +139,6 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 		seen[of.Key] = true
 		b.Queue(qOffer, d.QueueID, of.Key, of.Value, now, touba.FormatTime(d.ReceivedAt))
 		offers++
-	}
-	msg := fmt.Sprintf("cancelled by delivery %s of %s", d.QueueID, d.TriggerRef)
-	if d.EventID != "" {
-		msg += fmt.Sprintf(" (event %s)", d.EventID)
-	}
-	for _, c := range d.Cancels {
-		b.Queue(qCancel, c.Key, c.Value, msg, now)
 	}
 	if n := len(d.CancelKeys); n > 0 {
 		keys, values := make([]string, n), make([]string, n)
@@ -157,15 +159,6 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	var free []freed
 	err = func() error {
 		defer br.Close()
-		for range offers {
-			var by string
-			if err := br.QueryRow().Scan(&by); err != nil {
-				return fmt.Errorf("offer: %w", err)
-			}
-			if by != "" && !slices.Contains(o.res.Matched, by) {
-				o.res.Matched = append(o.res.Matched, by)
-			}
-		}
 		for range d.Cancels {
 			rows, err := br.Query()
 			if err != nil {
@@ -188,6 +181,15 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 			rows.Close()
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("cancel: %w", err)
+			}
+		}
+		for range offers {
+			var by string
+			if err := br.QueryRow().Scan(&by); err != nil {
+				return fmt.Errorf("offer: %w", err)
+			}
+			if by != "" && !slices.Contains(o.res.Matched, by) {
+				o.res.Matched = append(o.res.Matched, by)
 			}
 		}
 		if len(d.CancelKeys) > 0 {

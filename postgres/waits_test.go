@@ -281,7 +281,8 @@ func TestCancelOn(t *testing.T) {
 	// A cancel request meets BeginWait: cancelled there.
 	r2 := leaseOne(t, q, withKey("d"))
 	cancel("c-d", "d")
-	got, err := q.BeginWait(ctx, r2.LeaseToken, touba.Wait{QueueID: r2.QueueID, StepID: "grace", Kind: touba.WaitSleep})
+	later := time.Now().Add(time.Hour)
+	got, err := q.BeginWait(ctx, r2.LeaseToken, touba.Wait{QueueID: r2.QueueID, StepID: "grace", Kind: touba.WaitSleep, WakeAt: &later})
 	if err != nil || got.State != touba.WaitCancelled {
 		t.Fatalf("begin wait asked to cancel: %+v %v", got, err)
 	}
