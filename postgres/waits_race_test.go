@@ -375,3 +375,54 @@ func TestSleepersOfAStoppedNodeWakeElsewhere(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelRacesBeginWaitAcrossNodes: a cancel_on match accepted on one
+// node while the entry begins its wait on the other: the entry ends
+// cancelled, with no wait left open (which a later delivery's offer would
+// match, taking that offer from a live wait).
+func TestCancelRacesBeginWaitAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	nodes := openNodes(t, 2, time.Hour)
+	ck := touba.CancelKey(waiterRef, 0)
+	for i := range 40 {
+		waiter, canceller := nodes[i%2], nodes[(i+1)%2]
+		value := fmt.Sprintf(`"c-%d"`, i)
+		w := leaseOne(t, waiter.Queue, &touba.Delivery{TriggerRef: waiterRef, EventID: fmt.Sprint("w-", i), Body: []byte(`{}`),
+			CancelKeys: []touba.MatchValue{{Key: ck, Value: value}}})
+		var began touba.Wait
+		var res touba.EnqueueResult
+		var werr, cerr error
+		together(
+			func() {
+				began, werr = waiter.Queue.BeginWait(ctx, w.LeaseToken, touba.Wait{QueueID: w.QueueID, StepID: "paid",
+					Kind: touba.WaitEvent, Key: waitKey, Value: value})
+			},
+			func() {
+				res, cerr = canceller.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:orders/Cancelled",
+					EventID: fmt.Sprint("c-", i), Digest: "d", Body: []byte(`{}`), Cancels: []touba.MatchValue{{Key: ck, Value: value}}})
+			},
+		)
+		if werr != nil || cerr != nil {
+			t.Fatalf("round %d: begin wait %v, cancel %v", i, werr, cerr)
+		}
+		if len(res.Cancelled) != 1 {
+			t.Fatalf("round %d: cancelled %v", i, res.Cancelled)
+		}
+		if e := mustGet(t, canceller.Queue, w.QueueID); e.Status != touba.StatusCancelled || e.ErrorCode != touba.ERunCancelled {
+			t.Fatalf("round %d: entry %s %s (wait began %s); want cancelled", i, e.Status, e.ErrorCode, began.State)
+		}
+		ws, err := canceller.Queue.Waits(ctx, w.QueueID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range ws {
+			if x.State != touba.WaitCancelled {
+				t.Fatalf("round %d: a cancelled entry's wait is %s", i, x.State)
+			}
+		}
+		// So a matching delivery finds no wait to match.
+		if r, err := canceller.Queue.Enqueue(ctx, offer(fmt.Sprint("late-", i), value)); err != nil || len(r.Matched) != 0 {
+			t.Fatalf("round %d: late offer matched %v, %v", i, r.Matched, err)
+		}
+	}
+}
