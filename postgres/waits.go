@@ -119,17 +119,44 @@ e AS (
 SELECT * FROM w`
 
 func (q *Queue) beginWait(ctx context.Context, tx *Tx, token int64, w touba.Wait) (touba.Wait, error) {
-	// The fence: the entry is running under token, its lease live by the
-	// database's clock, and its row locked until the batch ends, so no
-	// take-over, cancel or other change commits in between.
-	var cancel *string
-	var ref, key string
-	var n int
-	old, found, err := scanWait(tx.QueryRow(ctx, `SELECT x.cancel_requested, x.trigger_ref, COALESCE(x.conc_key, ''), x.conc_max, `+waitCols+`
+	// An event wait takes its value's lock first, in a statement of its
+	// own: the statements after it see every offer committed under it.
+	// First, before the entry's row: intake, which may hold the lock in a
+	// batch that also cancels this entry, never waits for it (it tries),
+	// so a BeginWait waiting for the lock holds nothing intake waits for.
+	// Then the fence: the entry is running under token, its lease live by
+	// the database's clock, and its row locked until the batch ends, so
+	// no take-over, cancel or other change commits in between. One round
+	// trip for both.
+	b := &pgx.Batch{}
+	if w.Kind == touba.WaitEvent {
+		b.Queue(lockValue, w.Key, w.Value)
+	}
+	b.Queue(`SELECT x.cancel_requested, x.trigger_ref, COALESCE(x.conc_key, ''), x.conc_max, `+waitCols+`
 		FROM touba.entries x LEFT JOIN touba.waits w ON w.queue_id = x.queue_id AND w.step_id = $3
 		WHERE x.queue_id = $1 AND x.lease_token = $2 AND x.status = 'running'
 			AND x.lease_expires_at IS NOT NULL AND x.lease_expires_at >= `+q.db.dbNow()+`
-		FOR UPDATE OF x`, w.QueueID, token, w.StepID), &cancel, &ref, &key, &n)
+		FOR UPDATE OF x`, w.QueueID, token, w.StepID)
+	var cancel *string
+	var ref, key string
+	var n int
+	var old touba.Wait
+	var found bool
+	br, err := tx.sendBatch(ctx, b)
+	if err != nil {
+		return touba.Wait{}, err
+	}
+	if w.Kind == touba.WaitEvent {
+		if _, err = br.Exec(); err != nil {
+			err = fmt.Errorf("lock wait value: %w", err)
+		}
+	}
+	if err == nil {
+		old, found, err = scanWait(br.QueryRow(), &cancel, &ref, &key, &n)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return touba.Wait{}, fenceLost(ctx, tx, w.QueueID, token)
 	} else if err != nil {
@@ -157,29 +184,8 @@ func (q *Queue) beginWait(ctx context.Context, tx *Tx, token int64, w touba.Wait
 	if found {
 		return old, nil // the step began before: how it stands (or ended)
 	}
-	// An event wait takes its value's lock first, in a statement of its
-	// own (the next one's snapshot sees every offer committed under it),
-	// in the same round trip.
-	b := &pgx.Batch{}
-	if w.Kind == touba.WaitEvent {
-		b.Queue(lockValue, w.Key, w.Value)
-	}
-	b.Queue(qBegin, w.QueueID, w.StepID, w.Kind, w.Key, w.Value, formatOptional(w.WakeAt), now)
-	br, err := tx.sendBatch(ctx, b)
-	if err != nil {
-		return touba.Wait{}, err
-	}
-	defer br.Close()
-	if w.Kind == touba.WaitEvent {
-		if _, err := br.Exec(); err != nil {
-			return touba.Wait{}, fmt.Errorf("lock wait value: %w", err)
-		}
-	}
-	out, _, err := scanWait(br.QueryRow())
-	if err != nil {
-		return touba.Wait{}, err
-	}
-	return out, br.Close()
+	out, _, err := scanWait(tx.QueryRow(ctx, qBegin, w.QueueID, w.StepID, w.Kind, w.Key, w.Value, formatOptional(w.WakeAt), now))
+	return out, err
 }
 
 // qWake wakes up to $2 entries due at $1: their open wait ends woke (a
