@@ -230,9 +230,11 @@ func (w *waitWorld) waitSettledOrReport(timeout time.Duration) {
 				if e.Status == touba.StatusDone {
 					continue
 				}
+				var n int
+				fmt.Sscanf(e.EventID, "order-%d", &n)
 				for _, x := range w.waitsOf(qid)[qid] {
 					w.t.Errorf("%s is %s after %v, its wait %s; its payment %s was acknowledged as %s",
-						e.EventID, e.Status, timeout, waitString(x), "pay-"+e.EventID[len("order-"):], w.qid("pay-"+e.EventID[len("order-"):]))
+						e.EventID, e.Status, timeout, waitString(x), paymentEvent(n), w.qid(paymentEvent(n)))
 				}
 				if len(w.waitsOf(qid)[qid]) == 0 {
 					w.t.Errorf("%s is %s after %v", e.EventID, e.Status, timeout)
