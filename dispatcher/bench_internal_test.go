@@ -50,6 +50,9 @@ func (memStores) Abandon(context.Context, string, string, string) error  { retur
 type memJournal struct{ memStores }
 
 func (memJournal) Finish(context.Context, touba.EffectOutcome) error { return nil }
+func (memJournal) Get(context.Context, string, string) (*touba.Effect, error) {
+	return nil, nil
+}
 
 // BenchmarkRun: one run of the benchmarks' trigger (one external-write step
 // on accounting_stub, its input the whole body), with stores that cost

@@ -44,6 +44,9 @@ type Journal interface {
 	// Abandon releases an effect whose call ended without its outcome
 	// journaled, and records it unknown (see journal.Journal.Abandon).
 	Abandon(ctx context.Context, scope, effectID, callID string) error
+	// Get returns an effect, or nil and no error when there is none:
+	// version pinning asks whether a step's effect was applied.
+	Get(ctx context.Context, scope, effectID string) (*touba.Effect, error)
 }
 
 // DefaultWorkers is serve's --workers default (SPEC §3 leaves it to us).
@@ -89,6 +92,10 @@ type Options struct {
 	Circuits touba.CircuitStore
 	// OnCircuit, when set, sees each circuit transition (metrics).
 	OnCircuit func(toolRef, from, to string)
+	// Waits keeps the durable steps' waits, cancellations, programs and
+	// effect generations (the queue store, SPEC §2.3); nil runs no sleep
+	// or wait_for step (they fail), and skips version pinning.
+	Waits touba.WaitStore
 }
 
 // Dispatcher runs queue entries with a fixed number of workers.
@@ -110,6 +117,11 @@ type Dispatcher struct {
 	slots    slots        // max_concurrency semaphores by binding
 	waiting  atomic.Int64 // runs waiting for a binding slot or circuit
 	circuits circuits     // circuit breakers by binding
+
+	waker waker // wakes sleeping and timed waits (wake.go)
+	// saved are the definitions' digests stored by this process: a
+	// reload writes only the triggers it changed (pinning.go).
+	saved sync.Map
 }
 
 // New returns a dispatcher; Start runs it.
@@ -129,13 +141,19 @@ func New(q Queue, s State, j Journal, cfg *Config, opts Options) *Dispatcher {
 	d := &Dispatcher{queue: q, state: s, journal: j, opts: opts, log: opts.Log,
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	d.runCtx, d.cancel = context.WithCancel(context.Background())
+	d.waker.init()
 	d.cfg.Store(cfg)
 	return d
 }
 
 // SetConfig installs a reloaded program and bindings; runs already going
-// finish with the configuration they started with.
-func (d *Dispatcher) SetConfig(c *Config) { d.cfg.Store(c) }
+// finish with the configuration they started with. The new triggers'
+// definitions are saved first (pinning.go), so an entry accepted under
+// them can be checked after a later reload.
+func (d *Dispatcher) SetConfig(c *Config) {
+	d.savePrograms(c)
+	d.cfg.Store(c)
+}
 
 // Notify wakes the leaser: an entry was enqueued.
 func (d *Dispatcher) Notify() {
@@ -149,8 +167,13 @@ func (d *Dispatcher) Notify() {
 // crash are the store's to put back at open (sqlite.Config.RequeueRunning):
 // on a shared database another node may be running them.
 func (d *Dispatcher) Start(ctx context.Context) error {
+	d.savePrograms(d.cfg.Load())
 	d.wg.Add(1)
 	go d.leaser()
+	if d.opts.Waits != nil {
+		d.wg.Add(1)
+		go d.wakeLoop()
+	}
 	return nil
 }
 

@@ -21,15 +21,20 @@ const (
 	CrashAfterAnswer     = "after-answer"     // handler answered, outcome not written
 	CrashAfterOutcome    = "after-outcome"    // outcome written, step not checkpointed
 	CrashAfterCheckpoint = "after-checkpoint" // all steps checkpointed, entry not done
+	CrashAfterWaitBegun  = "after-wait-begun" // BeginWait stored the wait open, run not ended
+	CrashAfterWake       = "after-wake"       // Wake committed, the leaser not woken
 )
 
 type action int
 
 const (
-	retry action = iota // back to pending after a backoff, within the retry limits
-	fail                // failed now
-	park                // parked for an operator
-	later               // someone else holds the effect: come back soon, no verdict
+	retry   action = iota // back to pending after a backoff, within the retry limits
+	fail                  // failed now
+	park                  // parked for an operator
+	later                 // someone else holds the effect: come back soon, no verdict
+	waiting               // BeginWait moved the entry to waiting: it is not the run's any more
+	cancel                // a cancel_on match arrived: the entry ends cancelled
+	ended                 // the store ended the entry already (cancelled while the run held it)
 )
 
 // verdict is why a run stopped before its last step.
@@ -86,12 +91,22 @@ func (d *Dispatcher) run(e *touba.Delivery) {
 func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger, e *touba.Delivery, runID string, log zerolog.Logger) *verdict {
 	// An entry's first run has no checkpoints: only a run writes them, and
 	// a run needs a lease. Any later lease (a retry, a postponed run, a
-	// crash's requeue, a replay) reads them.
+	// crash's requeue, a replay, a wake, a resume) reads them, and the
+	// effect generations a resume may have given its steps.
 	var done map[string]touba.StepOutput
+	var gens map[string]int
 	if !e.FirstLease {
 		var err error
 		if done, err = d.state.Steps(ctx, e.QueueID); err != nil {
 			return &verdict{action: later, code: touba.EINTERNAL, message: err.Error()}
+		}
+		if d.opts.Waits != nil {
+			if gens, err = d.opts.Waits.EffectGens(ctx, e.QueueID); err != nil {
+				return &verdict{action: later, code: touba.EINTERNAL, message: "effect generations: " + err.Error()}
+			}
+		}
+		if v := d.pinned(ctx, t, e, done, gens, log); v != nil {
+			return v
 		}
 	}
 	rc := newRunContext(e)
@@ -102,8 +117,22 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 			}
 			continue
 		}
-		sctx, sspan := d.opts.Tracing.StartStep(ctx, st.ID, st.Tool)
-		out, journaled, v := d.step(sctx, cfg, e, runID, st, rc, log)
+		// Between two steps a cancel_on match ends the run; a trigger
+		// without cancel_on is never asked for.
+		if len(t.CancelOn) > 0 {
+			if v := d.cancelRequested(ctx, e, st.ID); v != nil {
+				return v
+			}
+		}
+		sctx, sspan := d.opts.Tracing.StartStep(ctx, st.ID, st.Kind())
+		var out json.RawMessage
+		var journaled bool
+		var v *verdict
+		if st.Sleep != nil || st.WaitFor != nil {
+			out, v = d.durable(sctx, cfg, t, e, st, rc, log)
+		} else {
+			out, journaled, v = d.step(sctx, cfg, e, runID, st, rc, gens, log)
+		}
 		if v != nil {
 			tracing.EndStep(sspan, v.code, v.message)
 			return v
@@ -138,6 +167,18 @@ func (d *Dispatcher) settle(e *touba.Delivery, run *touba.Run, t *trigger.Trigge
 		crashpoint.Hit(CrashAfterCheckpoint)
 		err = d.queue.Finish(bg, e.QueueID, e.LeaseToken, touba.StatusDone, "", "")
 		log.Info().Str("run_id", run.RunID).Int("attempt", e.Attempts).Msg("run done")
+	case v.action == waiting:
+		// The entry waits, its lease ended by BeginWait: nothing of it is
+		// this run's to write.
+		status, msg = touba.StatusWaiting, v.message
+		log.Debug().Str("run_id", run.RunID).Str("reason", v.message).Msg("run waiting")
+	case v.action == ended:
+		status, code, msg = touba.StatusCancelled, v.code, v.message
+		log.Info().Str("run_id", run.RunID).Str("reason", v.message).Msg("run cancelled")
+	case v.action == cancel:
+		status, code, msg = touba.StatusCancelled, v.code, v.message
+		err = d.queue.Finish(bg, e.QueueID, e.LeaseToken, touba.StatusCancelled, v.code, v.message)
+		log.Info().Str("run_id", run.RunID).Str("reason", v.message).Msg("run cancelled")
 	case d.stopping() && d.runCtx.Err() != nil:
 		// Killed by shutdown: the next start resumes it, and the journal
 		// decides what its interrupted effect allows.

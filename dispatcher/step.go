@@ -23,8 +23,12 @@ import (
 // step runs one step and returns its output, or the verdict that stops
 // the run. An external write goes through the journal (SPEC §5), which
 // then holds the output (journaled).
+//
+// gens are the effect generations of the entry's steps (a resume with new
+// effects): the step's effect is named touba.EffectIDFor(queue_id, step,
+// gen).
 func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, runID string, st trigger.Step,
-	rc *runContext, runLog zerolog.Logger) (out json.RawMessage, journaled bool, v *verdict) {
+	rc *runContext, gens map[string]int, runLog zerolog.Logger) (out json.RawMessage, journaled bool, v *verdict) {
 	// The binding of the configuration in force now, not the one the run
 	// started with: a reload closes runners nobody uses any more.
 	b := d.cfg.Load().Bindings[st.Tool]
@@ -57,18 +61,18 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		log.get().Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
 		return nil, false, fromError(res.Err)
 	}
-	out, v = d.effect(ctx, cfg.Secrets, b, e, st, req, log)
+	out, v = d.effect(ctx, cfg.Secrets, b, e, st, touba.EffectIDFor(e.QueueID, st.ID, gens[st.ID]), req, log)
 	return out, true, v
 }
 
 // effect runs one external write under the journal's rules.
-func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding, e *touba.Delivery, st trigger.Step, req *handler.Request,
-	log *callLog) (json.RawMessage, *verdict) {
+func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding, e *touba.Delivery, st trigger.Step, effectID string,
+	req *handler.Request, log *callLog) (json.RawMessage, *verdict) {
 	fp, err := handler.FingerprintCanonical(st.Tool, touba.OperationInvoke, req.Input) // resolve made it canonical
 	if err != nil {
 		return nil, stop(fail, touba.EStepInputUnresolved, "input of step %s: %v", st.ID, err)
 	}
-	scope, effectID, callID := e.QueueID, e.QueueID+":"+st.ID, req.Context.CallID
+	scope, callID := e.QueueID, req.Context.CallID
 	log.effectID = effectID
 	p := touba.EffectPrepare{Scope: scope, EffectID: effectID, ToolRef: st.Tool,
 		Operation: touba.OperationInvoke, Fingerprint: fp, RetryMode: b.Contract.RetryMode, CallID: callID,

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"encoding/json"
-	"strings"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
@@ -26,13 +25,14 @@ func StepInput(cfg *Config, entry *touba.Delivery, steps map[string]touba.StepOu
 }
 
 // effectStep finds the trigger and the index of the step that effect e of
-// entry names ("<queue_id>:<step>", or its compensation).
+// entry names ("<queue_id>:<step>", "<queue_id>:<step>#<n>" after a
+// resume with new effects, or its compensation).
 func effectStep(cfg *Config, entry *touba.Delivery, e *touba.Effect) (*trigger.Trigger, int, error) {
 	id := e.EffectID
 	if orig, ok := touba.IsCompensation(id); ok {
 		id = orig
 	}
-	stepID, ok := strings.CutPrefix(id, e.Scope+":")
+	stepID, ok := touba.StepOfEffect(e.Scope, id)
 	if !ok || entry == nil || entry.QueueID != e.Scope {
 		return nil, 0, touba.Errorf(touba.ECompensationInputUnavailable, "effect %s does not name a step of entry %s",
 			e.EffectID, e.Scope)

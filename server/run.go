@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 	"github.com/touba/touba-trigger/dispatcher"
 	"github.com/touba/touba-trigger/internal/systemd"
@@ -43,10 +44,13 @@ func (s *Server) start(ctx context.Context) error {
 			renew = f.LeaseTTL / 3 // two renewals may fail before the lease ends
 			leaseTTL = f.LeaseTTL
 		}
+		// The queue keeps the durable steps' waits (SPEC §2.3); asserted,
+		// not required, so a store without them still runs tool steps.
+		waits, _ := s.store.Queue.(touba.WaitStore)
 		s.disp = dispatcher.New(s.store.Queue, s.store.State, j, s.current.Load(), dispatcher.Options{Workers: f.Workers,
 			Log: log.With().Str("component", "dispatcher").Logger(), Observe: s.metrics.ObserveCall,
 			Tracing: s.tracing, RenewEvery: renew, LeaseTTL: leaseTTL, Slots: s.store.Slots,
-			Circuits: s.store.Circuits, OnCircuit: s.onCircuit})
+			Circuits: s.store.Circuits, OnCircuit: s.onCircuit, Waits: waits})
 		s.intake.Enqueued = s.disp.Notify
 	}
 	if f.AdminSocket != "" {

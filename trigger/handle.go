@@ -102,6 +102,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	d := &touba.Delivery{TriggerRef: t.Ref, EventID: id, Digest: req.digest, Body: body,
 		Headers: req.headers, ReceivedAt: req.at, RemoteAddr: r.RemoteAddr, TraceParent: tracing.TraceParent(r.Context())}
 	t.SetConcurrencyKey(d)
+	t.SetDurable(d)
 	res, err := in.Queue.Enqueue(r.Context(), d)
 	if err != nil {
 		msg := "queue unavailable, retry later"
@@ -116,6 +117,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	a := dedupe.Answered(res, req.digest)
 	switch {
 	case a.Status == touba.IntakeEnqueued:
+		in.matched(t, id, res)
 		if in.Enqueued != nil {
 			in.Enqueued()
 		}

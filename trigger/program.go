@@ -67,6 +67,10 @@ type Trigger struct {
 	// the digest it was accepted under (version pinning, SPEC §2.3).
 	Digest     string
 	Definition json.RawMessage
+
+	// listeners are the wait_for steps and cancel_on entries of the
+	// program that name this trigger (waits.go); nil when none does.
+	listeners *Listeners
 }
 
 // Source says how deliveries of a trigger are read and verified.
@@ -174,6 +178,7 @@ type CancelOn struct {
 	Trigger string
 	Match   json.RawMessage
 	On      string
+	match   []string // Match's pointer after "/event", for intake
 }
 
 // Retry bounds the host's retries of a run.
@@ -195,7 +200,7 @@ func (p *Program) ToolRefs() []string {
 	var out []string
 	for _, t := range p.Triggers {
 		for _, s := range t.Steps {
-			if !seen[s.Tool] {
+			if s.Tool != "" && !seen[s.Tool] {
 				seen[s.Tool] = true
 				out = append(out, s.Tool)
 			}
@@ -210,7 +215,7 @@ func (p *Program) CheckTools(bound func(ref string) bool) error {
 	w := newWalker(p.Path)
 	for i, t := range p.Triggers {
 		for j, s := range t.Steps {
-			if !bound(s.Tool) {
+			if s.Tool != "" && !bound(s.Tool) {
 				return w.Fail(strictjson.Index(strictjson.Index("$.triggers", i)+".steps", j)+".tool", "tool %q is not bound in the manifest", s.Tool)
 			}
 		}
@@ -279,11 +284,14 @@ func (w walker) program(path string, data []byte) (*Program, error) {
 		p.byName[t.Name] = t
 		p.Triggers = append(p.Triggers, t)
 	}
+	if err := w.index(p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
 func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
-	m, err := w.Object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency"}, "ref", "source", "steps")
+	m, err := w.Object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency", "cancel_on"}, "ref", "source", "steps")
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +320,14 @@ func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
 	}
 	if t.IsSchedule() && t.Filter != nil {
 		return nil, w.Fail(path+".filter", "a schedule trigger takes no filter: every tick is enqueued")
+	}
+	if v, ok := m["cancel_on"]; ok {
+		if t.CancelOn, err = w.cancelOn(path+".cancel_on", v); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.definition(path, raw, t); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -350,39 +366,14 @@ func (w walker) steps(path string, raw *strictjson.Node) ([]Step, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(list) == 0 {
-		return nil, w.Fail(path, "must hold at least one step")
-	}
-	var steps []Step
+	// No steps is allowed: a trigger whose events are only awaited by
+	// another's wait_for, or only cancel others' entries (SPEC §2.3).
+	steps := make([]Step, 0, len(list))
 	seen := map[string]bool{}
 	for i, r := range list {
-		p := strictjson.Index(path, i)
-		m, err := w.Object(p, r, []string{"id", "tool", "input"}, "id", "tool")
+		s, err := w.step(strictjson.Index(path, i), r, seen)
 		if err != nil {
 			return nil, err
-		}
-		var s Step
-		if s.ID, err = w.Str(p+".id", m["id"]); err != nil {
-			return nil, err
-		}
-		if !stepIDPattern.MatchString(s.ID) {
-			return nil, w.Fail(p+".id", "must match [A-Za-z0-9_-]{1,64}")
-		}
-		if seen[s.ID] {
-			return nil, w.Fail(p+".id", "duplicate step id %q", s.ID)
-		}
-		if s.Tool, err = w.Str(p+".tool", m["tool"]); err != nil {
-			return nil, err
-		}
-		if !toolPattern.MatchString(s.Tool) {
-			return nil, w.Fail(p+".tool", `must be "tool:" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*`)
-		}
-		s.Input = json.RawMessage("{}")
-		if in, ok := m["input"]; ok {
-			if err := w.refs(p+".input", in, seen); err != nil {
-				return nil, err
-			}
-			s.Input = in.Raw
 		}
 		seen[s.ID] = true
 		steps = append(steps, s)

@@ -30,7 +30,7 @@ var badPrograms = []struct{ name, src, want string }{
 
 	// The trigger.
 	{"trigger null", doc(`null`), `$.triggers[0]: must not be null`},
-	{"trigger unknown field", doc(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[],"name":"a"}`), `$.triggers[0].name: unknown field (known: concurrency, filter, ref, retry, source, steps)`},
+	{"trigger unknown field", doc(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[],"name":"a"}`), `$.triggers[0].name: unknown field (known: cancel_on, concurrency, filter, ref, retry, source, steps)`},
 	{"ref missing", doc(`{"source":{"kind":"webhook"},"steps":[]}`), `$.triggers[0].ref: required field is missing`},
 	{"source missing", doc(`{"ref":"trigger:a","steps":[]}`), `$.triggers[0].source: required field is missing`},
 	{"steps missing", doc(`{"ref":"trigger:a","source":{"kind":"webhook"}}`), `$.triggers[0].steps: required field is missing`},
@@ -123,12 +123,11 @@ var badPrograms = []struct{ name, src, want string }{
 	{"tolerance fraction", withVerify(`{"scheme":"slack","secret":{"env":"K"},"tolerance_sec":2.5}`), `$.triggers[0].source.verify.tolerance_sec: must be a positive integer (got 2.5)`},
 
 	// The steps.
-	{"steps empty", withSteps(`[]`), `$.triggers[0].steps: must hold at least one step`},
 	{"steps object", withSteps(`{"id":"s","tool":"tool:a/B"}`), `$.triggers[0].steps: must be an array (got object)`},
 	{"step null", withSteps(`[null]`), `$.triggers[0].steps[0]: must not be null`},
-	{"step unknown field", withSteps(`[{"id":"s","tool":"tool:a/B","with":{}}]`), `$.triggers[0].steps[0].with: unknown field (known: id, input, tool)`},
+	{"step unknown field", withSteps(`[{"id":"s","tool":"tool:a/B","with":{}}]`), `$.triggers[0].steps[0].with: unknown field (known: id, input, sleep, tool, wait_for)`},
 	{"step id missing", withSteps(`[{"tool":"tool:a/B"}]`), `$.triggers[0].steps[0].id: required field is missing`},
-	{"step tool missing", withSteps(`[{"id":"s"}]`), `$.triggers[0].steps[0].tool: required field is missing`},
+	{"step tool missing", withSteps(`[{"id":"s"}]`), `$.triggers[0].steps[0]: must have exactly one of "tool", "sleep", "wait_for"`},
 	{"step id empty", withSteps(`[{"id":"","tool":"tool:a/B"}]`), `$.triggers[0].steps[0].id: must match [A-Za-z0-9_-]{1,64}`},
 	{"step id with slash", withSteps(`[{"id":"a/b","tool":"tool:a/B"}]`), `$.triggers[0].steps[0].id: must match [A-Za-z0-9_-]{1,64}`},
 	{"step id too long", withSteps(`[{"id":"` + long65 + `","tool":"tool:a/B"}]`), `$.triggers[0].steps[0].id: must match [A-Za-z0-9_-]{1,64}`},

@@ -3,6 +3,7 @@ package trigger_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"sort"
@@ -55,6 +56,11 @@ func FuzzParseProgram(f *testing.F) {
 	})
 }
 
+// strictjsonStep is the path of step j's tool in trigger i.
+func strictjsonStep(i, j int) string {
+	return fmt.Sprintf("$.triggers[%d].steps[%d].tool", i, j)
+}
+
 // checkRefusal: every refusal is a ConfigError naming the file and a path,
 // with the ConfigInvalid code, and the same input gets the same message.
 func checkRefusal(t *testing.T, data []byte, err error) {
@@ -86,6 +92,7 @@ func checkProgram(t *testing.T, data []byte, p *trigger.Program) {
 	}
 	names := map[string]bool{}
 	tools := map[string]bool{}
+	firstTool := "" // the path of the program's first tool step
 	for i, tr := range p.Triggers {
 		if !specRef.MatchString(tr.Ref) || tr.Name != strings.TrimPrefix(tr.Ref, "trigger:") {
 			t.Fatalf("trigger %d: Ref=%q Name=%q", i, tr.Ref, tr.Name)
@@ -98,8 +105,8 @@ func checkProgram(t *testing.T, data []byte, p *trigger.Program) {
 			t.Fatalf("Lookup(%q)=%p,%v, want trigger %d", tr.Name, got, ok, i)
 		}
 		checkSource(t, i, tr.Source)
-		if len(tr.Steps) == 0 {
-			t.Fatalf("trigger %d: no steps", i)
+		if len(tr.Digest) != 64 || tr.Digest != trigger.Digest(tr.Definition) || !json.Valid(tr.Definition) {
+			t.Fatalf("trigger %d: digest %q of definition %q", i, tr.Digest, tr.Definition)
 		}
 		ids := map[string]bool{}
 		for j, s := range tr.Steps {
@@ -107,6 +114,30 @@ func checkProgram(t *testing.T, data []byte, p *trigger.Program) {
 				t.Fatalf("trigger %d step %d: id %q empty or repeated", i, j, s.ID)
 			}
 			ids[s.ID] = true
+			kinds := 0
+			for _, set := range []bool{s.Tool != "", s.Sleep != nil, s.WaitFor != nil} {
+				if set {
+					kinds++
+				}
+			}
+			if kinds != 1 {
+				t.Fatalf("trigger %d step %d: %d kinds set", i, j, kinds)
+			}
+			switch {
+			case s.Sleep != nil:
+				if (s.Sleep.MS > 0) == (len(s.Sleep.Until) > 0) {
+					t.Fatalf("trigger %d step %d: sleep %+v", i, j, s.Sleep)
+				}
+				continue
+			case s.WaitFor != nil:
+				if _, ok := p.Lookup(strings.TrimPrefix(s.WaitFor.Trigger, "trigger:")); !ok || s.WaitFor.Trigger == tr.Ref {
+					t.Fatalf("trigger %d step %d: waits for %q", i, j, s.WaitFor.Trigger)
+				}
+				continue
+			}
+			if firstTool == "" {
+				firstTool = strictjsonStep(i, j)
+			}
 			if !specTool.MatchString(s.Tool) {
 				t.Fatalf("trigger %d step %d: tool %q", i, j, s.Tool)
 			}
@@ -135,8 +166,12 @@ func checkProgram(t *testing.T, data []byte, p *trigger.Program) {
 	}
 	err := p.CheckTools(func(string) bool { return false })
 	var ce *trigger.ConfigError
-	if !errors.As(err, &ce) || ce.Path != "$.triggers[0].steps[0].tool" {
-		t.Fatalf("CheckTools(none bound)=%v, want the first step's tool", err)
+	if firstTool == "" {
+		if err != nil {
+			t.Fatalf("CheckTools(none bound)=%v with no tool step", err)
+		}
+	} else if !errors.As(err, &ce) || ce.Path != firstTool {
+		t.Fatalf("CheckTools(none bound)=%v, want the first tool step's tool %s", err, firstTool)
 	}
 }
 

@@ -101,7 +101,7 @@ func TestLoadProgram_SpecExample(t *testing.T) {
 	}
 	steps := tr.Steps
 	got := *tr
-	got.Steps = nil
+	got.Steps, got.Digest, got.Definition = nil, "", nil
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("trigger=%+v\nwant     %+v", got, want)
 	}
@@ -156,6 +156,9 @@ func TestParseProgram_Defaults(t *testing.T) {
 		},
 		Steps: []trigger.Step{{ID: "s", Tool: "tool:a/B", Input: json.RawMessage("{}")}},
 		Retry: trigger.Retry{MaxAttempts: 8, InitialIntervalMS: 500, MaxIntervalMS: 60000},
+		// The trigger's object as written, canonical, and its SHA-256.
+		Definition: json.RawMessage(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[{"id":"s","tool":"tool:a/B"}]}`),
+		Digest:     "58e525107d93fabea1927d7ba329e17bd390cfcae742896eb7318343c322b369",
 	}
 	if got := p.Triggers[0]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("trigger=%+v\nwant     %+v", got, want)

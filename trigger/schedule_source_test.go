@@ -69,9 +69,9 @@ func TestParseProgram_ScheduleRefuses(t *testing.T) {
 		{"filter on schedule", `{"air_version":"touba-air-v1","triggers":[{"ref":"trigger:nightly","source":{"kind":"schedule","cron":"0 3 * * *"},` +
 			`"filter":[{"pointer":"/body/x","exists":true}],"steps":[{"id":"s","tool":"tool:a/B"}]}]}`,
 			`$.triggers[0].filter: a schedule trigger takes no filter: every tick is enqueued`},
-		{"sleep step still refused", `{"air_version":"touba-air-v1","triggers":[{"ref":"trigger:nightly","source":{"kind":"schedule","cron":"0 3 * * *"},` +
-			`"steps":[{"id":"s","sleep":{"ms":1}}]}]}`,
-			"$.triggers[0].steps[0].sleep: unknown field (known: id, input, tool)\np.json: $.triggers[0].steps[0].tool: required field is missing"},
+		{"sleep step bad", `{"air_version":"touba-air-v1","triggers":[{"ref":"trigger:nightly","source":{"kind":"schedule","cron":"0 3 * * *"},` +
+			`"steps":[{"id":"s","sleep":{"ms":0}}]}]}`,
+			"$.triggers[0].steps[0].sleep.ms: must be a positive integer (got 0)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := trigger.ParseProgram("p.json", []byte(tc.src))

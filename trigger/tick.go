@@ -47,6 +47,7 @@ func (in *Intake) EnqueueTick(ctx context.Context, ref string, at time.Time) (st
 	d := &touba.Delivery{TriggerRef: t.Ref, EventID: id, Digest: req.digest, Body: body,
 		Headers: req.headers, ReceivedAt: req.at}
 	t.SetConcurrencyKey(d)
+	t.SetDurable(d)
 	res, err := in.Queue.Enqueue(ctx, d)
 	if err != nil {
 		code := touba.ETriggerUnavailable
@@ -60,6 +61,7 @@ func (in *Intake) EnqueueTick(ctx context.Context, ref string, at time.Time) (st
 	a := dedupe.Answered(res, req.digest)
 	switch {
 	case a.Status == touba.IntakeEnqueued:
+		in.matched(t, id, res)
 		if in.Enqueued != nil {
 			in.Enqueued()
 		}

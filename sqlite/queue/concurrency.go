@@ -12,22 +12,25 @@ import (
 // Per-key concurrency (SPEC §2.1 `concurrency`), kept in the queue file so
 // that it holds across retries, restarts and crashes; see
 // schema/0002_concurrency.sql for the model. In short: a pending entry is
-// held while it is not among the first conc_max active (pending, running
-// or parked) entries of its key in acceptance order, and Lease takes only
-// entries that are not held.
+// held while it is not among the first conc_max active (pending, running,
+// waiting or parked) entries of its key in acceptance order, and Lease
+// takes only entries that are not held. A waiting entry (a sleep, a wait
+// for an event) is in progress like a running one: it keeps its place, and
+// only done, failed and cancelled release the key (schema/0006_waits.sql
+// rebuilt entries_key with 'waiting').
 
 // activeOfKey counts, up to a limit, the active entries of a key. It reads
 // the entries_key index and stops at the limit, so a long line behind a
 // key costs no more than a short one.
 const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM entries
-	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting')
 	LIMIT ?)`
 
 // releaseNext un-holds the first conc_max active entries of a key: after
 // an entry of the key left the active set, the next in line may start.
 const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND queue_id IN (
 	SELECT queue_id FROM entries
-	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting')
 	ORDER BY queue_id LIMIT ?)`
 
 // rehold recomputes held for every pending entry of a key: after a failed
@@ -37,13 +40,13 @@ const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND queue_id IN 
 // release lets the first in line go.
 const rehold = `UPDATE entries SET held = CASE WHEN queue_id IN (
 		SELECT queue_id FROM entries
-		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting')
 		ORDER BY queue_id LIMIT ?3)
 	  AND (SELECT COUNT(*) FROM entries
-		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
-		  AND status = 'running') < ?3
+		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting')
+		  AND status IN ('running', 'waiting')) < ?3
 	THEN 0 ELSE 1 END
-	WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked')
+	WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting')
 	  AND status = 'pending'`
 
 // keyOf reads the key of an entry; ok is false for an unkeyed one.
@@ -80,15 +83,21 @@ func heldAtEnqueue(ctx context.Context, tx *sqlitex.Tx, ref, key string, max int
 }
 
 // finishAndRelease is Finish's state change (args are qFinish's): the
-// entry ends, and when it ends done or failed (no longer active), the next
-// of its key are let go, in the same transaction. An unkeyed entry ends
-// with qFinishUnkeyed alone; a keyed one (or one not held) matches none of
-// it, and qFinish returns its key. No savepoint: the guarded update writes
-// nothing when it refuses, and an error after it (the key's release) fails
+// entry ends, and when it ends done, failed or cancelled (no longer
+// active), the next of its key are let go, in the same transaction. An
+// unkeyed entry ends with qFinishUnkeyed alone; a keyed one (or one not
+// held) matches none of it, and qFinish returns its key. Failed takes
+// qFail*, which refuse an entry asked to cancel: that one ends cancelled
+// (cancelIfRequested). No savepoint: the guarded update writes nothing when
+// it refuses, and an error after it (the key's release, a cancel) fails
 // the batch.
 func (q *Queue) finishAndRelease(queueID string, token int64, status string, args ...any) error {
+	unkeyed, keyed := qFinishUnkeyed, qFinish
+	if status == "failed" {
+		unkeyed, keyed = qFailUnkeyed, qFail
+	}
 	return q.guarded(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
-		res, err := tx.ExecContext(ctx, qFinishUnkeyed, args...)
+		res, err := tx.ExecContext(ctx, unkeyed, args...)
 		if err != nil {
 			return 0, fmt.Errorf("entry %s: %w", queueID, err)
 		}
@@ -98,8 +107,13 @@ func (q *Queue) finishAndRelease(queueID string, token int64, status string, arg
 		var ref string
 		var key sql.NullString
 		var max int
-		err = tx.QueryRowContext(ctx, qFinish, args...).Scan(&ref, &key, &max)
+		err = tx.QueryRowContext(ctx, keyed, args...).Scan(&ref, &key, &max)
 		if errors.Is(err, sql.ErrNoRows) {
+			if status == "failed" {
+				if done, err := q.cancelIfRequested(ctx, tx, queueID, token); done || err != nil {
+					return 0, err
+				}
+			}
 			return 0, whyNot(ctx, tx, queueID, token)
 		} else if err != nil {
 			return 0, fmt.Errorf("entry %s: %w", queueID, err)
@@ -118,7 +132,7 @@ func (q *Queue) finishAndRelease(queueID string, token int64, status string, arg
 func (q *Queue) HeldKeys(ctx context.Context) (int64, error) {
 	var n int64
 	err := q.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT trigger_ref, conc_key FROM entries
-		WHERE conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked') AND status = 'pending' AND held = 1)`).Scan(&n)
+		WHERE conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting') AND status = 'pending' AND held = 1)`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("held keys: %w", err)
 	}

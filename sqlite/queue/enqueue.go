@@ -126,13 +126,21 @@ func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery
 		}
 	}
 	res, err := tx.ExecContext(ctx, qInsert, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, headers,
-		d.RemoteAddr, touba.FormatTime(d.ReceivedAt), q.batchTime(), d.TraceParent, d.ConcKey, d.ConcMax, held)
+		d.RemoteAddr, touba.FormatTime(d.ReceivedAt), q.batchTime(), d.TraceParent, d.ConcKey, d.ConcMax, held, d.ProgramDigest)
 	if err != nil {
 		return Result{}, nil, err
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
 		q.batchAdded++
-		return Result{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}, nil, nil
+		r := Result{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}
+		// Durable steps (offers.go): nothing at all to do, and no statement
+		// run, for a delivery that carries no match values.
+		if len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0 {
+			if err := q.applyMatches(ctx, tx, d, &r); err != nil {
+				return Result{}, nil, err
+			}
+		}
+		return r, nil, nil
 	}
 	ex, ok, err := lookup(ctx, tx, d)
 	if err != nil {
@@ -166,8 +174,8 @@ func (q *Queue) batchTime() string {
 const (
 	qInsert = `INSERT INTO entries
 		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at, traceparent,
-		 conc_key, conc_max, held, first_token)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULLIF(?, ''), ?, ?, 1)
+		 conc_key, conc_max, held, first_token, program_digest)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULLIF(?, ''), ?, ?, 1, ?)
 		ON CONFLICT (trigger_ref, event_id) WHERE event_id != '' DO NOTHING`
 	qFind = `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`
 )

@@ -76,27 +76,43 @@ const qLease = `UPDATE entries SET status = 'running', attempts = attempts + 1, 
 	RETURNING ` + entryColumns
 
 // The dispatcher's transitions of an entry, prepared once on the writer
-// connection (sqlitex.Tx): one of them ends every run.
+// connection (sqlitex.Tx): one of them ends every run. Those that an
+// entry asked to cancel may not take (Retry, Postpone, Finish failed) say
+// so in their guard, so the common case stays one statement: when the
+// guard refuses, cancelIfRequested ends the entry cancelled instead.
 const (
 	qFinish = finishEntry + ` RETURNING trigger_ref, conc_key, conc_max`
 	// qFinishUnkeyed is qFinish for an entry without a concurrency key, the
 	// common case: nothing to release, so no RETURNING (SQLite keeps the
 	// rows it returns in a table of their own until the statement ends).
 	qFinishUnkeyed = finishEntry + ` AND conc_key IS NULL`
-	finishEntry    = `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
+	// qFail and qFailUnkeyed are Finish failed: not for an entry asked to
+	// cancel, which ends cancelled.
+	qFail        = finishEntry + ` AND cancel_requested IS NULL RETURNING trigger_ref, conc_key, conc_max`
+	qFailUnkeyed = finishEntry + ` AND cancel_requested IS NULL AND conc_key IS NULL`
+	finishEntry  = `UPDATE entries SET status = ?, error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
 		not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`
 	qRetry = `UPDATE entries SET status = 'pending', error_code = NULLIF(?, ''), error_message = NULLIF(?, ''),
-		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ?`
+		not_before = ?, updated_at = ? WHERE queue_id = ? AND status = 'running' AND lease_token = ? AND cancel_requested IS NULL`
 	qPostpone = `UPDATE entries SET status = 'pending', attempts = MAX(attempts - 1, 0),
 		error_code = NULLIF(?, ''), error_message = NULLIF(?, ''), not_before = ?, updated_at = ?
-		WHERE queue_id = ? AND status = 'running' AND lease_token = ?`
+		WHERE queue_id = ? AND status = 'running' AND lease_token = ? AND cancel_requested IS NULL`
+	// qCancelRunning ends a running entry asked to cancel: its message is
+	// the request's (it names the cancelling delivery).
+	qCancelRunning = `UPDATE entries SET status = 'cancelled', error_code = '` + touba.ERunCancelled + `',
+		error_message = cancel_requested, not_before = NULL, wake_at = NULL, updated_at = ?
+		WHERE queue_id = ? AND status = 'running' AND lease_token = ? AND cancel_requested IS NOT NULL
+		RETURNING trigger_ref, conc_key, conc_max`
 )
 
-// Finish ends a running entry as done, failed or parked. It is durable
-// when it returns; concurrent calls share commits.
+// Finish ends a running entry as done, failed, parked or cancelled (the
+// dispatcher saw CancelRequested). It is durable when it returns;
+// concurrent calls share commits. An entry asked to cancel that would end
+// failed ends cancelled; done stays done (it completed) and parked stays
+// parked (an unknown outcome must still reach an operator).
 func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status, code, message string) error {
 	switch status {
-	case touba.StatusDone, touba.StatusFailed, touba.StatusParked:
+	case touba.StatusDone, touba.StatusFailed, touba.StatusParked, touba.StatusCancelled:
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
@@ -138,6 +154,27 @@ func notHeld(queueID string, token int64, status string, cur int64) error {
 	return nil
 }
 
+// cancelIfRequested ends cancelled the running entry leased under token if
+// it was asked to cancel (a transition's guard refused it for that); done
+// says it did. It writes: an error after that is the batch's.
+func (q *Queue) cancelIfRequested(ctx context.Context, tx *sqlitex.Tx, queueID string, token int64) (done bool, err error) {
+	var ref string
+	var key sql.NullString
+	var max int
+	err = tx.QueryRowContext(ctx, qCancelRunning, q.now(), queueID, token).Scan(&ref, &key, &max)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("entry %s: cancel: %w", queueID, err)
+	}
+	if key.Valid && max > 0 {
+		if _, err := tx.ExecContext(ctx, releaseNext, ref, key.String, max); err != nil {
+			return true, fmt.Errorf("release key of %s: %w", queueID, err)
+		}
+	}
+	return true, nil
+}
+
 // whyNot reads the entry to explain a guarded change that matched no row.
 // The explanation is the change's own error (commit.Refused: it wrote
 // nothing); a failed read is the transaction's.
@@ -165,6 +202,9 @@ func (q *Queue) transition(queueID string, token, pending int64, query string, a
 			return 0, fmt.Errorf("entry %s: %w", queueID, err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
+			if done, err := q.cancelIfRequested(ctx, tx, queueID, token); done || err != nil {
+				return 0, err
+			}
 			return 0, whyNot(ctx, tx, queueID, token)
 		}
 		return pending, nil
@@ -174,7 +214,7 @@ func (q *Queue) transition(queueID string, token, pending int64, query string, a
 // ReplayResult says what Replay did with one queue id.
 type ReplayResult = touba.ReplayResult
 
-// Replay puts failed and parked entries back to pending with the same
+// Replay puts failed, parked and cancelled entries back to pending with the same
 // queue id, so effects already applied are read back, not repeated. Ids in
 // other states are reported, not changed.
 func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error) {
@@ -198,7 +238,13 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0,
-				updated_at = ? WHERE queue_id = ?`, q.now(), id); err != nil {
+				wake_at = NULL, cancel_requested = NULL, updated_at = ? WHERE queue_id = ?`, q.now(), id); err != nil {
+				return err
+			}
+			// A cancelled entry may have been cancelled while it waited: its
+			// wait ended cancelled, and the replayed run must wait again
+			// rather than read that end (a wait that completed stays).
+			if _, err := tx.ExecContext(ctx, `DELETE FROM waits WHERE queue_id = ? AND state IN ('open', 'cancelled')`, id); err != nil {
 				return err
 			}
 			if err := reholdKey(ctx, tx, id); err != nil {

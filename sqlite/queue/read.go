@@ -14,7 +14,7 @@ import (
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
 	status, attempts, COALESCE(error_code, ''), updated_at, traceparent, COALESCE(conc_key, ''), conc_max, held, lease_token,
-	lease_token = first_token`
+	lease_token = first_token, wake_at, program_digest`
 
 type scanner interface{ Scan(...any) error }
 
@@ -55,9 +55,10 @@ func scanIDs(rows rowsScanner) ([]string, error) {
 func scanEntry(s scanner) (*touba.Delivery, error) {
 	var d touba.Delivery
 	var hdr, recv, upd string
+	var wake sql.NullString
 	if err := s.Scan(&d.QueueID, &d.TriggerRef, &d.EventID, &d.Digest, &d.Body, &hdr, &d.RemoteAddr, &recv,
 		&d.Status, &d.Attempts, &d.ErrorCode, &upd, &d.TraceParent, &d.ConcKey, &d.ConcMax, &d.Held, &d.LeaseToken,
-		&d.FirstLease); err != nil {
+		&d.FirstLease, &wake, &d.ProgramDigest); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(hdr), &d.Headers); err != nil {
@@ -69,6 +70,13 @@ func scanEntry(s scanner) (*touba.Delivery, error) {
 	}
 	if d.UpdatedAt, err = touba.ParseTime(upd); err != nil {
 		return nil, fmt.Errorf("entry %s: updated_at: %w", d.QueueID, err)
+	}
+	if wake.Valid {
+		t, err := touba.ParseTime(wake.String)
+		if err != nil {
+			return nil, fmt.Errorf("entry %s: wake_at: %w", d.QueueID, err)
+		}
+		d.WakeAt = &t
 	}
 	return &d, nil
 }

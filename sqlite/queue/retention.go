@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -20,6 +21,10 @@ const purgeChunk = 500
 // touched: pending, running, failed and parked entries can still run (an
 // operator may replay failed and parked ones), so their bodies are kept.
 //
+// The durable steps' rows of a purged entry go with its body: its waits,
+// the offers it made or consumed and its cancel keys (a done entry is
+// never cancelled, and a wait given its offer now would find no body).
+//
 // The work goes through the writer in chunks, each one state change among
 // the enqueues of its batch.
 func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error) {
@@ -31,14 +36,23 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 		}
 		var n int64
 		err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
-			res, err := tx.ExecContext(ctx, `UPDATE entries SET body = NULL, headers = '{}'
+			rows, err := tx.QueryContext(ctx, `UPDATE entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM entries
-					WHERE status = 'done' AND updated_at < ? AND body IS NOT NULL LIMIT ?)`, before, purgeChunk)
+					WHERE status = 'done' AND updated_at < ? AND body IS NOT NULL LIMIT ?)
+				RETURNING queue_id`, before, purgeChunk)
 			if err != nil {
 				return 0, fmt.Errorf("purge bodies: %w", err)
 			}
-			n, _ = res.RowsAffected()
-			return 0, nil
+			ids, err := scanIDs(rows)
+			rows.Close()
+			if err != nil {
+				return 0, fmt.Errorf("purge bodies: %w", err)
+			}
+			n = int64(len(ids))
+			if n == 0 {
+				return 0, nil
+			}
+			return 0, pruneMatches(ctx, tx, ids)
 		})
 		if err != nil {
 			return total, err
@@ -84,4 +98,24 @@ func (q *Queue) RunRetention(ctx context.Context, retention time.Duration, repor
 		case <-t.C:
 		}
 	}
+}
+
+// pruneMatches deletes the waits, offers and cancel keys of the entries
+// ids (a purge chunk), through their indexes.
+func pruneMatches(ctx context.Context, tx *sqlitex.Tx, ids []string) error {
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	for _, stmt := range []string{
+		`DELETE FROM waits WHERE queue_id IN (SELECT value FROM json_each(?1))`,
+		`DELETE FROM offers WHERE queue_id IN (SELECT value FROM json_each(?1))`,
+		`DELETE FROM offers WHERE consumed_by IN (SELECT value FROM json_each(?1))`,
+		`DELETE FROM cancel_keys WHERE queue_id IN (SELECT value FROM json_each(?1))`,
+	} {
+		if _, err := tx.ExecContext(ctx, stmt, string(list)); err != nil {
+			return fmt.Errorf("prune waits and offers: %w", err)
+		}
+	}
+	return nil
 }

@@ -1,0 +1,191 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
+	"github.com/touba/touba-trigger/trigger"
+)
+
+// Sleep and wait_for steps (SPEC §2.3). Neither holds the worker while it
+// waits: BeginWait stores the wait and moves the entry to waiting, the run
+// stops there, and the entry runs again once the wait ends (Wake, or the
+// matching delivery's Enqueue). That run reaches the step again and
+// BeginWait, finding the wait ended, says how: the step's output, which
+// is checkpointed like any other.
+
+// durable runs a sleep or wait_for step of t.
+func (d *Dispatcher) durable(ctx context.Context, cfg *Config, t *trigger.Trigger, e *touba.Delivery, st trigger.Step,
+	rc *runContext, log zerolog.Logger) (json.RawMessage, *verdict) {
+	if d.opts.Waits == nil {
+		return nil, stop(fail, touba.EINTERNAL, "step %s is a %s and the store keeps no waits", st.ID, st.Kind())
+	}
+	now := d.opts.Now()
+	w := touba.Wait{QueueID: e.QueueID, StepID: st.ID}
+	if s := st.Sleep; s != nil {
+		end, err := sleepEnd(cfg, rc, s, now)
+		if err != nil {
+			return nil, fromError(touba.Errorf(touba.EStepInputUnresolved, "sleep of step %s: %s", st.ID, touba.ErrorMessage(err)))
+		}
+		if !end.After(now) {
+			return wokeAt(now), nil
+		}
+		w.Kind, w.WakeAt = touba.WaitSleep, &end
+	} else {
+		wf := st.WaitFor
+		v, err := matchOf(cfg, rc, wf.Match)
+		if err != nil {
+			return nil, fromError(touba.Errorf(touba.EStepInputUnresolved, "match of step %s: %s", st.ID, touba.ErrorMessage(err)))
+		}
+		w.Kind, w.Key, w.Value = touba.WaitEvent, touba.WaitKey(t.Ref, st.ID), v
+		if wf.TimeoutMS > 0 {
+			at := now.Add(time.Duration(wf.TimeoutMS) * time.Millisecond)
+			w.WakeAt = &at
+		}
+	}
+	got, err := d.opts.Waits.BeginWait(ctx, e.LeaseToken, w)
+	if touba.ErrorCode(err) == touba.ELeaseLost {
+		return nil, stop(later, touba.ELeaseLost, "wait of step %s: %s", st.ID, touba.ErrorMessage(err))
+	} else if err != nil {
+		return nil, &verdict{action: later, code: touba.EINTERNAL, message: "wait of step " + st.ID + ": " + err.Error()}
+	}
+	if got.Kind != w.Kind {
+		// The step's wait began under a program where it was the other
+		// kind: what ended it does not answer this step.
+		return nil, stop(park, touba.EProgramChanged, "step %s began as a %s wait and is a %s now", st.ID, got.Kind, st.Kind())
+	}
+	switch got.State {
+	case touba.WaitOpen:
+		crashpoint.Hit(CrashAfterWaitBegun)
+		if got.WakeAt != nil {
+			d.wakeAt(*got.WakeAt)
+		}
+		return nil, &verdict{action: waiting, message: "waiting at step " + st.ID}
+	case touba.WaitWoke:
+		return wokeAt(resolvedAt(got, now)), nil
+	case touba.WaitMatched:
+		return d.matched(ctx, st, got, log)
+	case touba.WaitTimedOut:
+		if st.Sleep != nil {
+			return wokeAt(resolvedAt(got, now)), nil
+		}
+		if st.WaitFor.OnTimeout == trigger.OnTimeoutContinue {
+			return json.RawMessage("null"), nil
+		}
+		return nil, stop(fail, touba.EWaitTimedOut, "step %s: no delivery of %s matched within %d ms",
+			st.ID, st.WaitFor.Trigger, st.WaitFor.TimeoutMS)
+	case touba.WaitCancelled:
+		return nil, &verdict{action: ended, code: touba.ERunCancelled, message: "cancelled by a cancel_on match at step " + st.ID}
+	}
+	return nil, &verdict{action: later, code: touba.EINTERNAL, message: "wait of step " + st.ID + " is in unknown state " + got.State}
+}
+
+// sleepEnd is when a sleep step that begins at now ends.
+func sleepEnd(cfg *Config, rc *runContext, s *trigger.Sleep, now time.Time) (time.Time, error) {
+	if len(s.Until) == 0 {
+		return now.Add(time.Duration(s.MS) * time.Millisecond), nil
+	}
+	raw, err := rc.resolve(cfg, s.Until)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var str string
+	if err := json.Unmarshal(raw, &str); err != nil {
+		return time.Time{}, touba.Errorf(touba.EStepInputUnresolved, "until is %s, not an RFC 3339 time", raw)
+	}
+	at, err := time.Parse(time.RFC3339Nano, str)
+	if err != nil {
+		return time.Time{}, touba.Errorf(touba.EStepInputUnresolved, "until %q is not an RFC 3339 time", str)
+	}
+	return at, nil
+}
+
+// matchOf is the value a wait_for awaits: what match resolves to in the
+// run context, in the rendering intake gives the awaited deliveries'
+// values, so equal values are equal strings.
+func matchOf(cfg *Config, rc *runContext, match json.RawMessage) (string, error) {
+	raw, err := rc.resolve(cfg, match)
+	if err != nil {
+		return "", err
+	}
+	v, err := decode(raw)
+	if err != nil {
+		return "", touba.Errorf(touba.EStepInputUnresolved, "%v", err)
+	}
+	return canonicalValue(v)
+}
+
+// matched is the output of a wait_for a delivery matched: that delivery's
+// queue id, event id, headers and body (parsed, or the raw string when not
+// JSON).
+func (d *Dispatcher) matched(ctx context.Context, st trigger.Step, w touba.Wait, log zerolog.Logger) (json.RawMessage, *verdict) {
+	g, ok := d.opts.Waits.(entryGetter)
+	if !ok {
+		g, ok = d.queue.(entryGetter)
+	}
+	var m *touba.Delivery
+	if ok {
+		var err error
+		if m, err = g.Get(ctx, w.MatchedQueueID); err != nil {
+			return nil, &verdict{action: later, code: touba.EINTERNAL, message: "matched delivery of step " + st.ID + ": " + err.Error()}
+		}
+	}
+	out := map[string]any{"queue_id": w.MatchedQueueID, "event_id": nil, "headers": nil, "body": nil}
+	if m == nil {
+		// Pruned by retention since it matched: its identity is all there is.
+		log.Warn().Str("step", st.ID).Str("matched_queue_id", w.MatchedQueueID).Msg("matched delivery not found; output holds its queue id only")
+	} else {
+		out["event_id"], out["headers"], out["body"] = m.EventID, m.Headers, parseBody(m.Body)
+	}
+	b, err := canonical(out)
+	if err != nil {
+		return nil, stop(fail, touba.EHandlerProtocolError, "matched delivery of step %s: %v", st.ID, err)
+	}
+	return b, nil
+}
+
+// entryGetter reads one queue entry (both queue stores have it).
+type entryGetter interface {
+	Get(ctx context.Context, queueID string) (*touba.Delivery, error)
+}
+
+// cancelRequested asks, before step stepID of a trigger with cancel_on,
+// whether a match arrived while the entry ran.
+func (d *Dispatcher) cancelRequested(ctx context.Context, e *touba.Delivery, stepID string) *verdict {
+	if d.opts.Waits == nil {
+		return nil
+	}
+	yes, err := d.opts.Waits.CancelRequested(ctx, e.QueueID)
+	if err != nil {
+		return &verdict{action: later, code: touba.EINTERNAL, message: "cancel check: " + err.Error()}
+	}
+	if !yes {
+		return nil
+	}
+	return &verdict{action: cancel, code: touba.ERunCancelled,
+		message: "cancelled by a cancel_on match; step " + stepID + " and the later ones did not start"}
+}
+
+func resolvedAt(w touba.Wait, now time.Time) time.Time {
+	if w.ResolvedAt != nil {
+		return *w.ResolvedAt
+	}
+	return now
+}
+
+func wokeAt(t time.Time) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"woke_at": touba.FormatTime(t)})
+	return b
+}
+
+// canonicalValue renders a match value. Placeholder for the trigger
+// package's function, which intake uses on the other side.
+func canonicalValue(v any) (string, error) {
+	b, err := canonical(v)
+	return string(b), err
+}
