@@ -19,6 +19,10 @@ import (
 // daemon's own timing still varies).
 const waitKillSeedEnv = "TOUBA_WAITKILL_SEED"
 
+// ordersPerCycle bounds the orders one cycle of TestWaitsKillAtRandom
+// sends (a kill usually ends the cycle first).
+const ordersPerCycle = 60
+
 // TestWaitsKillAtRandom SIGKILLs the daemon at random moments while it
 // takes a mixed load: orders that write, sleep 150 ms, wait for their
 // payment and confirm, whose payments come before the wait begins (an
@@ -50,6 +54,11 @@ func TestWaitsKillAtRandom(t *testing.T) {
 
 	prog := waitProg{nap: napMS(150), paid: true, cancel: true}
 	w := newWaitWorld(t, touba.RetryIdempotencyKey, prog)
+	// One persistent handler process: the test is about where the kills
+	// land, and a process per call would make every cycle a few orders.
+	if err := os.WriteFile(w.manifest, []byte(manifestFor(remoteBin, w.remote, w.retryMode, persistentKind)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	want := map[string]orderEnd{}
 	next := 1 // the next order number
 	d := testkit.Start(t, nil, w.args("--workers", "4")...)
@@ -65,7 +74,7 @@ func TestWaitsKillAtRandom(t *testing.T) {
 			early, refund bool
 		}
 		var plans []plan
-		for i := 0; i < 200; i++ {
+		for i := 0; i < ordersPerCycle; i++ {
 			p := plan{n: next + i, early: rng.IntN(3) == 0, refund: rng.IntN(5) == 0}
 			plans = append(plans, p)
 		}

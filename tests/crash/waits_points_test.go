@@ -2,6 +2,8 @@ package crash_test
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"sort"
 	"syscall"
 	"testing"
@@ -115,6 +117,63 @@ func (w *waitWorld) crashWhile(point string, act func(d *testkit.Daemon) error) 
 	}
 }
 
+// crashBy is world.crash for the crash points of durable steps, failing
+// fast where a point is missing: it runs the daemon armed with point and
+// workers workers until it SIGKILLs itself, and fails the test, saying the
+// point never fired, once passed holds of the entries while it still runs
+// (the flow went past the point alive).
+func (w *waitWorld) crashBy(point string, workers int, what string, passed func(map[string]*touba.Delivery) bool) string {
+	w.t.Helper()
+	cmd := exec.Command(testkit.Binary(w.t), w.args("--workers", fmt.Sprint(workers), "--take-over-stale-lock")...)
+	cmd.Env = append(os.Environ(), crashpoint.Env+"="+point)
+	var log syncBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for alive := true; alive; {
+		select {
+		case <-exited:
+			alive = false
+		case <-time.After(25 * time.Millisecond):
+			// The queue exists once the daemon migrated it.
+			if _, err := os.Stat(w.queue); w.db == "" && err != nil {
+				continue
+			}
+			if !passed(w.liveEntries()) && time.Now().Before(deadline) {
+				continue
+			}
+			select {
+			case <-exited: // it was dying
+				alive = false
+			case <-time.After(2 * time.Second):
+				cmd.Process.Kill()
+				<-exited
+				w.t.Fatalf("crash point %s never fired: %s with the daemon still running\n%s", point, what, log.String())
+			}
+		}
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		w.t.Fatalf("crash point %s: daemon ended with %v, want killed by SIGKILL\n%s", point, cmd.ProcessState, log.String())
+	}
+	return log.String()
+}
+
+// anyOrder is a crashBy condition: some order is in status.
+func anyOrder(status string) func(map[string]*touba.Delivery) bool {
+	return func(entries map[string]*touba.Delivery) bool {
+		for _, o := range allOrders() {
+			if e := entryByEvent(entries, o); e != nil && e.Status == status {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // untilAll runs the daemon (2 workers) until every order is in status,
 // then stops it cleanly.
 func (w *waitWorld) untilAll(status string, orders ...string) {
@@ -133,7 +192,7 @@ func TestWaitCrashAfterWaitBegunSleep(t *testing.T) {
 	prog := waitProg{nap: napMS(700)}
 	w := newWaitWorld(t, touba.RetryNone, prog)
 	w.intakeOrders(nil, false)
-	log := w.crash(cpAfterWaitBegun, 1)
+	log := w.crashBy(cpAfterWaitBegun, 1, "an order done", anyOrder(touba.StatusDone))
 
 	ev, qid := w.firstOrder()
 	w.checkFirstAtCrash(ev, qid, touba.StatusWaiting, log)
@@ -152,7 +211,7 @@ func TestWaitCrashAfterWaitBegunEvent(t *testing.T) {
 	prog := waitProg{paid: true}
 	w := newWaitWorld(t, touba.RetryNone, prog)
 	w.intakeOrders(nil, false)
-	log := w.crash(cpAfterWaitBegun, 1)
+	log := w.crashBy(cpAfterWaitBegun, 1, "every order waiting", allStatus(allOrders(), touba.StatusWaiting))
 
 	ev, qid := w.firstOrder()
 	w.checkFirstAtCrash(ev, qid, touba.StatusWaiting, log)
@@ -174,7 +233,7 @@ func TestWaitCrashAfterWaitBegunOffer(t *testing.T) {
 	prog := waitProg{paid: true}
 	w := newWaitWorld(t, touba.RetryNone, prog)
 	w.intakeOrders(nil, true)
-	log := w.crash(cpAfterWaitBegun, 1)
+	log := w.crashBy(cpAfterWaitBegun, 1, "an order done past its matched wait", anyOrder(touba.StatusDone))
 
 	ev, qid := w.firstOrder()
 	w.checkFirstAtCrash(ev, qid, touba.StatusRunning, log)
@@ -223,7 +282,7 @@ func TestWaitCrashAfterWake(t *testing.T) {
 	prog := waitProg{nap: napMS(600)}
 	w := newWaitWorld(t, touba.RetryNone, prog)
 	w.intakeOrders(nil, false)
-	log := w.crash(cpAfterWake, waitOrders)
+	log := w.crashBy(cpAfterWake, waitOrders, "an order done past its sleep", anyOrder(touba.StatusDone))
 
 	entries := w.liveEntries()
 	var qids []string

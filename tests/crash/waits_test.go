@@ -250,13 +250,27 @@ func entryByEvent(entries map[string]*touba.Delivery, eventID string) *touba.Del
 	return nil
 }
 
-// waitFor waits, up to pgWait, until cond holds of the entries as the
+// waitEntries waits, up to pgWait, until cond holds of the entries as the
 // store shows them now (the daemon may run).
 func (w *world) waitEntries(what string, cond func(map[string]*touba.Delivery) bool) map[string]*touba.Delivery {
 	w.t.Helper()
-	var last map[string]*touba.Delivery
-	testkit.WaitFor(w.t, pgWait, func() bool { last = w.liveEntries(); return cond(last) }, what)
-	return last
+	deadline := time.Now().Add(pgWait)
+	for {
+		last := w.liveEntries()
+		if cond(last) {
+			return last
+		}
+		if time.Now().After(deadline) {
+			counts := map[string]int{}
+			for _, e := range last {
+				counts[e.TriggerRef+" "+e.Status]++
+			}
+			w.t.Fatalf("waited %v for %s; the queue holds %v", pgWait, what, counts)
+		}
+		// Each look opens the queue (or a database session): a slower
+		// poll than testkit.WaitFor's leaves the daemon its machine.
+		time.Sleep(25 * time.Millisecond)
+	}
 }
 
 // allStatus is a waitEntries condition: every entry of eventIDs exists

@@ -61,7 +61,10 @@ func TestWaitCrashAfterTick(t *testing.T) {
 	seed := time.Now().UTC().Truncate(time.Minute).Add(-missedTicks * time.Minute)
 	seedTick(t, w.queue, seed)
 
-	log := w.crash(cpAfterTick, 0)
+	second := trigger.TickEventID(seed.Add(2 * time.Minute))
+	log := w.crashBy(cpAfterTick, 0, "tick "+second+" enqueued", func(entries map[string]*touba.Delivery) bool {
+		return entryByEvent(entries, second) != nil
+	})
 	var ids []string
 	for _, e := range w.liveEntries() {
 		ids = append(ids, e.EventID)
