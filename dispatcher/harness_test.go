@@ -2,8 +2,10 @@ package dispatcher_test
 
 import (
 	"context"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +50,10 @@ type world struct {
 	q    *queue.Queue
 	st   *state.State
 	d    *dispatcher.Dispatcher
+
+	in  *trigger.Intake                       // the HTTP intake, once a test posts (durable_helpers_test.go)
+	srv *httptest.Server                      // serving in
+	dp  atomic.Pointer[dispatcher.Dispatcher] // d, for the intake's goroutines
 }
 
 // newWorld writes the program and manifest, opens the files and, unless
@@ -133,15 +139,17 @@ func (w *world) open() {
 func (w *world) start() {
 	w.tb.Helper()
 	w.d = dispatcher.New(w.q, w.st, w.j, w.config(), dispatcher.Options{Workers: 3,
-		PollInterval: 10 * time.Millisecond, Log: zerolog.Nop()})
+		PollInterval: 10 * time.Millisecond, Log: zerolog.Nop(), Waits: w.waits()})
 	if err := w.d.Start(context.Background()); err != nil {
 		w.tb.Fatal(err)
 	}
+	w.dp.Store(w.d)
 }
 
 // stop closes the dispatcher, giving running handlers grace.
 func (w *world) stop(grace time.Duration) {
 	if w.d != nil {
+		w.dp.Store(nil)
 		w.d.Close(grace)
 		w.d = nil
 	}
@@ -175,6 +183,9 @@ func (w *world) reload(program string) {
 	w.tb.Helper()
 	w.write("program.air.json", program)
 	w.d.SetConfig(w.config())
+	if w.in != nil {
+		w.in.SetConfig(w.intakeConfig())
+	}
 }
 
 // enqueue stores a delivery of trigger:name and wakes the dispatcher.

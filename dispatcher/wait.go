@@ -106,18 +106,19 @@ func sleepEnd(cfg *Config, rc *runContext, s *trigger.Sleep, now time.Time) (tim
 }
 
 // matchOf is the value a wait_for awaits: what match resolves to in the
-// run context, in the rendering intake gives the awaited deliveries'
-// values, so equal values are equal strings.
+// run context, rendered as intake renders the awaited deliveries' values
+// (trigger.CanonicalValue), so equal values are equal strings. A match
+// that resolves to null is refused: null never matches.
 func matchOf(cfg *Config, rc *runContext, match json.RawMessage) (string, error) {
 	raw, err := rc.resolve(cfg, match)
 	if err != nil {
 		return "", err
 	}
-	v, err := decode(raw)
-	if err != nil {
-		return "", touba.Errorf(touba.EStepInputUnresolved, "%v", err)
+	v, ok := trigger.CanonicalValue(json.RawMessage(raw))
+	if !ok {
+		return "", touba.Errorf(touba.EStepInputUnresolved, "it resolves to %s, which no delivery matches", raw)
 	}
-	return canonicalValue(v)
+	return v, nil
 }
 
 // matched is the output of a wait_for a delivery matched: that delivery's
@@ -181,11 +182,4 @@ func resolvedAt(w touba.Wait, now time.Time) time.Time {
 func wokeAt(t time.Time) json.RawMessage {
 	b, _ := json.Marshal(map[string]string{"woke_at": touba.FormatTime(t)})
 	return b
-}
-
-// canonicalValue renders a match value. Placeholder for the trigger
-// package's function, which intake uses on the other side.
-func canonicalValue(v any) (string, error) {
-	b, err := canonical(v)
-	return string(b), err
 }

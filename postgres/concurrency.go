@@ -17,7 +17,9 @@ import (
 // it is not among the first conc_max active entries of its key. Nodes
 // decide it concurrently, so each decision first takes the key's
 // transaction-level advisory lock: two nodes never both count a key's
-// active entries below its max and both let an entry go. The statements
+// active entries below its max and both let an entry go. A key's active
+// entries are its pending, running, waiting (a sleep or wait_for in
+// progress holds its key) and parked ones. The statements
 // after the lock run on a snapshot taken after it (READ COMMITTED, which
 // the writer's transactions ask for), so they see every change made under
 // the lock before. A key's order is conc_seq, drawn under that lock: the
@@ -70,18 +72,18 @@ func tryLockKey(ctx context.Context, tx *Tx, ref, key string) error {
 }
 
 const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM touba.entries
-	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked') LIMIT $3) a`
+	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked') LIMIT $3) a`
 
 const releaseNext = `UPDATE touba.entries SET held = false WHERE held AND queue_id IN (
 	SELECT queue_id FROM touba.entries
-	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked')
+	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked')
 	ORDER BY conc_seq LIMIT $3)`
 
 const rehold = `UPDATE touba.entries SET held = NOT (queue_id IN (
 		SELECT queue_id FROM touba.entries
-		WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'parked')
+		WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked')
 		ORDER BY conc_seq LIMIT $3)
-	  AND (SELECT COUNT(*) FROM touba.entries WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'running') < $3)
+	  AND (SELECT COUNT(*) FROM touba.entries WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('running', 'waiting')) < $3)
 	WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending'`
 
 // enqueueKeyed decides and inserts one keyed delivery in tx.
@@ -101,11 +103,11 @@ func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	}
 	var id string
 	err := tx.QueryRow(ctx, `INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
-		received_at, status, updated_at, traceparent, conc_key, conc_max, held, conc_seq)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, nextval('touba.conc_seqs'))
+		received_at, status, updated_at, traceparent, conc_key, conc_max, held, conc_seq, program_digest)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, nextval('touba.conc_seqs'), $14)
 		ON CONFLICT (trigger_ref, event_id) WHERE event_id <> '' DO NOTHING RETURNING queue_id`,
 		d.QueueID, d.TriggerRef, d.EventID, d.Digest, body, o.headers, d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now,
-		d.TraceParent, d.ConcKey, d.ConcMax, n >= d.ConcMax).Scan(&id)
+		d.TraceParent, d.ConcKey, d.ConcMax, n >= d.ConcMax, d.ProgramDigest).Scan(&id)
 	if err == nil {
 		o.res = touba.EnqueueResult{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}
 		return nil

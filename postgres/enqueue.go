@@ -62,11 +62,23 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	}
 	op := &enqueueOp{d: d, headers: string(hdr)}
 	keyed := d.ConcKey != "" && d.ConcMax > 0
+	durable := len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0
 	var err error
 	backoff := 5 * time.Millisecond
 	for try := 1; ; try++ {
 		op.retry, op.busy = false, false
 		err = q.db.w.TryShared(ctx, func(ctx context.Context, tx *Tx) error {
+			if durable {
+				// Its offers, cancels and cancel keys are applied with it,
+				// under the locks of its offers' values: decided now, in
+				// the batch's transaction (waits_intake.go).
+				err := enqueueDurable(ctx, tx, op, keyed, q.db.now())
+				if errors.Is(err, errKeyBusy) {
+					op.busy = true // nothing written; the batch goes on without it
+					return nil
+				}
+				return err
+			}
 			if keyed {
 				// Per-key concurrency needs the key's count under its
 				// lock: decided now, in the batch's transaction.
@@ -100,7 +112,7 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 				backoff = min(2*backoff, 200*time.Millisecond)
 				continue
 			case <-ctx.Done():
-				err = fmt.Errorf("key %q of %s is locked by another transaction: %w", d.ConcKey, d.TriggerRef, ctx.Err())
+				err = fmt.Errorf("key %q or a wait value of %s is locked by another transaction: %w", d.ConcKey, d.TriggerRef, ctx.Err())
 			}
 			break
 		}
@@ -137,11 +149,13 @@ var newIDFunc = newID
 // identity (as it was before the statement).
 const qEnqueue = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-		$8::text[], $9::text[]) AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, traceparent)),
+		$8::text[], $9::text[], $11::text[]) AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
+		received_at, traceparent, program_digest)),
 ins AS (
 	INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status,
-		updated_at, traceparent)
-	SELECT queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, 'pending', $10, traceparent
+		updated_at, traceparent, program_digest)
+	SELECT queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, 'pending', $10, traceparent,
+		program_digest
 	FROM input
 	ON CONFLICT (trigger_ref, event_id) WHERE event_id <> '' DO NOTHING
 	RETURNING queue_id)
@@ -152,21 +166,21 @@ LEFT JOIN touba.entries e ON e.trigger_ref = i.trigger_ref AND e.event_id = i.ev
 // flushEnqueues runs qEnqueue for ops and fills in each result.
 func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string) error {
 	n := len(ops)
-	ids, refs, evs, digs, hdrs, addrs, recv, tps := make([]string, n), make([]string, n), make([]string, n),
-		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ids, refs, evs, digs, hdrs, addrs, recv, tps, progs := make([]string, n), make([]string, n), make([]string, n),
+		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	bodies := make([][]byte, n)
 	byID := make(map[string]*enqueueOp, n)
 	for i, o := range ops {
 		d := o.d
 		ids[i], refs[i], evs[i], digs[i], hdrs[i] = d.QueueID, d.TriggerRef, d.EventID, d.Digest, o.headers
-		addrs[i], recv[i], tps[i] = d.RemoteAddr, touba.FormatTime(d.ReceivedAt), d.TraceParent
+		addrs[i], recv[i], tps[i], progs[i] = d.RemoteAddr, touba.FormatTime(d.ReceivedAt), d.TraceParent, d.ProgramDigest
 		bodies[i] = d.Body
 		if bodies[i] == nil {
 			bodies[i] = []byte{}
 		}
 		byID[d.QueueID] = o
 	}
-	rows, err := q.Query(ctx, qEnqueue, ids, refs, evs, digs, bodies, hdrs, addrs, recv, tps, now)
+	rows, err := q.Query(ctx, qEnqueue, ids, refs, evs, digs, bodies, hdrs, addrs, recv, tps, now, progs)
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}

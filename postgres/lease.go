@@ -120,7 +120,8 @@ func qualified(p string) string {
 	return p + `queue_id, ` + p + `trigger_ref, ` + p + `event_id, ` + p + `digest, ` + p + `body, ` + p + `headers, ` +
 		p + `remote_addr, ` + p + `received_at, ` + p + `status, ` + p + `attempts, COALESCE(` + p + `error_code, ''), ` +
 		p + `updated_at, ` + p + `traceparent, COALESCE(` + p + `conc_key, ''), ` + p + `conc_max, ` + p + `held, ` +
-		p + `lease_token, COALESCE(` + p + `lease_owner, ''), COALESCE(` + p + `lease_owner, ` + p + `last_node, '')`
+		p + `lease_token, COALESCE(` + p + `lease_owner, ''), COALESCE(` + p + `lease_owner, ` + p + `last_node, ''), ` +
+		p + `program_digest, ` + p + `wake_at`
 }
 
 // prefixScanner scans leading columns into extra, then the rest as an entry.
@@ -133,27 +134,35 @@ func (s prefixScanner) Scan(dest ...any) error {
 	return s.rows.Scan(append(s.extra, dest...)...)
 }
 
-// Finish ends a running entry held under token as done, failed or parked.
+// Finish ends a running entry held under token as done, failed, parked
+// or cancelled. An entry asked to cancel while it ran (cancel_requested)
+// ends cancelled instead of failed; done stays done (it completed) and
+// parked stays parked (an unknown outcome must reach an operator), the
+// request kept for when it runs again.
 func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status, code, message string) error {
 	switch status {
-	case touba.StatusDone, touba.StatusFailed, touba.StatusParked:
+	case touba.StatusDone, touba.StatusFailed, touba.StatusParked, touba.StatusCancelled:
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
 	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
-		var ref string
+		var ref, final string
 		var key *string
 		var max int
-		err := tx.QueryRow(ctx, `UPDATE touba.entries SET status = $1, error_code = NULLIF($2, ''), error_message = NULLIF($3, ''),
+		err := tx.QueryRow(ctx, `UPDATE touba.entries SET
+			status = CASE WHEN $1 = 'failed' AND cancel_requested IS NOT NULL THEN 'cancelled' ELSE $1 END,
+			error_code = CASE WHEN $1 = 'failed' AND cancel_requested IS NOT NULL THEN '`+touba.ERunCancelled+`' ELSE NULLIF($2, '') END,
+			error_message = CASE WHEN $1 = 'failed' AND cancel_requested IS NOT NULL THEN cancel_requested ELSE NULLIF($3, '') END,
+			cancel_requested = CASE WHEN $1 = 'parked' THEN cancel_requested END,
 			not_before = NULL, updated_at = $4, lease_owner = NULL, lease_expires_at = NULL
 			WHERE queue_id = $5 AND status = 'running' AND lease_token = $6
-			RETURNING trigger_ref, conc_key, conc_max`, status, code, message, q.db.now(), queueID, token).Scan(&ref, &key, &max)
+			RETURNING trigger_ref, conc_key, conc_max, status`, status, code, message, q.db.now(), queueID, token).Scan(&ref, &key, &max, &final)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return whyNot(ctx, tx, queueID, token)
 		} else if err != nil {
 			return err
 		}
-		if status != touba.StatusParked && key != nil && max > 0 {
+		if final != touba.StatusParked && key != nil && max > 0 {
 			return release(ctx, tx, ref, *key, max)
 		}
 		return nil
@@ -170,17 +179,30 @@ func (q *Queue) Postpone(ctx context.Context, queueID string, token int64, notBe
 	return q.back(queueID, token, `GREATEST(attempts - 1, 0)`, notBefore, code, message)
 }
 
+// back ends a run short of its end: pending again, or cancelled when a
+// cancel_on match asked it to while it ran (its key then freed).
 func (q *Queue) back(queueID string, token int64, attempts string, notBefore time.Time, code, message string) error {
 	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'pending', attempts = `+attempts+`,
-			error_code = NULLIF($1, ''), error_message = NULLIF($2, ''), not_before = $3, updated_at = $4,
+		var ref, final string
+		var key *string
+		var max int
+		err := tx.QueryRow(ctx, `UPDATE touba.entries SET
+			status = CASE WHEN cancel_requested IS NULL THEN 'pending' ELSE 'cancelled' END,
+			attempts = CASE WHEN cancel_requested IS NULL THEN `+attempts+` ELSE attempts END,
+			error_code = CASE WHEN cancel_requested IS NULL THEN NULLIF($1, '') ELSE '`+touba.ERunCancelled+`' END,
+			error_message = CASE WHEN cancel_requested IS NULL THEN NULLIF($2, '') ELSE cancel_requested END,
+			not_before = CASE WHEN cancel_requested IS NULL THEN $3 END, cancel_requested = NULL, updated_at = $4,
 			lease_owner = NULL, lease_expires_at = NULL
-			WHERE queue_id = $5 AND status = 'running' AND lease_token = $6`,
-			code, message, touba.FormatTime(notBefore), q.db.now(), queueID, token)
-		if err != nil {
-			return err
-		} else if tag.RowsAffected() != 1 {
+			WHERE queue_id = $5 AND status = 'running' AND lease_token = $6
+			RETURNING trigger_ref, conc_key, conc_max, status`,
+			code, message, touba.FormatTime(notBefore), q.db.now(), queueID, token).Scan(&ref, &key, &max, &final)
+		if errors.Is(err, pgx.ErrNoRows) {
 			return whyNot(ctx, tx, queueID, token)
+		} else if err != nil {
+			return err
+		}
+		if final == touba.StatusCancelled && key != nil && max > 0 {
+			return release(ctx, tx, ref, *key, max)
 		}
 		return nil
 	})
@@ -276,7 +298,13 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult,
 				out = append(out, touba.ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed, parked and cancelled entries are replayed"})
 				continue
 			}
-			if _, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1
+			// A replay runs the entry again from where it stands, its
+			// cancel request dropped; a wait its cancel ended carries no
+			// outcome, so its step waits anew (other ended waits stay: the
+			// step's result; `queue resume` begins a step again).
+			if _, err := tx.Exec(ctx, `WITH w AS (DELETE FROM touba.waits WHERE queue_id = $2 AND state = 'cancelled')
+				UPDATE touba.entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1,
+				cancel_requested = NULL, wake_at = NULL
 				WHERE queue_id = $2`, q.db.now(), id); err != nil {
 				return err
 			}

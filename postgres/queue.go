@@ -92,17 +92,25 @@ func (q *Queue) QueueStats() touba.QueueStats {
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
 	status, attempts, COALESCE(error_code, ''), updated_at, traceparent, COALESCE(conc_key, ''), conc_max, held,
-	lease_token, COALESCE(lease_owner, ''), COALESCE(lease_owner, last_node, '')`
+	lease_token, COALESCE(lease_owner, ''), COALESCE(lease_owner, last_node, ''), program_digest, wake_at`
 
 type scanner interface{ Scan(...any) error }
 
 func scanEntry(s scanner) (*touba.Delivery, error) {
 	var d touba.Delivery
 	var hdr, recv, upd string
+	var wake *string
 	if err := s.Scan(&d.QueueID, &d.TriggerRef, &d.EventID, &d.Digest, &d.Body, &hdr, &d.RemoteAddr, &recv,
 		&d.Status, &d.Attempts, &d.ErrorCode, &upd, &d.TraceParent, &d.ConcKey, &d.ConcMax, &d.Held,
-		&d.LeaseToken, &d.LeaseOwner, &d.Node); err != nil {
+		&d.LeaseToken, &d.LeaseOwner, &d.Node, &d.ProgramDigest, &wake); err != nil {
 		return nil, err
+	}
+	if wake != nil {
+		t, err := touba.ParseTime(*wake)
+		if err != nil {
+			return nil, fmt.Errorf("entry %s: wake_at: %w", d.QueueID, err)
+		}
+		d.WakeAt = &t
 	}
 	if err := json.Unmarshal([]byte(hdr), &d.Headers); err != nil {
 		return nil, fmt.Errorf("entry %s: headers: %w", d.QueueID, err)

@@ -136,8 +136,9 @@ func (q *Queue) OldestPending(ctx context.Context) (time.Time, bool, error) {
 // purgeChunk bounds one retention statement.
 const purgeChunk = 500
 
-// PurgeBodies drops the bodies and headers of entries done before cutoff;
-// the rows (identities and digests) stay.
+// PurgeBodies drops the bodies and headers of entries done before cutoff,
+// and their waits, offers and cancel keys; the rows (identities and
+// digests) stay.
 func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error) {
 	before := touba.FormatTime(cutoff)
 	var total int64
@@ -147,10 +148,16 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 		}
 		var n int64
 		err := q.change("", func(ctx context.Context, tx *Tx) error {
-			tag, err := tx.Exec(ctx, `UPDATE touba.entries SET body = NULL, headers = '{}'
+			// The entries' waits, offers and cancel keys go with their
+			// bodies: a done entry never waits or is cancelled again.
+			err := tx.QueryRow(ctx, `WITH p AS (UPDATE touba.entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM touba.entries
-					WHERE status = 'done' AND updated_at < $1 AND body IS NOT NULL LIMIT $2 FOR UPDATE SKIP LOCKED)`, before, purgeChunk)
-			n = tag.RowsAffected()
+					WHERE status = 'done' AND updated_at < $1 AND body IS NOT NULL LIMIT $2 FOR UPDATE SKIP LOCKED)
+				RETURNING queue_id),
+			w AS (DELETE FROM touba.waits WHERE queue_id IN (SELECT queue_id FROM p)),
+			o AS (DELETE FROM touba.offers WHERE queue_id IN (SELECT queue_id FROM p)),
+			c AS (DELETE FROM touba.cancel_keys WHERE queue_id IN (SELECT queue_id FROM p))
+			SELECT COUNT(*) FROM p`, before, purgeChunk).Scan(&n)
 			return err
 		})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 )
 
 // catch_up values (SPEC §2.3).
@@ -16,6 +17,10 @@ const (
 	CatchUpAll  = "all"
 	CatchUpNone = "none"
 )
+
+// CrashAfterTick is the crash point (TOUBA_CRASHPOINT, tests only) after
+// a tick was enqueued and before the scheduler moved its cursor past it.
+const CrashAfterTick = "after-tick"
 
 // Spec is one schedule trigger as the Scheduler runs it.
 type Spec struct {
@@ -278,8 +283,13 @@ func (s *Scheduler) enqueueDue(ctx context.Context, st *state, now time.Time, lo
 		}
 		if status != touba.IntakeEnqueued {
 			log.Debug().Time("scheduled_for", at).Str("status", status).Msg("tick already enqueued")
-		} else if !st.caught {
-			st.missed++
+		} else {
+			// Enqueued, not yet the cursor: a restart finds the tick in
+			// the queue (LatestTickID) and enqueues it no second time.
+			crashpoint.Hit(CrashAfterTick)
+			if !st.caught {
+				st.missed++
+			}
 		}
 		st.cursor = at
 	}

@@ -92,6 +92,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Fencing", func(t *testing.T) { runFencing(t, f) })
 	t.Run("Holds", func(t *testing.T) { runHolds(t, f) })
 	t.Run("Ticks", func(t *testing.T) { runTicks(t, f) })
+	t.Run("Waits", func(t *testing.T) { runWaits(t, f) })
 }
 
 // Epoch is where every test's clock starts: a whole second, so stored

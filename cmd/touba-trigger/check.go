@@ -37,6 +37,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	for _, t := range c.Program.Triggers {
 		if sc := t.Source.Schedule; sc != nil {
 			printSchedule(stdout, t, sc, time.Now())
+			printLines(stdout, durableSummary(c.Program, t))
 			continue
 		}
 		scheme := verifyText(t.Source.Verify)
@@ -44,14 +45,17 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		// Where the identity comes from, whether a delivery without it is
 		// refused, and what a redelivery of a consumed entry is answered.
 		fmt.Fprintf(stdout, "    event_id: %s  redelivery=%s\n", t.Source.EventID.Describe(), t.Source.Redelivery)
-		for _, line := range flowSummary(t) {
-			fmt.Fprintf(stdout, "    %s\n", line)
-		}
+		printLines(stdout, flowSummary(t))
+		printLines(stdout, durableSummary(c.Program, t))
 	}
+	printDigests(stdout, c.Program)
 	for _, t := range c.Program.Triggers {
 		if why := t.UnsignedEventID(); why != "" {
 			fmt.Fprintf(stdout, "warning: %s: %s\n", t.Ref, why)
 		}
+	}
+	for _, ref := range idleTriggers(c.Program) {
+		fmt.Fprintf(stdout, "warning: %s: no steps, and no wait_for or cancel_on names it: its entries do nothing\n", ref)
 	}
 	refs := slices.Sorted(maps.Keys(c.Manifest.Bindings))
 	fmt.Fprintf(stdout, "manifest %s: %d binding(s)\n", c.Manifest.Path, len(refs))

@@ -62,7 +62,12 @@ func printSchedule(w io.Writer, t *trigger.Trigger, sc *trigger.Schedule, now ti
 		t.Ref, sc.Cron.String(), sc.Timezone, sc.CatchUp, len(t.Steps))
 	next := sc.Cron.Next(now, sc.Location)
 	fmt.Fprintf(w, "    next tick: %s  event_id=%s\n", next.In(sc.Location).Format(time.RFC3339), trigger.TickEventID(next))
-	for _, line := range flowSummary(t) {
+	printLines(w, flowSummary(t))
+}
+
+// printLines prints a trigger's summary lines, indented under it.
+func printLines(w io.Writer, lines []string) {
+	for _, line := range lines {
 		fmt.Fprintf(w, "    %s\n", line)
 	}
 }

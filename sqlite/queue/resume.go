@@ -18,8 +18,9 @@ import (
 
 // Resume puts a done, failed, parked or cancelled entry back to pending:
 // attempts 0, error and cancel request cleared, the waits of r.Steps
-// removed and the offers they consumed released, and with NewEffects the
-// next effect generation for each of r.Steps.
+// removed and the offers they consumed released (and any wait that ended
+// cancelled, as Replay does), and with NewEffects the next effect
+// generation for each of r.Steps.
 func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.ResumeResult, error) {
 	var out touba.ResumeResult
 	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
@@ -70,6 +71,11 @@ func (q *Queue) resume(ctx context.Context, tx *sqlitex.Tx, r touba.ResumeReques
 		if r.NewEffects {
 			gens[step]++
 		}
+	}
+	// A wait that ended cancelled never completed its step, whichever step
+	// the resume is from: the run reaches it again and must wait anew.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM waits WHERE queue_id = ? AND state IN ('open', 'cancelled')`, r.QueueID); err != nil {
+		return touba.ResumeResult{}, err
 	}
 	var gensArg any
 	if len(gens) > 0 {

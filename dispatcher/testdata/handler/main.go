@@ -4,9 +4,9 @@
 // It implements the tool named by its first argument, so one binary can
 // back several bindings. Its input steers it, never its environment:
 //
-//	{"mode": "ok" | "not_applied" | "unknown" | "crash" | "sleep" | "fail" | "echo_secret" | "fail_secret",
+//	{"mode": "ok" | "not_applied" | "unknown" | "crash" | "sleep" | "block" | "fail" | "echo_secret" | "fail_secret",
 //	 "calls": "/abs/file", "times": 1, "code": "...", "after": "ok", "after_code": "...",
-//	 "sleep_ms": 100, "secret_env": "NAME", "data": any,
+//	 "sleep_ms": 100, "until_file": "/abs/file", "secret_env": "NAME", "data": any,
 //	 "compensate_mode": "mode of a compensate call"}
 //
 // Every call first appends one JSON line to the calls file (effect id,
@@ -20,6 +20,7 @@
 //   - fail: business error "code" without any receipt;
 //   - crash: exit 3 without answering;
 //   - sleep: wait sleep_ms (or until killed), then ok;
+//   - block: wait until the file until_file exists (or until killed), then ok;
 //   - echo_secret: output holds the value of the env var secret_env, applied receipt;
 //   - echo_secret_escaped: the same, every character written as a JSON \u escape;
 //   - fail_secret: business error "code" whose message holds that value, not_applied receipt;
@@ -46,6 +47,7 @@ type input struct {
 	After     string `json:"after"`
 	AfterCode string `json:"after_code"`
 	SleepMS   int    `json:"sleep_ms"`
+	UntilFile string `json:"until_file"`
 	SecretEnv string `json:"secret_env"`
 	// CompensateMode, when set, is the mode of a compensate call.
 	CompensateMode string `json:"compensate_mode"`
@@ -149,6 +151,18 @@ func run(ctx context.Context, c *handler.Call) (*handler.Result, error) {
 		case <-time.After(time.Duration(in.SleepMS) * time.Millisecond):
 		case <-ctx.Done():
 			return nil, handler.Errorf("Cancelled", "cancelled while sleeping")
+		}
+	case "block":
+		for {
+			if _, err := os.Stat(in.UntilFile); err == nil {
+				break
+			}
+			select {
+			case <-time.After(5 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+				return nil, handler.Errorf("Cancelled", "cancelled while blocked")
+			}
 		}
 	case "echo_secret":
 		out["token"] = os.Getenv(in.SecretEnv)

@@ -1,0 +1,72 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Resume puts a done, failed, parked or cancelled entry back to pending
+// from a step (touba.WaitStore, `queue resume`): the waits of r.Steps are
+// removed and the offers they consumed released, its error and any cancel
+// request cleared, and with NewEffects each step of r.Steps gets the next
+// effect generation, in one transaction.
+func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.ResumeResult, error) {
+	var res touba.ResumeResult
+	err := q.change(r.QueueID, func(ctx context.Context, tx *Tx) error {
+		res = touba.ResumeResult{QueueID: r.QueueID}
+		err := tx.QueryRow(ctx, `SELECT status FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, r.QueueID).Scan(&res.From)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return touba.Errorf(touba.ENotFound, "no entry %s", r.QueueID)
+		} else if err != nil {
+			return err
+		}
+		switch res.From {
+		case touba.StatusDone, touba.StatusFailed, touba.StatusParked, touba.StatusCancelled:
+		default:
+			return touba.Errorf(touba.EEntryNotResumable, "entry %s is %s; only done, failed, parked and cancelled entries are resumed",
+				r.QueueID, res.From)
+		}
+		steps := r.Steps
+		if steps == nil {
+			steps = []string{}
+		}
+		// The offers the removed waits consumed are free again, for the
+		// steps' next run (or another wait) to consume.
+		if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM touba.waits WHERE queue_id = $1 AND step_id = ANY($2)
+				RETURNING key, matched_queue_id)
+			UPDATE touba.offers o SET consumed_by = NULL FROM d
+			WHERE o.queue_id = d.matched_queue_id AND o.key = d.key AND o.consumed_by = $1`, r.QueueID, steps); err != nil {
+			return fmt.Errorf("remove waits: %w", err)
+		}
+		var raw []byte
+		if err := tx.QueryRow(ctx, `UPDATE touba.entries SET status = 'pending', attempts = 0, error_code = NULL,
+				error_message = NULL, cancel_requested = NULL, not_before = NULL, wake_at = NULL, updated_at = $3,
+				effect_gens = CASE WHEN $4 THEN COALESCE(effect_gens, '{}'::jsonb) || COALESCE((SELECT jsonb_object_agg(s,
+					COALESCE((effect_gens ->> s)::int, 0) + 1) FROM unnest($2::text[]) s), '{}'::jsonb) ELSE effect_gens END
+			WHERE queue_id = $1 RETURNING effect_gens`, r.QueueID, steps, q.db.now(), r.NewEffects).Scan(&raw); err != nil {
+			return err
+		}
+		gens := map[string]int{}
+		if len(raw) > 0 {
+			if err := json.Unmarshal(raw, &gens); err != nil {
+				return fmt.Errorf("effect generations: %w", err)
+			}
+		}
+		res.Gens = make(map[string]int, len(steps))
+		for _, s := range steps {
+			res.Gens[s] = gens[s]
+		}
+		// Back in its key's active set: held again if the key is full.
+		return reholdKey(ctx, tx, r.QueueID)
+	})
+	if err != nil {
+		return touba.ResumeResult{}, fmt.Errorf("resume %s: %w", r.QueueID, err)
+	}
+	return res, nil
+}
