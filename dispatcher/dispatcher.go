@@ -2,7 +2,11 @@
 // their trigger's steps in order, resolves step inputs from the run
 // context, consults the effect journal before every external write and
 // follows its rules, checkpoints step outputs, and ends each entry done,
-// failed or parked, retrying with backoff within the trigger's limits.
+// failed, parked or cancelled, retrying with backoff within the trigger's
+// limits. A sleep or wait_for step leaves the entry waiting, with no
+// worker held, until the wake loop or a matching delivery ends the wait
+// (wait.go, wake.go); a run of an entry accepted under an earlier
+// definition of its trigger is checked against it (pinning.go).
 package dispatcher
 
 import (

@@ -98,7 +98,9 @@ func (d *Dispatcher) pinned(ctx context.Context, t *trigger.Trigger, e *touba.De
 	}
 	for _, s := range past.Steps {
 		_, completed := done[s.ID]
-		if !completed && d.journal != nil && s.kind() == s.Tool {
+		// Only a tool step has an effect; an external write's has no
+		// checkpoint (the journal holds its output).
+		if !completed && d.journal != nil && s.Tool != "" && s.kind() == s.Tool {
 			eff, err := d.journal.Get(ctx, e.QueueID, touba.EffectIDFor(e.QueueID, s.ID, gens[s.ID]))
 			if err != nil {
 				return &verdict{action: later, code: touba.EINTERNAL, message: "effect of step " + s.ID + ": " + err.Error()}

@@ -10,39 +10,57 @@ import (
 // Version pinning across a reload: an entry of trigger:t/order completed
 // step "first" and waits at "paid" when the program changes. Once paid, it
 // goes on under the new program only when "first" is still there with the
-// same tool; otherwise it is parked ProgramChanged, naming the step.
+// same kind (tool); otherwise it is parked ProgramChanged, naming the step.
+// "first" is completed by its checkpoint (toolThen, no effect contract) or
+// by its applied effect (toolW, an external write: no checkpoint).
 func TestVersionPinning(t *testing.T) {
-	pinned := func(t *testing.T, cf string, first, last map[string]any) string {
+	pinned := func(t *testing.T, first, last map[string]any) string {
 		return programOf(t,
 			trig(orderTrig, nil, first, waitStep("paid", payTrig, "order", 0, ""), last),
 			trig(payTrig, nil, toolStep("ack", toolThen, okInput("", nil))),
 		)
 	}
+	other := map[string]string{toolThen: toolW, toolW: toolThen}
 	for _, c := range []struct {
-		name        string
-		first, last func(cf string) map[string]any // of the new program
-		status      string
+		name   string
+		tool   string                                             // first's tool in the entry's program
+		next   func(cf, tool string) (first, last map[string]any) // the new program's
+		status string
 	}{
-		{"unchanged completed steps", func(cf string) map[string]any { return toolStep("first", toolThen, okInput(cf, 1)) },
-			func(cf string) map[string]any { return toolStep("last", toolW, okInput(cf, "new")) }, touba.StatusDone},
-		{"completed step's tool changed", func(cf string) map[string]any { return toolStep("first", toolW, okInput(cf, 1)) },
-			func(cf string) map[string]any { return toolStep("last", toolThen, okInput(cf, nil)) }, touba.StatusParked},
-		{"completed step gone", func(cf string) map[string]any { return toolStep("first2", toolThen, okInput(cf, 1)) },
-			func(cf string) map[string]any { return toolStep("last", toolW, okInput(cf, nil)) }, touba.StatusParked},
-		{"completed step now a sleep", func(cf string) map[string]any { return sleepStep("first", map[string]any{"ms": 1}) },
-			func(cf string) map[string]any { return toolStep("last", toolW, okInput(cf, nil)) }, touba.StatusParked},
+		{"unchanged completed steps", toolThen, func(cf, tool string) (map[string]any, map[string]any) {
+			return toolStep("first", tool, okInput(cf, 1)), toolStep("last", other[tool], okInput(cf, "new"))
+		}, touba.StatusDone},
+		{"unchanged journaled step", toolW, func(cf, tool string) (map[string]any, map[string]any) {
+			return toolStep("first", tool, okInput(cf, 1)), toolStep("last", other[tool], okInput(cf, "new"))
+		}, touba.StatusDone},
+		{"completed step's tool changed", toolThen, func(cf, tool string) (map[string]any, map[string]any) {
+			return toolStep("first", other[tool], okInput(cf, 1)), toolStep("last", tool, okInput(cf, nil))
+		}, touba.StatusParked},
+		{"journaled step's tool changed", toolW, func(cf, tool string) (map[string]any, map[string]any) {
+			return toolStep("first", other[tool], okInput(cf, 1)), toolStep("last", tool, okInput(cf, nil))
+		}, touba.StatusParked},
+		{"completed step gone", toolThen, func(cf, tool string) (map[string]any, map[string]any) {
+			return toolStep("first2", tool, okInput(cf, 1)), toolStep("last", other[tool], okInput(cf, nil))
+		}, touba.StatusParked},
+		{"completed step now a sleep", toolThen, func(cf, tool string) (map[string]any, map[string]any) {
+			return sleepStep("first", map[string]any{"ms": 1}), toolStep("last", other[tool], okInput(cf, nil))
+		}, touba.StatusParked},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cf := tmp(t, "calls")
-			w := newWorld(t, pinned(t, cf, toolStep("first", toolThen, okInput(cf, 1)), toolStep("last", toolW, okInput(cf, "old"))),
-				processManifest(t, []string{toolThen, toolW}), nil, true)
+			w := newWorld(t, pinned(t, toolStep("first", c.tool, okInput(cf, 1)), toolStep("last", other[c.tool], okInput(cf, "old"))),
+				processManifest(t, []string{toolThen, toolW}, toolW), nil, true)
 			w.mustWaits()
 			qid := w.post(orderTrig, `{"order": "o-1"}`)
 			w.wait(qid, touba.StatusWaiting)
 			if e := w.entry(qid); e.ProgramDigest == "" {
 				t.Fatalf("entry %s has no program digest", qid)
 			}
-			w.reload(pinned(t, cf, c.first(cf), c.last(cf)))
+			if _, checkpointed := w.steps(qid)["first"]; checkpointed != (c.tool == toolThen) {
+				t.Fatalf("first checkpointed %v, want %v", checkpointed, c.tool == toolThen)
+			}
+			first, last := c.next(cf, c.tool)
+			w.reload(pinned(t, first, last))
 			w.post(payTrig, `{"order": "o-1", "amount": 5}`)
 			e := w.wait(qid, c.status)
 			cs := calls(t, cf)

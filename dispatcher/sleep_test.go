@@ -131,3 +131,25 @@ func TestSleepWakesOnTimeUnderLoad(t *testing.T) {
 		t.Fatalf("p99 wake lateness %s, want under 1s", p99)
 	}
 }
+
+// A wait spends no attempt: with max_attempts 2, a sleep and then a step
+// failing once still has its retry, since the run after the wake is the
+// entry's first attempt again.
+func TestWaitSpendsNoAttempt(t *testing.T) {
+	cf := tmp(t, "calls")
+	tr := trig(trigName, nil,
+		sleepStep("nap", map[string]any{"ms": 50}),
+		toolStep("then", toolThen, map[string]any{"mode": "fail", "times": 1, "calls": cf}),
+	)
+	tr["retry"] = map[string]any{"max_attempts": 2, "initial_interval_ms": 10, "max_interval_ms": 50}
+	w := newWorld(t, programOf(t, tr), processManifest(t, []string{toolThen}), nil, true)
+	w.mustWaits()
+	qid := w.enqueue(trigName, `{}`, nil)
+	wantEntry(t, w.wait(qid, touba.StatusDone), touba.StatusDone, "", 2)
+	if cs := calls(t, cf); len(cs) != 2 || cs[0].Attempt != 1 || cs[1].Attempt != 2 {
+		t.Fatalf("calls %+v, want attempts 1 then 2", cs)
+	}
+	if got, want := w.runStatuses(qid, 3), []string{touba.StatusWaiting, "retry", touba.StatusDone}; !slices.Equal(got, want) {
+		t.Fatalf("runs %v, want %v", got, want)
+	}
+}

@@ -57,7 +57,9 @@ func TestWaitForMatched(t *testing.T) {
 				qid = w.post(orderTrig, `{"order": "o-1"}`)
 			} else {
 				qid = w.post(orderTrig, `{"order": "o-1"}`)
-				w.wait(qid, touba.StatusWaiting)
+				// Waiting, the entry holds no lease and its attempt was
+				// given back.
+				wantEntry(t, w.wait(qid, touba.StatusWaiting), touba.StatusWaiting, "", 0)
 				w.post(payTrig, `{"order": "o-2", "amount": 7}`)
 				if e := w.entry(qid); e.Status != touba.StatusWaiting {
 					t.Fatalf("entry %s after another order's payment, want waiting", e.Status)

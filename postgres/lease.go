@@ -302,7 +302,7 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult,
 			// cancel request dropped; a wait its cancel ended carries no
 			// outcome, so its step waits anew (other ended waits stay: the
 			// step's result; `queue resume` begins a step again).
-			if _, err := tx.Exec(ctx, `WITH w AS (DELETE FROM touba.waits WHERE queue_id = $2 AND state = 'cancelled')
+			if _, err := tx.Exec(ctx, `WITH w AS (DELETE FROM touba.waits WHERE queue_id = $2 AND state IN ('open', 'cancelled'))
 				UPDATE touba.entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1,
 				cancel_requested = NULL, wake_at = NULL
 				WHERE queue_id = $2`, q.db.now(), id); err != nil {

@@ -148,14 +148,15 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 		}
 		var n int64
 		err := q.change("", func(ctx context.Context, tx *Tx) error {
-			// The entries' waits, offers and cancel keys go with their
-			// bodies: a done entry never waits or is cancelled again.
+			// The entries' waits, the offers they made or consumed and
+			// their cancel keys go with their bodies: a done entry is never
+			// cancelled, and a wait given its offer would find no body.
 			err := tx.QueryRow(ctx, `WITH p AS (UPDATE touba.entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM touba.entries
 					WHERE status = 'done' AND updated_at < $1 AND body IS NOT NULL LIMIT $2 FOR UPDATE SKIP LOCKED)
 				RETURNING queue_id),
 			w AS (DELETE FROM touba.waits WHERE queue_id IN (SELECT queue_id FROM p)),
-			o AS (DELETE FROM touba.offers WHERE queue_id IN (SELECT queue_id FROM p)),
+			o AS (DELETE FROM touba.offers WHERE queue_id IN (SELECT queue_id FROM p) OR consumed_by IN (SELECT queue_id FROM p)),
 			c AS (DELETE FROM touba.cancel_keys WHERE queue_id IN (SELECT queue_id FROM p))
 			SELECT COUNT(*) FROM p`, before, purgeChunk).Scan(&n)
 			return err

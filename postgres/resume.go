@@ -22,7 +22,7 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 		res = touba.ResumeResult{QueueID: r.QueueID}
 		err := tx.QueryRow(ctx, `SELECT status FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, r.QueueID).Scan(&res.From)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return touba.Errorf(touba.ENotFound, "no entry %s", r.QueueID)
+			return touba.Errorf(touba.EEntryNotResumable, "no entry %s", r.QueueID)
 		} else if err != nil {
 			return err
 		}
@@ -36,10 +36,39 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 		if steps == nil {
 			steps = []string{}
 		}
+		// The values of the offers it releases are locked first, in
+		// sorted order, as BeginWait and intake lock them: a wait begun
+		// meanwhile on another node sees them released.
+		rows, err := tx.Query(ctx, `SELECT DISTINCT key, value FROM touba.waits WHERE queue_id = $1
+			AND (step_id = ANY($2) OR state IN ('open', 'cancelled')) AND matched_queue_id IS NOT NULL ORDER BY key, value`,
+			r.QueueID, steps)
+		if err != nil {
+			return err
+		}
+		var locks [][2]string
+		for rows.Next() {
+			var kv [2]string
+			if err := rows.Scan(&kv[0], &kv[1]); err != nil {
+				rows.Close()
+				return err
+			}
+			locks = append(locks, kv)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, kv := range locks {
+			if _, err := tx.Exec(ctx, lockValue, kv[0], kv[1]); err != nil {
+				return fmt.Errorf("lock wait value: %w", err)
+			}
+		}
 		// The offers the removed waits consumed are free again, for the
-		// steps' next run (or another wait) to consume.
-		if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM touba.waits WHERE queue_id = $1 AND step_id = ANY($2)
-				RETURNING key, matched_queue_id)
+		// steps' next run (or another wait) to consume. A wait that ended
+		// cancelled never completed its step, whichever step the resume is
+		// from: the run reaches it again and waits anew.
+		if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM touba.waits WHERE queue_id = $1
+				AND (step_id = ANY($2) OR state IN ('open', 'cancelled')) RETURNING key, matched_queue_id)
 			UPDATE touba.offers o SET consumed_by = NULL FROM d
 			WHERE o.queue_id = d.matched_queue_id AND o.key = d.key AND o.consumed_by = $1`, r.QueueID, steps); err != nil {
 			return fmt.Errorf("remove waits: %w", err)

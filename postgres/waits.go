@@ -73,6 +73,8 @@ func (q *Queue) BeginWait(ctx context.Context, token int64, w touba.Wait) (touba
 	switch {
 	case w.QueueID == "" || w.StepID == "":
 		return touba.Wait{}, fmt.Errorf("begin wait: queue id and step id are required")
+	case w.Kind == touba.WaitSleep && w.WakeAt == nil:
+		return touba.Wait{}, fmt.Errorf("begin wait %s/%s: a sleep needs its end", w.QueueID, w.StepID)
 	case w.Kind == touba.WaitEvent && w.Key == "":
 		return touba.Wait{}, fmt.Errorf("begin wait %s/%s: an event wait needs its key", w.QueueID, w.StepID)
 	case w.Kind != touba.WaitSleep && w.Kind != touba.WaitEvent:
@@ -117,35 +119,57 @@ e AS (
 SELECT * FROM w`
 
 func (q *Queue) beginWait(ctx context.Context, tx *Tx, token int64, w touba.Wait) (touba.Wait, error) {
-	// The fence: the entry is running under token, its lease live by the
-	// database's clock, and its row locked until the batch ends, so no
-	// take-over, cancel or other change commits in between.
-	var cancel *string
-	var ref, key string
-	var n int
-	old, found, err := scanWait(tx.QueryRow(ctx, `SELECT x.cancel_requested, x.trigger_ref, COALESCE(x.conc_key, ''), x.conc_max, `+waitCols+`
+	// An event wait takes its value's lock first, in a statement of its
+	// own: the statements after it see every offer committed under it.
+	// First, before the entry's row: intake, which may hold the lock in a
+	// batch that also cancels this entry, never waits for it (it tries),
+	// so a BeginWait waiting for the lock holds nothing intake waits for.
+	// Then the fence: the entry is running under token, its lease live by
+	// the database's clock, and its row locked until the batch ends, so
+	// no take-over, cancel or other change commits in between. One round
+	// trip for both.
+	b := &pgx.Batch{}
+	if w.Kind == touba.WaitEvent {
+		b.Queue(lockValue, w.Key, w.Value)
+	}
+	b.Queue(`SELECT x.cancel_requested, x.trigger_ref, COALESCE(x.conc_key, ''), x.conc_max, `+waitCols+`
 		FROM touba.entries x LEFT JOIN touba.waits w ON w.queue_id = x.queue_id AND w.step_id = $3
 		WHERE x.queue_id = $1 AND x.lease_token = $2 AND x.status = 'running'
 			AND x.lease_expires_at IS NOT NULL AND x.lease_expires_at >= `+q.db.dbNow()+`
-		FOR UPDATE OF x`, w.QueueID, token, w.StepID), &cancel, &ref, &key, &n)
+		FOR UPDATE OF x`, w.QueueID, token, w.StepID)
+	var cancel *string
+	var ref, key string
+	var n int
+	var old touba.Wait
+	var found bool
+	br, err := tx.sendBatch(ctx, b)
+	if err != nil {
+		return touba.Wait{}, err
+	}
+	if w.Kind == touba.WaitEvent {
+		if _, err = br.Exec(); err != nil {
+			err = fmt.Errorf("lock wait value: %w", err)
+		}
+	}
+	if err == nil {
+		old, found, err = scanWait(br.QueryRow(), &cancel, &ref, &key, &n)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return touba.Wait{}, fenceLost(ctx, tx, w.QueueID, token)
 	} else if err != nil {
 		return touba.Wait{}, err
 	}
-	if found {
-		return old, nil // the step began before: how it stands (or ended)
-	}
-	t := q.db.cfg.Now()
-	now := touba.FormatTime(t)
+	now := touba.FormatTime(q.db.cfg.Now())
 	if cancel != nil {
-		// Asked to cancel while it ran: it ends cancelled here.
-		if _, err := tx.Exec(ctx, `WITH e AS (UPDATE touba.entries SET status = 'cancelled', error_code = '`+touba.ERunCancelled+`',
+		// Asked to cancel while it ran: it ends cancelled here, and
+		// nothing of the wait is stored (a replay finds the step not yet
+		// waited).
+		if _, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'cancelled', error_code = '`+touba.ERunCancelled+`',
 				error_message = cancel_requested, cancel_requested = NULL, lease_owner = NULL, lease_expires_at = NULL,
-				not_before = NULL, wake_at = NULL, updated_at = $7 WHERE queue_id = $1)
-			INSERT INTO touba.waits (queue_id, step_id, kind, key, value, wake_at, state, created_at, resolved_at)
-			VALUES ($1, $2, $3, $4, $5, $6, 'cancelled', $7, $7)`,
-			w.QueueID, w.StepID, w.Kind, w.Key, w.Value, formatOptional(w.WakeAt), now); err != nil {
+				not_before = NULL, wake_at = NULL, updated_at = $2 WHERE queue_id = $1`, w.QueueID, now); err != nil {
 			return touba.Wait{}, err
 		}
 		if key != "" && n > 0 {
@@ -157,29 +181,11 @@ func (q *Queue) beginWait(ctx context.Context, tx *Tx, token int64, w touba.Wait
 		w.State, w.CreatedAt, w.ResolvedAt, w.MatchedQueueID = touba.WaitCancelled, at, &at, ""
 		return w, nil
 	}
-	// An event wait takes its value's lock first, in a statement of its
-	// own (the next one's snapshot sees every offer committed under it),
-	// in the same round trip.
-	b := &pgx.Batch{}
-	if w.Kind == touba.WaitEvent {
-		b.Queue(lockValue, w.Key, w.Value)
+	if found {
+		return old, nil // the step began before: how it stands (or ended)
 	}
-	b.Queue(qBegin, w.QueueID, w.StepID, w.Kind, w.Key, w.Value, formatOptional(w.WakeAt), now)
-	br, err := tx.sendBatch(ctx, b)
-	if err != nil {
-		return touba.Wait{}, err
-	}
-	defer br.Close()
-	if w.Kind == touba.WaitEvent {
-		if _, err := br.Exec(); err != nil {
-			return touba.Wait{}, fmt.Errorf("lock wait value: %w", err)
-		}
-	}
-	out, _, err := scanWait(br.QueryRow())
-	if err != nil {
-		return touba.Wait{}, err
-	}
-	return out, br.Close()
+	out, _, err := scanWait(tx.QueryRow(ctx, qBegin, w.QueueID, w.StepID, w.Kind, w.Key, w.Value, formatOptional(w.WakeAt), now))
+	return out, err
 }
 
 // qWake wakes up to $2 entries due at $1: their open wait ends woke (a
@@ -201,7 +207,7 @@ FROM picked p WHERE e.queue_id = p.queue_id`
 // cancelling right now is left to it.
 func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, error) {
 	if limit <= 0 {
-		limit = 100
+		limit = 1000
 	}
 	var n int64
 	err := q.change("", func(ctx context.Context, tx *Tx) error {

@@ -95,25 +95,28 @@ SELECT $1, $2, $3, $5, (SELECT queue_id FROM m)
 RETURNING COALESCE(consumed_by, '')`
 
 // qCancel is one cancel of a new entry: the pending and waiting entries
-// holding the cancel key (key $1, value $2) end cancelled (their open
-// wait too), the running ones are asked to (cancel_requested), in one
-// statement, so an entry going from running to waiting meanwhile is seen
-// in its new state.
-const qCancel = `WITH e AS (
-	UPDATE touba.entries x SET
-		status = CASE WHEN x.status = 'running' THEN x.status ELSE 'cancelled' END,
-		cancel_requested = CASE WHEN x.status = 'running' THEN COALESCE(x.cancel_requested, $3) END,
-		error_code = CASE WHEN x.status = 'running' THEN x.error_code ELSE '` + touba.ERunCancelled + `' END,
-		error_message = CASE WHEN x.status = 'running' THEN x.error_message ELSE $3 END,
-		held = x.held AND x.status = 'running',
-		wake_at = NULL, not_before = CASE WHEN x.status = 'running' THEN x.not_before END, updated_at = $4
-	WHERE x.queue_id IN (SELECT queue_id FROM touba.cancel_keys WHERE key = $1 AND value = $2)
-		AND x.status IN ('pending', 'waiting', 'running')
-	RETURNING x.queue_id, x.status, x.trigger_ref, COALESCE(x.conc_key, '') AS conc_key, x.conc_max),
-w AS (
-	UPDATE touba.waits x SET state = 'cancelled', resolved_at = $4
-	FROM e WHERE x.queue_id = e.queue_id AND e.status = 'cancelled' AND x.state = 'open')
-SELECT queue_id, status, trigger_ref, conc_key, conc_max FROM e`
+// holding the cancel key (key $1, value $2) end cancelled, the running
+// ones are asked to (cancel_requested), in one statement, so an entry
+// going from running to waiting meanwhile is seen in its new state.
+const qCancel = `UPDATE touba.entries x SET
+	status = CASE WHEN x.status = 'running' THEN x.status ELSE 'cancelled' END,
+	cancel_requested = CASE WHEN x.status = 'running' THEN COALESCE(x.cancel_requested, $3) END,
+	error_code = CASE WHEN x.status = 'running' THEN x.error_code ELSE '` + touba.ERunCancelled + `' END,
+	error_message = CASE WHEN x.status = 'running' THEN x.error_message ELSE $3 END,
+	held = x.held AND x.status = 'running',
+	wake_at = NULL, not_before = CASE WHEN x.status = 'running' THEN x.not_before END, updated_at = $4
+WHERE x.queue_id IN (SELECT queue_id FROM touba.cancel_keys WHERE key = $1 AND value = $2)
+	AND x.status IN ('pending', 'waiting', 'running')
+RETURNING x.queue_id, x.status, x.trigger_ref, COALESCE(x.conc_key, ''), x.conc_max`
+
+// qCancelWaits ends cancelled the open waits of the entries qCancel ended.
+// A statement of its own, after it: its snapshot sees the wait of an entry
+// whose BeginWait committed while qCancel waited for its row (qCancel's
+// snapshot, older, does not), and the entries are locked by qCancel now.
+const qCancelWaits = `UPDATE touba.waits w SET state = 'cancelled', resolved_at = $3
+FROM touba.entries e
+WHERE e.queue_id IN (SELECT queue_id FROM touba.cancel_keys WHERE key = $1 AND value = $2)
+	AND e.status = 'cancelled' AND w.queue_id = e.queue_id AND w.state = 'open'`
 
 // applyDurable applies a new entry's offers, cancels and cancel keys, in
 // one round trip (a pipeline), and lets the next entries of the keys its
@@ -121,6 +124,16 @@ SELECT queue_id, status, trigger_ref, conc_key, conc_max FROM e`
 func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	d := o.d
 	b := &pgx.Batch{}
+	// Cancels first: an entry this delivery cancels does not also take
+	// its offer.
+	msg := fmt.Sprintf("cancelled by delivery %s of %s", d.QueueID, d.TriggerRef)
+	if d.EventID != "" {
+		msg += fmt.Sprintf(" (event %s)", d.EventID)
+	}
+	for _, c := range d.Cancels {
+		b.Queue(qCancel, c.Key, c.Value, msg, now)
+		b.Queue(qCancelWaits, c.Key, c.Value, now)
+	}
 	seen := map[string]bool{}
 	var offers int
 	for _, of := range d.Offers {
@@ -130,13 +143,6 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 		seen[of.Key] = true
 		b.Queue(qOffer, d.QueueID, of.Key, of.Value, now, touba.FormatTime(d.ReceivedAt))
 		offers++
-	}
-	msg := fmt.Sprintf("cancelled by delivery %s of %s", d.QueueID, d.TriggerRef)
-	if d.EventID != "" {
-		msg += fmt.Sprintf(" (event %s)", d.EventID)
-	}
-	for _, c := range d.Cancels {
-		b.Queue(qCancel, c.Key, c.Value, msg, now)
 	}
 	if n := len(d.CancelKeys); n > 0 {
 		keys, values := make([]string, n), make([]string, n)
@@ -157,15 +163,6 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	var free []freed
 	err = func() error {
 		defer br.Close()
-		for range offers {
-			var by string
-			if err := br.QueryRow().Scan(&by); err != nil {
-				return fmt.Errorf("offer: %w", err)
-			}
-			if by != "" && !slices.Contains(o.res.Matched, by) {
-				o.res.Matched = append(o.res.Matched, by)
-			}
-		}
 		for range d.Cancels {
 			rows, err := br.Query()
 			if err != nil {
@@ -188,6 +185,18 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 			rows.Close()
 			if err := rows.Err(); err != nil {
 				return fmt.Errorf("cancel: %w", err)
+			}
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("cancel waits: %w", err)
+			}
+		}
+		for range offers {
+			var by string
+			if err := br.QueryRow().Scan(&by); err != nil {
+				return fmt.Errorf("offer: %w", err)
+			}
+			if by != "" && !slices.Contains(o.res.Matched, by) {
+				o.res.Matched = append(o.res.Matched, by)
 			}
 		}
 		if len(d.CancelKeys) > 0 {

@@ -10,8 +10,8 @@ import (
 )
 
 // TestWaitPlansUseTheirIndexes: on tables of some thousands of rows (most
-// entries done, most waits ended, most offers consumed: a queue that ran a
-// while), intake's match, BeginWait's offer, Wake, NextWake, the cancel
+// entries done or cancelled, most waits ended, most offers consumed: a
+// queue that ran a while), intake's match, BeginWait's offer, Wake, NextWake, the cancel
 // and the listing read through their indexes, never a scan of the table.
 func TestWaitPlansUseTheirIndexes(t *testing.T) {
 	ctx := context.Background()
@@ -20,7 +20,7 @@ func TestWaitPlansUseTheirIndexes(t *testing.T) {
 	const fill = `
 	INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, headers, remote_addr, received_at, status, updated_at, wake_at)
 	SELECT 'e-' || lpad(i::text, 6, '0'), 'trigger:t', 'ev-' || i, 'd', '{}', '', '2026-01-01T00:00:00.000Z',
-		CASE WHEN i % 50 = 0 THEN 'waiting' ELSE 'done' END, '2026-01-01T00:00:00.000Z',
+		CASE WHEN i % 50 = 0 THEN 'waiting' WHEN i % 10 = 5 THEN 'cancelled' ELSE 'done' END, '2026-01-01T00:00:00.000Z',
 		CASE WHEN i % 50 = 0 THEN to_char(timestamp '2027-01-01' + i * interval '1 minute', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END
 	FROM generate_series(1, 8000) i;
 	INSERT INTO touba.waits (queue_id, step_id, kind, key, value, state, matched_queue_id, created_at, resolved_at)
@@ -49,6 +49,7 @@ func TestWaitPlansUseTheirIndexes(t *testing.T) {
 		{"Wake", qWake, []any{now, 100, now}, []string{"entries_wake"}},
 		{"NextWake", qNextWake, nil, []string{"entries_wake"}},
 		{"cancel", qCancel, []any{"trigger:t#cancel_on/0", `"v-7"`, "cancelled", now}, []string{"cancel_keys_pkey"}},
+		{"cancel's waits", qCancelWaits, []any{"trigger:t#cancel_on/0", `"v-7"`, now}, []string{"cancel_keys_pkey", "waits_pkey"}},
 		{"Waits", qWaits, []any{"e-000100"}, []string{"waits_pkey", "waits_matched"}},
 	} {
 		rows, err := pool.Query(ctx, "EXPLAIN "+c.sql, c.args...)

@@ -48,9 +48,13 @@ func consumedBy(t *testing.T, st *Store, offerID string) string {
 // whichever commits first, the wait ends matched by that delivery, and
 // its entry is never left waiting.
 func TestWaitAndOfferRaceAcrossNodes(t *testing.T) {
+	raceWaitAndOffer(t, openNodes(t, 2, time.Hour), 40)
+}
+
+func raceWaitAndOffer(t *testing.T, nodes []*Store, rounds int) {
+	t.Helper()
 	ctx := context.Background()
-	nodes := openNodes(t, 2, time.Hour)
-	for i := range 40 {
+	for i := range rounds {
 		waiter, offerer := nodes[i%2], nodes[(i+1)%2]
 		value := fmt.Sprintf(`"order-%d"`, i)
 		w := leaseOne(t, waiter.Queue, &touba.Delivery{TriggerRef: waiterRef, EventID: fmt.Sprint("w-", i), Body: []byte(`{}`)})
@@ -233,13 +237,25 @@ func sleepers(t *testing.T, st *Store, n int, at time.Time) []string {
 		}
 		ids = append(ids, res.QueueID)
 	}
-	for len(ids) > 0 {
+	left := map[string]bool{}
+	for _, id := range ids {
+		left[id] = true
+	}
+	for len(left) > 0 {
 		got, err := st.Queue.Lease(ctx, 100)
 		if err != nil || len(got) == 0 {
 			t.Fatalf("lease: %v %v", got, err)
 		}
 		var wg sync.WaitGroup
 		for _, d := range got {
+			if !left[d.QueueID] {
+				// Another test step's entry: out of the way.
+				if err := st.Queue.Finish(ctx, d.QueueID, d.LeaseToken, touba.StatusDone, "", ""); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			delete(left, d.QueueID)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -253,7 +269,6 @@ func sleepers(t *testing.T, st *Store, n int, at time.Time) []string {
 		if t.Failed() {
 			t.FailNow()
 		}
-		ids = ids[len(got):]
 	}
 	var all []string
 	rows, err := st.db.pool.Query(ctx, `SELECT queue_id FROM touba.entries WHERE status = 'waiting' AND wake_at = $1`, touba.FormatTime(at))
@@ -372,6 +387,57 @@ func TestSleepersOfAStoppedNodeWakeElsewhere(t *testing.T) {
 		}
 		if err := b.Queue.Finish(ctx, d.QueueID, d.LeaseToken, touba.StatusDone, "", ""); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestCancelRacesBeginWaitAcrossNodes: a cancel_on match accepted on one
+// node while the entry begins its wait on the other: the entry ends
+// cancelled, with no wait left open (which a later delivery's offer would
+// match, taking that offer from a live wait).
+func TestCancelRacesBeginWaitAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	nodes := openNodes(t, 2, time.Hour)
+	ck := touba.CancelKey(waiterRef, 0)
+	for i := range 40 {
+		waiter, canceller := nodes[i%2], nodes[(i+1)%2]
+		value := fmt.Sprintf(`"c-%d"`, i)
+		w := leaseOne(t, waiter.Queue, &touba.Delivery{TriggerRef: waiterRef, EventID: fmt.Sprint("w-", i), Body: []byte(`{}`),
+			CancelKeys: []touba.MatchValue{{Key: ck, Value: value}}})
+		var began touba.Wait
+		var res touba.EnqueueResult
+		var werr, cerr error
+		together(
+			func() {
+				began, werr = waiter.Queue.BeginWait(ctx, w.LeaseToken, touba.Wait{QueueID: w.QueueID, StepID: "paid",
+					Kind: touba.WaitEvent, Key: waitKey, Value: value})
+			},
+			func() {
+				res, cerr = canceller.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:orders/Cancelled",
+					EventID: fmt.Sprint("c-", i), Digest: "d", Body: []byte(`{}`), Cancels: []touba.MatchValue{{Key: ck, Value: value}}})
+			},
+		)
+		if werr != nil || cerr != nil {
+			t.Fatalf("round %d: begin wait %v, cancel %v", i, werr, cerr)
+		}
+		if len(res.Cancelled) != 1 {
+			t.Fatalf("round %d: cancelled %v", i, res.Cancelled)
+		}
+		if e := mustGet(t, canceller.Queue, w.QueueID); e.Status != touba.StatusCancelled || e.ErrorCode != touba.ERunCancelled {
+			t.Fatalf("round %d: entry %s %s (wait began %s); want cancelled", i, e.Status, e.ErrorCode, began.State)
+		}
+		ws, err := canceller.Queue.Waits(ctx, w.QueueID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range ws {
+			if x.State != touba.WaitCancelled {
+				t.Fatalf("round %d: a cancelled entry's wait is %s", i, x.State)
+			}
+		}
+		// So a matching delivery finds no wait to match.
+		if r, err := canceller.Queue.Enqueue(ctx, offer(fmt.Sprint("late-", i), value)); err != nil || len(r.Matched) != 0 {
+			t.Fatalf("round %d: late offer matched %v, %v", i, r.Matched, err)
 		}
 	}
 }

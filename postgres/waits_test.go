@@ -281,7 +281,8 @@ func TestCancelOn(t *testing.T) {
 	// A cancel request meets BeginWait: cancelled there.
 	r2 := leaseOne(t, q, withKey("d"))
 	cancel("c-d", "d")
-	got, err := q.BeginWait(ctx, r2.LeaseToken, touba.Wait{QueueID: r2.QueueID, StepID: "grace", Kind: touba.WaitSleep})
+	later := time.Now().Add(time.Hour)
+	got, err := q.BeginWait(ctx, r2.LeaseToken, touba.Wait{QueueID: r2.QueueID, StepID: "grace", Kind: touba.WaitSleep, WakeAt: &later})
 	if err != nil || got.State != touba.WaitCancelled {
 		t.Fatalf("begin wait asked to cancel: %+v %v", got, err)
 	}
@@ -303,5 +304,65 @@ func TestPrograms(t *testing.T) {
 	}
 	if def, err := q.Program(ctx, "abc"); err != nil || string(def) != `{"steps":[]}` {
 		t.Fatalf("program: %q %v", def, err)
+	}
+}
+
+// TestRetentionPrunesWaits: the waits, offers and cancel keys of done
+// entries go with their bodies; those of entries that may still run stay.
+func TestRetentionPrunesWaits(t *testing.T) {
+	ctx := context.Background()
+	st := openNodes(t, 1, time.Hour)[0]
+	q := st.Queue
+	ck := touba.CancelKey(waiterRef, 0)
+	waiter := func(ev string) *touba.Delivery {
+		return leaseOne(t, q, &touba.Delivery{TriggerRef: waiterRef, EventID: ev, Body: []byte(`{}`),
+			CancelKeys: []touba.MatchValue{{Key: ck, Value: `"` + ev + `"`}}})
+	}
+	done := waiter("done")
+	if _, err := q.BeginWait(ctx, done.LeaseToken, touba.Wait{QueueID: done.QueueID, StepID: "paid", Kind: touba.WaitEvent,
+		Key: waitKey, Value: `"done"`}); err != nil {
+		t.Fatal(err)
+	}
+	pay, err := q.Enqueue(ctx, offer("pay-done", `"done"`))
+	if err != nil || len(pay.Matched) != 1 {
+		t.Fatalf("offer: %+v %v", pay, err)
+	}
+	done = leaseID(t, q, done.QueueID)
+	if err := q.Finish(ctx, done.QueueID, done.LeaseToken, touba.StatusDone, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	// Still waiting: kept, with its cancel key.
+	waiting := waiter("waiting")
+	if _, err := q.BeginWait(ctx, waiting.LeaseToken, touba.Wait{QueueID: waiting.QueueID, StepID: "paid", Kind: touba.WaitEvent,
+		Key: waitKey, Value: `"waiting"`}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := q.PurgeBodies(ctx, time.Now().Add(time.Hour))
+	if err != nil || n != 2 {
+		// The waiter and the offering delivery (leaseID ended it done).
+		t.Fatalf("purged %d, %v; want 2", n, err)
+	}
+	count := func(sql string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := st.db.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if ws, _ := q.Waits(ctx, done.QueueID); len(ws) != 0 {
+		t.Fatalf("waits of a purged entry: %+v", ws)
+	}
+	if n := count(`SELECT COUNT(*) FROM touba.offers WHERE queue_id = $1`, pay.QueueID); n != 0 {
+		t.Fatalf("%d offers consumed by a purged entry kept", n)
+	}
+	if n := count(`SELECT COUNT(*) FROM touba.cancel_keys WHERE queue_id = $1`, done.QueueID); n != 0 {
+		t.Fatalf("%d cancel keys of a purged entry kept", n)
+	}
+	if ws, _ := q.Waits(ctx, waiting.QueueID); len(ws) != 1 || ws[0].State != touba.WaitOpen {
+		t.Fatalf("waits of a waiting entry after the purge: %+v", ws)
+	}
+	if n := count(`SELECT COUNT(*) FROM touba.cancel_keys WHERE queue_id = $1`, waiting.QueueID); n != 1 {
+		t.Fatalf("cancel keys of a waiting entry after the purge: %d", n)
 	}
 }

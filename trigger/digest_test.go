@@ -58,3 +58,26 @@ func TestTriggerDigest(t *testing.T) {
 		t.Fatalf("DigestPrefix=%q", got)
 	}
 }
+
+// A stored definition reads back as the trigger it was, with the same
+// digest, even when the triggers it names are gone from the program.
+func TestParseDefinition(t *testing.T) {
+	for _, tr := range loadFlows(t).Triggers {
+		got, err := trigger.ParseDefinition(tr.Definition)
+		if err != nil {
+			t.Fatalf("%s: %v", tr.Ref, err)
+		}
+		if got.Ref != tr.Ref || got.Digest != tr.Digest || len(got.Steps) != len(tr.Steps) || len(got.CancelOn) != len(tr.CancelOn) {
+			t.Fatalf("%s read back as %+v", tr.Ref, got)
+		}
+		for i, s := range tr.Steps {
+			if got.Steps[i].ID != s.ID || got.Steps[i].Kind() != s.Kind() {
+				t.Fatalf("%s step %d: %s %s, want %s %s", tr.Ref, i, got.Steps[i].ID, got.Steps[i].Kind(), s.ID, s.Kind())
+			}
+		}
+	}
+	_, err := trigger.ParseDefinition([]byte(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[{"id":"s","sleep":{"ms":0}}]}`))
+	if got, want := errString(err), "program definition: $.steps[0].sleep.ms: must be a positive integer (got 0)"; got != want {
+		t.Fatalf("err=%s, want %s", got, want)
+	}
+}

@@ -108,6 +108,7 @@ var badDurable = []struct{ name, src, want string }{
 	{"cancel_on match queue_id", withCancelOn(`[{"trigger":"trigger:b","match":{"$ref":"/event/queue_id"},"on":"/body/id"}]`), `$.triggers[0].cancel_on[0].match["$ref"]: ` + cancelMatch},
 	{"cancel_on match whole event", withCancelOn(`[{"trigger":"trigger:b","match":{"$ref":"/event"},"on":"/body/id"}]`), `$.triggers[0].cancel_on[0].match["$ref"]: ` + cancelMatch},
 	{"cancel_on match not a string", withCancelOn(`[{"trigger":"trigger:b","match":{"$ref":null},"on":"/body/id"}]`), `$.triggers[0].cancel_on[0].match["$ref"]: must not be null`},
+	{"cancel_on match upper header", withCancelOn(`[{"trigger":"trigger:b","match":{"$ref":"/event/headers/X-Account"},"on":"/headers/x-account"}]`), `$.triggers[0].cancel_on[0].match["$ref"]: header names are lower-case in /event/headers`},
 	{"cancel_on on outside", withCancelOn(`[{"trigger":"trigger:b","match":{"$ref":"/event/body/id"},"on":"/event_id"}]`), `$.triggers[0].cancel_on[0].on: ` + onRule},
 	{"cancel_on on upper header", withCancelOn(`[{"trigger":"trigger:b","match":{"$ref":"/event/body/id"},"on":"/headers/X-Id"}]`), `$.triggers[0].cancel_on[0].on: header names are lower-case (as a filter's)`},
 }

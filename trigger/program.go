@@ -1,6 +1,7 @@
 // Package trigger holds the program model (the touba-air-v1 subset of
-// SPEC §2.1) with its strict loader, and the HTTP intake handler that
-// verifies each webhook, decides its identity and enqueues it.
+// SPEC §2.1, with the durable steps of §2.3) with its strict loader, and
+// the HTTP intake handler that verifies each webhook, decides its
+// identity and enqueues it with the values that waits and cancels match.
 package trigger
 
 import (

@@ -45,6 +45,14 @@ func FuzzParseProgram(f *testing.F) {
 	for _, tt := range badPrograms {
 		f.Add([]byte(tt.src))
 	}
+	for _, tt := range badDurable {
+		f.Add([]byte(tt.src))
+	}
+	if flows, err := os.ReadFile(durableFlowsPath); err == nil {
+		f.Add(flows)
+	}
+	f.Add([]byte(withCancelOn(`[{"trigger":"trigger:b","match":{"$ref":"/event/headers/x"},"on":"/headers/x"}]`)))
+	f.Add([]byte(waitStep(`{` + okWait + `,"timeout_ms":5,"on_timeout":"continue"}`)))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := trigger.ParseProgram("f.json", data)

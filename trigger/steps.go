@@ -214,6 +214,11 @@ func (w walker) cancelOn(p string, r *strictjson.Node) ([]CancelOn, error) {
 		if err != nil || len(toks) < 2 || toks[0] != "event" || !eventFields[toks[1]] {
 			return nil, w.Fail(ptr, cancelMatchRule)
 		}
+		if toks[1] == "headers" && len(toks) > 2 && toks[2] != strings.ToLower(toks[2]) {
+			// An entry keeps its header names lower-case: X-Account would
+			// never resolve, and the entry could never be cancelled.
+			return nil, w.Fail(ptr, "header names are lower-case in /event/headers")
+		}
 		c.Match, c.match = mt.Raw, toks[1:]
 		if c.On, _, err = w.onPointer(at+".on", m["on"]); err != nil {
 			return nil, err

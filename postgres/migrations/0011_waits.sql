@@ -62,6 +62,8 @@ CREATE TABLE touba.offers (
   PRIMARY KEY (queue_id, key));
 -- BeginWait's match: the earliest unconsumed offer of (key, value).
 CREATE INDEX offers_open ON touba.offers (key, value, created_at, queue_id) WHERE consumed_by IS NULL;
+-- Retention: the offers a purged entry consumed go with it.
+CREATE INDEX offers_consumed ON touba.offers (consumed_by) WHERE consumed_by IS NOT NULL;
 
 -- An entry's own cancel_on match values (key: CancelKey of its trigger), by
 -- which a later delivery cancels it.

@@ -214,9 +214,9 @@ func (q *Queue) transition(queueID string, token, pending int64, query string, a
 // ReplayResult says what Replay did with one queue id.
 type ReplayResult = touba.ReplayResult
 
-// Replay puts failed, parked and cancelled entries back to pending with the same
-// queue id, so effects already applied are read back, not repeated. Ids in
-// other states are reported, not changed.
+// Replay puts failed, parked and cancelled entries back to pending with
+// the same queue id, so effects already applied are read back, not
+// repeated. Ids in other states are reported, not changed.
 func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error) {
 	if q.w == nil {
 		return nil, sqlitex.ErrReadOnly
