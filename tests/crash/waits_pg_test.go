@@ -31,6 +31,11 @@ func newPGWaitWorld(t *testing.T, retryMode string, prog fmt.Stringer) *waitWorl
 	return w
 }
 
+// sleepersWake is how long after their acknowledgement the sleepers of
+// TestWaitPGSleepersWakeElsewhere wake: time for node A to run their
+// writes on a loaded machine, and for the test to kill it.
+const sleepersWake = 6 * time.Second
+
 // node starts a node of the cluster with workers workers.
 func (w *waitWorld) node(name string, workers int) *testkit.Daemon {
 	w.t.Helper()
@@ -38,19 +43,25 @@ func (w *waitWorld) node(name string, workers int) *testkit.Daemon {
 }
 
 // TestWaitPGSleepersWakeElsewhere: node A runs three orders up to their
-// two-second sleep and is SIGKILLed while they sleep; node B, started
-// after, wakes them when their time comes (no lease of A's to expire: a
-// waiting entry has none) and runs their confirm; each write once.
+// sleep (until one time, a few seconds on, so that all sleep at once
+// however slow the machine) and is SIGKILLed while they sleep; node B,
+// started after, wakes them when their time comes (no lease of A's to
+// expire: a waiting entry has none) and runs their confirm; each write
+// once.
 func TestWaitPGSleepersWakeElsewhere(t *testing.T) {
 	t.Parallel()
-	prog := waitProg{nap: napMS(2000)}
+	prog := waitProg{nap: napUntil}
 	w := newPGWaitWorld(t, touba.RetryNone, prog)
 	a := w.node(crashed, 2)
+	until := time.Now().Add(sleepersWake)
 	for n := 1; n <= waitOrders; n++ {
-		w.mustPost(a, ordersPath, orderEvent(n), orderID(n), orderBody(n, time.Time{}))
+		w.mustPost(a, ordersPath, orderEvent(n), orderID(n), orderBody(n, until))
 	}
 	w.waitEntries("the orders asleep on node A", allStatus(allOrders(), touba.StatusWaiting))
 	a.Kill()
+	if time.Now().After(until) {
+		t.Fatalf("node A took over %v to put the orders to sleep: the test cannot tell which node woke them", sleepersWake)
+	}
 	for _, o := range allOrders() {
 		if e := entryByEvent(w.liveEntries(), o); e.Status != touba.StatusWaiting || e.LeaseOwner != "" {
 			t.Fatalf("after node A died, %s is %s leased by %q, want waiting with no lease", o, e.Status, e.LeaseOwner)

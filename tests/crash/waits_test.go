@@ -79,7 +79,7 @@ func (p waitProg) String() string {
 	return `{"air_version": "touba-air-v1", "triggers": [
   {"ref": "trigger:crash/Orders", "source": {"kind": "webhook"}, ` + cancel + `
    "steps": [` + strings.Join(steps, ",\n     ") + `],
-   "retry": {"max_attempts": 5, "initial_interval_ms": 50, "max_interval_ms": 200}},
+   "retry": {"max_attempts": 10, "initial_interval_ms": 50, "max_interval_ms": 200}},
   {"ref": "trigger:crash/Payments", "source": {"kind": "webhook"}, "steps": []},
   {"ref": "trigger:crash/Refunds", "source": {"kind": "webhook"}, "steps": []}]}`
 }

@@ -15,13 +15,13 @@ import (
 	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
-// sleepProgram writes, sleeps three seconds, then writes again (SPEC
-// §2.3): an entry between its two writes is waiting, and holds nothing
-// but rows of the queue.
+// sleepProgram writes, sleeps until the order's nap_until, then writes
+// again (SPEC §2.3): an entry between its two writes is waiting, and
+// holds nothing but rows of the queue.
 const sleepProgram = `{"air_version": "touba-air-v1", "triggers": [
   {"ref": "trigger:power/Orders", "source": {"kind": "webhook"},
    "steps": [{"id": "write", "tool": "tool:power/Write", "input": {"order": {"$ref": "/event/body"}}},
-             {"id": "nap", "sleep": {"ms": 3000}},
+             {"id": "nap", "sleep": {"until": {"$ref": "/event/body/nap_until"}}},
              {"id": "confirm", "tool": "tool:power/Write", "input": {"order": {"$ref": "/event/body"}}}],
    "retry": {"max_attempts": 3, "initial_interval_ms": 50, "max_interval_ms": 200}}]}`
 
@@ -40,11 +40,14 @@ func TestPowerLossSleepingEntry(t *testing.T) {
 	}
 	d := w.start()
 	url := d.URL() + "/triggers/power/Orders"
+	// One wake time for all, a few seconds on: they all sleep at once
+	// however slow the machine, and the restart still finds them asleep.
+	until := time.Now().Add(6 * time.Second).UTC().Format(time.RFC3339Nano)
 	for i := 0; i < orders; i++ {
 		id := fmt.Sprintf("sleeper-%d", i)
-		qid, ok := post(context.Background(), http.DefaultClient, url, id)
-		if !ok {
-			t.Fatalf("post %s: no 202\n%s", id, d.Log())
+		status, qid := testkit.Post(t, url, id, fmt.Sprintf(`{"order_id":%q,"nap_until":%q}`, id, until))
+		if status != http.StatusAccepted || qid == "" {
+			t.Fatalf("post %s: status %d, want 202\n%s", id, status, d.Log())
 		}
 		w.acked[id] = qid
 	}
