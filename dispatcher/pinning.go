@@ -48,7 +48,10 @@ func (d *Dispatcher) savePrograms(c *Config) {
 	}
 }
 
-// pastStep is a step of a stored definition, as far as pinning reads it.
+// pastStep is a step of a stored definition, as far as pinning reads it:
+// its id and kind only, not trigger.ParseDefinition's strict check, so a
+// definition stored by an earlier build still reads after the format
+// grew.
 type pastStep struct {
 	ID      string          `json:"id"`
 	Tool    string          `json:"tool"`

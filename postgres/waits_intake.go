@@ -27,7 +27,8 @@ import (
 const valueLock = `hashtextextended(length($1) || ':' || $1 || $2, 25)`
 
 // lockValue takes the lock of (key, value) until the transaction ends,
-// waiting for it (BeginWait: one lock, under a savepoint).
+// waiting for it (BeginWait, Resume: the queue's own changes, which a
+// lock wait past lock_timeout or a deadlock only sends round again).
 const lockValue = `SELECT pg_advisory_xact_lock(` + valueLock + `)`
 
 // tryLockValues takes the locks of the offers' values, in sorted order,

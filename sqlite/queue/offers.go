@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sort"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
@@ -19,6 +20,9 @@ import (
 //
 // Enqueue runs shared (no savepoint): every statement here writes or
 // precedes a write, so an error is the batch's, never the enqueue's own.
+// The statements are prepared once with the writer's (durableStmts): a
+// statement prepared per use cost an enqueue with match values more than
+// all its statements' work.
 
 const (
 	qOpenWait = `SELECT queue_id, step_id FROM waits WHERE key = ? AND value = ? AND state = 'open'
@@ -32,8 +36,7 @@ const (
 	qInsertOffer = `INSERT INTO offers (key, value, queue_id, consumed_by, created_at) VALUES (?, ?, ?, ?, ?)`
 	qCancelable  = `SELECT e.queue_id, e.status, e.trigger_ref, e.conc_key, e.conc_max
 		FROM cancel_keys c JOIN entries e ON e.queue_id = c.queue_id
-		WHERE c.key = ? AND c.value = ? AND c.queue_id != ? AND e.status IN ('pending', 'waiting', 'running')
-		ORDER BY e.queue_id`
+		WHERE c.key = ? AND c.value = ? AND c.queue_id != ? AND e.status IN ('pending', 'waiting', 'running')`
 	// qCancelIdle ends a pending or waiting entry cancelled.
 	qCancelIdle = `UPDATE entries SET status = 'cancelled', error_code = '` + touba.ERunCancelled + `', error_message = ?,
 		wake_at = NULL, not_before = NULL, updated_at = ? WHERE queue_id = ? AND status IN ('pending', 'waiting')`
@@ -128,6 +131,9 @@ func (q *Queue) cancelByKey(ctx context.Context, tx *sqlitex.Tx, c touba.MatchVa
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	// In queue order, sorted here: no ORDER BY, no sorter for the usual
+	// none or one.
+	sort.Slice(hits, func(i, j int) bool { return hits[i].id < hits[j].id })
 	for _, h := range hits {
 		if h.status == touba.StatusRunning {
 			if _, err := tx.ExecContext(ctx, qRequestCancel, msg, h.id); err != nil {
@@ -161,3 +167,10 @@ func appendOnce(ids []string, id string) []string {
 	}
 	return append(ids, id)
 }
+
+// durableStmts are the statements of durable steps the writer prepares
+// once (queue.go): intake's here, BeginWait's and Wake's (waits.go), and
+// the cancel of a running entry (lease.go).
+var durableStmts = []string{qOpenWait, qMatchWait, qWakeMatched, qInsertOffer, qCancelable, qCancelIdle, qCancelWaits,
+	qRequestCancel, qInsertCancelKey, qEntryForWait, qGetWait, qFirstOffer, qConsumeOffer, qInsertWait, qStartWaiting,
+	qWakeDue, qEndWoken, qCancelRunning}
