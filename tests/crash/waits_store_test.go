@@ -13,8 +13,9 @@ import (
 // migration, no write: the file stays the daemon's own), PostgreSQL as an
 // onlooker (pgStore).
 
-// withWaits opens the queue read-only and gives fn its entries reader and
-// its WaitStore (the queue store implements it, waits.go).
+// withQueue opens the queue read-only (SQLite) or as an onlooker
+// (PostgreSQL) and gives fn its entries and its WaitStore (the queue
+// store implements it, waits.go).
 func (w *world) withQueue(fn func(list func() []*touba.Delivery, waits touba.WaitStore)) {
 	w.t.Helper()
 	ctx := context.Background()

@@ -1,14 +1,15 @@
 package crash_test
 
-// Durable steps (SPEC §2.3) under crashes: the files of this group kill
+// Durable steps (SPEC §2.3) under crashes: the files waits_*_test.go kill
 // the daemon at the crash points of sleeps, waits, matches, cancels and
 // schedule ticks (waits_points_test.go, waits_tick_test.go), at random
 // moments under a mixed load (waits_kill_test.go), and on PostgreSQL
 // (waits_pg_test.go), and check the same promises as the rest of the
-// package: nothing acknowledged is lost, no write is repeated, each wait
-// ends once and each tick is one entry. This file holds their world: a
-// program of orders that write, sleep, wait for their payment and
-// confirm, cancelled by a refund.
+// package (waits_check_test.go): nothing acknowledged is lost, no write
+// is repeated, each wait ends once and each tick is one entry. This file
+// holds their world: a program of orders that write, sleep, wait for
+// their payment and confirm, cancelled by a refund; waits_store_test.go
+// reads the queue and its waits while the daemon runs.
 
 import (
 	"encoding/json"
