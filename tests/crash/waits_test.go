@@ -9,7 +9,8 @@ package crash_test
 // is repeated, each wait ends once and each tick is one entry. This file
 // holds their world: a program of orders that write, sleep, wait for
 // their payment and confirm, cancelled by a refund; waits_store_test.go
-// reads the queue and its waits while the daemon runs.
+// reads the queue and its waits while the daemon runs, and
+// waits_harness_test.go runs the daemon to and through a crash point.
 
 import (
 	"encoding/json"
