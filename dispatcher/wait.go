@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -71,7 +72,7 @@ func (d *Dispatcher) durable(ctx context.Context, cfg *Config, t *trigger.Trigge
 	case touba.WaitWoke:
 		return wokeAt(resolvedAt(got, now)), nil
 	case touba.WaitMatched:
-		return d.matched(ctx, st, got, log)
+		return d.matched(ctx, e, st, got, log)
 	case touba.WaitTimedOut:
 		if st.Sleep != nil {
 			return wokeAt(resolvedAt(got, now)), nil
@@ -126,7 +127,7 @@ func matchOf(cfg *Config, rc *runContext, match json.RawMessage) (string, error)
 // matched is the output of a wait_for a delivery matched: that delivery's
 // queue id, event id, headers and body (parsed, or the raw string when not
 // JSON).
-func (d *Dispatcher) matched(ctx context.Context, st trigger.Step, w touba.Wait, log zerolog.Logger) (json.RawMessage, *verdict) {
+func (d *Dispatcher) matched(ctx context.Context, e *touba.Delivery, st trigger.Step, w touba.Wait, log zerolog.Logger) (json.RawMessage, *verdict) {
 	g, ok := d.opts.Waits.(entryGetter)
 	if !ok {
 		g, ok = d.queue.(entryGetter)
@@ -149,7 +150,28 @@ func (d *Dispatcher) matched(ctx context.Context, st trigger.Step, w touba.Wait,
 	if err != nil {
 		return nil, stop(fail, touba.EHandlerProtocolError, "matched delivery of step %s: %v", st.ID, err)
 	}
+	d.auditMatch(ctx, e, st, w, log)
 	return b, nil
+}
+
+// auditMatch records the match in the audit trail of both entries, which
+// outlives the wait row (a resume or replay removes it). It is written
+// before the step's checkpoint, so a crash between them may record the
+// match twice, never not at all.
+func (d *Dispatcher) auditMatch(ctx context.Context, e *touba.Delivery, st trigger.Step, w touba.Wait, log zerolog.Logger) {
+	a, ok := d.state.(touba.AuditLog)
+	if !ok {
+		return
+	}
+	at := resolvedAt(w, d.opts.Now())
+	detail := fmt.Sprintf("wait %s of %s matched delivery %s", st.ID, e.QueueID, w.MatchedQueueID)
+	evs := []touba.OperatorEvent{
+		{At: at, Action: "wait.matched", QueueID: e.QueueID, Target: st.ID, Outcome: w.MatchedQueueID, Operator: "dispatcher", Detail: detail},
+		{At: at, Action: "wait.matched", QueueID: w.MatchedQueueID, Target: e.QueueID + ":" + st.ID, Outcome: w.MatchedQueueID, Operator: "dispatcher", Detail: detail},
+	}
+	if err := a.RecordOperators(ctx, evs); err != nil {
+		log.Warn().Err(err).Str("step", st.ID).Msg("cannot record the match in the audit trail")
+	}
 }
 
 // entryGetter reads one queue entry (both queue stores have it).

@@ -79,6 +79,18 @@ func TestWaitForMatched(t *testing.T) {
 			if len(cs) != 1 || !jsonEqual(t, field(t, cs[0].Input, "data"), w.steps(qid)["paid"].Output) {
 				t.Fatalf("calls %+v, want one reading the paid output", cs)
 			}
+			// The match is in the audit trail of both entries.
+			for _, id := range []string{qid, pay} {
+				evs, err := w.st.OperatorEvents(t.Context(), id, 10)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.ContainsFunc(evs, func(ev touba.OperatorEvent) bool {
+					return ev.Action == "wait.matched" && ev.Outcome == pay
+				}) {
+					t.Fatalf("audit trail of %s: %+v, want wait.matched by %s", id, evs, pay)
+				}
+			}
 			want := []string{touba.StatusWaiting, touba.StatusDone}
 			if c.earlier {
 				want = []string{touba.StatusDone}
