@@ -25,7 +25,7 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 			if err != nil {
 				return fmt.Errorf("dispatch effect: %w", err)
 			} else if !fenced {
-				return fenceLost(ctx, tx, scope, c.token)
+				return j.fenceRefused(ctx, tx, scope, c.token) // nothing written
 			} else if attempts > 0 {
 				return nil
 			}

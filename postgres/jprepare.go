@@ -49,7 +49,7 @@ func (j *Journal) prepare(ctx context.Context, p touba.EffectPrepare, dispatch b
 			if err != nil {
 				return fmt.Errorf("prepare effect: %w", err)
 			} else if !fenced {
-				return fenceLost(ctx, tx, p.Scope, p.LeaseToken)
+				return j.fenceRefused(ctx, tx, p.Scope, p.LeaseToken) // nothing written
 			} else if inserted {
 				at, _ := touba.ParseTime(now)
 				out = &touba.Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
