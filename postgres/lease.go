@@ -15,11 +15,14 @@ import (
 // waits for the batch, whatever the caller's context: the change may be
 // committing, and the caller must not act before knowing.
 // A change that lost a deadlock with another node's batch was undone
-// whole (its savepoint): it is tried again in the next batch.
+// whole (its savepoint): it is tried again in the next batch. fn is run
+// again for that, so it sets its results on every run: it is redo-safe
+// (commit.Writer.DoRedo), and its batch takes no savepoint per operation
+// unless one fails.
 func (q *Queue) change(queueID string, fn func(ctx context.Context, tx *Tx) error) error {
 	var err error
 	for try := 1; ; try++ {
-		err = errClosed(q.db.writer(queueID).Do(context.Background(), fn))
+		err = errClosed(q.db.writer(queueID).DoRedo(context.Background(), fn))
 		if !deadlocked(err) || try == maxTries {
 			break
 		}
