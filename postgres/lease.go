@@ -52,11 +52,11 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took = out[:0], took[:0]
 		now, node := q.db.now(), q.db.cfg.NodeID
-		if err := claimPlan(ctx, tx); err != nil {
-			return err
-		}
 		pending, err := pendingPick(ctx, tx) // holds.go: around paused triggers
 		if err != nil {
+			return err
+		}
+		if err := claimPlan(ctx, tx, pending == pickPending); err != nil {
 			return err
 		}
 		if pending == pickAround {
