@@ -88,3 +88,29 @@ func (j *Journal) finishFused(ctx context.Context, tx *Tx, o touba.EffectOutcome
 		nullable(o.ReceiptErrorCode), now, o.EffectID, o.CallID, j.owner, detail).Scan(&fenced, &finished)
 	return fenced, finished, err
 }
+
+// fusedPrepareDispatched is PrepareDispatched of an effect not yet
+// journaled (in-process handlers): the fence checks the lease is live and
+// extends it, as Dispatch's does, and the row is inserted straight as
+// dispatched with both audit events (prepared, then dispatched; seq keeps
+// their order), as on SQLite (docs/performance.md, "Prepared and
+// dispatched in one commit"). fenced and inserted as fusedPrepare.
+func (j *Journal) fusedPrepareDispatched() string {
+	return `WITH f AS (
+	UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
+		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` RETURNING 1),
+ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
+		attempts, call_id, created_at, updated_at, owner, lease_token)
+	SELECT $1, $2, $3, $4, $5, $6, 'dispatched', 1, $7, $8, $8, $9, $10 WHERE EXISTS (SELECT 1 FROM f)
+	ON CONFLICT DO NOTHING RETURNING 1),
+ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
+	SELECT $1, $2, NULLIF($7, ''), s, $8, d || ' attempt 1' FROM ins,
+		(VALUES (1, 'prepared', 'prepare'), (2, 'dispatched', 'dispatch')) AS v(n, s, d) ORDER BY n)
+SELECT EXISTS (SELECT 1 FROM f), EXISTS (SELECT 1 FROM ins)`
+}
+
+func (j *Journal) prepareDispatchedFused(ctx context.Context, tx *Tx, p touba.EffectPrepare, now string) (fenced, inserted bool, err error) {
+	err = tx.QueryRow(ctx, j.fusedPrepareDispatched(), p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode,
+		p.CallID, now, j.owner, p.LeaseToken).Scan(&fenced, &inserted)
+	return fenced, inserted, err
+}

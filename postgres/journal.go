@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
 	"github.com/touba/touba-trigger/internal/sqlwhere"
 )
 
@@ -67,10 +68,14 @@ func (j *Journal) release(scope, effectID, callID string) {
 	}
 }
 
-// submit runs fn in the next batch of scope's writer under its own
-// savepoint.
+// submit runs fn in the next batch of scope's writer, isolated from the
+// other operations: fn is redo-safe (it sets its results on every run), so
+// a batch of such operations runs without a savepoint each and, should one
+// fail, runs again with them (commit.Options.Optimistic). An operation
+// that fails having written nothing (a fence that matched no row) says so
+// with commit.Refused and leaves the batch alone.
 func (j *Journal) submit(scope string, fn func(ctx context.Context, tx *Tx) error) error {
-	err := j.db.writer(scope).Do(context.Background(), func(ctx context.Context, tx *Tx) error {
+	err := j.db.writer(scope).DoRedo(context.Background(), func(ctx context.Context, tx *Tx) error {
 		tx.journal++
 		return fn(ctx, tx)
 	})
@@ -101,6 +106,24 @@ func (j *Journal) fence(ctx context.Context, tx *Tx, scope string, token int64, 
 		return fenceLost(ctx, tx, scope, token)
 	}
 	return err
+}
+
+// fenceRefused is fenceLost for an operation that wrote nothing before its
+// fence failed: the LeaseLost is marked commit.Refused, so that an
+// optimistic batch goes on without it (no savepoint undoes anything, and
+// nothing needs undoing). A failed read is a plain error: the transaction
+// is gone, and the batch runs again isolated.
+func (j *Journal) fenceRefused(ctx context.Context, tx *Tx, scope string, token int64) error {
+	var cur int64
+	var owner string
+	err := tx.QueryRow(ctx, `SELECT lease_token, COALESCE(lease_owner, '') FROM touba.entries WHERE queue_id = $1`, scope).Scan(&cur, &owner)
+	switch {
+	case err == nil && cur != token:
+		return commit.Refused(touba.Errorf(touba.ELeaseLost, "entry %s is leased under token %d (node %q), not %d", scope, cur, owner, token))
+	case err == nil || errors.Is(err, pgx.ErrNoRows):
+		return commit.Refused(touba.Errorf(touba.ELeaseLost, "the lease of entry %s (token %d) has expired or ended", scope, token))
+	}
+	return fmt.Errorf("lease of entry %s: %w", scope, err)
 }
 
 // fenceLost is the LeaseLost of a fence that matched no row.

@@ -25,7 +25,7 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 			if err != nil {
 				return fmt.Errorf("dispatch effect: %w", err)
 			} else if !fenced {
-				return fenceLost(ctx, tx, scope, c.token)
+				return j.fenceRefused(ctx, tx, scope, c.token) // nothing written
 			} else if attempts > 0 {
 				return nil
 			}
@@ -33,16 +33,8 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 			if err := j.fence(ctx, tx, scope, c.token, true); err != nil {
 				return err
 			}
-			now := j.db.now()
-			var attempts int
-			err := tx.QueryRow(ctx, `UPDATE touba.effects SET state = 'dispatched', updated_at = $1
-				WHERE scope = $2 AND effect_id = $3 AND state = 'prepared' AND call_id = $4 AND owner = $5
-				RETURNING attempts`, now, scope, effectID, callID, j.owner).Scan(&attempts)
-			if err == nil {
-				return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now,
-					fmt.Sprintf("dispatch attempt %d", attempts))
-			} else if !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("dispatch effect: %w", err)
+			if err := j.dispatchTx(ctx, tx, scope, effectID, callID); !errors.Is(err, pgx.ErrNoRows) {
+				return err
 			}
 		}
 		r, err := j.heldRow(ctx, tx, scope, effectID, callID, touba.EffectDispatched)
@@ -51,6 +43,23 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 		}
 		return fmt.Errorf("dispatch effect %s/%s: %w: %s -> dispatched", scope, effectID, touba.ErrTransition, r.State)
 	})
+}
+
+// dispatchTx moves the effect held by callID from prepared to dispatched
+// with its event, under a fence already taken; pgx.ErrNoRows when it is
+// not prepared by callID.
+func (j *Journal) dispatchTx(ctx context.Context, tx *Tx, scope, effectID, callID string) error {
+	now := j.db.now()
+	var attempts int
+	err := tx.QueryRow(ctx, `UPDATE touba.effects SET state = 'dispatched', updated_at = $1
+		WHERE scope = $2 AND effect_id = $3 AND state = 'prepared' AND call_id = $4 AND owner = $5
+		RETURNING attempts`, now, scope, effectID, callID, j.owner).Scan(&attempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return err
+	} else if err != nil {
+		return fmt.Errorf("dispatch effect: %w", err)
+	}
+	return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now, fmt.Sprintf("dispatch attempt %d", attempts))
 }
 
 // heldRow reads an effect callID must hold, to explain a guarded update

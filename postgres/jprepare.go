@@ -12,6 +12,19 @@ import (
 // entry's lease when p.LeaseToken is set: see sqlite/journal.Prepare, whose
 // rules it follows row for row.
 func (j *Journal) Prepare(ctx context.Context, p touba.EffectPrepare) (*touba.Effect, error) {
+	return j.prepare(ctx, p, false)
+}
+
+// PrepareDispatched is Prepare and then Dispatch in one operation, one
+// commit, for in-process handlers (the dispatcher's choice: nothing starts
+// and nothing is sent between them; docs/performance.md, "Prepared and
+// dispatched in one commit"): a new effect is written dispatched with both
+// audit events, under a live lease it extends, as Dispatch does.
+func (j *Journal) PrepareDispatched(ctx context.Context, p touba.EffectPrepare) (*touba.Effect, error) {
+	return j.prepare(ctx, p, true)
+}
+
+func (j *Journal) prepare(ctx context.Context, p touba.EffectPrepare, dispatch bool) (*touba.Effect, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -28,15 +41,19 @@ func (j *Journal) Prepare(ctx context.Context, p touba.EffectPrepare) (*touba.Ef
 		if _, comp := touba.IsCompensation(p.EffectID); p.LeaseToken != 0 && !comp {
 			// A new identity in one statement, fence included (jfused.go).
 			now := j.db.now()
-			fenced, inserted, err := j.prepareFused(ctx, tx, p, now)
+			fused, state := j.prepareFused, touba.EffectPrepared
+			if dispatch {
+				fused, state = j.prepareDispatchedFused, touba.EffectDispatched
+			}
+			fenced, inserted, err := fused(ctx, tx, p, now)
 			if err != nil {
 				return fmt.Errorf("prepare effect: %w", err)
 			} else if !fenced {
-				return fenceLost(ctx, tx, p.Scope, p.LeaseToken)
+				return j.fenceRefused(ctx, tx, p.Scope, p.LeaseToken) // nothing written
 			} else if inserted {
 				at, _ := touba.ParseTime(now)
 				out = &touba.Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
-					Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
+					Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: state, Attempts: 1,
 					CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
 				return nil
 			}
@@ -44,6 +61,10 @@ func (j *Journal) Prepare(ctx context.Context, p touba.EffectPrepare) (*touba.Ef
 			return err
 		}
 		e, err := j.prepareTx(ctx, tx, p)
+		if err == nil && dispatch && e.State != touba.EffectDispatched {
+			err = j.dispatchTx(ctx, tx, p.Scope, p.EffectID, p.CallID)
+			e.State = touba.EffectDispatched
+		}
 		out, refused = e, nil
 		if errors.As(err, &refused) {
 			return nil

@@ -15,11 +15,14 @@ import (
 // waits for the batch, whatever the caller's context: the change may be
 // committing, and the caller must not act before knowing.
 // A change that lost a deadlock with another node's batch was undone
-// whole (its savepoint): it is tried again in the next batch.
+// whole (its savepoint): it is tried again in the next batch. fn is run
+// again for that, so it sets its results on every run: it is redo-safe
+// (commit.Writer.DoRedo), and its batch takes no savepoint per operation
+// unless one fails.
 func (q *Queue) change(queueID string, fn func(ctx context.Context, tx *Tx) error) error {
 	var err error
 	for try := 1; ; try++ {
-		err = errClosed(q.db.writer(queueID).Do(context.Background(), fn))
+		err = errClosed(q.db.writer(queueID).DoRedo(context.Background(), fn))
 		if !deadlocked(err) || try == maxTries {
 			break
 		}
@@ -49,11 +52,11 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took = out[:0], took[:0]
 		now, node := q.db.now(), q.db.cfg.NodeID
-		if err := claimPlan(ctx, tx); err != nil {
-			return err
-		}
 		pending, err := pendingPick(ctx, tx) // holds.go: around paused triggers
 		if err != nil {
+			return err
+		}
+		if err := claimPlan(ctx, tx, pending == pickPending); err != nil {
 			return err
 		}
 		if pending == pickAround {
@@ -75,21 +78,25 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 				break
 			}
 			rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
-				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner FROM touba.entries e JOIN picked USING (queue_id))
+				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner, e.leased FROM touba.entries e JOIN picked USING (queue_id))
 				UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = `+q.db.dbExpiry()+`,
-					lease_token = nextval('touba.lease_tokens'), updated_at = $1
+					lease_token = nextval('touba.lease_tokens'), updated_at = $1, leased = true
 				FROM old WHERE e.queue_id = old.queue_id
-				RETURNING old.status, old.owner, `+qualified("e."), now, n-len(out), node)
+				RETURNING old.status, old.owner, NOT old.leased, `+qualified("e."), now, n-len(out), node)
 			if err != nil {
 				return err
 			}
 			for rows.Next() {
 				var was, oldOwner string
-				d, err := scanEntry(prefixScanner{rows, []any{&was, &oldOwner}})
+				var first bool
+				d, err := scanEntry(prefixScanner{rows, []any{&was, &oldOwner, &first}})
 				if err != nil {
 					rows.Close()
 					return err
 				}
+				// Never leased before: no run has written a checkpoint
+				// (migration 0012), so the dispatcher skips reading them.
+				d.FirstLease = first
 				if was == touba.StatusRunning {
 					took = append(took, takeOver{queueID: d.QueueID, oldOwner: oldOwner})
 				}

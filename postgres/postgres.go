@@ -230,10 +230,13 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		d.stopBeat, d.beatDone = make(chan struct{}), make(chan struct{})
 		go func() { defer close(d.beatDone); d.heartbeat(d.stopBeat) }()
 	}
+	// Optimistic: a batch of redo-safe operations (the journal's, the
+	// queue's changes, the run history) takes no savepoint per operation;
+	// one that fails makes the batch run again with them (internal/commit).
 	for range c.Writers {
 		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now, begin: d.begin, set: d.set(),
 			timeout: c.Timeout},
-			commit.Options{MaxBatch: 1024, Queue: 4096, Timeout: c.Timeout}))
+			commit.Options{MaxBatch: 1024, Queue: 4096, Timeout: c.Timeout, Optimistic: true}))
 	}
 	d.w = d.ws[0]
 	s := &Store{db: d}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -62,15 +63,56 @@ func (s *State) close() {
 }
 
 // RecordRun writes a finished run to the history without waiting for it.
+// The runs of one batch are one multi-row INSERT at its commit (flushRuns):
+// one statement a batch instead of one (and a savepoint) a run.
 func (s *State) RecordRun(r *touba.Run) {
-	ended := s.db.now()
-	s.db.writer(r.QueueID).Go(func(ctx context.Context, tx *Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO touba.runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
-			started_at, ended_at, node_id) VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), $8, $9, $10)`,
-			r.RunID, r.QueueID, r.TriggerRef, r.Attempt, r.Status, r.ErrorCode, r.ErrorMessage,
-			touba.FormatTime(r.StartedAt), ended, s.db.cfg.NodeID)
-		return err
+	row := runRow{id: r.RunID, queueID: r.QueueID, trigger: r.TriggerRef, attempt: int32(r.Attempt), status: r.Status,
+		code: pgText(r.ErrorCode), message: pgText(r.ErrorMessage), started: touba.FormatTime(r.StartedAt),
+		ended: s.db.now(), node: s.db.cfg.NodeID}
+	s.db.writer(r.QueueID).GoRedo(func(ctx context.Context, tx *Tx) error {
+		tx.runs = append(tx.runs, row)
+		return nil
 	}, func(err error) { s.db.log.Error().Err(err).Msg("cannot record run history") })
+}
+
+// runRow is one row of touba.runs waiting for its batch's commit.
+type runRow struct {
+	id, queueID, trigger  string
+	attempt               int32
+	status, code, message string
+	started, ended, node  string
+}
+
+// flushRuns inserts the batch's runs in one statement.
+func flushRuns(ctx context.Context, q querier, runs []runRow) error {
+	cols := make([][]string, 9)
+	attempts := make([]int32, len(runs))
+	for i, r := range runs {
+		for c, v := range []string{r.id, r.queueID, r.trigger, r.status, r.code, r.message, r.started, r.ended, r.node} {
+			cols[c] = append(cols[c], v)
+		}
+		attempts[i] = r.attempt
+	}
+	_, err := q.Exec(ctx, `INSERT INTO touba.runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
+		started_at, ended_at, node_id)
+		SELECT id, qid, tr, att, st, NULLIF(code, ''), NULLIF(msg, ''), sa, ea, node
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
+			AS u(id, qid, tr, att, st, code, msg, sa, ea, node)`,
+		cols[0], cols[1], cols[2], attempts, cols[3], cols[4], cols[5], cols[6], cols[7], cols[8])
+	if err != nil {
+		return fmt.Errorf("record %d runs: %w", len(runs), err)
+	}
+	return nil
+}
+
+// pgText is s as PostgreSQL's text stores it: valid UTF-8 without NUL.
+// A run's error text comes from handlers; one bad byte must not fail the
+// batch its row shares with other runs' changes.
+func pgText(s string) string {
+	if strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\ufffd"), "\x00", "")
 }
 
 // SaveStep checkpoints a step's output under the lease token (0: no lease

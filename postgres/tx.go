@@ -20,6 +20,8 @@ type Tx struct {
 	b    *backend
 	tx   pgx.Tx
 	enq  []*enqueueOp
+	// runs: the batch's run history rows, one INSERT at commit.
+	runs []runRow
 	// journal counts the batch's journal transitions, for metrics.
 	journal int
 	// spOpen: the last operation's savepoint is not released yet.
@@ -93,6 +95,13 @@ func (b backend) Batch(ctx context.Context, fn func(*Tx) error) error {
 }
 
 func (b backend) commit(ctx context.Context, t *Tx) error {
+	if len(t.enq) > 0 && len(t.runs) > 0 {
+		// Two statements: one transaction, so that no delivery commits
+		// in a batch that then fails.
+		if err := t.begin(ctx); err != nil {
+			return err
+		}
+	}
 	if len(t.enq) > 0 {
 		var q querier = b.pool
 		if b.set != "" {
@@ -102,6 +111,18 @@ func (b backend) commit(ctx context.Context, t *Tx) error {
 			q = t.tx
 		}
 		if err := flushEnqueues(ctx, q, t.enq, b.now()); err != nil {
+			return err
+		}
+	}
+	if len(t.runs) > 0 {
+		var q querier = b.pool
+		if b.set != "" {
+			q = implicitTx{pool: b.pool, set: b.set}
+		}
+		if t.tx != nil {
+			q = t.tx
+		}
+		if err := flushRuns(ctx, q, t.runs); err != nil {
 			return err
 		}
 	}

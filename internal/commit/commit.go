@@ -62,6 +62,14 @@ type Options struct {
 	// (a database that stopped answering fails the batch, not the writer
 	// forever); 0: no bound.
 	Timeout time.Duration
+	// Optimistic runs a batch whose operations are all redo-safe (DoRedo,
+	// GoRedo) without isolating them first: no savepoint per operation.
+	// Should one of them fail with an error that is not Refused, the
+	// transaction is rolled back whole and the batch run again from its
+	// first operation, each isolated as Do isolates it, so its outcome is
+	// that of the isolated batch: only the failed operation is undone.
+	// A batch with any other operation is isolated from the start.
+	Optimistic bool
 }
 
 // Stats counts a writer's work.
@@ -71,12 +79,14 @@ type Stats struct {
 	Failed  int64 // operations that failed (their own error, or their batch's)
 	Largest int64 // most operations in one commit
 	Pending int64 // operations submitted and not answered yet
+	Redos   int64 // optimistic batches run again isolated (Options.Optimistic)
 }
 
 type op[Tx any] struct {
 	ctx      context.Context // ended before the op is taken: it is not run
 	fn       Op[Tx]
 	isolated bool
+	redo     bool // may be run again after its writes were rolled back (DoRedo)
 	err      error
 	done     chan struct{}
 	onErr    func(error) // set by Go: nobody waits on done
@@ -91,7 +101,7 @@ type Writer[Tx any] struct {
 	shut bool
 	done chan struct{}
 
-	commits, nops, failed, largest, pending atomic.Int64
+	commits, nops, failed, largest, pending, redos atomic.Int64
 }
 
 // New starts a writer on b.
@@ -113,6 +123,23 @@ func New[Tx any](b Backend[Tx], opts Options) *Writer[Tx] {
 // the truth rather than return early and believe it failed.
 func (w *Writer[Tx]) Do(ctx context.Context, fn Op[Tx]) error {
 	return w.submit(ctx, &op[Tx]{ctx: ctx, fn: fn, isolated: true, done: make(chan struct{})}, false)
+}
+
+// DoRedo is Do for an fn that may be run twice: once in a transaction
+// rolled back whole (another operation of its batch failed), then again
+// in the next (Options.Optimistic). fn must set every result it hands
+// back on each run, and write nothing outside the transaction that a
+// second run would not set right. In return its batch, when every
+// operation in it is redo-safe, runs without a savepoint per operation.
+// fn may return a Refused error when it wrote nothing: that fails only
+// its caller without making the batch run again.
+func (w *Writer[Tx]) DoRedo(ctx context.Context, fn Op[Tx]) error {
+	return w.submit(ctx, &op[Tx]{ctx: ctx, fn: fn, isolated: true, redo: true, done: make(chan struct{})}, false)
+}
+
+// GoRedo is Go with DoRedo's rules for fn.
+func (w *Writer[Tx]) GoRedo(fn Op[Tx], onErr func(error)) {
+	w.goOp(&op[Tx]{fn: fn, isolated: true, redo: true, done: make(chan struct{}), onErr: onErr})
 }
 
 // DoShared is Do without isolation (no savepoint: two statements fewer per
@@ -216,7 +243,7 @@ func (w *Writer[Tx]) Close() {
 // Stats returns the writer's counters.
 func (w *Writer[Tx]) Stats() Stats {
 	return Stats{Commits: w.commits.Load(), Ops: w.nops.Load(), Failed: w.failed.Load(),
-		Largest: w.largest.Load(), Pending: w.pending.Load()}
+		Largest: w.largest.Load(), Pending: w.pending.Load(), Redos: w.redos.Load()}
 }
 
 func (w *Writer[Tx]) run() {
@@ -301,8 +328,21 @@ func (w *Writer[Tx]) commit(batch []*op[Tx]) {
 	}
 }
 
+// errRedo: an optimistic batch's operation failed; the batch is run again,
+// isolated.
+var errRedo = errors.New("an operation failed: the batch runs again, isolated")
+
 func (w *Writer[Tx]) run1(ctx context.Context, batch []*op[Tx]) error {
-	if err := w.b.Batch(ctx, func(tx Tx) error { return w.runOps(ctx, tx, batch) }); err != nil {
+	optimistic := w.opts.Optimistic
+	for _, o := range batch {
+		optimistic = optimistic && o.redo
+	}
+	err := w.b.Batch(ctx, func(tx Tx) error { return w.runOps(ctx, tx, batch, optimistic) })
+	if optimistic && errors.Is(err, errRedo) {
+		w.redos.Add(1)
+		err = w.b.Batch(ctx, func(tx Tx) error { return w.runOps(ctx, tx, batch, false) })
+	}
+	if err != nil {
 		return err
 	}
 	if w.opts.AfterCommit != nil {
@@ -313,9 +353,21 @@ func (w *Writer[Tx]) run1(ctx context.Context, batch []*op[Tx]) error {
 
 // runOps runs the batch's operations in tx, then BeforeCommit: a non-nil
 // error is the transaction's, and it must not commit.
-func (w *Writer[Tx]) runOps(ctx context.Context, tx Tx, batch []*op[Tx]) error {
+// optimistic: no operation is isolated, and one that fails with an error
+// not Refused ends the run with errRedo.
+func (w *Writer[Tx]) runOps(ctx context.Context, tx Tx, batch []*op[Tx], optimistic bool) error {
 	for _, o := range batch {
 		o.err = nil
+		if optimistic {
+			if err := o.fn(ctx, tx); err != nil {
+				var r *refusal
+				if !errors.As(err, &r) {
+					return errRedo
+				}
+				o.err = err // its own, and it wrote nothing
+			}
+			continue
+		}
 		if !o.isolated {
 			if err := o.fn(ctx, tx); err != nil {
 				var r *refusal

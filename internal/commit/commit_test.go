@@ -242,3 +242,71 @@ func TestWokenCallersJoinTheNextBatch(t *testing.T) {
 			callers*rounds, commits, rounds*5/4)
 	}
 }
+
+// An optimistic batch of redo-safe operations runs without isolating
+// them; one failure rolls it back whole and runs it again isolated, so
+// the outcome is the isolated batch's: only the failed one is undone, and
+// a Refused one (which wrote nothing) makes no second run.
+func TestOptimisticBatchRunsAgainIsolatedOnAFailure(t *testing.T) {
+	b := &countingBackend{}
+	w := commit.New[*memTx](b, commit.Options{MaxBatch: 64, Queue: 64, Optimistic: true})
+	defer w.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	w.GoRedo(func(context.Context, *memTx) error { close(entered); <-release; return nil }, nil)
+	<-entered
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			switch i {
+			case 2:
+				errs[i] = w.DoRedo(context.Background(), write(i, true))
+			case 4:
+				errs[i] = w.DoRedo(context.Background(), func(context.Context, *memTx) error { return commit.Refused(errors.New("no")) })
+			default:
+				errs[i] = w.DoRedo(context.Background(), write(i, false))
+			}
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); w.Stats().Pending < 7 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if (err != nil) != (i == 2 || i == 4) {
+			t.Fatalf("op %d: %v", i, err)
+		}
+	}
+	if got := w.Stats().Redos; got != 1 {
+		t.Fatalf("redos %d, want 1 (the batch with the failure, once)", got)
+	}
+	if b.isolated == 0 {
+		t.Fatal("the second run isolated nothing")
+	}
+	if len(b.committed) != 4 {
+		t.Fatalf("committed %v, want the 4 writes that did not fail", b.committed)
+	}
+
+	// A batch of redo-safe operations that all succeed isolates none.
+	b.isolated = 0
+	if err := w.DoRedo(context.Background(), write(9, false)); err != nil || b.isolated != 0 {
+		t.Fatalf("%v, %d isolated", err, b.isolated)
+	}
+	// A batch with an operation that is not redo-safe is isolated.
+	if err := w.Do(context.Background(), write(10, false)); err != nil || b.isolated != 1 {
+		t.Fatalf("%v, %d isolated", err, b.isolated)
+	}
+}
+
+type countingBackend struct {
+	memBackend
+	isolated int
+}
+
+func (b *countingBackend) Isolate(ctx context.Context, tx *memTx, fn func() error) (error, error) {
+	b.isolated++
+	return b.memBackend.Isolate(ctx, tx, fn)
+}
