@@ -333,15 +333,6 @@ func (w *world) callsOf(tool, qid string) []call {
 	return out
 }
 
-// waitCalls waits until tool was called n times for entry qid.
-func (w *world) waitCalls(tool, qid string, n int) []call {
-	w.t.Helper()
-	var cs []call
-	testkit.WaitFor(w.t, waitLong, func() bool { cs = w.callsOf(tool, qid); return len(cs) >= n },
-		fmt.Sprintf("%d call(s) of %s for %s", n, tool, qid))
-	return cs
-}
-
 // once fails unless tool was called exactly once for qid, and returns the
 // call: each write exactly once.
 func (w *world) once(tool, qid string) call {
