@@ -75,7 +75,8 @@ status_counts() {
   local port=$1; shift
   curl -fs "http://127.0.0.1:$((port + 1000))/metrics" | awk -v want="$*" '
     BEGIN { n = split(want, s, " ") }
-    { for (i = 1; i <= n; i++) if ($1 == "touba_queue_entries{status=\""s[i]"\"}") c[i] = $2 }
+    # On --database the series carry a node_id label as well.
+    /^touba_queue_entries\{/ { for (i = 1; i <= n; i++) if (index($1, "status=\""s[i]"\"")) c[i] = $2 }
     END { for (i = 1; i <= n; i++) printf "%d%s", c[i], (i < n ? " " : "\n") }'
 }
 status_count() { status_counts "$1" "$2"; }
