@@ -119,6 +119,15 @@ FROM touba.entries e
 WHERE e.queue_id IN (SELECT queue_id FROM touba.cancel_keys WHERE key = $1 AND value = $2)
 	AND e.status = 'cancelled' AND w.queue_id = e.queue_id AND w.state = 'open'`
 
+// qLockCancelWaits locks the open waits of the entries holding the cancel
+// key (key $1, value $2) before qCancel locks the entries: intake's offer
+// (qOffer) locks a wait, then its entry, and a cancel taking them the
+// other way round deadlocks with it (PostgreSQL then aborts one intake
+// batch, every delivery in it).
+const qLockCancelWaits = `SELECT COUNT(*) FROM (SELECT 1 FROM touba.waits w
+	WHERE w.state = 'open' AND w.queue_id IN (SELECT queue_id FROM touba.cancel_keys WHERE key = $1 AND value = $2)
+	ORDER BY w.queue_id, w.step_id FOR UPDATE OF w) l`
+
 // applyDurable applies a new entry's offers, cancels and cancel keys, in
 // one round trip (a pipeline), and lets the next entries of the keys its
 // cancels freed go.
@@ -132,6 +141,7 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 		msg += fmt.Sprintf(" (event %s)", d.EventID)
 	}
 	for _, c := range d.Cancels {
+		b.Queue(qLockCancelWaits, c.Key, c.Value)
 		b.Queue(qCancel, c.Key, c.Value, msg, now)
 		b.Queue(qCancelWaits, c.Key, c.Value, now)
 	}
@@ -165,6 +175,9 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	err = func() error {
 		defer br.Close()
 		for range d.Cancels {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("lock waits to cancel: %w", err)
+			}
 			rows, err := br.Query()
 			if err != nil {
 				return fmt.Errorf("cancel: %w", err)

@@ -48,6 +48,7 @@ func TestWaitPlansUseTheirIndexes(t *testing.T) {
 		{"BeginWait's offer", qBegin, []any{"e-000001", "x", "event", "trigger:t#paid", `"v-80"`, nil, now}, []string{"offers_open"}},
 		{"Wake", qWake, []any{now, 100, now}, []string{"entries_wake"}},
 		{"NextWake", qNextWake, nil, []string{"entries_wake"}},
+		{"cancel's wait locks", qLockCancelWaits, []any{"trigger:t#cancel_on/0", `"v-7"`}, []string{"cancel_keys_pkey", "waits_pkey"}},
 		{"cancel", qCancel, []any{"trigger:t#cancel_on/0", `"v-7"`, "cancelled", now}, []string{"cancel_keys_pkey"}},
 		{"cancel's waits", qCancelWaits, []any{"trigger:t#cancel_on/0", `"v-7"`, now}, []string{"cancel_keys_pkey", "waits_pkey"}},
 		{"Waits", qWaits, []any{"e-000100"}, []string{"waits_pkey", "waits_matched"}},
