@@ -44,7 +44,7 @@ func TestWaitPlansUseTheirIndexes(t *testing.T) {
 		args      []any
 		want      []string // index names the plan must read
 	}{
-		{"intake's match", qOffer, []any{"new", "trigger:t#paid", `"v-100"`, now, now}, []string{"waits_open"}},
+		{"intake's match", qOffer, []any{"new", "trigger:t#paid", `"v-100"`, now}, []string{"waits_open"}},
 		{"BeginWait's offer", qBegin, []any{"e-000001", "x", "event", "trigger:t#paid", `"v-80"`, nil, now}, []string{"offers_open"}},
 		{"Wake", qWake, []any{now, 100, now}, []string{"entries_wake"}},
 		{"NextWake", qNextWake, nil, []string{"entries_wake"}},
