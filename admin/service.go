@@ -218,9 +218,21 @@ func (s *Service) stepOutputs(ctx context.Context, queueID string, effs []touba.
 	} else if steps == nil {
 		steps = map[string]touba.StepOutput{}
 	}
+	// After a resume with new effects a step's write is named by its
+	// generation (touba.EffectIDFor): only the current one's result is the
+	// step's output, under the step's id.
+	gens := map[string]int{}
+	if ws := s.waitStore(); ws != nil {
+		if gens, err = ws.EffectGens(ctx, queueID); err != nil {
+			return nil, err
+		}
+	}
 	for _, e := range effs {
-		id, ok := strings.CutPrefix(e.EffectID, queueID+":")
+		id, ok := touba.StepOfEffect(queueID, e.EffectID)
 		if _, comp := touba.IsCompensation(e.EffectID); !ok || comp || e.State != touba.EffectApplied || len(e.Result) == 0 {
+			continue
+		}
+		if e.EffectID != touba.EffectIDFor(queueID, id, gens[id]) {
 			continue
 		}
 		if _, ok := steps[id]; !ok {

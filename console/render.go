@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"path"
-	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -164,8 +163,11 @@ func ago(now, t time.Time) string {
 	return d.String() + " ago"
 }
 
-// stepOf is the step id an effect id names ("<queue_id>:<step>").
+// stepOf is the step id an effect id names ("<queue_id>:<step>", or
+// "<queue_id>:<step>#<n>" after a resume with new effects).
 func stepOf(scope, effectID string) string {
-	s, _ := strings.CutPrefix(effectID, scope+":")
-	return s
+	if s, ok := touba.StepOfEffect(scope, effectID); ok {
+		return s
+	}
+	return effectID
 }

@@ -81,7 +81,8 @@ func enqueueDurable(ctx context.Context, tx *Tx, o *enqueueOp, keyed bool, now s
 
 // qOffer is one offer of a new entry ($1): it matches the earliest open
 // wait of (key $2, value $3), whose entry goes from waiting to pending,
-// and is stored consumed by it, or unconsumed when none waits.
+// and is stored consumed by it, or unconsumed when none waits; its
+// created_at is its acceptance ($4), the order BeginWait takes offers in.
 const qOffer = `WITH w AS (
 	SELECT queue_id, step_id FROM touba.waits WHERE key = $2 AND value = $3 AND state = 'open'
 	ORDER BY created_at, queue_id LIMIT 1 FOR UPDATE),
@@ -92,7 +93,7 @@ e AS (
 	UPDATE touba.entries x SET status = 'pending', wake_at = NULL, not_before = NULL, updated_at = $4
 	FROM m WHERE x.queue_id = m.queue_id AND x.status = 'waiting' RETURNING x.queue_id)
 INSERT INTO touba.offers (queue_id, key, value, created_at, consumed_by)
-SELECT $1, $2, $3, $5, (SELECT queue_id FROM m)
+SELECT $1, $2, $3, $4, (SELECT queue_id FROM m)
 RETURNING COALESCE(consumed_by, '')`
 
 // qCancel is one cancel of a new entry: the pending and waiting entries
@@ -119,6 +120,15 @@ FROM touba.entries e
 WHERE e.queue_id IN (SELECT queue_id FROM touba.cancel_keys WHERE key = $1 AND value = $2)
 	AND e.status = 'cancelled' AND w.queue_id = e.queue_id AND w.state = 'open'`
 
+// qLockCancelWaits locks the open waits of the entries holding the cancel
+// key (key $1, value $2) before qCancel locks the entries: intake's offer
+// (qOffer) locks a wait, then its entry, and a cancel taking them the
+// other way round deadlocks with it (PostgreSQL then aborts one intake
+// batch, every delivery in it).
+const qLockCancelWaits = `SELECT COUNT(*) FROM (SELECT 1 FROM touba.waits w
+	WHERE w.state = 'open' AND w.queue_id IN (SELECT queue_id FROM touba.cancel_keys WHERE key = $1 AND value = $2)
+	ORDER BY w.queue_id, w.step_id FOR UPDATE OF w) l`
+
 // applyDurable applies a new entry's offers, cancels and cancel keys, in
 // one round trip (a pipeline), and lets the next entries of the keys its
 // cancels freed go.
@@ -132,6 +142,7 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 		msg += fmt.Sprintf(" (event %s)", d.EventID)
 	}
 	for _, c := range d.Cancels {
+		b.Queue(qLockCancelWaits, c.Key, c.Value)
 		b.Queue(qCancel, c.Key, c.Value, msg, now)
 		b.Queue(qCancelWaits, c.Key, c.Value, now)
 	}
@@ -142,7 +153,7 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 			continue // one value per wait key and delivery: the first
 		}
 		seen[of.Key] = true
-		b.Queue(qOffer, d.QueueID, of.Key, of.Value, now, touba.FormatTime(d.ReceivedAt))
+		b.Queue(qOffer, d.QueueID, of.Key, of.Value, now)
 		offers++
 	}
 	if n := len(d.CancelKeys); n > 0 {
@@ -165,6 +176,9 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	err = func() error {
 		defer br.Close()
 		for range d.Cancels {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("lock waits to cancel: %w", err)
+			}
 			rows, err := br.Query()
 			if err != nil {
 				return fmt.Errorf("cancel: %w", err)

@@ -44,10 +44,11 @@ func TestWaitPlansUseTheirIndexes(t *testing.T) {
 		args      []any
 		want      []string // index names the plan must read
 	}{
-		{"intake's match", qOffer, []any{"new", "trigger:t#paid", `"v-100"`, now, now}, []string{"waits_open"}},
+		{"intake's match", qOffer, []any{"new", "trigger:t#paid", `"v-100"`, now}, []string{"waits_open"}},
 		{"BeginWait's offer", qBegin, []any{"e-000001", "x", "event", "trigger:t#paid", `"v-80"`, nil, now}, []string{"offers_open"}},
 		{"Wake", qWake, []any{now, 100, now}, []string{"entries_wake"}},
 		{"NextWake", qNextWake, nil, []string{"entries_wake"}},
+		{"cancel's wait locks", qLockCancelWaits, []any{"trigger:t#cancel_on/0", `"v-7"`}, []string{"cancel_keys_pkey", "waits_pkey"}},
 		{"cancel", qCancel, []any{"trigger:t#cancel_on/0", `"v-7"`, "cancelled", now}, []string{"cancel_keys_pkey"}},
 		{"cancel's waits", qCancelWaits, []any{"trigger:t#cancel_on/0", `"v-7"`, now}, []string{"cancel_keys_pkey", "waits_pkey"}},
 		{"Waits", qWaits, []any{"e-000100"}, []string{"waits_pkey", "waits_matched"}},

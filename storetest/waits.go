@@ -17,6 +17,7 @@ func runWaits(t *testing.T, f Factory) {
 	t.Run("SleepBeginAndWake", func(t *testing.T) { testSleepWake(t, f) })
 	t.Run("WaitMatchedByLaterDelivery", func(t *testing.T) { testMatchLater(t, f) })
 	t.Run("WaitMatchedByEarlierDelivery", func(t *testing.T) { testMatchEarlier(t, f) })
+	t.Run("OffersInAcceptanceOrder", func(t *testing.T) { testOffersInAcceptanceOrder(t, f) })
 	t.Run("OfferConsumedOncePerKey", func(t *testing.T) { testOfferOncePerKey(t, f) })
 	t.Run("OffersAndWaitsRace", func(t *testing.T) { testOfferRace(t, f) })
 	t.Run("Timeout", func(t *testing.T) { testWaitTimeout(t, f) })

@@ -115,6 +115,28 @@ func testMatchEarlier(t *testing.T, f Factory) {
 	e.wantStatus(t, w, touba.StatusWaiting, "")
 }
 
+// testOffersInAcceptanceOrder: the earliest offer is the one accepted
+// first, whatever the deliveries' received_at say (a slow request, or a
+// sender's clock, may make a later acceptance the earlier receipt).
+func testOffersInAcceptanceOrder(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	ws := waitStore(t, e)
+	b1 := e.offering(t, "b1", `"o1"`, keyA).QueueID
+	e.clock.Add(time.Second)
+	b2 := e.putOf(t, "trigger:b", "b2", func(d *touba.Delivery) {
+		d.ReceivedAt = e.clock.Now().Add(-time.Hour)
+		d.Offers = []touba.MatchValue{{Key: keyA, Value: `"o1"`}}
+	}).QueueID
+	e.lease(t, 10, b1, b2)
+	for i, want := range []string{b1, b2} {
+		w := e.waiter(t, fmt.Sprintf("w%d", i), "")
+		if got := e.begin(t, ws, eventWait(w, "await", keyA, `"o1"`, nil)); got.State != touba.WaitMatched || got.MatchedQueueID != want {
+			t.Fatalf("wait %d: %+v, want matched by %s (accepted %s)", i, got, want, []string{"first", "second"}[i])
+		}
+		e.finish(t, w, touba.StatusDone)
+	}
+}
+
 func testOfferOncePerKey(t *testing.T, f Factory) {
 	e := open(t, f, Options{})
 	ws := waitStore(t, e)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/jsonptr"
@@ -120,6 +121,12 @@ func (t *Trigger) SetDurable(d *touba.Delivery) {
 	if l := t.listeners; l != nil {
 		d.Offers = values(d.Offers, l.Waits, d.Headers, &b)
 		d.Cancels = values(d.Cancels, l.Cancels, d.Headers, &b)
+	}
+	if len(t.CancelOn) > 0 && d.ReceivedAt.IsZero() {
+		// An operator's replay has no received_at yet; the queue would
+		// give it one at Enqueue, other than the one a cancel_on on
+		// /event/received_at keys it by here.
+		d.ReceivedAt = time.Now()
 	}
 	for i, c := range t.CancelOn {
 		if v, ok := eventValue(c.match, d, &b); ok {
