@@ -171,7 +171,7 @@ func deliveryValue(toks []string, headers map[string]string, b *lazyBody) (any, 
 		if !ok {
 			return nil, false
 		}
-		return walk(doc, toks[1:])
+		return jsonptr.Walk(doc, toks[1:])
 	}
 	return nil, false
 }
@@ -195,44 +195,6 @@ func eventValue(toks []string, d *touba.Delivery, b *lazyBody) (any, bool) {
 		return nil, false
 	}
 	return v, true
-}
-
-// walk follows reference tokens (RFC 6901) down a decoded document.
-func walk(doc any, toks []string) (any, bool) {
-	cur := doc
-	for _, t := range toks {
-		switch v := cur.(type) {
-		case map[string]any:
-			next, ok := v[t]
-			if !ok {
-				return nil, false
-			}
-			cur = next
-		case []any:
-			i, ok := arrayIndex(t)
-			if !ok || i >= len(v) {
-				return nil, false
-			}
-			cur = v[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
-// arrayIndex reads an array token: digits only, no leading zero.
-func arrayIndex(t string) (int, bool) {
-	if t == "" || (len(t) > 1 && t[0] == '0') {
-		return 0, false
-	}
-	for i := 0; i < len(t); i++ {
-		if t[i] < '0' || t[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.Atoi(t)
-	return n, err == nil
 }
 
 // lazyBody parses a delivery's body once, when a pointer first needs it.

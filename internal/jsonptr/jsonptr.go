@@ -43,26 +43,36 @@ func Get(doc any, ptr string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	v, ok := Walk(doc, toks)
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return v, nil
+}
+
+// Walk follows reference tokens already parsed (Parse) down doc, for
+// callers that resolve one pointer against many documents.
+func Walk(doc any, toks []string) (any, bool) {
 	cur := doc
 	for _, t := range toks {
 		switch v := cur.(type) {
 		case map[string]any:
 			next, ok := v[t]
 			if !ok {
-				return nil, ErrNotFound
+				return nil, false
 			}
 			cur = next
 		case []any:
 			i, ok := index(t)
 			if !ok || i >= len(v) {
-				return nil, ErrNotFound
+				return nil, false
 			}
 			cur = v[i]
 		default:
-			return nil, ErrNotFound
+			return nil, false
 		}
 	}
-	return cur, nil
+	return cur, true
 }
 
 // index parses an array token: digits only, no leading zero (RFC 6901 §4).
