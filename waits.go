@@ -88,6 +88,22 @@ type Wait struct {
 	ResolvedAt     *time.Time `json:"resolved_at,omitempty"`
 }
 
+// Check refuses a wait BeginWait cannot store: one without its entry and
+// step, a sleep without its end, an event wait without its key.
+func (w Wait) Check() error {
+	switch {
+	case w.QueueID == "" || w.StepID == "":
+		return fmt.Errorf("begin wait: queue id and step id are required")
+	case w.Kind == WaitSleep && w.WakeAt == nil:
+		return fmt.Errorf("begin wait %s/%s: a sleep needs its end", w.QueueID, w.StepID)
+	case w.Kind == WaitEvent && w.Key == "":
+		return fmt.Errorf("begin wait %s/%s: an event wait needs its key", w.QueueID, w.StepID)
+	case w.Kind != WaitSleep && w.Kind != WaitEvent:
+		return fmt.Errorf("begin wait %s/%s: bad kind %q", w.QueueID, w.StepID, w.Kind)
+	}
+	return nil
+}
+
 // Ended reports whether the wait is no longer open.
 func (w Wait) Ended() bool { return w.State != WaitOpen }
 

@@ -48,15 +48,8 @@ const (
 // wait if it has one, else consume the earliest unconsumed offer of an
 // event wait, else store the wait open and move the entry to waiting.
 func (q *Queue) BeginWait(ctx context.Context, token int64, w touba.Wait) (touba.Wait, error) {
-	switch {
-	case w.QueueID == "" || w.StepID == "":
-		return touba.Wait{}, fmt.Errorf("begin wait: queue id and step id are required")
-	case w.Kind == touba.WaitSleep && w.WakeAt == nil:
-		return touba.Wait{}, fmt.Errorf("begin wait %s/%s: a sleep needs its end", w.QueueID, w.StepID)
-	case w.Kind == touba.WaitEvent && w.Key == "":
-		return touba.Wait{}, fmt.Errorf("begin wait %s/%s: an event wait needs its key", w.QueueID, w.StepID)
-	case w.Kind != touba.WaitSleep && w.Kind != touba.WaitEvent:
-		return touba.Wait{}, fmt.Errorf("begin wait %s/%s: bad kind %q", w.QueueID, w.StepID, w.Kind)
+	if err := w.Check(); err != nil {
+		return touba.Wait{}, err
 	}
 	var out touba.Wait
 	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
