@@ -4,6 +4,7 @@ package crashpoint
 
 import (
 	"os"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 )
@@ -31,7 +32,7 @@ func Hit(name string) {
 	}
 	if armed == "stop:"+name {
 		if stopped.CompareAndSwap(false, true) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			stopHere()
 		}
 		return
 	}
@@ -40,4 +41,18 @@ func Hit(name string) {
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // the signal is on its way; do not run one more instruction of the caller
+}
+
+// stopHere stops the process before the calling goroutine runs one more
+// instruction. kill(getpid()) would not: a process-directed signal is
+// delivered to the main thread, and until that thread is scheduled and
+// starts the group stop, this thread returns and goes on (under load, far
+// enough to commit the transaction the test meant to freeze). A signal
+// directed at this very thread is taken on the way back from the system
+// call; the goroutine is pinned to its thread so that the thread named is
+// the one running it.
+func stopHere() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = syscall.Tgkill(os.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
 }
