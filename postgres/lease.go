@@ -152,7 +152,8 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
-	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
+	var derr error // a deferred run's own error (deferred.go)
+	single := func(ctx context.Context, tx *Tx) error {
 		var ref, final string
 		var key *string
 		var max int
@@ -173,7 +174,29 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 			return release(ctx, tx, ref, *key, max)
 		}
 		return nil
+	}
+	err := q.change(queueID, func(ctx context.Context, tx *Tx) error {
+		derr = nil
+		if tx.deferring(ctx, queueID) {
+			// One statement with the batch's other ends (jbatch.go).
+			tx.d.ends = append(tx.d.ends, endRow{queueID: queueID, token: token, status: status, code: code, message: message,
+				done: func(ctx context.Context, e *endedRow) error {
+					if e == nil {
+						return settle(single(ctx, tx), &derr)
+					}
+					if e.final != touba.StatusParked && e.key != nil && e.max > 0 {
+						return release(ctx, tx, e.ref, *e.key, e.max)
+					}
+					return nil
+				}})
+			return nil
+		}
+		return single(ctx, tx)
 	})
+	if err == nil {
+		err = derr
+	}
+	return err
 }
 
 // Retry puts a running entry held under token back to pending.
