@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/touba/touba-trigger/internal/commit"
 )
@@ -38,6 +39,11 @@ type deferred struct {
 	flush bool     // running the flush: statements go straight out
 	err   error    // a flush failed: so does the batch
 }
+
+// deferCounts counts the deferred rows of a node's writers: rows, and
+// those of them the multi-row statement left to their operation's own
+// statements (slow).
+type deferCounts struct{ rows, slow atomic.Int64 }
 
 // Optimistic lets the operations of tx's run defer their statements.
 func (b backend) Optimistic(t *Tx) { t.deferOK = true }
@@ -79,6 +85,7 @@ func (t *Tx) flush(ctx context.Context) error {
 		return t.d.err
 	}
 	pd, fin, ends := t.d.pd, t.d.fin, t.d.ends
+	t.b.dc.rows.Add(int64(len(pd) + len(fin) + len(ends)))
 	t.d.pd, t.d.fin, t.d.ends, t.d.ids = nil, nil, nil, nil
 	t.d.flush = true
 	defer func() { t.d.flush = false }()
@@ -98,7 +105,8 @@ func (t *Tx) flush(ctx context.Context) error {
 
 // settle files a deferred operation's own error: a Refused one (it wrote
 // nothing) is its caller's answer, in slot; any other fails the batch.
-func settle(err error, slot *error) error {
+func (t *Tx) settle(err error, slot *error) error {
+	t.b.dc.slow.Add(1)
 	if err != nil && commit.IsRefused(err) {
 		*slot = err
 		return nil

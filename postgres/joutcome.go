@@ -167,7 +167,7 @@ func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
 				if ok {
 					return nil
 				}
-				return settle(single(ctx, tx), &derr)
+				return tx.settle(single(ctx, tx), &derr)
 			}})
 			return nil
 		}

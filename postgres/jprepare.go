@@ -80,7 +80,7 @@ func (j *Journal) prepare(ctx context.Context, p touba.EffectPrepare, dispatch b
 			tx.d.jr = j
 			tx.d.pd = append(tx.d.pd, pdRow{p: p, done: func(ctx context.Context, now string, ok bool) error {
 				if !ok {
-					return settle(single(ctx, tx), &derr)
+					return tx.settle(single(ctx, tx), &derr)
 				}
 				at, _ := touba.ParseTime(now)
 				out = &touba.Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,

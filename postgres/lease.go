@@ -182,7 +182,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 			tx.d.ends = append(tx.d.ends, endRow{queueID: queueID, token: token, status: status, code: code, message: message,
 				done: func(ctx context.Context, e *endedRow) error {
 					if e == nil {
-						return settle(single(ctx, tx), &derr)
+						return tx.settle(single(ctx, tx), &derr)
 					}
 					if e.final != touba.StatusParked && e.key != nil && e.max > 0 {
 						return release(ctx, tx, e.ref, *e.key, e.max)

@@ -141,6 +141,8 @@ type db struct {
 	begin    string
 	stopBeat chan struct{}
 	beatDone chan struct{}
+	// deferred counts the rows the writers' flushes took (deferred.go).
+	deferred deferCounts
 }
 
 // writer is the writer of an entry's own changes: always the same one for
@@ -235,7 +237,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	// one that fails makes the batch run again with them (internal/commit).
 	for range c.Writers {
 		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now, begin: d.begin, set: d.set(),
-			timeout: c.Timeout},
+			timeout: c.Timeout, dc: &d.deferred},
 			commit.Options{MaxBatch: 1024, Queue: 4096, Timeout: c.Timeout, Optimistic: true}))
 	}
 	d.w = d.ws[0]

@@ -89,6 +89,7 @@ type backend struct {
 	begin   string        // beginSQL
 	set     string        // setLocal behind a pooler; "" when the session has the bounds
 	timeout time.Duration // a rollback's bound
+	dc      *deferCounts  // what flushes took (deferred.go)
 }
 
 // Batch runs fn on a transaction begun when its first statement needs it
