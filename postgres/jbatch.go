@@ -25,9 +25,10 @@ type pdRow struct {
 func (j *Journal) prepareDispatchedMany() string {
 	return `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
 	WITH ORDINALITY AS i(scope, effect_id, tool_ref, operation, fingerprint, retry_mode, call_id, token, n)),
-f AS (UPDATE touba.entries e SET lease_expires_at = ` + j.db.dbExpiry() + ` FROM i
-	WHERE e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running'
-		AND e.lease_expires_at IS NOT NULL AND e.lease_expires_at >= ` + j.db.dbNow() + ` RETURNING i.n),
+f AS (SELECT i.n, e.queue_id, e.lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries e JOIN i
+	ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running'
+		AND e.lease_expires_at IS NOT NULL AND e.lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE OF e),
+x AS (UPDATE touba.entries e SET lease_expires_at = ` + j.db.dbExpiry() + ` FROM f WHERE e.queue_id = f.queue_id AND f.stale),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
 		attempts, call_id, created_at, updated_at, owner, lease_token)
 	SELECT i.scope, i.effect_id, i.tool_ref, i.operation, i.fingerprint, i.retry_mode, 'dispatched', 1, i.call_id, $9, $9, $10, i.token

@@ -95,8 +95,8 @@ type Config struct {
 	// Writers is how many group-commit writers (each one connection, one
 	// transaction at a time) the node runs; default 4. Intake, leasing
 	// and the delivery log go through the first; an entry's own changes
-	// (journal, checkpoints, its end) through the one its queue id hashes
-	// to, so they keep their order while other entries' commit beside
+	// (journal, checkpoints, its end) through the one of the others its
+	// queue id hashes to, so they keep their order while other entries' commit beside
 	// them: a run's changes are a few statements each, and one writer
 	// alone would wait on one round trip after another.
 	Writers int
@@ -147,13 +147,16 @@ type db struct {
 
 // writer is the writer of an entry's own changes: always the same one for
 // a queue id, so that they commit in the order they were made.
+// The first writer, intake's, takes none: a batch with a delivery in it
+// is not redo-safe, so it would run every entry change beside it under a
+// savepoint, with no statement deferred (deferred.go).
 func (d *db) writer(queueID string) *commit.Writer[*Tx] {
 	if queueID == "" || len(d.ws) == 1 {
 		return d.w
 	}
 	h := fnv.New32a()
 	h.Write([]byte(queueID))
-	return d.ws[h.Sum32()%uint32(len(d.ws))]
+	return d.ws[1+h.Sum32()%uint32(len(d.ws)-1)]
 }
 
 // stats sums the writers' counters.
