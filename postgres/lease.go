@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
 )
 
 // change runs fn in the writer's next batch, under its own savepoint, and
@@ -166,7 +167,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 			WHERE queue_id = $5 AND status = 'running' AND lease_token = $6
 			RETURNING trigger_ref, conc_key, conc_max, status`, status, code, message, q.db.now(), queueID, token).Scan(&ref, &key, &max, &final)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return whyNot(ctx, tx, queueID, token)
+			return refusedWhy(ctx, tx, queueID, token)
 		} else if err != nil {
 			return err
 		}
@@ -227,7 +228,7 @@ func (q *Queue) back(queueID string, token int64, attempts string, notBefore tim
 			RETURNING trigger_ref, conc_key, conc_max, status`,
 			code, message, touba.FormatTime(notBefore), q.db.now(), queueID, token).Scan(&ref, &key, &max, &final)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return whyNot(ctx, tx, queueID, token)
+			return refusedWhy(ctx, tx, queueID, token)
 		} else if err != nil {
 			return err
 		}
@@ -252,6 +253,21 @@ func (q *Queue) Renew(ctx context.Context, queueID string, token int64) error {
 	})
 }
 
+// errNotRunning: whyNot found the entry not running.
+var errNotRunning = errors.New("not running")
+
+// refusedWhy is whyNot for a change whose guarded statement, its only
+// write, matched nothing: its explanation is its own error (Refused), so
+// an optimistic batch goes on without it instead of running again
+// isolated; a failure to read stays the batch's.
+func refusedWhy(ctx context.Context, tx *Tx, queueID string, token int64) error {
+	err := whyNot(ctx, tx, queueID, token)
+	if touba.ErrorCode(err) == touba.ELeaseLost || errors.Is(err, errNotRunning) {
+		return commit.Refused(err)
+	}
+	return err
+}
+
 // whyNot explains a guarded change that matched no row: LeaseLost when the
 // entry is leased under another token, else not running.
 func whyNot(ctx context.Context, tx *Tx, queueID string, token int64) error {
@@ -260,14 +276,14 @@ func whyNot(ctx context.Context, tx *Tx, queueID string, token int64) error {
 	err := tx.QueryRow(ctx, `SELECT status, lease_token, COALESCE(lease_owner, '') FROM touba.entries WHERE queue_id = $1`, queueID).
 		Scan(&st, &cur, &owner)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("entry %s: not running", queueID)
+		return fmt.Errorf("entry %s: %w", queueID, errNotRunning)
 	} else if err != nil {
 		return err
 	}
 	if cur != token {
 		return touba.Errorf(touba.ELeaseLost, "entry %s is leased under token %d (node %q), not %d", queueID, cur, owner, token)
 	}
-	return fmt.Errorf("entry %s: not running", queueID)
+	return fmt.Errorf("entry %s: %w", queueID, errNotRunning)
 }
 
 // RequeueRunning puts back to pending the entries this node id left

@@ -93,7 +93,7 @@ type Config struct {
 	// cut off mid-transaction holds its locks no longer than that.
 	Timeout time.Duration
 	// Writers is how many group-commit writers (each one connection, one
-	// transaction at a time) the node runs; default 4. Intake, leasing
+	// transaction at a time) the node runs; default 3. Intake, leasing
 	// and the delivery log go through the first; an entry's own changes
 	// (journal, checkpoints, its end) through the one of the others its
 	// queue id hashes to, so they keep their order while other entries' commit beside
@@ -207,7 +207,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		c.MaxConns = 16
 	}
 	if c.Writers <= 0 {
-		c.Writers = 4
+		c.Writers = 3
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
