@@ -28,3 +28,14 @@ func (d *db) dbNow() string { return d.dbTime(0) }
 
 // dbExpiry is when a lease taken or renewed now ends.
 func (d *db) dbExpiry() string { return d.dbTime(d.cfg.LeaseTTL) }
+
+// dbFresh is the expiry of a lease taken or renewed within the last
+// second (a tenth of --lease-ttl when that is shorter). A call's fence
+// extends a lease by the whole --lease-ttl only when it ends before that:
+// a fresher one already leaves the call --lease-ttl less that second,
+// which start-up made longer than every binding's timeout by 4 s or more
+// (server.checkLeaseTTL asks 5), so the fence only locks it. An extension
+// is a new version of the entry's row; the lock is not.
+func (d *db) dbFresh() string {
+	return d.dbTime(d.cfg.LeaseTTL - min(time.Second, d.cfg.LeaseTTL/10))
+}

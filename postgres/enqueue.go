@@ -146,7 +146,12 @@ var newIDFunc = newID
 // qEnqueue decides and inserts a batch of unkeyed deliveries in one
 // statement: the unique index on the identity refuses a second entry, and
 // the rows that were not inserted are joined to the entry holding their
-// identity (as it was before the statement).
+// identity (as it was before the statement). That lookup is a LATERAL
+// subquery with LIMIT (never flattened into a join) run only for those
+// rows: as a plain join, with statistics older than a burst of intake (a
+// table analyzed when nearly empty), the planner hashed a sequential scan
+// of every entry for each batch, 1.7 ms a batch at 16,000 entries and
+// growing with the table.
 const qEnqueue = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
 		$8::text[], $9::text[], $11::text[]) AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
@@ -161,7 +166,8 @@ ins AS (
 	RETURNING queue_id)
 SELECT i.queue_id, ins.queue_id IS NOT NULL, COALESCE(e.queue_id, ''), COALESCE(e.digest, ''), COALESCE(e.status, '')
 FROM input i LEFT JOIN ins ON ins.queue_id = i.queue_id
-LEFT JOIN touba.entries e ON e.trigger_ref = i.trigger_ref AND e.event_id = i.event_id AND i.event_id <> ''`
+LEFT JOIN LATERAL (SELECT x.queue_id, x.digest, x.status FROM touba.entries x
+	WHERE ins.queue_id IS NULL AND x.trigger_ref = i.trigger_ref AND x.event_id = i.event_id AND x.event_id <> '' LIMIT 1) e ON true`
 
 // flushEnqueues runs qEnqueue for ops and fills in each result.
 func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string) error {

@@ -20,7 +20,8 @@ import (
 // "prepared" event were written (false: the identity exists, or the fence
 // failed). The fence locks the entry's row but does not extend the lease:
 // no request leaves before Dispatch, whose fence checks the lease again
-// and extends it by the whole --lease-ttl for the call; a lease that ran
+// and extends it by the whole --lease-ttl for the call (unless it is
+// fresh: dbFresh); a lease that ran
 // out in between fails there (LeaseLost, nothing sent, the effect stays
 // prepared: a new attempt for whoever takes the entry over). One row
 // version of entries fewer per effect.
@@ -44,13 +45,15 @@ func (j *Journal) prepareFused(ctx context.Context, tx *Tx, p touba.EffectPrepar
 	return fenced, inserted, err
 }
 
-// fusedDispatch is Dispatch under a live lease it extends: attempts is 0
-// when the effect was not moved (fence failed, or not prepared by callID).
-// The lease is checked and extended by the database's clock (SPEC §8).
+// fusedDispatch is Dispatch under a live lease it extends unless it is
+// fresh (dbFresh; locked either way): attempts is 0 when the effect was
+// not moved (fence failed, or not prepared by callID). The lease is
+// checked and extended by the database's clock (SPEC §8).
 func (j *Journal) fusedDispatch() string {
 	return `WITH f AS (
-	UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
-		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` RETURNING 1),
+	SELECT lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
+		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE),
+x AS (UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND (SELECT stale FROM f)),
 u AS (UPDATE touba.effects SET state = 'dispatched', updated_at = $3
 	WHERE scope = $1 AND effect_id = $4 AND state = 'prepared' AND call_id = $5 AND owner = $6 AND EXISTS (SELECT 1 FROM f)
 	RETURNING attempts),
@@ -91,14 +94,15 @@ func (j *Journal) finishFused(ctx context.Context, tx *Tx, o touba.EffectOutcome
 
 // fusedPrepareDispatched is PrepareDispatched of an effect not yet
 // journaled (in-process handlers): the fence checks the lease is live and
-// extends it, as Dispatch's does, and the row is inserted straight as
+// extends it unless fresh, as Dispatch's does, and the row is inserted straight as
 // dispatched with both audit events (prepared, then dispatched; seq keeps
 // their order), as on SQLite (docs/performance.md, "Prepared and
 // dispatched in one commit"). fenced and inserted as fusedPrepare.
 func (j *Journal) fusedPrepareDispatched() string {
 	return `WITH f AS (
-	UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
-		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` RETURNING 1),
+	SELECT lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
+		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE),
+x AS (UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND (SELECT stale FROM f)),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
 		attempts, call_id, created_at, updated_at, owner, lease_token)
 	SELECT $1, $2, $3, $4, $5, $6, 'dispatched', 1, $7, $8, $8, $9, $10 WHERE EXISTS (SELECT 1 FROM f)

@@ -110,8 +110,8 @@ func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
 	default:
 		detail += describe(o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.Detail)
 	}
-	var lost error
-	err := j.submit(o.Scope, func(ctx context.Context, tx *Tx) error {
+	var lost, derr error
+	single := func(ctx context.Context, tx *Tx) error {
 		lost = nil
 		now := j.db.now()
 		c, ok := j.holds(o.Scope, o.EffectID, o.CallID)
@@ -156,7 +156,26 @@ func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
 			return err
 		}
 		return fmt.Errorf("finish effect %s/%s: %w", o.Scope, o.EffectID, touba.ErrTransition)
+	}
+	err := j.submit(o.Scope, func(ctx context.Context, tx *Tx) error {
+		lost, derr = nil, nil
+		if c, ok := j.holds(o.Scope, o.EffectID, o.CallID); ok && c.token != 0 && tx.deferring(ctx, o.Scope) {
+			// One statement with the batch's other outcomes (jbatch.go);
+			// one it could not write takes the path above.
+			tx.d.jr = j
+			tx.d.fin = append(tx.d.fin, finRow{o: o, token: c.token, detail: detail, done: func(ctx context.Context, ok bool) error {
+				if ok {
+					return nil
+				}
+				return tx.settle(single(ctx, tx), &derr)
+			}})
+			return nil
+		}
+		return single(ctx, tx)
 	})
+	if err == nil {
+		err = derr
+	}
 	if err != nil {
 		return err
 	}

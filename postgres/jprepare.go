@@ -36,7 +36,8 @@ func (j *Journal) prepare(ctx context.Context, p touba.EffectPrepare, dispatch b
 	}
 	var out *touba.Effect
 	var refused *touba.RefusedError
-	err := j.submit(p.Scope, func(ctx context.Context, tx *Tx) error {
+	var derr error // a deferred run's own error (deferred.go)
+	single := func(ctx context.Context, tx *Tx) error {
 		out, refused = nil, nil
 		if _, comp := touba.IsCompensation(p.EffectID); p.LeaseToken != 0 && !comp {
 			// A new identity in one statement, fence included (jfused.go).
@@ -70,7 +71,30 @@ func (j *Journal) prepare(ctx context.Context, p touba.EffectPrepare, dispatch b
 			return nil
 		}
 		return err
+	}
+	err := j.submit(p.Scope, func(ctx context.Context, tx *Tx) error {
+		out, refused, derr = nil, nil, nil
+		if _, comp := touba.IsCompensation(p.EffectID); dispatch && p.LeaseToken != 0 && !comp && tx.deferring(ctx, p.Scope) {
+			// One statement with the batch's other new effects (jbatch.go);
+			// one it could not write whole takes the path above.
+			tx.d.jr = j
+			tx.d.pd = append(tx.d.pd, pdRow{p: p, done: func(ctx context.Context, now string, ok bool) error {
+				if !ok {
+					return tx.settle(single(ctx, tx), &derr)
+				}
+				at, _ := touba.ParseTime(now)
+				out = &touba.Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
+					Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectDispatched, Attempts: 1,
+					CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
+				return nil
+			}})
+			return nil
+		}
+		return single(ctx, tx)
 	})
+	if err == nil {
+		err = derr
+	}
 	if err == nil && refused != nil {
 		err = refused
 	}

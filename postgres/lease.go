@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/commit"
 )
 
 // change runs fn in the writer's next batch, under its own savepoint, and
@@ -152,7 +153,8 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
-	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
+	var derr error // a deferred run's own error (deferred.go)
+	single := func(ctx context.Context, tx *Tx) error {
 		var ref, final string
 		var key *string
 		var max int
@@ -165,7 +167,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 			WHERE queue_id = $5 AND status = 'running' AND lease_token = $6
 			RETURNING trigger_ref, conc_key, conc_max, status`, status, code, message, q.db.now(), queueID, token).Scan(&ref, &key, &max, &final)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return whyNot(ctx, tx, queueID, token)
+			return refusedWhy(ctx, tx, queueID, token)
 		} else if err != nil {
 			return err
 		}
@@ -173,7 +175,29 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 			return release(ctx, tx, ref, *key, max)
 		}
 		return nil
+	}
+	err := q.change(queueID, func(ctx context.Context, tx *Tx) error {
+		derr = nil
+		if tx.deferring(ctx, queueID) {
+			// One statement with the batch's other ends (jbatch.go).
+			tx.d.ends = append(tx.d.ends, endRow{queueID: queueID, token: token, status: status, code: code, message: message,
+				done: func(ctx context.Context, e *endedRow) error {
+					if e == nil {
+						return tx.settle(single(ctx, tx), &derr)
+					}
+					if e.final != touba.StatusParked && e.key != nil && e.max > 0 {
+						return release(ctx, tx, e.ref, *e.key, e.max)
+					}
+					return nil
+				}})
+			return nil
+		}
+		return single(ctx, tx)
 	})
+	if err == nil {
+		err = derr
+	}
+	return err
 }
 
 // Retry puts a running entry held under token back to pending.
@@ -204,7 +228,7 @@ func (q *Queue) back(queueID string, token int64, attempts string, notBefore tim
 			RETURNING trigger_ref, conc_key, conc_max, status`,
 			code, message, touba.FormatTime(notBefore), q.db.now(), queueID, token).Scan(&ref, &key, &max, &final)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return whyNot(ctx, tx, queueID, token)
+			return refusedWhy(ctx, tx, queueID, token)
 		} else if err != nil {
 			return err
 		}
@@ -229,6 +253,21 @@ func (q *Queue) Renew(ctx context.Context, queueID string, token int64) error {
 	})
 }
 
+// errNotRunning: whyNot found the entry not running.
+var errNotRunning = errors.New("not running")
+
+// refusedWhy is whyNot for a change whose guarded statement, its only
+// write, matched nothing: its explanation is its own error (Refused), so
+// an optimistic batch goes on without it instead of running again
+// isolated; a failure to read stays the batch's.
+func refusedWhy(ctx context.Context, tx *Tx, queueID string, token int64) error {
+	err := whyNot(ctx, tx, queueID, token)
+	if touba.ErrorCode(err) == touba.ELeaseLost || errors.Is(err, errNotRunning) {
+		return commit.Refused(err)
+	}
+	return err
+}
+
 // whyNot explains a guarded change that matched no row: LeaseLost when the
 // entry is leased under another token, else not running.
 func whyNot(ctx context.Context, tx *Tx, queueID string, token int64) error {
@@ -237,14 +276,14 @@ func whyNot(ctx context.Context, tx *Tx, queueID string, token int64) error {
 	err := tx.QueryRow(ctx, `SELECT status, lease_token, COALESCE(lease_owner, '') FROM touba.entries WHERE queue_id = $1`, queueID).
 		Scan(&st, &cur, &owner)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("entry %s: not running", queueID)
+		return fmt.Errorf("entry %s: %w", queueID, errNotRunning)
 	} else if err != nil {
 		return err
 	}
 	if cur != token {
 		return touba.Errorf(touba.ELeaseLost, "entry %s is leased under token %d (node %q), not %d", queueID, cur, owner, token)
 	}
-	return fmt.Errorf("entry %s: not running", queueID)
+	return fmt.Errorf("entry %s: %w", queueID, errNotRunning)
 }
 
 // RequeueRunning puts back to pending the entries this node id left

@@ -93,10 +93,10 @@ type Config struct {
 	// cut off mid-transaction holds its locks no longer than that.
 	Timeout time.Duration
 	// Writers is how many group-commit writers (each one connection, one
-	// transaction at a time) the node runs; default 4. Intake, leasing
+	// transaction at a time) the node runs; default 3. Intake, leasing
 	// and the delivery log go through the first; an entry's own changes
-	// (journal, checkpoints, its end) through the one its queue id hashes
-	// to, so they keep their order while other entries' commit beside
+	// (journal, checkpoints, its end) through the one of the others its
+	// queue id hashes to, so they keep their order while other entries' commit beside
 	// them: a run's changes are a few statements each, and one writer
 	// alone would wait on one round trip after another.
 	Writers int
@@ -141,17 +141,22 @@ type db struct {
 	begin    string
 	stopBeat chan struct{}
 	beatDone chan struct{}
+	// deferred counts the rows the writers' flushes took (deferred.go).
+	deferred deferCounts
 }
 
 // writer is the writer of an entry's own changes: always the same one for
 // a queue id, so that they commit in the order they were made.
+// The first writer, intake's, takes none: a batch with a delivery in it
+// is not redo-safe, so it would run every entry change beside it under a
+// savepoint, with no statement deferred (deferred.go).
 func (d *db) writer(queueID string) *commit.Writer[*Tx] {
 	if queueID == "" || len(d.ws) == 1 {
 		return d.w
 	}
 	h := fnv.New32a()
 	h.Write([]byte(queueID))
-	return d.ws[h.Sum32()%uint32(len(d.ws))]
+	return d.ws[1+h.Sum32()%uint32(len(d.ws)-1)]
 }
 
 // stats sums the writers' counters.
@@ -202,7 +207,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		c.MaxConns = 16
 	}
 	if c.Writers <= 0 {
-		c.Writers = 4
+		c.Writers = 3
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
@@ -235,7 +240,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	// one that fails makes the batch run again with them (internal/commit).
 	for range c.Writers {
 		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now, begin: d.begin, set: d.set(),
-			timeout: c.Timeout},
+			timeout: c.Timeout, dc: &d.deferred},
 			commit.Options{MaxBatch: 1024, Queue: 4096, Timeout: c.Timeout, Optimistic: true}))
 	}
 	d.w = d.ws[0]

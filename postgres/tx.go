@@ -26,6 +26,10 @@ type Tx struct {
 	journal int
 	// spOpen: the last operation's savepoint is not released yet.
 	spOpen bool
+	// deferOK: an optimistic run, whose operations may defer their
+	// statements (deferred.go); d holds them.
+	deferOK bool
+	d       deferred
 }
 
 func (t *Tx) begin(ctx context.Context) error {
@@ -43,6 +47,9 @@ func (t *Tx) begin(ctx context.Context) error {
 
 // Exec runs a statement in the batch's transaction.
 func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if err := t.flushFirst(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	if err := t.begin(ctx); err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -51,6 +58,9 @@ func (t *Tx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandT
 
 // Query runs a query in the batch's transaction.
 func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if err := t.flushFirst(ctx); err != nil {
+		return nil, err
+	}
 	if err := t.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -59,6 +69,9 @@ func (t *Tx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, erro
 
 // QueryRow runs a one-row query in the batch's transaction.
 func (t *Tx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if err := t.flushFirst(ctx); err != nil {
+		return errRow{err}
+	}
 	if err := t.begin(ctx); err != nil {
 		return errRow{err}
 	}
@@ -76,6 +89,7 @@ type backend struct {
 	begin   string        // beginSQL
 	set     string        // setLocal behind a pooler; "" when the session has the bounds
 	timeout time.Duration // a rollback's bound
+	dc      *deferCounts  // what flushes took (deferred.go)
 }
 
 // Batch runs fn on a transaction begun when its first statement needs it

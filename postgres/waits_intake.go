@@ -235,6 +235,9 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 
 // sendBatch sends b in the batch's transaction: one round trip.
 func (t *Tx) sendBatch(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
+	if err := t.flushFirst(ctx); err != nil {
+		return nil, err
+	}
 	if err := t.begin(ctx); err != nil {
 		return nil, err
 	}

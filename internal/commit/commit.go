@@ -40,6 +40,26 @@ type Backend[Tx any] interface {
 	Isolate(ctx context.Context, tx Tx, fn func() error) (opErr, fatal error)
 }
 
+// Deferrer is a Backend whose operations, in an optimistic run, may leave
+// their statements to the end of the batch, where the backend runs those
+// of one kind as one statement for many operations. Before the run's
+// first operation the writer calls Optimistic; after its last, Flush. An
+// error of Flush fails the run like an operation's error: the batch runs
+// again, isolated, and there nothing may be deferred (the backend's Tx
+// knows it was not told Optimistic), so an operation's error undoes only
+// itself.
+type Deferrer[Tx any] interface {
+	Backend[Tx]
+	Optimistic(tx Tx)
+	Flush(ctx context.Context, tx Tx) error
+}
+
+// IsRefused tells whether err was marked by Refused.
+func IsRefused(err error) bool {
+	var r *refusal
+	return errors.As(err, &r)
+}
+
 // Op is one operation of a batch. It must not keep tx.
 type Op[Tx any] func(ctx context.Context, tx Tx) error
 
@@ -356,6 +376,11 @@ func (w *Writer[Tx]) run1(ctx context.Context, batch []*op[Tx]) error {
 // optimistic: no operation is isolated, and one that fails with an error
 // not Refused ends the run with errRedo.
 func (w *Writer[Tx]) runOps(ctx context.Context, tx Tx, batch []*op[Tx], optimistic bool) error {
+	d, defers := w.b.(Deferrer[Tx])
+	defers = defers && optimistic
+	if defers {
+		d.Optimistic(tx)
+	}
 	for _, o := range batch {
 		o.err = nil
 		if optimistic {
@@ -381,6 +406,11 @@ func (w *Writer[Tx]) runOps(ctx context.Context, tx Tx, batch []*op[Tx], optimis
 		var fatal error
 		if o.err, fatal = w.b.Isolate(ctx, tx, func() error { return o.fn(ctx, tx) }); fatal != nil {
 			return fatal
+		}
+	}
+	if defers {
+		if err := d.Flush(ctx, tx); err != nil {
+			return errRedo
 		}
 	}
 	if w.opts.BeforeCommit != nil {

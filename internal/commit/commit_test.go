@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,12 @@ import (
 // memTx records what its batch wrote; memBackend commits it into a log,
 // or fails the commit when told. The engine's rules are about batches and
 // answers, not storage: the SQLite backend has its own test (sqlitex).
-type memTx struct{ writes []int }
+type memTx struct {
+	writes []int
+	// deferOK and deferred: deferringBackend's optimistic runs.
+	deferOK  bool
+	deferred []int
+}
 
 type memBackend struct {
 	mu        sync.Mutex
@@ -309,4 +315,87 @@ type countingBackend struct {
 func (b *countingBackend) Isolate(ctx context.Context, tx *memTx, fn func() error) (error, error) {
 	b.isolated++
 	return b.memBackend.Isolate(ctx, tx, fn)
+}
+
+// deferringBackend runs what optimistic operations deferred at Flush; a
+// negative value fails its statement, as a bad row fails a multi-row
+// statement for every row in it.
+type deferringBackend struct {
+	countingBackend
+	flushes int
+}
+
+func (b *deferringBackend) Optimistic(tx *memTx) { tx.deferOK = true }
+func (b *deferringBackend) Flush(_ context.Context, tx *memTx) error {
+	b.flushes++
+	for _, v := range tx.deferred {
+		if v < 0 {
+			return errors.New("bad row")
+		}
+	}
+	tx.writes = append(tx.writes, tx.deferred...)
+	return nil
+}
+
+// deferredWrite defers v in an optimistic run and writes it at once in an
+// isolated one, failing there (only itself) when v is negative.
+func deferredWrite(v int) commit.Op[*memTx] {
+	return func(_ context.Context, tx *memTx) error {
+		if tx.deferOK {
+			tx.deferred = append(tx.deferred, v)
+			return nil
+		}
+		if v < 0 {
+			return errors.New("bad row")
+		}
+		tx.writes = append(tx.writes, v)
+		return nil
+	}
+}
+
+// An optimistic run lets its operations defer to Flush; a Flush that
+// fails makes the batch run again isolated, where nothing is deferred, so
+// only the operation whose row was bad fails.
+func TestDeferredStatementsFlushOrRunAgainIsolated(t *testing.T) {
+	b := &deferringBackend{}
+	w := commit.New[*memTx](b, commit.Options{MaxBatch: 64, Queue: 64, Optimistic: true})
+	defer w.Close()
+	if err := w.DoRedo(context.Background(), deferredWrite(1)); err != nil {
+		t.Fatal(err)
+	}
+	if b.flushes != 1 || b.isolated != 0 || len(b.committed) != 1 {
+		t.Fatalf("flushes %d, isolated %d, committed %v: want the write deferred and flushed", b.flushes, b.isolated, b.committed)
+	}
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	w.GoRedo(func(context.Context, *memTx) error { close(entered); <-release; return nil }, nil)
+	<-entered
+	var wg sync.WaitGroup
+	errs := make([]error, 5)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v := 10 + i
+			if i == 3 {
+				v = -1
+			}
+			errs[i] = w.DoRedo(context.Background(), deferredWrite(v))
+		}()
+	}
+	testkit.WaitFor(t, 5*time.Second, func() bool { return w.Stats().Pending == 6 }, "the five writes to queue behind the held one")
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if (err != nil) != (i == 3) {
+			t.Fatalf("op %d: %v", i, err)
+		}
+	}
+	if got := w.Stats().Redos; got != 1 {
+		t.Fatalf("redos %d, want 1", got)
+	}
+	slices.Sort(b.committed) // the five were submitted in any order
+	if want := []int{1, 10, 11, 12, 14}; !slices.Equal(b.committed, want) {
+		t.Fatalf("committed %v, want %v", b.committed, want)
+	}
 }

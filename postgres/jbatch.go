@@ -1,0 +1,229 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// The multi-row forms of jfused.go's statements and of an entry's end,
+// for the rows a batch deferred (deferred.go). Each takes its rows as
+// arrays (unnest WITH ORDINALITY numbers them), writes for each what the
+// single-row statement would, and answers per row whether it did, in the
+// rows' order. Rows name distinct entries, so no entry row is matched
+// twice by an UPDATE ... FROM.
+
+// pdRow is a deferred PrepareDispatched of an identity not yet journaled;
+// done is told the batch's time and whether its effect was written.
+type pdRow struct {
+	p    touba.EffectPrepare
+	done func(ctx context.Context, now string, ok bool) error
+}
+
+// prepareDispatchedMany is fusedPrepareDispatched for many rows.
+func (j *Journal) prepareDispatchedMany() string {
+	return `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
+	WITH ORDINALITY AS i(scope, effect_id, tool_ref, operation, fingerprint, retry_mode, call_id, token, n)),
+f AS (SELECT i.n, e.queue_id, e.lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries e JOIN i
+	ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running'
+		AND e.lease_expires_at IS NOT NULL AND e.lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE OF e),
+x AS (UPDATE touba.entries e SET lease_expires_at = ` + j.db.dbExpiry() + ` FROM f WHERE e.queue_id = f.queue_id AND f.stale),
+ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
+		attempts, call_id, created_at, updated_at, owner, lease_token)
+	SELECT i.scope, i.effect_id, i.tool_ref, i.operation, i.fingerprint, i.retry_mode, 'dispatched', 1, i.call_id, $9, $9, $10, i.token
+	FROM i JOIN f ON f.n = i.n ORDER BY i.n
+	ON CONFLICT DO NOTHING RETURNING scope, effect_id),
+ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
+	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), v.s, $9, v.d || ' attempt 1'
+	FROM i JOIN ins ON ins.scope = i.scope AND ins.effect_id = i.effect_id,
+		(VALUES (1, 'prepared', 'prepare'), (2, 'dispatched', 'dispatch')) AS v(k, s, d)
+	ORDER BY i.n, v.k)
+SELECT i.n, ins.scope IS NOT NULL FROM i LEFT JOIN ins ON ins.scope = i.scope AND ins.effect_id = i.effect_id ORDER BY i.n`
+}
+
+func (j *Journal) flushPrepares(ctx context.Context, t *Tx, rows []pdRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	cols := make([][]string, 7)
+	tokens := make([]int64, len(rows))
+	for r, row := range rows {
+		p := row.p
+		for c, v := range []string{p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID} {
+			cols[c] = append(cols[c], v)
+		}
+		tokens[r] = p.LeaseToken
+	}
+	now := j.db.now()
+	ok, err := t.perRow(ctx, len(rows), j.prepareDispatchedMany(),
+		cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], tokens, now, j.owner)
+	if err != nil {
+		return fmt.Errorf("prepare %d effects: %w", len(rows), err)
+	}
+	for r, row := range rows {
+		if err := row.done(ctx, now, ok[r]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// finRow is a deferred Finish of an effect under its entry's lease.
+type finRow struct {
+	o      touba.EffectOutcome
+	token  int64
+	detail string
+	done   func(ctx context.Context, ok bool) error
+}
+
+// finishMany is fusedFinish for many rows.
+const finishMany = `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+		$7::text[], $8::text[], $9::text[], $10::text[])
+	WITH ORDINALITY AS i(scope, effect_id, token, state, receipt_ref, result, error_code, receipt_error_code, call_id, detail, n)),
+f AS (SELECT i.n FROM touba.entries e JOIN i ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running'
+	FOR UPDATE OF e),
+u AS (UPDATE touba.effects x SET state = i.state, receipt_ref = NULLIF(i.receipt_ref, ''), result = i.result,
+		error_code = NULLIF(i.error_code, ''), receipt_error_code = NULLIF(i.receipt_error_code, ''), updated_at = $11, owner = NULL
+	FROM i JOIN f ON f.n = i.n
+	WHERE x.scope = i.scope AND x.effect_id = i.effect_id AND x.state IN ('prepared', 'dispatched') AND x.call_id = i.call_id
+		AND x.owner = $12
+	RETURNING i.n),
+ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
+	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), i.state, $11, NULLIF(i.detail, '') FROM i JOIN u ON u.n = i.n ORDER BY i.n)
+SELECT i.n, u.n IS NOT NULL FROM i LEFT JOIN u ON u.n = i.n ORDER BY i.n`
+
+func (j *Journal) flushOutcomes(ctx context.Context, t *Tx, rows []finRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	cols := make([][]string, 8)
+	tokens := make([]int64, len(rows))
+	results := make([]*string, len(rows))
+	for r, row := range rows {
+		o := row.o
+		for c, v := range []string{o.Scope, o.EffectID, o.State, o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.CallID, row.detail} {
+			cols[c] = append(cols[c], v)
+		}
+		tokens[r] = row.token
+		if o.Result != nil {
+			s := string(o.Result)
+			results[r] = &s
+		}
+	}
+	ok, err := t.perRow(ctx, len(rows), finishMany, cols[0], cols[1], tokens, cols[2], cols[3], results, cols[4], cols[5],
+		cols[6], cols[7], j.db.now(), j.owner)
+	if err != nil {
+		return fmt.Errorf("finish %d effects: %w", len(rows), err)
+	}
+	for r, row := range rows {
+		if err := row.done(ctx, ok[r]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// endRow is a deferred Queue.Finish; done gets the ended entry, or nil
+// when it was not running under the token.
+type endRow struct {
+	queueID, status, code, message string
+	token                          int64
+	done                           func(ctx context.Context, e *endedRow) error
+}
+
+type endedRow struct {
+	ref, final string
+	key        *string
+	max        int
+}
+
+// endMany is Queue.Finish's statement for many entries.
+const endMany = `WITH i AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[])
+	WITH ORDINALITY AS i(queue_id, token, status, code, message, n))
+UPDATE touba.entries e SET
+	status = CASE WHEN i.status = 'failed' AND e.cancel_requested IS NOT NULL THEN 'cancelled' ELSE i.status END,
+	error_code = CASE WHEN i.status = 'failed' AND e.cancel_requested IS NOT NULL THEN '` + touba.ERunCancelled + `' ELSE NULLIF(i.code, '') END,
+	error_message = CASE WHEN i.status = 'failed' AND e.cancel_requested IS NOT NULL THEN e.cancel_requested ELSE NULLIF(i.message, '') END,
+	cancel_requested = CASE WHEN i.status = 'parked' THEN e.cancel_requested END,
+	not_before = NULL, updated_at = $6, lease_owner = NULL, lease_expires_at = NULL
+FROM i WHERE e.queue_id = i.queue_id AND e.status = 'running' AND e.lease_token = i.token
+RETURNING i.n, e.trigger_ref, e.conc_key, e.conc_max, e.status`
+
+func flushEnds(ctx context.Context, t *Tx, rows []endRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	cols := make([][]string, 4)
+	tokens := make([]int64, len(rows))
+	for r, row := range rows {
+		for c, v := range []string{row.queueID, row.status, row.code, row.message} {
+			cols[c] = append(cols[c], v)
+		}
+		tokens[r] = row.token
+	}
+	if err := t.begin(ctx); err != nil {
+		return err
+	}
+	res, err := t.tx.Query(ctx, endMany, cols[0], tokens, cols[1], cols[2], cols[3], t.b.now())
+	if err != nil {
+		return fmt.Errorf("end %d entries: %w", len(rows), err)
+	}
+	ended := make([]*endedRow, len(rows))
+	for res.Next() {
+		var n int
+		e := &endedRow{}
+		if err := res.Scan(&n, &e.ref, &e.key, &e.max, &e.final); err != nil {
+			res.Close()
+			return fmt.Errorf("end %d entries: %w", len(rows), err)
+		}
+		if n < 1 || n > len(rows) {
+			res.Close()
+			return fmt.Errorf("end %d entries: row %d returned", len(rows), n)
+		}
+		ended[n-1] = e
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("end %d entries: %w", len(rows), err)
+	}
+	for r, row := range rows {
+		if err := row.done(ctx, ended[r]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// perRow runs a multi-row statement answering (n, written) for each of
+// its rows, n numbering them from 1, in the batch's transaction.
+func (t *Tx) perRow(ctx context.Context, rows int, sql string, args ...any) ([]bool, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, err
+	}
+	res, err := t.tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	ok := make([]bool, rows)
+	seen := 0
+	for res.Next() {
+		var n int
+		var written bool
+		if err := res.Scan(&n, &written); err != nil {
+			return nil, err
+		}
+		if n < 1 || n > rows {
+			return nil, fmt.Errorf("row %d of %d returned", n, rows)
+		}
+		ok[n-1] = written
+		seen++
+	}
+	if err := res.Err(); err != nil {
+		return nil, err
+	}
+	if seen != rows {
+		return nil, fmt.Errorf("%d answers for %d rows", seen, rows)
+	}
+	return ok, nil
+}
