@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/touba/touba-trigger/internal/commit"
 )
 
@@ -48,8 +50,8 @@ type deferCounts struct{ rows, slow atomic.Int64 }
 // Optimistic lets the operations of tx's run defer their statements.
 func (b backend) Optimistic(t *Tx) { t.deferOK = true }
 
-// Flush runs what tx's operations deferred.
-func (b backend) Flush(ctx context.Context, t *Tx) error { return t.flush(ctx) }
+// Flush runs what tx's operations deferred, and its run history.
+func (b backend) Flush(ctx context.Context, t *Tx) error { return t.flushWith(ctx, true) }
 
 var _ commit.Deferrer[*Tx] = backend{}
 
@@ -80,27 +82,69 @@ func (t *Tx) flushFirst(ctx context.Context) error {
 	return t.flush(ctx)
 }
 
-func (t *Tx) flush(ctx context.Context) error {
-	if t.d.err != nil || len(t.d.ids) == 0 {
+func (t *Tx) flush(ctx context.Context) error { return t.flushWith(ctx, false) }
+
+// flushWith sends the deferred statements in one round trip (a pipeline:
+// each still its own statement, run in order in the transaction), then
+// settles their rows. runs: the batch's last flush (Flush), which takes
+// its run history along rather than leave it one more round trip at
+// commit.
+func (t *Tx) flushWith(ctx context.Context, runs bool) error {
+	if t.d.err != nil {
 		return t.d.err
 	}
+	runs = runs && len(t.runs) > 0
+	if len(t.d.ids) == 0 && !runs {
+		return nil
+	}
 	pd, fin, ends := t.d.pd, t.d.fin, t.d.ends
-	t.b.dc.rows.Add(int64(len(pd) + len(fin) + len(ends)))
 	t.d.pd, t.d.fin, t.d.ends, t.d.ids = nil, nil, nil, nil
+	t.b.dc.rows.Add(int64(len(pd) + len(fin) + len(ends)))
 	t.d.flush = true
 	defer func() { t.d.flush = false }()
 	// The order of one run's life: an effect's dispatch, its outcome, the
 	// entry's end (of other entries, as rows of one entry never share a
 	// flush).
-	err := t.d.jr.flushPrepares(ctx, t, pd)
-	if err == nil {
-		err = t.d.jr.flushOutcomes(ctx, t, fin)
+	b := &pgx.Batch{}
+	var parts []*flushPart
+	if len(pd) > 0 {
+		parts = append(parts, t.d.jr.queuePrepares(b, pd))
 	}
-	if err == nil {
-		err = flushEnds(ctx, t, ends)
+	if len(fin) > 0 {
+		parts = append(parts, t.d.jr.queueOutcomes(b, fin))
 	}
-	t.d.err = err
-	return err
+	if len(ends) > 0 {
+		parts = append(parts, queueEnds(b, ends, t.b.now()))
+	}
+	if runs {
+		parts = append(parts, queueRuns(b, t.runs))
+		t.runs = nil
+	}
+	t.d.err = t.pipeline(ctx, b, parts)
+	return t.d.err
+}
+
+// pipeline sends b, reads each part's answer, then settles each part.
+func (t *Tx) pipeline(ctx context.Context, b *pgx.Batch, parts []*flushPart) error {
+	if err := t.begin(ctx); err != nil {
+		return err
+	}
+	br := t.tx.SendBatch(ctx, b)
+	for _, p := range parts {
+		if err := p.read(br); err != nil {
+			br.Close()
+			return err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	for _, p := range parts {
+		if err := p.done(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // settle files a deferred operation's own error: a Refused one (it wrote

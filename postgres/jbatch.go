@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	touba "github.com/touba/touba-trigger"
 )
 
@@ -42,10 +44,8 @@ ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, de
 SELECT i.n, ins.scope IS NOT NULL FROM i LEFT JOIN ins ON ins.scope = i.scope AND ins.effect_id = i.effect_id ORDER BY i.n`
 }
 
-func (j *Journal) flushPrepares(ctx context.Context, t *Tx, rows []pdRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
+// queuePrepares queues the statement of rows on b.
+func (j *Journal) queuePrepares(b *pgx.Batch, rows []pdRow) *flushPart {
 	cols := make([][]string, 7)
 	tokens := make([]int64, len(rows))
 	for r, row := range rows {
@@ -56,17 +56,24 @@ func (j *Journal) flushPrepares(ctx context.Context, t *Tx, rows []pdRow) error 
 		tokens[r] = p.LeaseToken
 	}
 	now := j.db.now()
-	ok, err := t.perRow(ctx, len(rows), j.prepareDispatchedMany(),
-		cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], tokens, now, j.owner)
-	if err != nil {
-		return fmt.Errorf("prepare %d effects: %w", len(rows), err)
+	b.Queue(j.prepareDispatchedMany(), cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], tokens, now, j.owner)
+	var ok []bool
+	return &flushPart{
+		read: func(br pgx.BatchResults) (err error) {
+			if ok, err = written(br, len(rows)); err != nil {
+				return fmt.Errorf("prepare %d effects: %w", len(rows), err)
+			}
+			return nil
+		},
+		done: func(ctx context.Context) error {
+			for r, row := range rows {
+				if err := row.done(ctx, now, ok[r]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	}
-	for r, row := range rows {
-		if err := row.done(ctx, now, ok[r]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // finRow is a deferred Finish of an effect under its entry's lease.
@@ -93,10 +100,8 @@ ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, de
 	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), i.state, $11, NULLIF(i.detail, '') FROM i JOIN u ON u.n = i.n ORDER BY i.n)
 SELECT i.n, u.n IS NOT NULL FROM i LEFT JOIN u ON u.n = i.n ORDER BY i.n`
 
-func (j *Journal) flushOutcomes(ctx context.Context, t *Tx, rows []finRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
+// queueOutcomes queues the statement of rows on b.
+func (j *Journal) queueOutcomes(b *pgx.Batch, rows []finRow) *flushPart {
 	cols := make([][]string, 8)
 	tokens := make([]int64, len(rows))
 	results := make([]*string, len(rows))
@@ -111,17 +116,24 @@ func (j *Journal) flushOutcomes(ctx context.Context, t *Tx, rows []finRow) error
 			results[r] = &s
 		}
 	}
-	ok, err := t.perRow(ctx, len(rows), finishMany, cols[0], cols[1], tokens, cols[2], cols[3], results, cols[4], cols[5],
-		cols[6], cols[7], j.db.now(), j.owner)
-	if err != nil {
-		return fmt.Errorf("finish %d effects: %w", len(rows), err)
+	b.Queue(finishMany, cols[0], cols[1], tokens, cols[2], cols[3], results, cols[4], cols[5], cols[6], cols[7], j.db.now(), j.owner)
+	var ok []bool
+	return &flushPart{
+		read: func(br pgx.BatchResults) (err error) {
+			if ok, err = written(br, len(rows)); err != nil {
+				return fmt.Errorf("finish %d effects: %w", len(rows), err)
+			}
+			return nil
+		},
+		done: func(ctx context.Context) error {
+			for r, row := range rows {
+				if err := row.done(ctx, ok[r]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	}
-	for r, row := range rows {
-		if err := row.done(ctx, ok[r]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // endRow is a deferred Queue.Finish; done gets the ended entry, or nil
@@ -150,10 +162,8 @@ UPDATE touba.entries e SET
 FROM i WHERE e.queue_id = i.queue_id AND e.status = 'running' AND e.lease_token = i.token
 RETURNING i.n, e.trigger_ref, e.conc_key, e.conc_max, e.status`
 
-func flushEnds(ctx context.Context, t *Tx, rows []endRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
+// queueEnds queues the statement of rows on b.
+func queueEnds(b *pgx.Batch, rows []endRow, now string) *flushPart {
 	cols := make([][]string, 4)
 	tokens := make([]int64, len(rows))
 	for r, row := range rows {
@@ -162,45 +172,67 @@ func flushEnds(ctx context.Context, t *Tx, rows []endRow) error {
 		}
 		tokens[r] = row.token
 	}
-	if err := t.begin(ctx); err != nil {
-		return err
-	}
-	res, err := t.tx.Query(ctx, endMany, cols[0], tokens, cols[1], cols[2], cols[3], t.b.now())
-	if err != nil {
-		return fmt.Errorf("end %d entries: %w", len(rows), err)
-	}
+	b.Queue(endMany, cols[0], tokens, cols[1], cols[2], cols[3], now)
 	ended := make([]*endedRow, len(rows))
-	for res.Next() {
-		var n int
-		e := &endedRow{}
-		if err := res.Scan(&n, &e.ref, &e.key, &e.max, &e.final); err != nil {
-			res.Close()
-			return fmt.Errorf("end %d entries: %w", len(rows), err)
-		}
-		if n < 1 || n > len(rows) {
-			res.Close()
-			return fmt.Errorf("end %d entries: row %d returned", len(rows), n)
-		}
-		ended[n-1] = e
+	return &flushPart{
+		read: func(br pgx.BatchResults) error {
+			res, err := br.Query()
+			if err != nil {
+				return fmt.Errorf("end %d entries: %w", len(rows), err)
+			}
+			defer res.Close()
+			for res.Next() {
+				var n int
+				e := &endedRow{}
+				if err := res.Scan(&n, &e.ref, &e.key, &e.max, &e.final); err != nil {
+					return fmt.Errorf("end %d entries: %w", len(rows), err)
+				} else if n < 1 || n > len(rows) {
+					return fmt.Errorf("end %d entries: row %d returned", len(rows), n)
+				}
+				ended[n-1] = e
+			}
+			if err := res.Err(); err != nil {
+				return fmt.Errorf("end %d entries: %w", len(rows), err)
+			}
+			return nil
+		},
+		done: func(ctx context.Context) error {
+			for r, row := range rows {
+				if err := row.done(ctx, ended[r]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	}
-	if err := res.Err(); err != nil {
-		return fmt.Errorf("end %d entries: %w", len(rows), err)
-	}
-	for r, row := range rows {
-		if err := row.done(ctx, ended[r]); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
-// perRow runs a multi-row statement answering (n, written) for each of
-// its rows, n numbering them from 1, in the batch's transaction.
-func (t *Tx) perRow(ctx context.Context, rows int, sql string, args ...any) ([]bool, error) {
-	if err := t.begin(ctx); err != nil {
-		return nil, err
+// queueRuns queues the insert of a batch's run history on b.
+func queueRuns(b *pgx.Batch, runs []runRow) *flushPart {
+	sql, args := insertRuns(runs)
+	b.Queue(sql, args...)
+	return &flushPart{
+		read: func(br pgx.BatchResults) error {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("record %d runs: %w", len(runs), err)
+			}
+			return nil
+		},
+		done: func(context.Context) error { return nil },
 	}
-	res, err := t.tx.Query(ctx, sql, args...)
+}
+
+// flushPart is one statement of a flush: read takes its answer from the
+// pipeline, done then settles its rows.
+type flushPart struct {
+	read func(br pgx.BatchResults) error
+	done func(ctx context.Context) error
+}
+
+// written reads a multi-row statement's (n, written) answers, n numbering
+// the rows from 1.
+func written(br pgx.BatchResults, rows int) ([]bool, error) {
+	res, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
@@ -209,14 +241,13 @@ func (t *Tx) perRow(ctx context.Context, rows int, sql string, args ...any) ([]b
 	seen := 0
 	for res.Next() {
 		var n int
-		var written bool
-		if err := res.Scan(&n, &written); err != nil {
+		var w bool
+		if err := res.Scan(&n, &w); err != nil {
 			return nil, err
-		}
-		if n < 1 || n > rows {
+		} else if n < 1 || n > rows {
 			return nil, fmt.Errorf("row %d of %d returned", n, rows)
 		}
-		ok[n-1] = written
+		ok[n-1] = w
 		seen++
 	}
 	if err := res.Err(); err != nil {

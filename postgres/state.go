@@ -85,6 +85,15 @@ type runRow struct {
 
 // flushRuns inserts the batch's runs in one statement.
 func flushRuns(ctx context.Context, q querier, runs []runRow) error {
+	sql, args := insertRuns(runs)
+	if _, err := q.Exec(ctx, sql, args...); err != nil {
+		return fmt.Errorf("record %d runs: %w", len(runs), err)
+	}
+	return nil
+}
+
+// insertRuns is the statement inserting runs.
+func insertRuns(runs []runRow) (string, []any) {
 	cols := make([][]string, 9)
 	attempts := make([]int32, len(runs))
 	for i, r := range runs {
@@ -93,16 +102,12 @@ func flushRuns(ctx context.Context, q querier, runs []runRow) error {
 		}
 		attempts[i] = r.attempt
 	}
-	_, err := q.Exec(ctx, `INSERT INTO touba.runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
+	return `INSERT INTO touba.runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
 		started_at, ended_at, node_id)
 		SELECT id, qid, tr, att, st, NULLIF(code, ''), NULLIF(msg, ''), sa, ea, node
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
 			AS u(id, qid, tr, att, st, code, msg, sa, ea, node)`,
-		cols[0], cols[1], cols[2], attempts, cols[3], cols[4], cols[5], cols[6], cols[7], cols[8])
-	if err != nil {
-		return fmt.Errorf("record %d runs: %w", len(runs), err)
-	}
-	return nil
+		[]any{cols[0], cols[1], cols[2], attempts, cols[3], cols[4], cols[5], cols[6], cols[7], cols[8]}
 }
 
 // pgText is s as PostgreSQL's text stores it: valid UTF-8 without NUL.
