@@ -1,8 +1,13 @@
 package postgres
 
-import "context"
+import (
+	"context"
 
-// claimPlan keeps the claim on the ordered index scan of entries_ready
+	"github.com/jackc/pgx/v5"
+)
+
+// claimPlan chooses the pick of pending entries for a lease in tx (around
+// the paused triggers when there are any: holds.go) and keeps the claim on the ordered index scan of entries_ready
 // (status, held, queue_id), which stops after the batch, for the rest of
 // the lease's transaction (SET LOCAL: nothing stays on a pooled session).
 // Right after a burst of intake the table's statistics still say there
@@ -25,11 +30,37 @@ import "context"
 // a disabled sort costs 10^10 in the plan, far past jit_above_cost, and
 // compiling the take-over pick with LLVM took seconds (a lease of one
 // entry ran into --database-timeout on a loaded box).
-func claimPlan(ctx context.Context, tx *Tx, noSort bool) error {
-	set := `SET LOCAL enable_bitmapscan = off`
-	if noSort {
-		set += `; SET LOCAL enable_sort = off; SET LOCAL jit = off`
+func claimPlan(ctx context.Context, tx *Tx) (string, error) {
+	// One round trip: the settings for the common case (no trigger paused)
+	// and whether it is the common case.
+	b := &pgx.Batch{}
+	for _, set := range []string{`SET LOCAL enable_bitmapscan = off`, `SET LOCAL enable_sort = off`, `SET LOCAL jit = off`} {
+		b.Queue(set)
 	}
-	_, err := tx.Exec(ctx, set)
-	return err
+	b.Queue(anyPaused)
+	br, err := tx.sendBatch(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	for range 3 {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return "", err
+		}
+	}
+	var paused bool
+	if err := br.QueryRow().Scan(&paused); err != nil {
+		br.Close()
+		return "", err
+	}
+	if err := br.Close(); err != nil {
+		return "", err
+	}
+	if !paused {
+		return pickPending, nil
+	}
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_sort = on`); err != nil {
+		return "", err
+	}
+	return pickAround, nil
 }

@@ -200,18 +200,9 @@ const pickAround = `WITH RECURSIVE refs(ref) AS (
 			AND (e.not_before IS NULL OR e.not_before <= $1) ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED) c
 	ORDER BY c.queue_id LIMIT $2`
 
-// pendingPick is the pick of pending entries for a lease in tx: around
-// the paused triggers when there are any (one primary-key probe to know).
-func pendingPick(ctx context.Context, tx *Tx) (string, error) {
-	var any bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM touba.paused_triggers)`).Scan(&any); err != nil {
-		return "", err
-	}
-	if any {
-		return pickAround, nil
-	}
-	return pickPending, nil
-}
+// anyPaused tells whether any trigger is paused (one primary-key probe),
+// for claimPlan.
+const anyPaused = `SELECT EXISTS (SELECT 1 FROM touba.paused_triggers)`
 
 // takeOverPaused takes over, in the lease transaction tx, the entries of
 // paused triggers whose lease expired (their node died or was cut off

@@ -41,8 +41,13 @@ type takeOver struct {
 	restart           bool
 }
 
+// takeOverEvery bounds how long an expired lease waits to be taken over
+// by a node whose leases fill with pending entries.
+const takeOverEvery = 500 * time.Millisecond
+
 // Lease takes up to n entries: first running entries whose lease expired
-// (their node died or was cut off), then due pending ones, oldest first,
+// (their node died or was cut off; under a backlog, at most every
+// takeOverEvery), then due pending ones, oldest first,
 // each locked with FOR UPDATE SKIP LOCKED so that nodes leasing at once
 // never take the same entry. Each gets a new fencing token. Before an
 // expired entry is returned, its dispatched effects are recorded unknown
@@ -50,14 +55,16 @@ type takeOver struct {
 func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	var out []*touba.Delivery
 	var took []takeOver
+	// Expired leases first, when the last look for them is takeOverEvery
+	// old; between, only when the pending entries do not fill the lease.
+	// The look costs a walk of every running entry's index entry (most
+	// alive, under their lease), which a drain paid at every lease.
+	takeOverDue := time.Since(time.Unix(0, q.takenOverAt.Load())) >= takeOverEvery
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took = out[:0], took[:0]
 		now, node := q.db.now(), q.db.cfg.NodeID
-		pending, err := pendingPick(ctx, tx) // holds.go: around paused triggers
+		pending, err := claimPlan(ctx, tx)
 		if err != nil {
-			return err
-		}
-		if err := claimPlan(ctx, tx, pending == pickPending); err != nil {
 			return err
 		}
 		if pending == pickAround {
@@ -69,14 +76,19 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 			}
 			took = append(took, parked...)
 		}
-		for _, pick := range []string{
-			`SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
+		expired := `SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
 				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
-				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`,
-			pending,
-		} {
+				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`
+		picks := []string{expired, pending}
+		if !takeOverDue {
+			picks = []string{pending, expired}
+		}
+		for _, pick := range picks {
 			if len(out) >= n {
 				break
+			}
+			if pick == expired {
+				q.takenOverAt.Store(time.Now().UnixNano())
 			}
 			rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
 				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner, e.leased FROM touba.entries e JOIN picked USING (queue_id))

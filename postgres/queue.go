@@ -20,6 +20,9 @@ type Queue struct {
 	// every second: the --max-pending check of intake, which must not
 	// cost a count per request.
 	pendingSeen atomic.Int64
+	// takenOverAt is when a lease last looked for expired leases (unix
+	// ns): a full lease looks at most every takeOverEvery (lease.go).
+	takenOverAt atomic.Int64
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
