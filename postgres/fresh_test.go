@@ -22,7 +22,9 @@ func TestCallFenceExtendsOnlyAStaleLease(t *testing.T) {
 		t.Fatalf("lease TTL %s: the test wants the default", ttl)
 	}
 	// Even entries just leased (100 ms ago), odd ones 3 s ago.
-	age := func(i int) time.Duration { return map[bool]time.Duration{true: 100 * time.Millisecond, false: 3 * time.Second}[i%2 == 0] }
+	age := func(i int) time.Duration {
+		return map[bool]time.Duration{true: 100 * time.Millisecond, false: 3 * time.Second}[i%2 == 0]
+	}
 	expiry := make([]string, len(ds))
 	for i, d := range ds {
 		if err := st.db.pool.QueryRow(ctx, `UPDATE touba.entries SET lease_expires_at = `+st.db.dbTime(ttl-age(i))+`
