@@ -93,10 +93,12 @@ func (t *Tx) flushWith(ctx context.Context, runs bool) error {
 	if t.d.err != nil {
 		return t.d.err
 	}
-	runs = runs && len(t.runs) > 0
-	if len(t.d.ids) == 0 && !runs {
+	if len(t.d.ids) == 0 {
+		// Nothing deferred: a batch of run history alone is one
+		// statement at commit, without a transaction.
 		return nil
 	}
+	runs = runs && len(t.runs) > 0
 	pd, fin, ends := t.d.pd, t.d.fin, t.d.ends
 	t.d.pd, t.d.fin, t.d.ends, t.d.ids = nil, nil, nil, nil
 	t.b.dc.rows.Add(int64(len(pd) + len(fin) + len(ends)))

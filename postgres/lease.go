@@ -55,13 +55,15 @@ const takeOverEvery = 500 * time.Millisecond
 func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	var out []*touba.Delivery
 	var took []takeOver
-	// Expired leases first, when the last look for them is takeOverEvery
-	// old; between, only when the pending entries do not fill the lease.
+	// Expired leases first, when the last look that found none left is
+	// takeOverEvery old; between, only when the pending entries do not
+	// fill the lease.
 	// The look costs a walk of every running entry's index entry (most
 	// alive, under their lease), which a drain paid at every lease.
 	takeOverDue := time.Since(time.Unix(0, q.takenOverAt.Load())) >= takeOverEvery
+	drained := false // the look for expired leases found fewer than it asked
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
-		out, took = out[:0], took[:0]
+		out, took, drained = out[:0], took[:0], false
 		now, node := q.db.now(), q.db.cfg.NodeID
 		pending, err := claimPlan(ctx, tx)
 		if err != nil {
@@ -87,9 +89,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 			if len(out) >= n {
 				break
 			}
-			if pick == expired {
-				q.takenOverAt.Store(time.Now().UnixNano())
-			}
+			before := len(out)
 			rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
 				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner, e.leased FROM touba.entries e JOIN picked USING (queue_id))
 				UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = `+q.db.dbExpiry()+`,
@@ -119,6 +119,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 			if err := rows.Err(); err != nil {
 				return err
 			}
+			drained = drained || pick == expired && len(out)-before < n-before
 		}
 		if len(took) > 0 {
 			return q.db.takeOverEffects(ctx, tx, took, now)
@@ -127,6 +128,12 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
+	}
+	if drained {
+		// None left: the next look can wait. One that filled the lease
+		// leaves the next lease due, so a dead node's entries are taken
+		// over lease after lease, not n every takeOverEvery.
+		q.takenOverAt.Store(time.Now().UnixNano())
 	}
 	for _, t := range took {
 		q.db.log.Warn().Str("event", "lease.taken_over").Str("queue_id", t.queueID).Str("previous_node", t.oldOwner).
