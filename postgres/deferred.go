@@ -128,10 +128,10 @@ func (t *Tx) flushWith(ctx context.Context, runs bool) error {
 
 // pipeline sends b, reads each part's answer, then settles each part.
 func (t *Tx) pipeline(ctx context.Context, b *pgx.Batch, parts []*flushPart) error {
-	if err := t.begin(ctx); err != nil {
+	br, err := t.sendBatch(ctx, b)
+	if err != nil {
 		return err
 	}
-	br := t.tx.SendBatch(ctx, b)
 	for _, p := range parts {
 		if err := p.read(br); err != nil {
 			br.Close()

@@ -18,7 +18,7 @@ import (
 type Tx struct {
 	pool *pgxpool.Pool
 	b    *backend
-	tx   pgx.Tx
+	tx   txConn
 	enq  []*enqueueOp
 	// runs: the batch's run history rows, one INSERT at commit.
 	runs []runRow

@@ -233,13 +233,15 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	return nil
 }
 
-// sendBatch sends b in the batch's transaction: one round trip.
+// sendBatch sends b in the batch's transaction: one round trip, the
+// transaction's BEGIN in it when b is its first statements
+// (pipelineBegin).
 func (t *Tx) sendBatch(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
 	if err := t.flushFirst(ctx); err != nil {
 		return nil, err
 	}
-	if err := t.begin(ctx); err != nil {
-		return nil, err
+	if t.tx == nil {
+		return t.pipelineBegin(ctx, b)
 	}
 	return t.tx.SendBatch(ctx, b), nil
 }
