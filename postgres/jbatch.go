@@ -57,23 +57,7 @@ func (j *Journal) queuePrepares(b *pgx.Batch, rows []pdRow) *flushPart {
 	}
 	now := j.db.now()
 	b.Queue(j.prepareDispatchedMany(), cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], tokens, now, j.owner)
-	var ok []bool
-	return &flushPart{
-		read: func(br pgx.BatchResults) (err error) {
-			if ok, err = written(br, len(rows)); err != nil {
-				return fmt.Errorf("prepare %d effects: %w", len(rows), err)
-			}
-			return nil
-		},
-		done: func(ctx context.Context) error {
-			for r, row := range rows {
-				if err := row.done(ctx, now, ok[r]); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}
+	return writtenPart(len(rows), "prepare", func(ctx context.Context, r int, ok bool) error { return rows[r].done(ctx, now, ok) })
 }
 
 // finRow is a deferred Finish of an effect under its entry's lease.
@@ -117,23 +101,7 @@ func (j *Journal) queueOutcomes(b *pgx.Batch, rows []finRow) *flushPart {
 		}
 	}
 	b.Queue(finishMany, cols[0], cols[1], tokens, cols[2], cols[3], results, cols[4], cols[5], cols[6], cols[7], j.db.now(), j.owner)
-	var ok []bool
-	return &flushPart{
-		read: func(br pgx.BatchResults) (err error) {
-			if ok, err = written(br, len(rows)); err != nil {
-				return fmt.Errorf("finish %d effects: %w", len(rows), err)
-			}
-			return nil
-		},
-		done: func(ctx context.Context) error {
-			for r, row := range rows {
-				if err := row.done(ctx, ok[r]); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
-	}
+	return writtenPart(len(rows), "finish", func(ctx context.Context, r int, ok bool) error { return rows[r].done(ctx, ok) })
 }
 
 // endRow is a deferred Queue.Finish; done gets the ended entry, or nil
@@ -227,6 +195,28 @@ func queueRuns(b *pgx.Batch, runs []runRow) *flushPart {
 type flushPart struct {
 	read func(br pgx.BatchResults) error
 	done func(ctx context.Context) error
+}
+
+// writtenPart is the part of a statement answering written for each of
+// its n effect rows (written), each row then told by done.
+func writtenPart(n int, what string, done func(ctx context.Context, r int, ok bool) error) *flushPart {
+	var ok []bool
+	return &flushPart{
+		read: func(br pgx.BatchResults) (err error) {
+			if ok, err = written(br, n); err != nil {
+				return fmt.Errorf("%s %d effects: %w", what, n, err)
+			}
+			return nil
+		},
+		done: func(ctx context.Context) error {
+			for r := range n {
+				if err := done(ctx, r, ok[r]); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
 }
 
 // written reads a multi-row statement's (n, written) answers, n numbering
