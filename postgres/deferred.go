@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/touba/touba-trigger/internal/commit"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 )
 
 // Deferred statements (issue 28). In an optimistic batch (internal/commit:
@@ -30,6 +31,11 @@ import (
 //   - an error of a flush fails the optimistic run, which internal/commit
 //     runs again isolated, where nothing is deferred (deferOK is false), so
 //     only the operation at fault fails.
+
+// CrashFlushSent is the crash point (internal/crashpoint) just after a
+// flush's pipeline went out, its statements holding their rows' locks,
+// before its answers are read.
+const CrashFlushSent = "pg-flush-sent"
 
 // deferred is what a batch left to its flush.
 type deferred struct {
@@ -132,6 +138,7 @@ func (t *Tx) pipeline(ctx context.Context, b *pgx.Batch, parts []*flushPart) err
 	if err != nil {
 		return err
 	}
+	crashpoint.Hit(CrashFlushSent)
 	for _, p := range parts {
 		if err := p.read(br); err != nil {
 			br.Close()
