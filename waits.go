@@ -115,6 +115,16 @@ type ResumeRequest struct {
 	NewEffects bool // give Steps new effect identities (<queue_id>:<step>#<n>)
 }
 
+// Resumable reports whether an entry in status can be resumed (or
+// resumed from a step): done, failed, parked or cancelled.
+func Resumable(status string) bool {
+	switch status {
+	case StatusDone, StatusFailed, StatusParked, StatusCancelled:
+		return true
+	}
+	return false
+}
+
 // ResumeResult says what a resume did: the state the entry left, and the
 // effect generation each step of the request now has (0 for the original
 // identity).

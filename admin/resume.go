@@ -86,7 +86,7 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	} else if d == nil {
 		return nil, notFound("no queue entry %s", r.QueueID)
 	}
-	if !resumable(d.Status) {
+	if !touba.Resumable(d.Status) {
 		return refuse(touba.Errorf(touba.EEntryNotResumable, "entry %s is %s: only done, failed, parked and cancelled entries are resumed%s",
 			r.QueueID, d.Status, notResumableHint(d.Status)))
 	}
@@ -150,15 +150,6 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	return rep, nil
 }
 
-// resumable reports whether an entry in status can be resumed.
-func resumable(status string) bool {
-	switch status {
-	case touba.StatusDone, touba.StatusFailed, touba.StatusParked, touba.StatusCancelled:
-		return true
-	}
-	return false
-}
-
 func notResumableHint(status string) string {
 	switch status {
 	case touba.StatusWaiting:
@@ -218,7 +209,7 @@ func (s *Service) triggerSteps(ctx context.Context, d *touba.Delivery) ([]string
 // resumeSteps are the steps a resume of d may start from, for the console's
 // form and `queue show`; nil when it cannot be resumed now.
 func (s *Service) resumeSteps(ctx context.Context, d *touba.Delivery) []string {
-	if !resumable(d.Status) || s.waitStore() == nil {
+	if !touba.Resumable(d.Status) || s.waitStore() == nil {
 		return nil
 	}
 	steps, _, err := s.triggerSteps(ctx, d)

@@ -26,9 +26,7 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 		} else if err != nil {
 			return err
 		}
-		switch res.From {
-		case touba.StatusDone, touba.StatusFailed, touba.StatusParked, touba.StatusCancelled:
-		default:
+		if !touba.Resumable(res.From) {
 			return touba.Errorf(touba.EEntryNotResumable, "entry %s is %s; only done, failed, parked and cancelled entries are resumed",
 				r.QueueID, res.From)
 		}
