@@ -54,10 +54,7 @@ const (
 func (q *Queue) applyMatches(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, r *Result) error {
 	now := q.batchTime()
 	if len(d.Cancels) > 0 {
-		msg := fmt.Sprintf("cancelled by delivery %s of %s", d.QueueID, d.TriggerRef)
-		if d.EventID != "" {
-			msg += fmt.Sprintf(" (event %s)", d.EventID)
-		}
+		msg := touba.CancelledBy(d)
 		for _, c := range d.Cancels {
 			if err := q.cancelByKey(ctx, tx, c, d.QueueID, msg, now, r); err != nil {
 				return fmt.Errorf("cancel %s: %w", c.Key, err)
