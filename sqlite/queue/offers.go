@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	touba "github.com/touba/touba-trigger"
@@ -151,18 +152,11 @@ func (q *Queue) cancelByKey(ctx context.Context, tx *sqlitex.Tx, c touba.MatchVa
 				}
 			}
 		}
-		r.Cancelled = appendOnce(r.Cancelled, h.id)
-	}
-	return nil
-}
-
-func appendOnce(ids []string, id string) []string {
-	for _, x := range ids {
-		if x == id {
-			return ids
+		if !slices.Contains(r.Cancelled, h.id) {
+			r.Cancelled = append(r.Cancelled, h.id)
 		}
 	}
-	return append(ids, id)
+	return nil
 }
 
 // durableStmts are the statements of durable steps the writer prepares
