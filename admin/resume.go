@@ -55,6 +55,15 @@ type ResumeReport struct {
 	Against string `json:"checked_against"`
 }
 
+// StepEffectIDs are EffectIDs in the order of Steps.
+func (r *ResumeReport) StepEffectIDs() []string {
+	var ids []string
+	for _, st := range r.Steps {
+		ids = append(ids, r.EffectIDs[st])
+	}
+	return ids
+}
+
 // Resume implements API.
 func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, error) {
 	if r.Operator != "" && Operator(ctx) == "unknown" {
@@ -140,11 +149,7 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	ev.Detail = fmt.Sprintf("from %s (steps %s), new_effects=%t: %s -> pending", r.From, strings.Join(rep.Steps, ", "),
 		r.NewEffects, rep.Left)
 	if r.NewEffects {
-		var ids []string
-		for _, st := range rep.Steps {
-			ids = append(ids, rep.EffectIDs[st])
-		}
-		ev.Detail += "; new effect ids " + strings.Join(ids, ", ")
+		ev.Detail += "; new effect ids " + strings.Join(rep.StepEffectIDs(), ", ")
 	}
 	s.audit(ctx, ev)
 	return rep, nil
