@@ -115,6 +115,26 @@ type ResumeRequest struct {
 	NewEffects bool // give Steps new effect identities (<queue_id>:<step>#<n>)
 }
 
+// CancelledBy is the error message of an entry a cancel_on match of
+// delivery d cancelled.
+func CancelledBy(d *Delivery) string {
+	msg := fmt.Sprintf("cancelled by delivery %s of %s", d.QueueID, d.TriggerRef)
+	if d.EventID != "" {
+		msg += fmt.Sprintf(" (event %s)", d.EventID)
+	}
+	return msg
+}
+
+// Resumable reports whether an entry in status can be resumed (or
+// resumed from a step): done, failed, parked or cancelled.
+func Resumable(status string) bool {
+	switch status {
+	case StatusDone, StatusFailed, StatusParked, StatusCancelled:
+		return true
+	}
+	return false
+}
+
 // ResumeResult says what a resume did: the state the entry left, and the
 // effect generation each step of the request now has (0 for the original
 // identity).

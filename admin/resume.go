@@ -55,6 +55,15 @@ type ResumeReport struct {
 	Against string `json:"checked_against"`
 }
 
+// StepEffectIDs are EffectIDs in the order of Steps.
+func (r *ResumeReport) StepEffectIDs() []string {
+	var ids []string
+	for _, st := range r.Steps {
+		ids = append(ids, r.EffectIDs[st])
+	}
+	return ids
+}
+
 // Resume implements API.
 func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, error) {
 	if r.Operator != "" && Operator(ctx) == "unknown" {
@@ -86,7 +95,7 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	} else if d == nil {
 		return nil, notFound("no queue entry %s", r.QueueID)
 	}
-	if !resumable(d.Status) {
+	if !touba.Resumable(d.Status) {
 		return refuse(touba.Errorf(touba.EEntryNotResumable, "entry %s is %s: only done, failed, parked and cancelled entries are resumed%s",
 			r.QueueID, d.Status, notResumableHint(d.Status)))
 	}
@@ -140,23 +149,10 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	ev.Detail = fmt.Sprintf("from %s (steps %s), new_effects=%t: %s -> pending", r.From, strings.Join(rep.Steps, ", "),
 		r.NewEffects, rep.Left)
 	if r.NewEffects {
-		var ids []string
-		for _, st := range rep.Steps {
-			ids = append(ids, rep.EffectIDs[st])
-		}
-		ev.Detail += "; new effect ids " + strings.Join(ids, ", ")
+		ev.Detail += "; new effect ids " + strings.Join(rep.StepEffectIDs(), ", ")
 	}
 	s.audit(ctx, ev)
 	return rep, nil
-}
-
-// resumable reports whether an entry in status can be resumed.
-func resumable(status string) bool {
-	switch status {
-	case touba.StatusDone, touba.StatusFailed, touba.StatusParked, touba.StatusCancelled:
-		return true
-	}
-	return false
 }
 
 func notResumableHint(status string) string {
@@ -218,7 +214,7 @@ func (s *Service) triggerSteps(ctx context.Context, d *touba.Delivery) ([]string
 // resumeSteps are the steps a resume of d may start from, for the console's
 // form and `queue show`; nil when it cannot be resumed now.
 func (s *Service) resumeSteps(ctx context.Context, d *touba.Delivery) []string {
-	if !resumable(d.Status) || s.waitStore() == nil {
+	if !touba.Resumable(d.Status) || s.waitStore() == nil {
 		return nil
 	}
 	steps, _, err := s.triggerSteps(ctx, d)

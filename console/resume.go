@@ -50,10 +50,7 @@ func (c *Console) resumeEntry(w http.ResponseWriter, r *http.Request) {
 			refuse(err)
 			return
 		}
-		var ids []string
-		for _, st := range rep.Steps {
-			ids = append(ids, rep.EffectIDs[st])
-		}
+		ids := rep.StepEffectIDs()
 		c.render(w, r, http.StatusOK, "confirm", confirmation{
 			Title: "Resume " + id + " from " + t.From + " with new effects?",
 			Lines: []string{
@@ -79,11 +76,7 @@ func (c *Console) resumeEntry(w http.ResponseWriter, r *http.Request) {
 		},
 		Links: []link{{"/entries/" + id, "the entry"}}}
 	if rep.NewEffects {
-		var ids []string
-		for _, st := range rep.Steps {
-			ids = append(ids, rep.EffectIDs[st])
-		}
-		res.Lines = append(res.Lines, "new effect identities: "+strings.Join(ids, ", ")+": their writes happen again")
+		res.Lines = append(res.Lines, "new effect identities: "+strings.Join(rep.StepEffectIDs(), ", ")+": their writes happen again")
 	} else {
 		res.Lines = append(res.Lines, "same effect identities: an effect journaled applied is read back, not repeated")
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -26,9 +25,7 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 		} else if err != nil {
 			return err
 		}
-		switch res.From {
-		case touba.StatusDone, touba.StatusFailed, touba.StatusParked, touba.StatusCancelled:
-		default:
+		if !touba.Resumable(res.From) {
 			return touba.Errorf(touba.EEntryNotResumable, "entry %s is %s; only done, failed, parked and cancelled entries are resumed",
 				r.QueueID, res.From)
 		}
@@ -81,11 +78,9 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 			WHERE queue_id = $1 RETURNING effect_gens`, r.QueueID, steps, q.db.now(), r.NewEffects).Scan(&raw); err != nil {
 			return err
 		}
-		gens := map[string]int{}
-		if len(raw) > 0 {
-			if err := json.Unmarshal(raw, &gens); err != nil {
-				return fmt.Errorf("effect generations: %w", err)
-			}
+		gens, err := decodeGens(raw)
+		if err != nil {
+			return fmt.Errorf("effect generations: %w", err)
 		}
 		res.Gens = make(map[string]int, len(steps))
 		for _, s := range steps {

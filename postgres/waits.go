@@ -272,10 +272,19 @@ func (q *Queue) EffectGens(ctx context.Context, queueID string) (map[string]int,
 	} else if err != nil {
 		return nil, fmt.Errorf("effect generations of %s: %w", queueID, err)
 	}
+	gens, err := decodeGens(raw)
+	if err != nil {
+		return nil, fmt.Errorf("effect generations of %s: %w", queueID, err)
+	}
+	return gens, nil
+}
+
+// decodeGens reads an entry's effect_gens: none when NULL.
+func decodeGens(raw []byte) (map[string]int, error) {
 	gens := map[string]int{}
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &gens); err != nil {
-			return nil, fmt.Errorf("effect generations of %s: %w", queueID, err)
+			return nil, err
 		}
 	}
 	return gens, nil

@@ -137,14 +137,13 @@ func applyDurable(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	b := &pgx.Batch{}
 	// Cancels first: an entry this delivery cancels does not also take
 	// its offer.
-	msg := fmt.Sprintf("cancelled by delivery %s of %s", d.QueueID, d.TriggerRef)
-	if d.EventID != "" {
-		msg += fmt.Sprintf(" (event %s)", d.EventID)
-	}
-	for _, c := range d.Cancels {
-		b.Queue(qLockCancelWaits, c.Key, c.Value)
-		b.Queue(qCancel, c.Key, c.Value, msg, now)
-		b.Queue(qCancelWaits, c.Key, c.Value, now)
+	if len(d.Cancels) > 0 {
+		msg := touba.CancelledBy(d)
+		for _, c := range d.Cancels {
+			b.Queue(qLockCancelWaits, c.Key, c.Value)
+			b.Queue(qCancel, c.Key, c.Value, msg, now)
+			b.Queue(qCancelWaits, c.Key, c.Value, now)
+		}
 	}
 	seen := map[string]bool{}
 	var offers int

@@ -115,10 +115,7 @@ func suggestStep(ctx context.Context, api admin.API, req admin.ResumeRequest, er
 func printResume(w io.Writer, rep *admin.ResumeReport) {
 	fmt.Fprintf(w, "%s  resumed from %s: %s -> %s\n", rep.QueueID, rep.From, rep.Left, rep.Status)
 	fmt.Fprintf(w, "  steps run again: %s (checked against %s)\n", strings.Join(rep.Steps, ", "), rep.Against)
-	var ids []string
-	for _, st := range rep.Steps {
-		ids = append(ids, rep.EffectIDs[st])
-	}
+	ids := rep.StepEffectIDs()
 	if rep.NewEffects {
 		fmt.Fprintf(w, "  new effect identities: %s: their writes happen again\n", strings.Join(ids, ", "))
 		return

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	touba "github.com/touba/touba-trigger"
@@ -54,10 +55,7 @@ const (
 func (q *Queue) applyMatches(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, r *Result) error {
 	now := q.batchTime()
 	if len(d.Cancels) > 0 {
-		msg := fmt.Sprintf("cancelled by delivery %s of %s", d.QueueID, d.TriggerRef)
-		if d.EventID != "" {
-			msg += fmt.Sprintf(" (event %s)", d.EventID)
-		}
+		msg := touba.CancelledBy(d)
 		for _, c := range d.Cancels {
 			if err := q.cancelByKey(ctx, tx, c, d.QueueID, msg, now, r); err != nil {
 				return fmt.Errorf("cancel %s: %w", c.Key, err)
@@ -154,18 +152,11 @@ func (q *Queue) cancelByKey(ctx context.Context, tx *sqlitex.Tx, c touba.MatchVa
 				}
 			}
 		}
-		r.Cancelled = appendOnce(r.Cancelled, h.id)
-	}
-	return nil
-}
-
-func appendOnce(ids []string, id string) []string {
-	for _, x := range ids {
-		if x == id {
-			return ids
+		if !slices.Contains(r.Cancelled, h.id) {
+			r.Cancelled = append(r.Cancelled, h.id)
 		}
 	}
-	return append(ids, id)
+	return nil
 }
 
 // durableStmts are the statements of durable steps the writer prepares

@@ -71,12 +71,8 @@ func scanEntry(s scanner) (*touba.Delivery, error) {
 	if d.UpdatedAt, err = touba.ParseTime(upd); err != nil {
 		return nil, fmt.Errorf("entry %s: updated_at: %w", d.QueueID, err)
 	}
-	if wake.Valid {
-		t, err := touba.ParseTime(wake.String)
-		if err != nil {
-			return nil, fmt.Errorf("entry %s: wake_at: %w", d.QueueID, err)
-		}
-		d.WakeAt = &t
+	if d.WakeAt, err = parseNullTime(wake); err != nil {
+		return nil, fmt.Errorf("entry %s: wake_at: %w", d.QueueID, err)
 	}
 	return &d, nil
 }

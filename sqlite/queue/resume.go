@@ -48,9 +48,7 @@ func (q *Queue) resume(ctx context.Context, tx *sqlitex.Tx, r touba.ResumeReques
 	} else if err != nil {
 		return touba.ResumeResult{}, err
 	}
-	switch st {
-	case touba.StatusDone, touba.StatusFailed, touba.StatusParked, touba.StatusCancelled:
-	default:
+	if !touba.Resumable(st) {
 		return touba.ResumeResult{}, touba.Errorf(touba.EEntryNotResumable,
 			"entry %s is %s; only done, failed, parked and cancelled entries are resumed", r.QueueID, st)
 	}
