@@ -50,9 +50,7 @@ func (j *Journal) queuePrepares(b *pgx.Batch, rows []pdRow) *flushPart {
 	tokens := make([]int64, len(rows))
 	for r, row := range rows {
 		p := row.p
-		for c, v := range []string{p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID} {
-			cols[c] = append(cols[c], v)
-		}
+		appendRow(cols, p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID)
 		tokens[r] = p.LeaseToken
 	}
 	now := j.db.now()
@@ -91,9 +89,7 @@ func (j *Journal) queueOutcomes(b *pgx.Batch, rows []finRow) *flushPart {
 	results := make([]*string, len(rows))
 	for r, row := range rows {
 		o := row.o
-		for c, v := range []string{o.Scope, o.EffectID, o.State, o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.CallID, row.detail} {
-			cols[c] = append(cols[c], v)
-		}
+		appendRow(cols, o.Scope, o.EffectID, o.State, o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.CallID, row.detail)
 		tokens[r] = row.token
 		if o.Result != nil {
 			s := string(o.Result)
@@ -135,9 +131,7 @@ func queueEnds(b *pgx.Batch, rows []endRow, now string) *flushPart {
 	cols := make([][]string, 4)
 	tokens := make([]int64, len(rows))
 	for r, row := range rows {
-		for c, v := range []string{row.queueID, row.status, row.code, row.message} {
-			cols[c] = append(cols[c], v)
-		}
+		appendRow(cols, row.queueID, row.status, row.code, row.message)
 		tokens[r] = row.token
 	}
 	b.Queue(endMany, cols[0], tokens, cols[1], cols[2], cols[3], now)
@@ -187,6 +181,14 @@ func queueRuns(b *pgx.Batch, runs []runRow) *flushPart {
 			return nil
 		},
 		done: func(context.Context) error { return nil },
+	}
+}
+
+// appendRow appends a row's text values to the column arrays of a
+// multi-row statement (unnest), value c to column c.
+func appendRow(cols [][]string, vs ...string) {
+	for c, v := range vs {
+		cols[c] = append(cols[c], v)
 	}
 }
 
