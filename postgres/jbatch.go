@@ -23,8 +23,17 @@ type pdRow struct {
 	done func(ctx context.Context, now string, ok bool) error
 }
 
-// prepareDispatchedMany is fusedPrepareDispatched for many rows.
+// prepareDispatchedMany is fusedPrepareDispatched for many rows: built
+// once per store (newJournal), not per flush, unless ClockOffset moves
+// the clock between them.
 func (j *Journal) prepareDispatchedMany() string {
+	if j.pdMany != "" {
+		return j.pdMany
+	}
+	return j.buildPrepareDispatchedMany()
+}
+
+func (j *Journal) buildPrepareDispatchedMany() string {
 	return `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
 	WITH ORDINALITY AS i(scope, effect_id, tool_ref, operation, fingerprint, retry_mode, call_id, token, n)),
 f AS (SELECT i.n, e.queue_id, e.lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries e JOIN i
