@@ -6,6 +6,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// claimSets are claimPlan's settings for the common case.
+var claimSets = []string{`SET LOCAL enable_bitmapscan = off`, `SET LOCAL enable_sort = off`, `SET LOCAL jit = off`}
+
 // claimPlan chooses the pick of pending entries for a lease in tx (around
 // the paused triggers when there are any: holds.go) and keeps the claim on the ordered index scan of entries_ready
 // (status, held, queue_id), which stops after the batch, for the rest of
@@ -34,7 +37,7 @@ func claimPlan(ctx context.Context, tx *Tx) (string, error) {
 	// One round trip: the settings for the common case (no trigger paused)
 	// and whether it is the common case.
 	b := &pgx.Batch{}
-	for _, set := range []string{`SET LOCAL enable_bitmapscan = off`, `SET LOCAL enable_sort = off`, `SET LOCAL jit = off`} {
+	for _, set := range claimSets {
 		b.Queue(set)
 	}
 	b.Queue(anyPaused)
@@ -42,7 +45,7 @@ func claimPlan(ctx context.Context, tx *Tx) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for range 3 {
+	for range claimSets {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
 			return "", err

@@ -23,8 +23,17 @@ type pdRow struct {
 	done func(ctx context.Context, now string, ok bool) error
 }
 
-// prepareDispatchedMany is fusedPrepareDispatched for many rows.
+// prepareDispatchedMany is fusedPrepareDispatched for many rows: built
+// once per store (newJournal), not per flush, unless ClockOffset moves
+// the clock between them.
 func (j *Journal) prepareDispatchedMany() string {
+	if j.pdMany != "" {
+		return j.pdMany
+	}
+	return j.buildPrepareDispatchedMany()
+}
+
+func (j *Journal) buildPrepareDispatchedMany() string {
 	return `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
 	WITH ORDINALITY AS i(scope, effect_id, tool_ref, operation, fingerprint, retry_mode, call_id, token, n)),
 f AS (SELECT i.n, e.queue_id, e.lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries e JOIN i
@@ -50,9 +59,7 @@ func (j *Journal) queuePrepares(b *pgx.Batch, rows []pdRow) *flushPart {
 	tokens := make([]int64, len(rows))
 	for r, row := range rows {
 		p := row.p
-		for c, v := range []string{p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID} {
-			cols[c] = append(cols[c], v)
-		}
+		appendRow(cols, p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID)
 		tokens[r] = p.LeaseToken
 	}
 	now := j.db.now()
@@ -91,9 +98,7 @@ func (j *Journal) queueOutcomes(b *pgx.Batch, rows []finRow) *flushPart {
 	results := make([]*string, len(rows))
 	for r, row := range rows {
 		o := row.o
-		for c, v := range []string{o.Scope, o.EffectID, o.State, o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.CallID, row.detail} {
-			cols[c] = append(cols[c], v)
-		}
+		appendRow(cols, o.Scope, o.EffectID, o.State, o.ReceiptRef, o.ErrorCode, o.ReceiptErrorCode, o.CallID, row.detail)
 		tokens[r] = row.token
 		if o.Result != nil {
 			s := string(o.Result)
@@ -135,9 +140,7 @@ func queueEnds(b *pgx.Batch, rows []endRow, now string) *flushPart {
 	cols := make([][]string, 4)
 	tokens := make([]int64, len(rows))
 	for r, row := range rows {
-		for c, v := range []string{row.queueID, row.status, row.code, row.message} {
-			cols[c] = append(cols[c], v)
-		}
+		appendRow(cols, row.queueID, row.status, row.code, row.message)
 		tokens[r] = row.token
 	}
 	b.Queue(endMany, cols[0], tokens, cols[1], cols[2], cols[3], now)
@@ -187,6 +190,14 @@ func queueRuns(b *pgx.Batch, runs []runRow) *flushPart {
 			return nil
 		},
 		done: func(context.Context) error { return nil },
+	}
+}
+
+// appendRow appends a row's text values to the column arrays of a
+// multi-row statement (unnest), value c to column c.
+func appendRow(cols [][]string, vs ...string) {
+	for c, v := range vs {
+		cols[c] = append(cols[c], v)
 	}
 }
 

@@ -25,6 +25,10 @@ type Journal struct {
 
 	claimMu sync.Mutex
 	claims  map[string]claim
+
+	// pdMany is prepareDispatchedMany's statement, built once (unless a
+	// test shifts the clock: ClockOffset).
+	pdMany string
 }
 
 type claim struct {
@@ -33,7 +37,11 @@ type claim struct {
 }
 
 func newJournal(d *db) *Journal {
-	return &Journal{db: d, owner: newID(), claims: map[string]claim{}}
+	j := &Journal{db: d, owner: newID(), claims: map[string]claim{}}
+	if d.cfg.ClockOffset == nil {
+		j.pdMany = j.buildPrepareDispatchedMany()
+	}
+	return j
 }
 
 var _ touba.EffectJournal = (*Journal)(nil)

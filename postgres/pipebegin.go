@@ -91,20 +91,9 @@ func (t *Tx) pipelineBegin(ctx context.Context, b *pgx.Batch) (pgx.BatchResults,
 		return nil, err
 	}
 	t.tx = &connTx{c: c}
-	nb := &pgx.Batch{}
-	nb.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
-	heads := 1
+	heads := []string{beginRC}
 	if t.b.set != "" {
-		nb.Queue(t.b.set)
-		heads++
+		heads = append(heads, t.b.set)
 	}
-	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
-	br := c.SendBatch(ctx, nb)
-	for range heads {
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return nil, err
-		}
-	}
-	return br, nil
+	return sendAfter(ctx, c, b, heads...)
 }

@@ -97,9 +97,7 @@ func insertRuns(runs []runRow) (string, []any) {
 	cols := make([][]string, 9)
 	attempts := make([]int32, len(runs))
 	for i, r := range runs {
-		for c, v := range []string{r.id, r.queueID, r.trigger, r.status, r.code, r.message, r.started, r.ended, r.node} {
-			cols[c] = append(cols[c], v)
-		}
+		appendRow(cols, r.id, r.queueID, r.trigger, r.status, r.code, r.message, r.started, r.ended, r.node)
 		attempts[i] = r.attempt
 	}
 	return `INSERT INTO touba.runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,

@@ -137,6 +137,9 @@ func probeDirect(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration)
 	return n == len(want), nil
 }
 
+// beginRC begins a READ COMMITTED transaction.
+const beginRC = `BEGIN ISOLATION LEVEL READ COMMITTED`
+
 // beginSQL begins a writer's transaction: READ COMMITTED whatever the
 // database's default (the per-key decisions in concurrency.go need a new
 // snapshot after each lock), with the server-side bounds set for this
@@ -144,9 +147,9 @@ func probeDirect(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration)
 // hands to someone else), in the BEGIN's own round trip.
 func beginSQL(timeout time.Duration, pooled bool) string {
 	if !pooled {
-		return `BEGIN ISOLATION LEVEL READ COMMITTED` // the session has the bounds
+		return beginRC // the session has the bounds
 	}
-	return fmt.Sprintf(`BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = %d; `+
+	return fmt.Sprintf(beginRC+`; SET LOCAL statement_timeout = %d; `+
 		`SET LOCAL lock_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d`,
 		timeout.Milliseconds(), lockTimeout(timeout).Milliseconds(), timeout.Milliseconds())
 }
@@ -172,27 +175,24 @@ type implicitTx struct {
 	set  string
 }
 
-func (p implicitTx) send(ctx context.Context, sql string, args []any) pgx.BatchResults {
+func (p implicitTx) send(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
-	b.Queue(p.set)
 	b.Queue(sql, args...)
-	br := p.pool.SendBatch(ctx, b)
-	return br
+	return sendAfter(ctx, p.pool, b, p.set)
 }
 
 func (p implicitTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	br := p.send(ctx, sql, args)
-	defer br.Close()
-	if _, err := br.Exec(); err != nil {
+	br, err := p.send(ctx, sql, args)
+	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
+	defer br.Close()
 	return br.Exec()
 }
 
 func (p implicitTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	br := p.send(ctx, sql, args)
-	if _, err := br.Exec(); err != nil {
-		br.Close()
+	br, err := p.send(ctx, sql, args)
+	if err != nil {
 		return nil, err
 	}
 	rows, err := br.Query()
@@ -209,6 +209,30 @@ func (p implicitTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 		return errRow{err}
 	}
 	return firstRow{rows}
+}
+
+// batchSender is a pool or a connection.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// sendAfter sends heads (statements without arguments) and then b's
+// statements as one pipeline on s, and reads the heads' answers; the
+// caller reads b's from the results as if b had been sent alone.
+func sendAfter(ctx context.Context, s batchSender, b *pgx.Batch, heads ...string) (pgx.BatchResults, error) {
+	nb := &pgx.Batch{}
+	for _, h := range heads {
+		nb.Queue(h)
+	}
+	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+	br := s.SendBatch(ctx, nb)
+	for range heads {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, err
+		}
+	}
+	return br, nil
 }
 
 // batchRows closes its batch with its rows.

@@ -117,26 +117,12 @@ func (b backend) commit(ctx context.Context, t *Tx) error {
 		}
 	}
 	if len(t.enq) > 0 {
-		var q querier = b.pool
-		if b.set != "" {
-			q = implicitTx{pool: b.pool, set: b.set}
-		}
-		if t.tx != nil {
-			q = t.tx
-		}
-		if err := flushEnqueues(ctx, q, t.enq, b.now()); err != nil {
+		if err := flushEnqueues(ctx, b.querier(t), t.enq, b.now()); err != nil {
 			return err
 		}
 	}
 	if len(t.runs) > 0 {
-		var q querier = b.pool
-		if b.set != "" {
-			q = implicitTx{pool: b.pool, set: b.set}
-		}
-		if t.tx != nil {
-			q = t.tx
-		}
-		if err := flushRuns(ctx, q, t.runs); err != nil {
+		if err := flushRuns(ctx, b.querier(t), t.runs); err != nil {
 			return err
 		}
 	}
@@ -144,6 +130,18 @@ func (b backend) commit(ctx context.Context, t *Tx) error {
 		return nil
 	}
 	return t.tx.Commit(ctx)
+}
+
+// querier is where commit's statements go: t's transaction when it has
+// one, else one implicit transaction (with the bounds behind a pooler).
+func (b backend) querier(t *Tx) querier {
+	if t.tx != nil {
+		return t.tx
+	}
+	if b.set != "" {
+		return implicitTx{pool: b.pool, set: b.set}
+	}
+	return b.pool
 }
 
 func (b backend) rollback(t *Tx) {

@@ -383,20 +383,12 @@ func (w *Writer[Tx]) runOps(ctx context.Context, tx Tx, batch []*op[Tx], optimis
 	}
 	for _, o := range batch {
 		o.err = nil
-		if optimistic {
+		if optimistic || !o.isolated {
 			if err := o.fn(ctx, tx); err != nil {
-				var r *refusal
-				if !errors.As(err, &r) {
-					return errRedo
-				}
-				o.err = err // its own, and it wrote nothing
-			}
-			continue
-		}
-		if !o.isolated {
-			if err := o.fn(ctx, tx); err != nil {
-				var r *refusal
-				if !errors.As(err, &r) {
+				if !IsRefused(err) {
+					if optimistic {
+						return errRedo
+					}
 					return err
 				}
 				o.err = err // its own, and it wrote nothing: the batch goes on
