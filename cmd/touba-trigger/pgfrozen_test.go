@@ -32,6 +32,24 @@ const frozenManifest = `{"manifest_version": "touba-manifest-v1", "bindings": {"
   "handler": {"kind": "accounting_stub"}, "timeout_ms": 2000,
   "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`
 
+// frozenNodes writes frozenProgram and frozenManifest and returns how to
+// start a node on dsn under them: --database-timeout 2s, --lease-ttl 8s.
+func frozenNodes(t *testing.T, dsn string) func(name string, env []string, workers int) *testkit.Daemon {
+	t.Helper()
+	dir := t.TempDir()
+	program, manifest := filepath.Join(dir, "program.air.json"), filepath.Join(dir, "touba.manifest.json")
+	for p, c := range map[string]string{program: frozenProgram, manifest: frozenManifest} {
+		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return func(name string, env []string, workers int) *testkit.Daemon {
+		return testkit.Start(t, env, "serve", program, "--manifest", manifest, "--database", dsn, "--node-id", name,
+			"--admin-socket", "", "--listen", "127.0.0.1:0", "--metrics-listen", "", "--workers", fmt.Sprint(workers),
+			"--database-timeout", "2s", "--lease-ttl", "8s")
+	}
+}
+
 // postTimed posts body to trigger under eventID and returns the status
 // and how long the answer took (status 0: none within limit).
 func postTimed(base, trigger, eventID, body string, limit time.Duration) (int, time.Duration) {
@@ -66,19 +84,8 @@ func stopped(pid int) bool {
 // so its lock is released.
 func TestFrozenNodeStallsNoOther(t *testing.T) {
 	dsn := pgtest.New(t)
-	dir := t.TempDir()
-	program, manifest := filepath.Join(dir, "program.air.json"), filepath.Join(dir, "touba.manifest.json")
-	for p, c := range map[string]string{program: frozenProgram, manifest: frozenManifest} {
-		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	const timeout = 2 * time.Second
-	node := func(name string, env []string, workers int) *testkit.Daemon {
-		return testkit.Start(t, env, "serve", program, "--manifest", manifest, "--database", dsn, "--node-id", name,
-			"--admin-socket", "", "--listen", "127.0.0.1:0", "--metrics-listen", "", "--workers", fmt.Sprint(workers),
-			"--database-timeout", timeout.String(), "--lease-ttl", "8s")
-	}
+	const timeout = 2 * time.Second // frozenNodes' --database-timeout
+	node := frozenNodes(t, dsn)
 	a := node("frozen-a", []string{"TOUBA_CRASHPOINT=stop:" + postgres.CrashKeyLocked}, 0)
 	b := node("live-b", nil, 2)
 	defer a.Signal(syscall.SIGCONT) // so that the clean-up's SIGKILL ends it

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -24,18 +22,7 @@ import (
 // done, each effect applied once.
 func TestFrozenFlushStallsNoOther(t *testing.T) {
 	dsn := pgtest.New(t)
-	dir := t.TempDir()
-	program, manifest := filepath.Join(dir, "program.air.json"), filepath.Join(dir, "touba.manifest.json")
-	for p, c := range map[string]string{program: frozenProgram, manifest: frozenManifest} {
-		if err := os.WriteFile(p, []byte(c), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	node := func(name string, env []string, workers int) *testkit.Daemon {
-		return testkit.Start(t, env, "serve", program, "--manifest", manifest, "--database", dsn, "--node-id", name,
-			"--admin-socket", "", "--listen", "127.0.0.1:0", "--metrics-listen", "", "--workers", fmt.Sprint(workers),
-			"--database-timeout", "2s", "--lease-ttl", "8s")
-	}
+	node := frozenNodes(t, dsn)
 	// The entries first, through a node that runs none of them.
 	in := node("flush-intake", nil, 0)
 	const n = 20
