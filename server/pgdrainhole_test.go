@@ -42,7 +42,7 @@ func TestDrainSurvivesABlackHoledDatabase(t *testing.T) {
 	r.mu.Lock()
 	r.block = nil
 	r.mu.Unlock()
-	close(block) // the calls answer while the database is silent
+	close(block)                        // the calls answer while the database is silent
 	time.Sleep(2500 * time.Millisecond) // the fault's length: past --database-timeout, short of the lease
 	proxy.BlackHole(false)
 
