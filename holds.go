@@ -77,3 +77,48 @@ type CircuitStore interface {
 	// Circuits lists every circuit not closed.
 	Circuits(ctx context.Context) ([]CircuitState, error)
 }
+
+// Fair dispatch (SPEC §2.1 dispatch, §2.2 "Holds take nothing"). A lease is
+// planned: the dispatcher's scheduler (package fair) asks for so many due
+// entries of each trigger, and the store answers each ask in the lease's
+// one transaction. A run that meets a binding's hold (no max_concurrency
+// slot, an open circuit) between steps is handed back with HoldRun: it
+// waits pending, in no lease and no worker, until an ask names its hold.
+
+// LeaseAsk is one part of a planned lease.
+type LeaseAsk struct {
+	// TriggerRef asks for up to N due pending entries of that trigger,
+	// oldest first, that no key, pause or binding holds back.
+	TriggerRef string
+	// Hold, instead, asks for up to N entries handed back on that hold
+	// (a binding's tool ref), oldest first, whatever their trigger, when
+	// their trigger is not paused.
+	Hold string
+	N    int
+}
+
+// LeasePlan decides a lease's asks, one at a time, from what the earlier
+// ones took. A store whose transaction runs again (a deadlock, an
+// optimistic batch redone) calls Reset first.
+type LeasePlan interface {
+	Reset()
+	// Next is the next ask; ok false ends the lease.
+	Next() (a LeaseAsk, ok bool)
+	// Took reports how many entries the ask leased.
+	Took(a LeaseAsk, n int)
+}
+
+// FairQueue is what fair dispatch needs of a queue store besides Lease.
+type FairQueue interface {
+	// LeasePlanned leases what plan asks for, in one transaction.
+	LeasePlanned(ctx context.Context, plan LeasePlan) ([]*Delivery, error)
+	// HoldRun puts a running entry back to pending, held on hold, without
+	// spending the attempt its lease counted; no lease takes it but an
+	// ask naming hold. An entry asked to cancel ends cancelled instead.
+	HoldRun(ctx context.Context, queueID string, token int64, hold, code, message string) error
+	// HeldRuns counts the entries handed back, by hold.
+	HeldRuns(ctx context.Context) (map[string]int64, error)
+	// ReadyTriggers lists the triggers with entries no key, pause or
+	// binding holds back (due or not), by ref: the lease's candidates.
+	ReadyTriggers(ctx context.Context) ([]string, error)
+}
