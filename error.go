@@ -63,6 +63,12 @@ const (
 	// EDispatcherStopping: a run postponed because the dispatcher stopped
 	// while it waited for a binding slot (no attempt spent).
 	EDispatcherStopping = "DispatcherStopping"
+	// EBindingBusy and ECircuitOpen: a run handed back to wait, pending
+	// and holding nothing, for a slot of its binding's max_concurrency or
+	// for its open circuit's probe (SPEC §2.2 "Holds take nothing"); no
+	// attempt spent. They name why a pending entry waits, never a failure.
+	EBindingBusy = "BindingBusy"
+	ECircuitOpen = "CircuitOpen"
 	// EEntryBusy: another operator action (a compensation, a replay) is
 	// working on the entry right now.
 	EEntryBusy = "EntryBusy"

@@ -31,7 +31,8 @@ type HoldStore interface {
 	// PausedTriggers lists the paused triggers, by ref.
 	PausedTriggers(ctx context.Context) ([]TriggerPause, error)
 	// CountByTrigger counts entries by trigger and status (and "held" for
-	// pending entries held back behind their concurrency key).
+	// pending entries held back behind their concurrency key, HeldSlot and
+	// HeldCircuit for runs handed back on their binding).
 	CountByTrigger(ctx context.Context) (map[string]map[string]int64, error)
 }
 
@@ -122,3 +123,10 @@ type FairQueue interface {
 	// binding holds back (due or not), by ref: the lease's candidates.
 	ReadyTriggers(ctx context.Context) ([]string, error)
 }
+
+// CountByTrigger's counts of pending entries handed back on a binding: no
+// free max_concurrency slot, or an open circuit.
+const (
+	HeldSlot    = "held_slot"
+	HeldCircuit = "held_circuit"
+)

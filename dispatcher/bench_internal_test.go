@@ -89,7 +89,7 @@ func BenchmarkRun(b *testing.B) {
 				ReceivedAt: time.Now(), Status: touba.StatusRunning, Attempts: 1, LeaseToken: 1, FirstLease: true}
 			b.ReportAllocs()
 			for b.Loop() {
-				d.run(e)
+				d.run(e, nil)
 			}
 		})
 	}

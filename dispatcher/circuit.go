@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
@@ -53,6 +54,8 @@ type circuit struct {
 	read     time.Time // when the shared state was last read
 	changed  chan struct{}
 	sharedOK bool // the shared state has been read once
+	// reserved are runs leased for its due probe, not yet at their call.
+	reserved atomic.Int64
 }
 
 // circuits is the breakers of the bindings, by tool ref, kept across
@@ -145,26 +148,14 @@ func (d *Dispatcher) passCircuit(ctx context.Context, b *Binding, waiting *bool)
 	for {
 		d.refreshShared(ctx, c)
 		c.mu.Lock()
+		if p, ok := d.enterCircuit(ctx, b, c); ok {
+			c.mu.Unlock()
+			return p, true
+		}
 		now := d.opts.Now()
-		st := c.state.State
-		if st == touba.CircuitClosed {
-			c.mu.Unlock()
-			return &circuitPass{d: d, c: c}, true
-		}
-		// A probe claimed by a node that died (probing for longer than any
-		// call lasts) is claimed again.
-		orphan := st == touba.CircuitProbing && !c.probe && d.opts.Circuits != nil && now.Sub(c.state.Since) > probeStale(c.cfg)
-		if (st == touba.CircuitOpen && !now.Before(c.state.Until) || orphan) && d.claimProbe(ctx, c, now) {
-			c.probe = true
-			c.state.State, c.state.Since = touba.CircuitProbing, now
-			d.log.Info().Str("event", "circuit.probing").Str("tool_ref", b.Ref).Msg("circuit open_ms passed; one call probes")
-			d.circuitChanged(b.Ref, st, touba.CircuitProbing)
-			c.mu.Unlock()
-			return &circuitPass{d: d, c: c, probe: true}, true
-		}
 		ch := c.changed
 		wait := d.opts.PollInterval
-		if st == touba.CircuitOpen {
+		if c.state.State == touba.CircuitOpen {
 			wait = min(wait, max(c.state.Until.Sub(now), time.Millisecond))
 		}
 		c.mu.Unlock()
@@ -182,6 +173,27 @@ func (d *Dispatcher) passCircuit(ctx context.Context, b *Binding, waiting *bool)
 			return nil, false
 		}
 	}
+}
+
+// enterCircuit lets a call through c if it may go now: closed, or open
+// past open_ms with nobody probing (this call is the probe); c.mu held.
+func (d *Dispatcher) enterCircuit(ctx context.Context, b *Binding, c *circuit) (*circuitPass, bool) {
+	now := d.opts.Now()
+	st := c.state.State
+	if st == touba.CircuitClosed {
+		return &circuitPass{d: d, c: c}, true
+	}
+	// A probe claimed by a node that died (probing for longer than any
+	// call lasts) is claimed again.
+	orphan := st == touba.CircuitProbing && !c.probe && d.opts.Circuits != nil && now.Sub(c.state.Since) > probeStale(c.cfg)
+	if (st == touba.CircuitOpen && !now.Before(c.state.Until) || orphan) && d.claimProbe(ctx, c, now) {
+		c.probe = true
+		c.state.State, c.state.Since = touba.CircuitProbing, now
+		d.log.Info().Str("event", "circuit.probing").Str("tool_ref", b.Ref).Msg("circuit open_ms passed; one call probes")
+		d.circuitChanged(b.Ref, st, touba.CircuitProbing)
+		return &circuitPass{d: d, c: c, probe: true}, true
+	}
+	return nil, false
 }
 
 // claimProbe takes the probe of c: in this process, it is free whenever
@@ -208,10 +220,21 @@ func probeStale(c CircuitConfig) time.Duration { return 2*c.Open + time.Minute }
 
 type passKey struct{}
 
-// withPass carries a run's circuit pass to the call that uses it.
+// withPass carries a run's circuit pass to the call that uses it. A pass
+// through a closed circuit also gates the call's further tries: once the
+// circuit opens, a call in flight sends no more (SPEC §2.2); the probe's
+// tries are its own.
 func withPass(ctx context.Context, p *circuitPass) context.Context {
 	if p == nil {
 		return ctx
+	}
+	if !p.probe {
+		c := p.c
+		ctx = handler.WithTryGate(ctx, func() bool {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.state.State == touba.CircuitClosed
+		})
 	}
 	return context.WithValue(ctx, passKey{}, p)
 }

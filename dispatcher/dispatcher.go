@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/fair"
 	"github.com/touba/touba-trigger/tracing"
 )
 
@@ -122,7 +123,8 @@ type Dispatcher struct {
 	waiting  atomic.Int64 // runs waiting for a binding slot or circuit
 	circuits circuits     // circuit breakers by binding
 
-	waker waker // wakes sleeping and timed waits (wake.go)
+	waker waker      // wakes sleeping and timed waits (wake.go)
+	fair  *fairLease // planned leases, when the queue can (fairlease.go)
 	// saved are the definitions' digests stored by this process: a
 	// reload writes only the triggers it changed (pinning.go).
 	saved sync.Map
@@ -146,6 +148,9 @@ func New(q Queue, s State, j Journal, cfg *Config, opts Options) *Dispatcher {
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	d.runCtx, d.cancel = context.WithCancel(context.Background())
 	d.waker.init()
+	if fq, ok := q.(touba.FairQueue); ok {
+		d.fair = &fairLease{fq: fq, sched: fair.New(), held: map[string]int64{}}
+	}
 	d.cfg.Store(cfg)
 	return d
 }
@@ -226,7 +231,7 @@ func (d *Dispatcher) leaser() {
 				break more
 			}
 		}
-		entries, err := d.queue.Lease(d.runCtx, free)
+		entries, res, err := d.lease(free)
 		if err != nil && !errors.Is(err, context.Canceled) {
 			// The store does not answer (a database restarting): pause,
 			// longer each time up to a few seconds, and resume on its own.
@@ -247,13 +252,17 @@ func (d *Dispatcher) leaser() {
 			d.log.Info().Int("failures", failures).Msg("lease works again; dispatcher resumed")
 			failures = 0
 		}
-		for _, e := range entries {
+		for i, e := range entries {
+			var r *reservation
+			if i < len(res) {
+				r = res[i]
+			}
 			d.wg.Add(1)
-			go func(e *touba.Delivery) {
+			go func(e *touba.Delivery, r *reservation) {
 				defer d.wg.Done()
 				defer func() { <-slots }()
-				d.run(e)
-			}(e)
+				d.run(e, r)
+			}(e, r)
 		}
 		for i := len(entries); i < free; i++ {
 			<-slots

@@ -35,6 +35,7 @@ const (
 	waiting               // BeginWait moved the entry to waiting: it is not the run's any more
 	cancel                // a cancel_on match arrived: the entry ends cancelled
 	ended                 // the store ended the entry already (cancelled while the run held it)
+	held                  // a binding holds the run back: handed back to wait, no attempt spent (hold.go)
 )
 
 // verdict is why a run stopped before its last step.
@@ -42,6 +43,7 @@ type verdict struct {
 	action  action
 	code    string
 	message string
+	hold    string // held: the binding that holds the run back
 }
 
 func stop(a action, code, format string, args ...any) *verdict {
@@ -58,7 +60,8 @@ func fromError(err *touba.Error) *verdict {
 	return &verdict{action: retry, code: err.Code, message: err.Message}
 }
 
-func (d *Dispatcher) run(e *touba.Delivery) {
+func (d *Dispatcher) run(e *touba.Delivery, r *reservation) {
+	defer r.drop()
 	cfg := d.cfg.Load()
 	log := d.log.With().Str("trigger_ref", e.TriggerRef).Str("event_id", e.EventID).Str("queue_id", e.QueueID).Logger()
 	run := &touba.Run{RunID: uuidv7.New(), QueueID: e.QueueID, TriggerRef: e.TriggerRef, Attempt: e.Attempts,
@@ -70,6 +73,7 @@ func (d *Dispatcher) run(e *touba.Delivery) {
 	if id := tracing.TraceID(ctx); id != "" {
 		log = log.With().Str(tracing.FieldTraceID, id).Logger()
 	}
+	ctx = withReservation(ctx, r)
 	ctx, stopRenew := d.renew(ctx, e, log)
 	defer stopRenew()
 	t, ok := cfg.trigger(e.TriggerRef)
@@ -172,6 +176,10 @@ func (d *Dispatcher) settle(e *touba.Delivery, run *touba.Run, t *trigger.Trigge
 		// this run's to write.
 		status, msg = touba.StatusWaiting, v.message
 		log.Debug().Str("run_id", run.RunID).Str("reason", v.message).Msg("run waiting")
+	case v.action == held:
+		status, code, msg = "held", v.code, v.message
+		err = d.hold(e, v)
+		log.Debug().Str("run_id", run.RunID).Str("hold", v.hold).Str("code", v.code).Msg("run handed back until its binding frees")
 	case v.action == ended:
 		status, code, msg = touba.StatusCancelled, v.code, v.message
 		log.Info().Str("run_id", run.RunID).Str("reason", v.message).Msg("run cancelled")

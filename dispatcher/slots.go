@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
@@ -32,6 +33,9 @@ type slots struct {
 type sem struct {
 	max int
 	ch  chan struct{}
+	// reserved are the slots promised to runs leased for them and not yet
+	// at their call (fairlease.go).
+	reserved atomic.Int64
 }
 
 // of returns the semaphore of b, nil when b is not bounded. A changed

@@ -42,11 +42,22 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	if err != nil {
 		return nil, false, fromError(asTouba(err))
 	}
-	release, pass, ok := d.acquire(ctx, b, e)
-	ctx = withPass(ctx, pass)
-	if !ok {
-		return nil, false, &verdict{action: later, code: touba.EDispatcherStopping, message: "stopped while waiting for a slot of " + b.Ref}
+	var release func()
+	var pass *circuitPass
+	if d.fair != nil {
+		var hv *verdict
+		release, pass, hv = d.tryAcquire(ctx, b, e)
+		reservationOf(ctx).drop()
+		if hv != nil {
+			return nil, false, hv
+		}
+	} else {
+		var ok bool
+		if release, pass, ok = d.acquire(ctx, b, e); !ok {
+			return nil, false, &verdict{action: later, code: touba.EDispatcherStopping, message: "stopped while waiting for a slot of " + b.Ref}
+		}
 	}
+	ctx = withPass(ctx, pass)
 	defer release()
 	callID := uuidv7.New()
 	req := &handler.Request{Protocol: protocol.Name, Operation: protocol.Invoke, ToolRef: st.Tool, Input: input,

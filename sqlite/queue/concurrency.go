@@ -28,7 +28,7 @@ const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM entries
 
 // releaseNext un-holds the first conc_max active entries of a key: after
 // an entry of the key left the active set, the next in line may start.
-const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND queue_id IN (
+const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND hold_on IS NULL AND queue_id IN (
 	SELECT queue_id FROM entries
 	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting')
 	ORDER BY queue_id LIMIT ?)`
@@ -47,7 +47,7 @@ const rehold = `UPDATE entries SET held = CASE WHEN queue_id IN (
 		  AND status IN ('running', 'waiting')) < ?3
 	THEN 0 ELSE 1 END
 	WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting')
-	  AND status = 'pending'`
+	  AND status = 'pending' AND hold_on IS NULL`
 
 // keyOf reads the key of an entry; ok is false for an unkeyed one.
 func keyOf(ctx context.Context, tx *sql.Tx, queueID string) (ref, key string, max int, ok bool, err error) {
@@ -132,7 +132,7 @@ func (q *Queue) finishAndRelease(queueID string, token int64, status string, arg
 func (q *Queue) HeldKeys(ctx context.Context) (int64, error) {
 	var n int64
 	err := q.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT trigger_ref, conc_key FROM entries
-		WHERE conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting') AND status = 'pending' AND held = 1)`).Scan(&n)
+		WHERE conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting') AND status = 'pending' AND held = 1 AND hold_on IS NULL)`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("held keys: %w", err)
 	}

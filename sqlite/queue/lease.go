@@ -70,7 +70,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 // holds back (entries_ready), skipping paused triggers (holds.go).
 const qLease = `UPDATE entries SET status = 'running', attempts = attempts + 1, lease_token = lease_token + 1, updated_at = ?
 	WHERE queue_id IN (SELECT queue_id FROM entries e WHERE status = 'pending' AND held = 0
-	                     AND (not_before IS NULL OR not_before <= ?)
+	                     AND (not_before IS NULL OR not_before <= ?) AND hold_on IS NULL
 	                     AND NOT EXISTS (SELECT 1 FROM paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 	                   ORDER BY queue_id LIMIT ?)
 	RETURNING ` + entryColumns
@@ -238,7 +238,8 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0,
-				wake_at = NULL, cancel_requested = NULL, updated_at = ? WHERE queue_id = ?`, q.now(), id); err != nil {
+				wake_at = NULL, cancel_requested = NULL, held = CASE WHEN hold_on IS NULL THEN held ELSE 0 END, hold_on = NULL,
+				updated_at = ? WHERE queue_id = ?`, q.now(), id); err != nil {
 				return err
 			}
 			// A cancelled entry may have been cancelled while it waited: its

@@ -1,0 +1,276 @@
+package dispatcher
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/fair"
+)
+
+// Fair dispatch (SPEC §2.1 dispatch, §2.2 "Holds take nothing"). With a
+// store that plans leases (touba.FairQueue), each lease is a round of the
+// fair scheduler: first the runs handed back on a binding that can take
+// them again (a slot free, a probe due), then each trigger's share of the
+// free workers by weight, each trigger bounded by what its first bound
+// binding can start now. A run that still meets a full binding or an open
+// circuit at a step is handed back (HoldRun) instead of waiting in its
+// worker, and a lease asks for it once the binding frees: no worker and
+// no lease is spent on a held run, and nothing polls it.
+
+// holdsRefresh is how often the leaser reads the store's count of runs
+// handed back and its triggers with leasable entries: what other nodes
+// changed, and triggers the program no longer names.
+const holdsRefresh = time.Second
+
+// fairLease is the leaser's state for planned leases; only the leaser
+// goroutine touches it, but held, which runs also move.
+type fairLease struct {
+	fq    touba.FairQueue
+	sched *fair.Scheduler
+	read  time.Time // when held and others were last read
+	// others are triggers with leasable entries that the program does not
+	// name (removed by a reload): leased like any other, so they end.
+	others []string
+
+	mu   sync.Mutex
+	held map[string]int64 // runs handed back, by hold (binding ref)
+}
+
+func (f *fairLease) addHeld(hold string, n int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.held[hold] += n; f.held[hold] <= 0 {
+		delete(f.held, hold)
+	}
+}
+
+func (f *fairLease) heldOn(hold string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.held[hold]
+}
+
+// Held is the number of runs handed back on each binding, as this node
+// last read or counted them, for metrics.
+func (d *Dispatcher) Held() map[string]int64 {
+	out := map[string]int64{}
+	if d.fair == nil {
+		return out
+	}
+	d.fair.mu.Lock()
+	defer d.fair.mu.Unlock()
+	for k, v := range d.fair.held {
+		out[k] = v
+	}
+	return out
+}
+
+// lease takes up to free entries: planned when the store can.
+func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) {
+	f := d.fair
+	if f == nil {
+		entries, err := d.queue.Lease(d.runCtx, free)
+		return entries, nil, err
+	}
+	d.refreshFair()
+	cfg := d.cfg.Load()
+	var holds []touba.LeaseAsk
+	f.mu.Lock()
+	for hold, n := range f.held {
+		if n <= 0 {
+			continue
+		}
+		if can := d.passable(cfg.Bindings[hold]); can != 0 {
+			if can > 0 {
+				n = min(n, int64(can))
+			}
+			holds = append(holds, touba.LeaseAsk{Hold: hold, N: int(n)})
+		}
+	}
+	f.mu.Unlock()
+	cands := make([]fair.Candidate, 0, len(cfg.Program.Triggers)+len(f.others))
+	for _, t := range cfg.Program.Triggers {
+		limit := -1
+		if b := d.gate(cfg, t.Ref); b != nil {
+			if f.heldOn(b.Ref) > 0 {
+				limit = 0 // the runs handed back on it go first
+			} else {
+				limit = d.passable(b)
+			}
+		}
+		cands = append(cands, fair.Candidate{Ref: t.Ref, Weight: t.Weight, Limit: limit})
+	}
+	for _, ref := range f.others {
+		cands = append(cands, fair.Candidate{Ref: ref, Weight: fair.DefaultWeight, Limit: -1})
+	}
+	round := f.sched.Plan(free, holds, cands)
+	entries, err := f.fq.LeasePlanned(d.runCtx, round)
+	if err != nil {
+		return nil, nil, err
+	}
+	round.Done()
+	// The entries come in the order of the asks: each gets the
+	// reservation of the binding its ask was bounded by.
+	res := make([]*reservation, len(entries))
+	i := 0
+	for _, a := range round.Taken() {
+		var b *Binding
+		if a.Hold != "" {
+			f.addHeld(a.Hold, -int64(a.N))
+			b = cfg.Bindings[a.Hold]
+		} else {
+			b = d.gate(cfg, a.TriggerRef)
+		}
+		for j := 0; j < a.N && i < len(entries); j++ {
+			res[i] = d.reserve(b)
+			i++
+		}
+	}
+	return entries, res, nil
+}
+
+// refreshFair reads, at most every holdsRefresh, the runs handed back
+// (by any node) and the triggers with leasable entries the program does
+// not name.
+func (d *Dispatcher) refreshFair() {
+	f := d.fair
+	if time.Since(f.read) < holdsRefresh {
+		return
+	}
+	f.read = time.Now()
+	ctx, cancel := context.WithTimeout(d.runCtx, wakeTimeout)
+	defer cancel()
+	if held, err := f.fq.HeldRuns(ctx); err == nil {
+		f.mu.Lock()
+		f.held = held
+		f.mu.Unlock()
+	} else {
+		d.log.Warn().Err(err).Msg("cannot count the runs handed back on their bindings; retrying")
+	}
+	cfg := d.cfg.Load()
+	if refs, err := f.fq.ReadyTriggers(ctx); err == nil {
+		f.others = f.others[:0]
+		for _, ref := range refs {
+			if _, ok := cfg.trigger(ref); !ok {
+				f.others = append(f.others, ref)
+			}
+		}
+	} else {
+		d.log.Warn().Err(err).Msg("cannot list the triggers with leasable entries; retrying")
+	}
+	f.sched.Forget(func(ref string) bool {
+		_, ok := cfg.trigger(ref)
+		return ok || slices.Contains(f.others, ref)
+	})
+}
+
+// gate is the binding that bounds how many runs of trigger ref may start
+// now: its first tool step's, when that binding has a max_concurrency or
+// a circuit; nil when nothing bounds it.
+func (d *Dispatcher) gate(cfg *Config, ref string) *Binding {
+	t, ok := cfg.trigger(ref)
+	if !ok {
+		return nil
+	}
+	for _, st := range t.Steps {
+		if st.Tool == "" {
+			continue
+		}
+		b := cfg.Bindings[st.Tool]
+		if b == nil || b.MaxConcurrency <= 0 && b.Circuit.MinCalls <= 0 {
+			return nil
+		}
+		return b
+	}
+	return nil
+}
+
+// passable is how many more calls of b may start now on this node: 0
+// behind an open circuit (1 once its probe is due), else its free slots
+// less those promised to runs leased and not yet at their call; negative
+// when nothing bounds it. A binding gone from the configuration (a hold
+// on it outlived a reload) bounds nothing.
+func (d *Dispatcher) passable(b *Binding) int {
+	if b == nil {
+		return -1
+	}
+	bounded, n := false, 0
+	if c := d.circuits.of(b); c != nil {
+		ctx, cancel := context.WithTimeout(d.runCtx, time.Second)
+		d.refreshShared(ctx, c)
+		cancel()
+		c.mu.Lock()
+		st, due := c.state.State, !d.opts.Now().Before(c.state.Until)
+		c.mu.Unlock()
+		switch {
+		case st == touba.CircuitOpen && due:
+			bounded, n = true, 1-int(c.reserved.Load())
+		case st != touba.CircuitClosed:
+			return 0
+		}
+	}
+	if s := d.slots.of(b); s != nil {
+		if free := s.max - len(s.ch) - int(s.reserved.Load()); !bounded || free < n {
+			n = free
+		}
+		bounded = true
+	}
+	if !bounded {
+		return -1
+	}
+	return max(n, 0)
+}
+
+// reservation is a leased run's claim on one of its gate's free slots
+// (or its due probe), held until the run reaches its call or ends, so
+// the next lease does not count the same slot free twice.
+type reservation struct {
+	sem     *sem
+	circuit *circuit
+	done    atomic.Bool
+}
+
+func (d *Dispatcher) reserve(b *Binding) *reservation {
+	if b == nil {
+		return nil
+	}
+	r := &reservation{sem: d.slots.of(b), circuit: d.circuits.of(b)}
+	if r.sem != nil {
+		r.sem.reserved.Add(1)
+	}
+	if r.circuit != nil {
+		r.circuit.reserved.Add(1)
+	}
+	return r
+}
+
+// drop ends the reservation; idempotent, nil-safe.
+func (r *reservation) drop() {
+	if r == nil || !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	if r.sem != nil {
+		r.sem.reserved.Add(-1)
+	}
+	if r.circuit != nil {
+		r.circuit.reserved.Add(-1)
+	}
+}
+
+type reservationKey struct{}
+
+func withReservation(ctx context.Context, r *reservation) context.Context {
+	if r == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, reservationKey{}, r)
+}
+
+func reservationOf(ctx context.Context) *reservation {
+	r, _ := ctx.Value(reservationKey{}).(*reservation)
+	return r
+}
