@@ -13,9 +13,9 @@ import (
 )
 
 // Triggers and their holds (SPEC §6 triggers ls | pause | resume, §6.1
-// Triggers page): whether each trigger is paused, the circuits of its
-// bindings that are not closed, and its pending, held, waiting and running
-// counts.
+// Triggers page): whether each trigger is paused, its dispatch weight, the
+// circuits of its bindings that are not closed, and its pending, held,
+// waiting and running counts.
 
 // TriggerAPI is the triggers' part of API.
 type TriggerAPI interface {
@@ -29,12 +29,15 @@ type Trigger struct {
 	TriggerRef string `json:"trigger_ref"`
 	// InProgram is false for a trigger the running program lacks (known
 	// only from its entries or its pause).
-	InProgram bool      `json:"in_program"`
-	Paused    bool      `json:"paused"`
-	PausedAt  time.Time `json:"paused_at,omitzero"`
-	PausedBy  string    `json:"paused_by,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	Pending   int64     `json:"pending"`
+	InProgram bool `json:"in_program"`
+	// Weight is its dispatch weight in the running program (SPEC §2.1
+	// dispatch); 0, and left out, when no program gives it one.
+	Weight   int       `json:"weight,omitempty"`
+	Paused   bool      `json:"paused"`
+	PausedAt time.Time `json:"paused_at,omitzero"`
+	PausedBy string    `json:"paused_by,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Pending  int64     `json:"pending"`
 	// Held are pending entries held back behind their concurrency key;
 	// Waiting are entries in a sleep or a wait for an event (SPEC §2.3).
 	Held    int64    `json:"held"`
@@ -60,13 +63,15 @@ type TriggerChange struct {
 }
 
 // ProgramTrigger is a trigger of the running program and the tools its
-// steps call (Service.ProgramTriggers), and its steps.
+// steps call (Service.ProgramTriggers), its steps and its weight.
 type ProgramTrigger struct {
 	Ref   string
 	Tools []string
 	// Steps are the ids of its steps, in order (what `queue resume
 	// --from` takes).
 	Steps []string
+	// Weight is its dispatch weight (trigger.Trigger.Weight).
+	Weight int
 }
 
 func (s *Service) holds() (touba.HoldStore, error) {
@@ -108,7 +113,7 @@ func (s *Service) Triggers(ctx context.Context) ([]Trigger, error) {
 	if s.ProgramTriggers != nil {
 		for _, pt := range s.ProgramTriggers() {
 			t := at(pt.Ref)
-			t.InProgram, t.Tools = true, pt.Tools
+			t.InProgram, t.Tools, t.Weight = true, pt.Tools, pt.Weight
 			for _, c := range circuits {
 				if slices.Contains(pt.Tools, c.ToolRef) {
 					t.Circuits = append(t.Circuits, c)

@@ -9,6 +9,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/fair"
+	"github.com/touba/touba-trigger/trigger"
 )
 
 // Fair dispatch (SPEC §2.1 dispatch, §2.2 "Holds take nothing"). With a
@@ -35,6 +36,7 @@ type fairLease struct {
 	// others are triggers with leasable entries that the program does not
 	// name (removed by a reload): leased like any other, so they end.
 	others []string
+	inUse  map[string]slotsRead // the cluster's slots in use, by binding
 
 	mu   sync.Mutex
 	held map[string]int64 // runs handed back, by hold (binding ref)
@@ -105,7 +107,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 		cands = append(cands, fair.Candidate{Ref: t.Ref, Weight: t.Weight, Limit: limit})
 	}
 	for _, ref := range f.others {
-		cands = append(cands, fair.Candidate{Ref: ref, Weight: fair.DefaultWeight, Limit: -1})
+		cands = append(cands, fair.Candidate{Ref: ref, Weight: trigger.DefaultWeight, Limit: -1})
 	}
 	round := f.sched.Plan(free, holds, cands)
 	entries, err := f.fq.LeasePlanned(d.runCtx, round)
@@ -119,7 +121,9 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 	i := 0
 	for _, a := range round.Taken() {
 		var b *Binding
-		if a.Hold != "" {
+		if a.Hold == touba.HoldTakeOver {
+			b = nil
+		} else if a.Hold != "" {
 			f.addHeld(a.Hold, -int64(a.N))
 			b = cfg.Bindings[a.Hold]
 		} else {
@@ -214,7 +218,11 @@ func (d *Dispatcher) passable(b *Binding) int {
 		}
 	}
 	if s := d.slots.of(b); s != nil {
-		if free := s.max - len(s.ch) - int(s.reserved.Load()); !bounded || free < n {
+		free := s.max - len(s.ch)
+		if used, ok := d.clusterSlots(b); ok {
+			free = min(free, s.max-used)
+		}
+		if free -= int(s.reserved.Load()); !bounded || free < n {
 			n = free
 		}
 		bounded = true
@@ -223,6 +231,42 @@ func (d *Dispatcher) passable(b *Binding) int {
 		return -1
 	}
 	return max(n, 0)
+}
+
+// slotCounter is a shared slot store that can say how many of a
+// binding's slots the cluster's live leases hold (postgres.Slots).
+type slotCounter interface {
+	SlotsInUse(ctx context.Context, toolRef string) (int, error)
+}
+
+// clusterSlots is how many of b's slots the cluster holds, read at most
+// once a poll interval; ok false without a shared store (or when it does
+// not answer: this node's semaphore alone bounds the lease then).
+func (d *Dispatcher) clusterSlots(b *Binding) (int, bool) {
+	sc, ok := d.opts.Slots.(slotCounter)
+	if !ok {
+		return 0, false
+	}
+	f := d.fair
+	if u, ok := f.inUse[b.Ref]; ok && time.Since(u.at) < d.opts.PollInterval {
+		return u.n, true
+	}
+	ctx, cancel := context.WithTimeout(d.runCtx, time.Second)
+	defer cancel()
+	n, err := sc.SlotsInUse(ctx, b.Ref)
+	if err != nil {
+		return 0, false
+	}
+	if f.inUse == nil {
+		f.inUse = map[string]slotsRead{}
+	}
+	f.inUse[b.Ref] = slotsRead{n: n, at: time.Now()}
+	return n, true
+}
+
+type slotsRead struct {
+	n  int
+	at time.Time
 }
 
 // reservation is a leased run's claim on one of its gate's free slots

@@ -89,7 +89,8 @@ func (w *webhookRunner) Close() error {
 	return nil
 }
 
-// Call POSTs req, retrying as SPEC §2.2 says. See Runner.
+// Call POSTs req, retrying as SPEC §2.2 says while ctx's try gate allows
+// (WithTryGate). See Runner.
 func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func() error) *Result {
 	log := w.log.With().Str("call_id", req.Context.CallID).Str("tool_ref", req.ToolRef).Logger()
 	if res := refuseUnsent(req, w.closed.Load(), w.spec.MaxPayload); res != nil {
@@ -136,11 +137,14 @@ func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func(
 		res, final := t.result(req, w.spec, maybeSent)
 		maybeSent = maybeSent || t.kind != tryNeverLeft
 		if final || !repeatable && !t.neverApplied() || n >= w.spec.MaxTries || ctx.Err() != nil {
-			if hostFailure(res) {
-				// The code only: the message may quote the remote's answer.
-				log.Warn().Int("tries", n).Str("code", res.Err.Code).Str("outcome", res.Outcome).Msg("webhook call failed")
-			}
-			return res
+			return ended(log, n, res)
+		}
+		// A circuit that opened while the call was in flight sends no
+		// further try (SPEC §2.2): asked before the wait and again right
+		// before sending, the call ends with this try's result, as if
+		// the retry budget ran out here.
+		if !TryAllowed(ctx) {
+			return gated(log, n, res)
 		}
 		wait := bo.NextBackOff()
 		if t.retryAfter >= 0 {
@@ -153,7 +157,26 @@ func (w *webhookRunner) Call(ctx context.Context, req *Request, dispatched func(
 			timer.Stop()
 			return res
 		}
+		if !TryAllowed(ctx) {
+			return gated(log, n, res)
+		}
 	}
+}
+
+// ended logs a call that ended after tries tries on a failure of the
+// host's side, and returns its result.
+func ended(log zerolog.Logger, tries int, res *Result) *Result {
+	if hostFailure(res) {
+		// The code only: the message may quote the remote's answer.
+		log.Warn().Int("tries", tries).Str("code", res.Err.Code).Str("outcome", res.Outcome).Msg("webhook call failed")
+	}
+	return res
+}
+
+// gated ends a call whose try gate refused the next try.
+func gated(log zerolog.Logger, tries int, res *Result) *Result {
+	log.Info().Int("tries", tries).Msg("webhook call stops retrying: its try gate refused (circuit open)")
+	return ended(log, tries, res)
 }
 
 // send makes one try, bounded by the spec's per-try timeout.

@@ -75,7 +75,7 @@ func programTriggers(current func() *dispatcher.Config) func() []admin.ProgramTr
 				}
 				steps = append(steps, st.ID)
 			}
-			out = append(out, admin.ProgramTrigger{Ref: t.Ref, Tools: slices.Sorted(maps.Keys(tools)), Steps: steps})
+			out = append(out, admin.ProgramTrigger{Ref: t.Ref, Tools: slices.Sorted(maps.Keys(tools)), Steps: steps, Weight: t.Weight})
 		}
 		return out
 	}

@@ -6,7 +6,8 @@ package trigger
 // current trigger's. It is checked as the loader checks a trigger, but
 // for what a definition cannot hold alone: the triggers its wait_for
 // steps and cancel_on entries name are not looked up (the program they
-// were in may have changed since), so the result has no Listeners.
+// were in may have changed since), so the result has no Listeners; and a
+// definition holds no dispatch field, so its Weight is DefaultWeight.
 func ParseDefinition(definition []byte) (*Trigger, error) {
 	w := newWalker("program definition")
 	root := w.Decode(definition)

@@ -13,8 +13,10 @@ import (
 // fingerprints (keys sorted, no insignificant space, numbers as written),
 // so re-indenting the program or reordering a trigger's keys keeps its
 // digest, and any change of a value, a step or a field makes a new one.
+// The dispatch field is left out: a new weight changes when runs start,
+// not what they do, and must not park the entries accepted before it.
 func (w walker) definition(path string, raw *strictjson.Node, t *Trigger) error {
-	def, err := handler.Canonical(raw.Raw)
+	def, err := handler.Canonical(runFields(raw))
 	if err != nil {
 		// The strict decoder refused what Canonical refuses but invalid
 		// UTF-8 in a string.

@@ -60,12 +60,16 @@ type Trigger struct {
 	// enqueued (flow.go).
 	Filter      []Condition
 	Concurrency *Concurrency
+	// Weight is the trigger's share in fair dispatch (dispatch.weight,
+	// 1–100; DefaultWeight when the program names none).
+	Weight int
 	// CancelOn are the deliveries that cancel an entry of this trigger
 	// (SPEC §2.3).
 	CancelOn []CancelOn
 	// Digest is the lowercase hex SHA-256 of Definition, the trigger's
-	// object in the program file in canonical JSON: each entry records
-	// the digest it was accepted under (version pinning, SPEC §2.3).
+	// object in the program file in canonical JSON, without its dispatch
+	// field (digest.go): each entry records the digest it was accepted
+	// under (version pinning, SPEC §2.3).
 	Digest     string
 	Definition json.RawMessage
 
@@ -292,7 +296,7 @@ func (w walker) program(path string, data []byte) (*Program, error) {
 }
 
 func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
-	m, err := w.Object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency", "cancel_on"}, "ref", "source", "steps")
+	m, err := w.Object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency", "cancel_on", "dispatch"}, "ref", "source", "steps")
 	if err != nil {
 		return nil, err
 	}
@@ -324,6 +328,12 @@ func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
 	}
 	if v, ok := m["cancel_on"]; ok {
 		if t.CancelOn, err = w.cancelOn(path+".cancel_on", v); err != nil {
+			return nil, err
+		}
+	}
+	t.Weight = DefaultWeight
+	if v, ok := m["dispatch"]; ok {
+		if t.Weight, err = w.dispatch(path+".dispatch", v); err != nil {
 			return nil, err
 		}
 	}

@@ -30,7 +30,7 @@ var badPrograms = []struct{ name, src, want string }{
 
 	// The trigger.
 	{"trigger null", doc(`null`), `$.triggers[0]: must not be null`},
-	{"trigger unknown field", doc(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[],"name":"a"}`), `$.triggers[0].name: unknown field (known: cancel_on, concurrency, filter, ref, retry, source, steps)`},
+	{"trigger unknown field", doc(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[],"name":"a"}`), `$.triggers[0].name: unknown field (known: cancel_on, concurrency, dispatch, filter, ref, retry, source, steps)`},
 	{"ref missing", doc(`{"source":{"kind":"webhook"},"steps":[]}`), `$.triggers[0].ref: required field is missing`},
 	{"source missing", doc(`{"ref":"trigger:a","steps":[]}`), `$.triggers[0].source: required field is missing`},
 	{"steps missing", doc(`{"ref":"trigger:a","source":{"kind":"webhook"}}`), `$.triggers[0].steps: required field is missing`},
@@ -161,6 +161,20 @@ var badPrograms = []struct{ name, src, want string }{
 	{"initial negative", withRetry(`{"initial_interval_ms":-1}`), `$.triggers[0].retry.initial_interval_ms: must be a positive integer (got -1)`},
 	{"max interval zero", withRetry(`{"max_interval_ms":0}`), `$.triggers[0].retry.max_interval_ms: must be a positive integer (got 0)`},
 	{"max below initial", withRetry(`{"initial_interval_ms":2000,"max_interval_ms":1000}`), `$.triggers[0].retry.max_interval_ms: must not be below initial_interval_ms`},
+
+	// Dispatch.
+	{"dispatch null", withDispatch(`null`), `$.triggers[0].dispatch: must not be null`},
+	{"dispatch number", withDispatch(`10`), `$.triggers[0].dispatch: must be an object (got number)`},
+	{"dispatch unknown field", withDispatch(`{"weight":10,"priority":1}`), `$.triggers[0].dispatch.priority: unknown field (known: weight)`},
+	{"weight zero", withDispatch(`{"weight":0}`), `$.triggers[0].dispatch.weight: must be a positive integer (got 0)`},
+	{"weight negative", withDispatch(`{"weight":-5}`), `$.triggers[0].dispatch.weight: must be a positive integer (got -5)`},
+	{"weight too big", withDispatch(`{"weight":101}`), `$.triggers[0].dispatch.weight: must be at most 100 (got 101)`},
+	{"weight past int64", withDispatch(`{"weight":9223372036854775808}`), `$.triggers[0].dispatch.weight: must be at most 100 (got 9223372036854775808)`},
+	{"weight fraction", withDispatch(`{"weight":2.5}`), `$.triggers[0].dispatch.weight: must be a positive integer (got 2.5)`},
+	{"weight 10.0", withDispatch(`{"weight":10.0}`), `$.triggers[0].dispatch.weight: must be a positive integer (got 10.0)`},
+	{"weight exponent", withDispatch(`{"weight":1e1}`), `$.triggers[0].dispatch.weight: must be a positive integer (got 1e1)`},
+	{"weight string", withDispatch(`{"weight":"10"}`), `$.triggers[0].dispatch.weight: must be a positive integer (got string)`},
+	{"weight null", withDispatch(`{"weight":null}`), `$.triggers[0].dispatch.weight: must not be null`},
 }
 
 // Rules repeated across cases.

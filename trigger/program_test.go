@@ -51,6 +51,10 @@ func withRetry(retry string) string {
 	return doc(`{"ref":"trigger:a","source":` + okSource + `,"steps":` + okSteps + `,"retry":` + retry + `}`)
 }
 
+func withDispatch(dispatch string) string {
+	return doc(`{"ref":"trigger:a","source":` + okSource + `,"steps":` + okSteps + `,"dispatch":` + dispatch + `}`)
+}
+
 // MustParse parses src as p.json, failing the test on a refusal.
 func MustParse(tb testing.TB, src string) *trigger.Program {
 	tb.Helper()
@@ -97,7 +101,8 @@ func TestLoadProgram_SpecExample(t *testing.T) {
 				ToleranceSec: 300,
 			},
 		},
-		Retry: trigger.Retry{MaxAttempts: 8, InitialIntervalMS: 500, MaxIntervalMS: 60000},
+		Retry:  trigger.Retry{MaxAttempts: 8, InitialIntervalMS: 500, MaxIntervalMS: 60000},
+		Weight: 10,
 	}
 	steps := tr.Steps
 	got := *tr
@@ -154,8 +159,9 @@ func TestParseProgram_Defaults(t *testing.T) {
 			MaxBodyBytes: 1048576,
 			Redelivery:   touba.RedeliveryAcknowledge,
 		},
-		Steps: []trigger.Step{{ID: "s", Tool: "tool:a/B", Input: json.RawMessage("{}")}},
-		Retry: trigger.Retry{MaxAttempts: 8, InitialIntervalMS: 500, MaxIntervalMS: 60000},
+		Steps:  []trigger.Step{{ID: "s", Tool: "tool:a/B", Input: json.RawMessage("{}")}},
+		Retry:  trigger.Retry{MaxAttempts: 8, InitialIntervalMS: 500, MaxIntervalMS: 60000},
+		Weight: trigger.DefaultWeight,
 		// The trigger's object as written, canonical, and its SHA-256.
 		Definition: json.RawMessage(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[{"id":"s","tool":"tool:a/B"}]}`),
 		Digest:     "58e525107d93fabea1927d7ba329e17bd390cfcae742896eb7318343c322b369",

@@ -41,7 +41,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 			continue
 		}
 		scheme := verifyText(t.Source.Verify)
-		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  steps=%d\n", t.Ref, t.Name, scheme, len(t.Steps))
+		fmt.Fprintf(stdout, "  %s  POST /triggers/%s  verify=%s  steps=%d  weight=%d\n", t.Ref, t.Name, scheme, len(t.Steps), t.Weight)
 		// Where the identity comes from, whether a delivery without it is
 		// refused, and what a redelivery of a consumed entry is answered.
 		fmt.Fprintf(stdout, "    event_id: %s  redelivery=%s\n", t.Source.EventID.Describe(), t.Source.Redelivery)

@@ -55,11 +55,11 @@ func condText(c trigger.Condition) string {
 }
 
 // printSchedule is check's summary of a schedule trigger: its cron, zone
-// and catch_up, and when it next ticks (local to its zone, and the event
-// id that tick gets).
+// and catch_up, its steps and dispatch weight, and when it next ticks
+// (local to its zone, and the event id that tick gets).
 func printSchedule(w io.Writer, t *trigger.Trigger, sc *trigger.Schedule, now time.Time) {
-	fmt.Fprintf(w, "  %s  schedule cron=%q timezone=%s catch_up=%s  steps=%d  (no HTTP route)\n",
-		t.Ref, sc.Cron.String(), sc.Timezone, sc.CatchUp, len(t.Steps))
+	fmt.Fprintf(w, "  %s  schedule cron=%q timezone=%s catch_up=%s  steps=%d  weight=%d  (no HTTP route)\n",
+		t.Ref, sc.Cron.String(), sc.Timezone, sc.CatchUp, len(t.Steps), t.Weight)
 	next := sc.Cron.Next(now, sc.Location)
 	fmt.Fprintf(w, "    next tick: %s  event_id=%s\n", next.In(sc.Location).Format(time.RFC3339), trigger.TickEventID(next))
 	printLines(w, flowSummary(t))

@@ -20,7 +20,7 @@ const scheduleCheckProgram = `{"air_version": "touba-air-v1", "triggers": [
 // check summarises a schedule trigger and when it next ticks.
 func TestCheckPrintsTheNextTick(t *testing.T) {
 	out := checkOutput(t, scheduleCheckProgram)
-	if !strings.Contains(out, `trigger:nightly/Report  schedule cron="30 2 * * *" timezone=Europe/Paris catch_up=all  steps=1  (no HTTP route)`) ||
+	if !strings.Contains(out, `trigger:nightly/Report  schedule cron="30 2 * * *" timezone=Europe/Paris catch_up=all  steps=1  weight=10  (no HTTP route)`) ||
 		!strings.Contains(out, "next tick: ") {
 		t.Fatalf("check output:\n%s", out)
 	}

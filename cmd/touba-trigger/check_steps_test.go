@@ -34,11 +34,11 @@ func TestCheckPrintsDurableSteps(t *testing.T) {
 		t.Fatalf("check: %v %s", err, errOut)
 	}
 	for _, want := range []string{
-		"  trigger:shop/Checkout  POST /triggers/shop/Checkout  verify=none  steps=2\n" +
+		"  trigger:shop/Checkout  POST /triggers/shop/Checkout  verify=none  steps=2  weight=10\n" +
 			"    event_id: body /checkout_id (optional)  redelivery=acknowledge\n" +
 			`    step paid: wait_for trigger:stripe/PaymentSucceeded on=/body/data/object/metadata/order_id match={"$ref":"/event/body/order_id"} timeout=1d (24h0m0s) on_timeout=continue` + "\n" +
 			"    step settle: tool:shop/SettleOrder\n",
-		"  trigger:stripe/PaymentSucceeded  POST /triggers/stripe/PaymentSucceeded  verify=stripe  steps=0\n",
+		"  trigger:stripe/PaymentSucceeded  POST /triggers/stripe/PaymentSucceeded  verify=stripe  steps=0  weight=10\n",
 		"    awaited by trigger:shop/Checkout#paid (offers the value at /body/data/object/metadata/order_id)\n",
 		"    step remind1: tool:billing/SendReminder\n    step wait1: sleep 3d (72h0m0s)\n    step remind2: tool:billing/SendReminder\n",
 		`    cancel_on[0]: by trigger:billing/InvoicePaid when on /body/data/object/id equals match {"$ref":"/event/body/invoice_id"}` + "\n",
@@ -46,7 +46,7 @@ func TestCheckPrintsDurableSteps(t *testing.T) {
 		`    step settle: sleep until {"$ref":"/steps/export/output/ready_at"}` + "\n",
 		`    step holiday: sleep until "2026-12-24T09:00:00+01:00"` + "\n",
 		// A trigger of tool steps only, named by nothing: as before.
-		"  trigger:shop/Order  POST /triggers/shop/Order  verify=none  steps=4\n" +
+		"  trigger:shop/Order  POST /triggers/shop/Order  verify=none  steps=4  weight=10\n" +
 			"    event_id: header X-Touba-Event-Id (optional)  redelivery=acknowledge\n" +
 			"    concurrency key=/event/body/customer_id max=1\n" +
 			"digests (the program_digest of new entries):\n",

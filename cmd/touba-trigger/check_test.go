@@ -71,7 +71,7 @@ func TestCheckPrintsSchemes(t *testing.T) {
 	    "encoding": "base64", "prefix": "", "secret": {"env": "CHECK_TEST_KEY"}}},
 	   "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`)
 	for _, want := range []string{
-		"trigger:shop/Order  POST /triggers/shop/Order  verify=shopify  steps=1\n    event_id: header X-Shopify-Webhook-Id (required)",
+		"trigger:shop/Order  POST /triggers/shop/Order  verify=shopify  steps=1  weight=10\n    event_id: header X-Shopify-Webhook-Id (required)",
 		`verify=hmac-sha256(header=X-Signature,encoding=hex,prefix="sha256=")`,
 		`verify=hmac-sha256(header=X-Acme-Sig,encoding=base64,prefix="")`,
 		"warning: trigger:shop/Order: the shopify signature does not cover the event id header X-Shopify-Webhook-Id",
@@ -92,13 +92,31 @@ func TestCheckPrintsEventIDSource(t *testing.T) {
 	     "verify": {"scheme": "stripe", "secret": {"env": "CHECK_TEST_KEY"}}},
 	   "steps": [{"id": "s", "tool": "tool:t/Do"}]},
 	  {"ref": "trigger:plain/Hook", "source": {"kind": "webhook"}, "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`)
-	want := "  trigger:st/Pay  POST /triggers/st/Pay  verify=stripe  steps=1\n" +
+	want := "  trigger:st/Pay  POST /triggers/st/Pay  verify=stripe  steps=1  weight=10\n" +
 		"    event_id: body /id (required)  redelivery=acknowledge\n" +
-		"  trigger:st/Loose  POST /triggers/st/Loose  verify=stripe  steps=1\n" +
+		"  trigger:st/Loose  POST /triggers/st/Loose  verify=stripe  steps=1  weight=10\n" +
 		"    event_id: body /id (optional)  redelivery=reject\n" +
-		"  trigger:plain/Hook  POST /triggers/plain/Hook  verify=none  steps=1\n" +
+		"  trigger:plain/Hook  POST /triggers/plain/Hook  verify=none  steps=1  weight=10\n" +
 		"    event_id: header X-Touba-Event-Id (optional)  redelivery=acknowledge\n"
 	if !strings.Contains(out, want) {
 		t.Fatalf("check printed:\n%s\nwant it to hold:\n%s", out, want)
+	}
+}
+
+// check prints each trigger's dispatch weight, the default included.
+func TestCheckPrintsTheWeight(t *testing.T) {
+	out := checkOutput(t, `{"air_version": "touba-air-v1", "triggers": [
+	  {"ref": "trigger:w/Heavy", "source": {"kind": "webhook"}, "dispatch": {"weight": 40}, "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:w/Plain", "source": {"kind": "webhook"}, "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:w/Nightly", "source": {"kind": "schedule", "cron": "0 3 * * *"}, "dispatch": {"weight": 1},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`)
+	for _, want := range []string{
+		"  trigger:w/Heavy  POST /triggers/w/Heavy  verify=none  steps=1  weight=40\n",
+		"  trigger:w/Plain  POST /triggers/w/Plain  verify=none  steps=1  weight=10\n",
+		"trigger:w/Nightly  schedule cron=\"0 3 * * *\" timezone=UTC catch_up=last  steps=1  weight=1  (no HTTP route)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
 	}
 }

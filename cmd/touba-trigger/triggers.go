@@ -32,38 +32,7 @@ func runTriggers(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			if err != nil || f.json {
 				return orJSON(stdout, rows, err)
 			}
-			t := newTable(stdout, "TRIGGER", "STATE", "PENDING", "HELD", "WAITING", "RUNNING", "OPEN_CIRCUITS", "PAUSED_BY", "REASON")
-			program := false // no program loaded (the files without --program): nothing to compare with
-			for _, r := range rows {
-				program = program || r.InProgram
-			}
-			for _, r := range rows {
-				state := "active"
-				if r.Paused {
-					state = "paused"
-				}
-				if program && !r.InProgram {
-					state += " (not in program)"
-				}
-				var open []string
-				for _, c := range r.Circuits {
-					open = append(open, c.ToolRef+" "+c.State)
-				}
-				circuits := "-"
-				if len(open) > 0 {
-					circuits = strings.Join(open, ", ")
-				}
-				by, reason := "-", "-"
-				if r.Paused {
-					by = r.PausedBy + " " + ts(r.PausedAt)
-					if r.Reason != "" {
-						reason = r.Reason
-					}
-				}
-				t.row(r.TriggerRef, state, strconv.FormatInt(r.Pending, 10), strconv.FormatInt(r.Held, 10), strconv.FormatInt(r.Waiting, 10),
-					strconv.FormatInt(r.Running, 10), circuits, by, reason)
-			}
-			return t.flush()
+			return printTriggers(stdout, rows)
 		})
 	}
 	var req admin.TriggerRequest
@@ -96,4 +65,46 @@ func runTriggers(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return nil
 	})
+}
+
+// printTriggers is the table of `triggers ls`: one row per trigger, with
+// its state, its dispatch weight, its counts, its open circuits and who
+// paused it and why.
+func printTriggers(w io.Writer, rows []admin.Trigger) error {
+	t := newTable(w, "TRIGGER", "STATE", "WEIGHT", "PENDING", "HELD", "WAITING", "RUNNING", "OPEN_CIRCUITS", "PAUSED_BY", "REASON")
+	program := false // no program loaded (the files without --program): nothing to compare with
+	for _, r := range rows {
+		program = program || r.InProgram
+	}
+	for _, r := range rows {
+		state := "active"
+		if r.Paused {
+			state = "paused"
+		}
+		if program && !r.InProgram {
+			state += " (not in program)"
+		}
+		var open []string
+		for _, c := range r.Circuits {
+			open = append(open, c.ToolRef+" "+c.State)
+		}
+		circuits := "-"
+		if len(open) > 0 {
+			circuits = strings.Join(open, ", ")
+		}
+		by, reason := "-", "-"
+		if r.Paused {
+			by = r.PausedBy + " " + ts(r.PausedAt)
+			if r.Reason != "" {
+				reason = r.Reason
+			}
+		}
+		weight := "-" // not in the running program, or none loaded
+		if r.Weight > 0 {
+			weight = strconv.Itoa(r.Weight)
+		}
+		t.row(r.TriggerRef, state, weight, strconv.FormatInt(r.Pending, 10), strconv.FormatInt(r.Held, 10), strconv.FormatInt(r.Waiting, 10),
+			strconv.FormatInt(r.Running, 10), circuits, by, reason)
+	}
+	return t.flush()
 }
