@@ -74,7 +74,7 @@ func tryLockKey(ctx context.Context, tx *Tx, ref, key string) error {
 const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM touba.entries
 	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked') LIMIT $3) a`
 
-const releaseNext = `UPDATE touba.entries SET held = false WHERE held AND queue_id IN (
+const releaseNext = `UPDATE touba.entries SET held = false WHERE held AND hold_on IS NULL AND queue_id IN (
 	SELECT queue_id FROM touba.entries
 	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked')
 	ORDER BY conc_seq LIMIT $3)`
@@ -84,7 +84,7 @@ const rehold = `UPDATE touba.entries SET held = NOT (queue_id IN (
 		WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked')
 		ORDER BY conc_seq LIMIT $3)
 	  AND (SELECT COUNT(*) FROM touba.entries WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('running', 'waiting')) < $3)
-	WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending'`
+	WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending' AND hold_on IS NULL`
 
 // enqueueKeyed decides and inserts one keyed delivery in tx.
 func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
@@ -163,6 +163,6 @@ func reholdKey(ctx context.Context, tx *Tx, queueID string) error {
 func (q *Queue) HeldKeys(ctx context.Context) (int64, error) {
 	var n int64
 	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT trigger_ref, conc_key FROM touba.entries
-		WHERE conc_key IS NOT NULL AND status = 'pending' AND held) k`).Scan(&n)
+		WHERE conc_key IS NOT NULL AND status = 'pending' AND held AND hold_on IS NULL) k`).Scan(&n)
 	return n, err
 }

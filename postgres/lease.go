@@ -64,7 +64,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	drained := false // the look for expired leases found fewer than it asked
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took, drained = out[:0], took[:0], false
-		now, node := q.db.now(), q.db.cfg.NodeID
+		now := q.db.now()
 		pending, err := claimPlan(ctx, tx)
 		if err != nil {
 			return err
@@ -90,33 +90,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 				break
 			}
 			before := len(out)
-			rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
-				old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner, e.leased FROM touba.entries e JOIN picked USING (queue_id))
-				UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = `+q.db.dbExpiry()+`,
-					lease_token = nextval('touba.lease_tokens'), updated_at = $1, leased = true
-				FROM old WHERE e.queue_id = old.queue_id
-				RETURNING old.status, old.owner, NOT old.leased, `+qualified("e."), now, n-len(out), node)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var was, oldOwner string
-				var first bool
-				d, err := scanEntry(prefixScanner{rows, []any{&was, &oldOwner, &first}})
-				if err != nil {
-					rows.Close()
-					return err
-				}
-				// Never leased before: no run has written a checkpoint
-				// (migration 0012), so the dispatcher skips reading them.
-				d.FirstLease = first
-				if was == touba.StatusRunning {
-					took = append(took, takeOver{queueID: d.QueueID, oldOwner: oldOwner})
-				}
-				out = append(out, d)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
+			if out, took, err = q.claim(ctx, tx, pick, n-len(out), out, took); err != nil {
 				return err
 			}
 			drained = drained || pick == expired && len(out)-before < n-before
@@ -140,6 +114,41 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 			Msg("lease expired; entry taken over from another node")
 	}
 	return out, nil
+}
+
+// claim leases the entries pick selects (its $1 the time, $2 the limit,
+// $3 this node, then extra), up to n, appending them to out and the
+// expired leases it took over to took. An entry handed back on a hold
+// is no longer held once leased.
+func (q *Queue) claim(ctx context.Context, tx *Tx, pick string, n int, out []*touba.Delivery, took []takeOver,
+	extra ...any) ([]*touba.Delivery, []takeOver, error) {
+	rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
+		old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner, e.leased FROM touba.entries e JOIN picked USING (queue_id))
+		UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = `+q.db.dbExpiry()+`,
+			lease_token = nextval('touba.lease_tokens'), updated_at = $1, leased = true,
+			held = e.held AND e.hold_on IS NULL, hold_on = NULL
+		FROM old WHERE e.queue_id = old.queue_id
+		RETURNING old.status, old.owner, NOT old.leased, `+qualified("e."), append([]any{q.db.now(), n, q.db.cfg.NodeID}, extra...)...)
+	if err != nil {
+		return out, took, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var was, oldOwner string
+		var first bool
+		d, err := scanEntry(prefixScanner{rows, []any{&was, &oldOwner, &first}})
+		if err != nil {
+			return out, took, err
+		}
+		// Never leased before: no run has written a checkpoint
+		// (migration 0012), so the dispatcher skips reading them.
+		d.FirstLease = first
+		if was == touba.StatusRunning {
+			took = append(took, takeOver{queueID: d.QueueID, oldOwner: oldOwner})
+		}
+		out = append(out, d)
+	}
+	return out, took, rows.Err()
 }
 
 // qualified is entryColumns with each column read from alias p.
@@ -369,7 +378,7 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult,
 			// step's result; `queue resume` begins a step again).
 			if _, err := tx.Exec(ctx, `WITH w AS (DELETE FROM touba.waits WHERE queue_id = $2 AND state IN ('open', 'cancelled'))
 				UPDATE touba.entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1,
-				cancel_requested = NULL, wake_at = NULL
+				cancel_requested = NULL, wake_at = NULL, held = held AND hold_on IS NULL, hold_on = NULL
 				WHERE queue_id = $2`, q.db.now(), id); err != nil {
 				return err
 			}

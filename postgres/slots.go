@@ -70,3 +70,18 @@ func (s *Slots) ReleaseSlot(ctx context.Context, toolRef string, slot int, queue
 	}
 	return nil
 }
+
+// SlotsInUse counts toolRef's slots held by live leases, on every node:
+// what the fair lease's gate leaves free (dispatcher passable).
+func (s *Slots) SlotsInUse(ctx context.Context, toolRef string) (int, error) {
+	ctx, cancel := s.db.bounded(ctx)
+	defer cancel()
+	var n int
+	err := s.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM touba.binding_slots s
+		JOIN touba.entries e ON e.queue_id = s.queue_id AND e.lease_token = s.lease_token
+		WHERE s.tool_ref = $1 AND e.status = 'running' AND e.lease_expires_at >= `+s.db.dbNow(), toolRef).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("slots in use of %s: %w", toolRef, err)
+	}
+	return n, nil
+}

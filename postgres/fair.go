@@ -1,0 +1,172 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// Fair dispatch (touba.FairQueue, migrations/0014_fair.sql): a planned
+// lease takes, in one transaction, so many entries of each trigger (each
+// ask one ordered scan of entries_ready_trigger that stops after its
+// batch), so one trigger's backlog never fills a lease; a run held by its
+// binding waits pending with held and hold_on set, until a lease's ask on
+// any node names its hold. Expired leases are taken over first, as by
+// Lease, within the plan's free workers.
+
+var _ touba.FairQueue = (*Queue)(nil)
+
+const (
+	// pickTrigger is one trigger's ask ($4 its ref).
+	pickTrigger = `SELECT queue_id FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = $4
+		AND (e.not_before IS NULL OR e.not_before <= $1)
+		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = $4)
+		ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED`
+	// pickHold is a hold's ask ($4 the binding): its oldest entries, of
+	// triggers not paused.
+	pickHold = `SELECT queue_id FROM touba.entries e WHERE e.hold_on = $4 AND e.status = 'pending'
+		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
+		ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED`
+)
+
+// LeasePlanned leases what plan asks for, in one transaction.
+func (q *Queue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*touba.Delivery, error) {
+	var out []*touba.Delivery
+	var took []takeOver
+	takeOverDue := time.Since(time.Unix(0, q.takenOverAt.Load())) >= takeOverEvery
+	drained := false
+	err := q.change("", func(ctx context.Context, tx *Tx) error {
+		out, took, drained = out[:0], took[:0], false
+		plan.Reset()
+		now := q.db.now()
+		around, err := claimPlan(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if around == pickAround {
+			parked, err := q.takeOverPaused(ctx, tx, now)
+			if err != nil {
+				return err
+			}
+			took = append(took, parked...)
+		}
+		if n := plan.Free(); takeOverDue && n > 0 {
+			expired := `SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
+				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
+				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`
+			if out, took, err = q.claim(ctx, tx, expired, n, out, took); err != nil {
+				return err
+			}
+			drained = len(out) < n
+			plan.Took(touba.LeaseAsk{Hold: touba.HoldTakeOver, N: n}, len(out))
+		}
+		for a, ok := plan.Next(); ok; a, ok = plan.Next() {
+			before := len(out)
+			pick, arg := pickTrigger, a.TriggerRef
+			if a.Hold != "" {
+				pick, arg = pickHold, a.Hold
+			}
+			if out, took, err = q.claim(ctx, tx, pick, a.N, out, took, arg); err != nil {
+				return err
+			}
+			plan.Took(a, len(out)-before)
+		}
+		if len(took) > 0 {
+			return q.db.takeOverEffects(ctx, tx, took, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease: %w", err)
+	}
+	if drained {
+		q.takenOverAt.Store(time.Now().UnixNano())
+	}
+	for _, t := range took {
+		q.db.log.Warn().Str("event", "lease.taken_over").Str("queue_id", t.queueID).Str("previous_node", t.oldOwner).
+			Msg("lease expired; entry taken over from another node")
+	}
+	return out, nil
+}
+
+// HoldRun hands a running entry back on hold (a binding's ref), giving
+// back the attempt its lease counted; one asked to cancel ends cancelled
+// (its key freed), as in back.
+func (q *Queue) HoldRun(ctx context.Context, queueID string, token int64, hold, code, message string) error {
+	if hold == "" {
+		return fmt.Errorf("hold %s: no hold named", queueID)
+	}
+	return q.change(queueID, func(ctx context.Context, tx *Tx) error {
+		var ref, final string
+		var key *string
+		var max int
+		err := tx.QueryRow(ctx, `UPDATE touba.entries SET
+			status = CASE WHEN cancel_requested IS NULL THEN 'pending' ELSE 'cancelled' END,
+			attempts = CASE WHEN cancel_requested IS NULL THEN GREATEST(attempts - 1, 0) ELSE attempts END,
+			held = cancel_requested IS NULL, hold_on = CASE WHEN cancel_requested IS NULL THEN $6 END,
+			error_code = CASE WHEN cancel_requested IS NULL THEN NULLIF($1, '') ELSE '`+touba.ERunCancelled+`' END,
+			error_message = CASE WHEN cancel_requested IS NULL THEN NULLIF($2, '') ELSE cancel_requested END,
+			not_before = NULL, cancel_requested = NULL, updated_at = $3, lease_owner = NULL, lease_expires_at = NULL
+			WHERE queue_id = $4 AND status = 'running' AND lease_token = $5
+			RETURNING trigger_ref, conc_key, conc_max, status`,
+			code, message, q.db.now(), queueID, token, hold).Scan(&ref, &key, &max, &final)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return refusedWhy(ctx, tx, queueID, token)
+		} else if err != nil {
+			return err
+		}
+		if final == touba.StatusCancelled && key != nil && max > 0 {
+			return release(ctx, tx, ref, *key, max)
+		}
+		return nil
+	})
+}
+
+// HeldRuns counts the entries handed back, by hold.
+func (q *Queue) HeldRuns(ctx context.Context) (map[string]int64, error) {
+	rows, err := q.db.pool.Query(ctx, `SELECT hold_on, COUNT(*) FROM touba.entries
+		WHERE status = 'pending' AND hold_on IS NOT NULL GROUP BY hold_on`)
+	if err != nil {
+		return nil, fmt.Errorf("held runs: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var hold string
+		var n int64
+		if err := rows.Scan(&hold, &n); err != nil {
+			return nil, fmt.Errorf("held runs: %w", err)
+		}
+		out[hold] = n
+	}
+	return out, rows.Err()
+}
+
+// ReadyTriggers lists the triggers with leasable entries: a loose index
+// scan of entries_ready_trigger, one seek a trigger (as pickAround).
+func (q *Queue) ReadyTriggers(ctx context.Context) ([]string, error) {
+	rows, err := q.db.pool.Query(ctx, `WITH RECURSIVE refs(ref) AS (
+		(SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held ORDER BY trigger_ref LIMIT 1)
+		UNION ALL
+		SELECT (SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held AND trigger_ref > refs.ref
+			ORDER BY trigger_ref LIMIT 1) FROM refs WHERE refs.ref IS NOT NULL)
+		SELECT ref FROM refs WHERE ref IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("ready triggers: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var ref string
+		if err := rows.Scan(&ref); err != nil {
+			return nil, fmt.Errorf("ready triggers: %w", err)
+		}
+		out = append(out, ref)
+	}
+	return out, rows.Err()
+}
