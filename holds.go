@@ -107,7 +107,15 @@ type LeasePlan interface {
 	Next() (a LeaseAsk, ok bool)
 	// Took reports how many entries the ask leased.
 	Took(a LeaseAsk, n int)
+	// Free is how many more entries the lease may take: a store that
+	// takes some on its own (expired leases taken over) takes at most
+	// that many, and reports them as an ask of HoldTakeOver.
+	Free() int
 }
+
+// HoldTakeOver names, in a LeasePlan's Took, the entries a store took
+// over from an expired lease on its own.
+const HoldTakeOver = "(take-over)"
 
 // FairQueue is what fair dispatch needs of a queue store besides Lease.
 type FairQueue interface {

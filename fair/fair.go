@@ -216,5 +216,8 @@ func (r *Round) Done() {
 	}
 }
 
+// Free is how many more entries the lease may take.
+func (r *Round) Free() int { return r.free }
+
 // Taken lists the asks answered so far and what each took.
 func (r *Round) Taken() []touba.LeaseAsk { return r.taken }
