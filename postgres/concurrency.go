@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -44,6 +45,42 @@ var errRetry = errors.New("deadlock with another node; tried again")
 func deadlocked(err error) bool {
 	var pe *pgconn.PgError
 	return errors.Is(err, errRetry) || errors.As(err, &pe) && (pe.Code == "40P01" || pe.Code == "40001" || pe.Code == "55P03")
+}
+
+// intakeLockWait bounds a lock wait of one keyed or durable delivery
+// inside intake's batch (shortWait).
+const intakeLockWait = 100 * time.Millisecond
+
+// shortWait runs fn, one delivery's statements inside intake's shared
+// batch, under a savepoint of its own with a short lock_timeout: a lock
+// it meets held elsewhere (the identity another node is inserting in an
+// open transaction, a row of the entry a cancel_on match ends) costs that
+// delivery alone, undone and tried again shortly (errKeyBusy), instead of
+// holding the batch for lock_timeout and then failing every delivery of
+// it with the one that waited. Two round trips more, for keyed and
+// durable deliveries only.
+func shortWait(ctx context.Context, tx *Tx, fn func() error) error {
+	if _, err := tx.Exec(ctx, fmt.Sprintf(`SAVEPOINT intake; SET LOCAL lock_timeout = %d`, intakeLockWait.Milliseconds())); err != nil {
+		return err
+	}
+	if err := fn(); err != nil {
+		// The savepoint's rollback also undoes its SET LOCAL.
+		if _, rerr := tx.Exec(ctx, `ROLLBACK TO SAVEPOINT intake; RELEASE SAVEPOINT intake`); rerr != nil {
+			return fmt.Errorf("rollback to savepoint: %w (after %w)", rerr, err)
+		}
+		if lockWaited(err) {
+			return errKeyBusy
+		}
+		return err
+	}
+	_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d; RELEASE SAVEPOINT intake`, lockTimeout(tx.b.timeout).Milliseconds()))
+	return err
+}
+
+// lockWaited tells whether err is a lock wait past lock_timeout.
+func lockWaited(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
 // CrashKeyLocked is the crash point (internal/crashpoint) inside intake's

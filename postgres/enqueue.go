@@ -72,7 +72,7 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 				// Its offers, cancels and cancel keys are applied with it,
 				// under the locks of its offers' values: decided now, in
 				// the batch's transaction (waits_intake.go).
-				err := enqueueDurable(ctx, tx, op, keyed, q.db.now())
+				err := shortWait(ctx, tx, func() error { return enqueueDurable(ctx, tx, op, keyed, q.db.now()) })
 				if errors.Is(err, errKeyBusy) {
 					op.busy = true // nothing written; the batch goes on without it
 					return nil
@@ -82,7 +82,7 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 			if keyed {
 				// Per-key concurrency needs the key's count under its
 				// lock: decided now, in the batch's transaction.
-				err := enqueueKeyed(ctx, tx, op, q.db.now())
+				err := shortWait(ctx, tx, func() error { return enqueueKeyed(ctx, tx, op, q.db.now()) })
 				if errors.Is(err, errRetry) {
 					op.retry = true // undone; the batch goes on without it
 					return nil
