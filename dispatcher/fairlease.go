@@ -9,6 +9,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/fair"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -124,6 +125,9 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 		if a.Hold == touba.HoldTakeOver {
 			b = nil
 		} else if a.Hold != "" {
+			if a.N > 0 {
+				crashpoint.Hit(CrashAfterHeldLeased)
+			}
 			f.addHeld(a.Hold, -int64(a.N))
 			b = cfg.Bindings[a.Hold]
 		} else {

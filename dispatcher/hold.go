@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 )
 
 // A run meets a hold at a step whose binding has no free max_concurrency
@@ -87,6 +88,7 @@ func (d *Dispatcher) tryCircuit(ctx context.Context, b *Binding) (*circuitPass, 
 func (d *Dispatcher) hold(e *touba.Delivery, v *verdict) error {
 	err := d.fair.fq.HoldRun(context.Background(), e.QueueID, e.LeaseToken, v.hold, v.code, v.message)
 	if err == nil {
+		crashpoint.Hit(CrashAfterHeld)
 		d.fair.addHeld(v.hold, 1)
 	}
 	return err

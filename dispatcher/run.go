@@ -16,13 +16,15 @@ import (
 
 // Crash points between two durable steps (TOUBA_CRASHPOINT, tests only).
 const (
-	CrashAfterPrepared   = "after-prepared"   // prepared written, handler not started
-	CrashAfterDispatched = "after-dispatched" // dispatched written, request not sent
-	CrashAfterAnswer     = "after-answer"     // handler answered, outcome not written
-	CrashAfterOutcome    = "after-outcome"    // outcome written, step not checkpointed
-	CrashAfterCheckpoint = "after-checkpoint" // all steps checkpointed, entry not done
-	CrashAfterWaitBegun  = "after-wait-begun" // BeginWait committed (open, or matched by an earlier offer), run not gone on
-	CrashAfterWake       = "after-wake"       // Wake committed, the leaser not woken
+	CrashAfterPrepared   = "after-prepared"    // prepared written, handler not started
+	CrashAfterDispatched = "after-dispatched"  // dispatched written, request not sent
+	CrashAfterAnswer     = "after-answer"      // handler answered, outcome not written
+	CrashAfterOutcome    = "after-outcome"     // outcome written, step not checkpointed
+	CrashAfterCheckpoint = "after-checkpoint"  // all steps checkpointed, entry not done
+	CrashAfterWaitBegun  = "after-wait-begun"  // BeginWait committed (open, or matched by an earlier offer), run not gone on
+	CrashAfterWake       = "after-wake"        // Wake committed, the leaser not woken
+	CrashAfterHeld       = "after-held"        // a run handed back on its binding (HoldRun committed)
+	CrashAfterHeldLeased = "after-held-leased" // a lease took runs handed back, none started
 )
 
 type action int
