@@ -96,7 +96,17 @@ type LeaseAsk struct {
 	// their trigger is not paused.
 	Hold string
 	N    int
+	// ByKey takes a trigger's entries by turns among the values of its
+	// concurrency key (oldest first within each value), among its oldest
+	// runnable entries (at most KeyScan of them), rather than oldest
+	// first overall: one value's many entries do not fill the ask.
+	ByKey bool
 }
+
+// KeyScan bounds how many of a trigger's oldest runnable entries an ask
+// ByKey shares out among their key values: n ones at most, and at least a
+// few hundred.
+func KeyScan(n int) int { return min(max(4*n, 256), 4096) }
 
 // LeasePlan decides a lease's asks, one at a time, from what the earlier
 // ones took. A store whose transaction runs again (a deadlock, an
@@ -127,8 +137,9 @@ type FairQueue interface {
 	HoldRun(ctx context.Context, queueID string, token int64, hold, code, message string) error
 	// HeldRuns counts the entries handed back, by hold.
 	HeldRuns(ctx context.Context) (map[string]int64, error)
-	// ReadyTriggers lists the triggers with entries no key, pause or
-	// binding holds back (due or not), by ref: the lease's candidates.
+	// ReadyTriggers lists the triggers with entries no key or binding
+	// holds back (due or not, paused or not), by ref: the lease's
+	// candidates beside the program's own triggers.
 	ReadyTriggers(ctx context.Context) ([]string, error)
 }
 

@@ -105,7 +105,8 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 				limit = d.passable(b)
 			}
 		}
-		cands = append(cands, fair.Candidate{Ref: t.Ref, Weight: t.Weight, Limit: limit})
+		byKey := t.Concurrency != nil && t.Concurrency.Max > 1 // with max 1, oldest first is in turn already
+		cands = append(cands, fair.Candidate{Ref: t.Ref, Weight: t.Weight, Limit: limit, ByKey: byKey})
 	}
 	for _, ref := range f.others {
 		cands = append(cands, fair.Candidate{Ref: ref, Weight: trigger.DefaultWeight, Limit: -1})

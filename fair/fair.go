@@ -31,6 +31,9 @@ type Candidate struct {
 	// binding's free slots allow, 0 behind an open circuit); negative is
 	// no bound.
 	Limit int
+	// ByKey: its asks share its runs among its concurrency key's values
+	// in turn (touba.LeaseAsk.ByKey).
+	ByKey bool
 }
 
 // Scheduler keeps the triggers' passes from lease to lease. It is used
@@ -149,7 +152,7 @@ func (r *Round) Next() (touba.LeaseAsk, bool) {
 	}
 	e := r.queue[0]
 	r.queue = r.queue[1:]
-	return touba.LeaseAsk{TriggerRef: e.Ref, N: e.asked}, true
+	return touba.LeaseAsk{TriggerRef: e.Ref, N: e.asked, ByKey: e.ByKey}, true
 }
 
 // Took records what an ask leased. A trigger's ask that took less than

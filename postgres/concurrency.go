@@ -120,7 +120,8 @@ const rehold = `UPDATE touba.entries SET held = NOT (queue_id IN (
 		SELECT queue_id FROM touba.entries
 		WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked')
 		ORDER BY conc_seq LIMIT $3)
-	  AND (SELECT COUNT(*) FROM touba.entries WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('running', 'waiting')) < $3)
+	  AND (SELECT COUNT(*) FROM touba.entries WHERE trigger_ref = $1 AND conc_key = $2
+		AND (status IN ('running', 'waiting') OR status = 'pending' AND hold_on IS NOT NULL)) < $3)
 	WHERE trigger_ref = $1 AND conc_key = $2 AND status = 'pending' AND hold_on IS NULL`
 
 // enqueueKeyed decides and inserts one keyed delivery in tx.

@@ -27,6 +27,17 @@ const (
 		AND (e.not_before IS NULL OR e.not_before <= $1)
 		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = $4)
 		ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED`
+	// pickByKey is one trigger's ask by key turns ($5 the entries looked
+	// at): the first of each key value among its oldest runnable, then the
+	// second of each... Those looked at are locked for the transaction,
+	// leased or not (a window function cannot take FOR UPDATE itself).
+	pickByKey = `SELECT queue_id FROM (
+		SELECT queue_id, ROW_NUMBER() OVER (PARTITION BY conc_key ORDER BY queue_id COLLATE "C") AS turn FROM (
+			SELECT queue_id, conc_key FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = $4
+				AND (e.not_before IS NULL OR e.not_before <= $1)
+				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = $4)
+			ORDER BY e.queue_id COLLATE "C" LIMIT $5 FOR UPDATE SKIP LOCKED) w) r
+		ORDER BY turn, queue_id COLLATE "C" LIMIT $2`
 	// pickHold is a hold's ask ($4 the binding): its oldest entries, of
 	// triggers not paused.
 	pickHold = `SELECT queue_id FROM touba.entries e WHERE e.hold_on = $4 AND e.status = 'pending'
@@ -67,11 +78,14 @@ func (q *Queue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*toub
 		}
 		for a, ok := plan.Next(); ok; a, ok = plan.Next() {
 			before := len(out)
-			pick, arg := pickTrigger, a.TriggerRef
-			if a.Hold != "" {
-				pick, arg = pickHold, a.Hold
+			pick, args := pickTrigger, []any{a.TriggerRef}
+			switch {
+			case a.Hold != "":
+				pick, args = pickHold, []any{a.Hold}
+			case a.ByKey:
+				pick, args = pickByKey, []any{a.TriggerRef, touba.KeyScan(a.N)}
 			}
-			if out, took, err = q.claim(ctx, tx, pick, a.N, out, took, arg); err != nil {
+			if out, took, err = q.claim(ctx, tx, pick, a.N, out, took, args...); err != nil {
 				return err
 			}
 			plan.Took(a, len(out)-before)

@@ -36,7 +36,8 @@ const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND hold_on IS N
 // rehold recomputes held for every pending entry of a key: after a failed
 // entry came back (replay) ahead of later ones, those later ones wait
 // behind it again. While max entries of the key run (later ones, started
-// when the replayed one had failed), every pending one waits: the next
+// when the replayed one had failed, a run handed back on its binding
+// counting as one), every pending one waits: the next
 // release lets the first in line go.
 const rehold = `UPDATE entries SET held = CASE WHEN queue_id IN (
 		SELECT queue_id FROM entries
@@ -44,7 +45,7 @@ const rehold = `UPDATE entries SET held = CASE WHEN queue_id IN (
 		ORDER BY queue_id LIMIT ?3)
 	  AND (SELECT COUNT(*) FROM entries
 		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting')
-		  AND status IN ('running', 'waiting')) < ?3
+		  AND (status IN ('running', 'waiting') OR hold_on IS NOT NULL)) < ?3
 	THEN 0 ELSE 1 END
 	WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting')
 	  AND status = 'pending' AND hold_on IS NULL`

@@ -28,6 +28,18 @@ const (
 	                     AND NOT EXISTS (SELECT 1 FROM paused_triggers p WHERE p.trigger_ref = ?)
 	                   ORDER BY queue_id LIMIT ?)
 	RETURNING ` + entryColumns
+	// qLeaseByKey is one trigger's ask by key turns: among its oldest
+	// runnable entries ($4 of them at most), the first of each key value,
+	// then the second of each, and so on.
+	qLeaseByKey = `UPDATE entries SET status = 'running', attempts = attempts + 1, lease_token = lease_token + 1, updated_at = ?
+	WHERE queue_id IN (SELECT queue_id FROM (
+	    SELECT queue_id, ROW_NUMBER() OVER (PARTITION BY conc_key ORDER BY queue_id) AS turn FROM (
+	      SELECT queue_id, conc_key FROM entries INDEXED BY entries_ready_trigger
+	      WHERE trigger_ref = ? AND status = 'pending' AND held = 0 AND (not_before IS NULL OR not_before <= ?)
+	        AND NOT EXISTS (SELECT 1 FROM paused_triggers p WHERE p.trigger_ref = ?)
+	      ORDER BY queue_id LIMIT ?))
+	  ORDER BY turn, queue_id LIMIT ?)
+	RETURNING ` + entryColumns
 	// qLeaseHold is a hold's ask: the oldest entries handed back on it,
 	// of triggers not paused. Leased, they are no longer held.
 	qLeaseHold = `UPDATE entries SET status = 'running', attempts = attempts + 1, lease_token = lease_token + 1, updated_at = ?,
@@ -59,9 +71,12 @@ func (q *Queue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*toub
 		for a, ok := plan.Next(); ok; a, ok = plan.Next() {
 			var rows *sqlitex.Rows
 			var err error
-			if a.Hold != "" {
+			switch {
+			case a.Hold != "":
 				rows, err = tx.QueryContext(ctx, qLeaseHold, now, a.Hold, a.N)
-			} else {
+			case a.ByKey:
+				rows, err = tx.QueryContext(ctx, qLeaseByKey, now, a.TriggerRef, now, a.TriggerRef, touba.KeyScan(a.N), a.N)
+			default:
 				rows, err = tx.QueryContext(ctx, qLeaseTrigger, now, a.TriggerRef, now, a.TriggerRef, a.N)
 			}
 			if err != nil {
