@@ -1,9 +1,11 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,8 +16,8 @@ import (
 
 // Triggers and their holds (SPEC §6 triggers ls | pause | resume, §6.1
 // Triggers page): whether each trigger is paused, its dispatch weight, the
-// circuits of its bindings that are not closed, and its pending, held,
-// waiting and running counts.
+// circuits of its bindings that are not closed, and its runnable, held (by
+// reason), waiting and running counts.
 
 // TriggerAPI is the triggers' part of API.
 type TriggerAPI interface {
@@ -37,15 +39,58 @@ type Trigger struct {
 	PausedAt time.Time `json:"paused_at,omitzero"`
 	PausedBy string    `json:"paused_by,omitempty"`
 	Reason   string    `json:"reason,omitempty"`
-	Pending  int64     `json:"pending"`
-	// Held are pending entries held back behind their concurrency key;
+	// Pending are its pending entries but those held behind their
+	// concurrency key (Held): what it was before fair dispatch, kept for
+	// compatibility. It includes the entries held by a pause or on a
+	// binding (HeldPaused, HeldSlot, HeldCircuit); Runnable is what no
+	// hold keeps back.
+	Pending int64 `json:"pending"`
+	// Runnable are the pending entries no hold keeps back (due or not):
+	// what fair dispatch shares the workers among (SPEC §2.1 dispatch). 0
+	// while the trigger is paused.
+	Runnable int64 `json:"runnable"`
+	// The pending entries held back (SPEC §2.2 "Holds take nothing"), by
+	// reason, apart from each other: HeldPaused by the trigger's pause
+	// (those no other hold keeps back), Held behind an earlier entry of
+	// their concurrency key, HeldSlot and HeldCircuit handed back on their
+	// binding (no free max_concurrency slot, an open circuit).
+	HeldPaused  int64 `json:"held_paused"`
+	Held        int64 `json:"held"`
+	HeldSlot    int64 `json:"held_slot"`
+	HeldCircuit int64 `json:"held_circuit"`
 	// Waiting are entries in a sleep or a wait for an event (SPEC §2.3).
-	Held    int64    `json:"held"`
 	Waiting int64    `json:"waiting"`
 	Running int64    `json:"running"`
 	Tools   []string `json:"tools,omitempty"`
 	// Circuits are the circuits of its bindings that are not closed.
 	Circuits []touba.CircuitState `json:"circuits,omitempty"`
+}
+
+// HeldTotal is the sum of its pending entries held back, for every reason.
+func (t Trigger) HeldTotal() int64 { return t.HeldPaused + t.Held + t.HeldSlot + t.HeldCircuit }
+
+// HeldSummary is HeldTotal with its reasons in short, the largest first
+// (ties in the order paused, key, slot, circuit): "12 (slot 10, key 2)",
+// "-" when nothing is held. The CLI's triggers ls and the console's
+// Triggers page show it.
+func (t Trigger) HeldSummary() string {
+	total := t.HeldTotal()
+	if total == 0 {
+		return "-"
+	}
+	type reason struct {
+		name string
+		n    int64
+	}
+	rs := []reason{{"paused", t.HeldPaused}, {"key", t.Held}, {"slot", t.HeldSlot}, {"circuit", t.HeldCircuit}}
+	slices.SortStableFunc(rs, func(a, b reason) int { return cmp.Compare(b.n, a.n) })
+	var parts []string
+	for _, r := range rs {
+		if r.n > 0 {
+			parts = append(parts, r.name+" "+strconv.FormatInt(r.n, 10))
+		}
+	}
+	return strconv.FormatInt(total, 10) + " (" + strings.Join(parts, ", ") + ")"
 }
 
 // TriggerRequest names a trigger to pause or resume, and why.
@@ -128,8 +173,17 @@ func (s *Service) Triggers(ctx context.Context) ([]Trigger, error) {
 	for ref, c := range counts {
 		t := at(ref)
 		t.Pending = c[touba.StatusPending] - c["held"]
-		t.Held, t.Waiting = c["held"], c[touba.StatusWaiting]
-		t.Running = c[touba.StatusRunning]
+		t.Held, t.HeldSlot, t.HeldCircuit = c["held"], c[touba.HeldSlot], c[touba.HeldCircuit]
+		t.Waiting, t.Running = c[touba.StatusWaiting], c[touba.StatusRunning]
+		// The holds are apart from each other in the counts (a run handed
+		// back on a binding is not counted behind its key), and all of
+		// them are pending; a pause holds what else would run.
+		free := max(0, c[touba.StatusPending]-t.Held-t.HeldSlot-t.HeldCircuit)
+		if t.Paused {
+			t.HeldPaused = free
+		} else {
+			t.Runnable = free
+		}
 	}
 	out := make([]Trigger, 0, len(by))
 	for _, t := range by {

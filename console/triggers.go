@@ -9,8 +9,10 @@ import (
 )
 
 // The Triggers page (SPEC §6.1): each trigger paused or not, the circuits
-// of its bindings that are not closed, its pending and waiting counts; and
-// pause and resume, POSTs audited by the admin service like the CLI's.
+// of its bindings that are not closed, its dispatch weight, its runnable
+// and running entries, its held ones by reason in short (as triggers ls
+// shows them: admin.Trigger.HeldSummary) and its waiting ones; and pause
+// and resume, POSTs audited by the admin service like the CLI's.
 
 // triggers: GET /triggers.
 func (c *Console) triggers(w http.ResponseWriter, r *http.Request) {

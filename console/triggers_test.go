@@ -8,17 +8,19 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
 // TestTriggersPage: the page lists each trigger of the program, paused or
-// not, with its pending and waiting counts and the open circuits of its
-// bindings; Pause and Resume are CSRF-checked POSTs, audited as the
+// not, with its weight, its runnable, running, held and waiting counts and
+// the open circuits of its bindings; Pause and Resume are CSRF-checked POSTs, audited as the
 // console's with the reason typed, and the lease then skips the paused
 // trigger's entries.
 func TestTriggersPage(t *testing.T) {
 	f := newFixture(t, 50)
 	f.svc.ProgramTriggers = func() []admin.ProgramTrigger {
-		return []admin.ProgramTrigger{{Ref: "trigger:a", Tools: []string{"tool:remote"}}, {Ref: "trigger:b", Tools: []string{"tool:other"}}}
+		return []admin.ProgramTrigger{{Ref: "trigger:a", Tools: []string{"tool:remote"}, Weight: 40},
+			{Ref: "trigger:b", Tools: []string{"tool:other"}, Weight: 10}}
 	}
 	f.svc.Circuits = func(ctx context.Context) ([]touba.CircuitState, error) {
 		return []touba.CircuitState{{ToolRef: "tool:remote", State: touba.CircuitOpen}}, nil
@@ -39,7 +41,9 @@ func TestTriggersPage(t *testing.T) {
 		end := strings.Index(body[i:], "</tr>")
 		return body[i : i+end]
 	}
-	if r := row(body, "trigger:a"); !strings.Contains(r, "active") || !strings.Contains(r, `<td class="num">2</td>`) ||
+	// weight, runnable, running, held
+	if r := row(body, "trigger:a"); !strings.Contains(r, "active") ||
+		!strings.Contains(r, `<td class="num">40</td><td class="num">2</td><td class="num">0</td><td class="num">-</td>`) ||
 		!strings.Contains(r, "tool:remote: <b>open</b>") || !strings.Contains(r, "Pause") {
 		t.Fatalf("row of trigger:a:\n%s", r)
 	}
@@ -63,7 +67,8 @@ func TestTriggersPage(t *testing.T) {
 		t.Fatalf("lease while paused: %d entries, %v; want none", len(got), err)
 	}
 	_, body = b.get("/triggers")
-	if r := row(body, "trigger:a"); !strings.Contains(r, "<b>paused</b>") || !strings.Contains(r, "remote down") || !strings.Contains(r, "Resume") {
+	if r := row(body, "trigger:a"); !strings.Contains(r, "<b>paused</b>") || !strings.Contains(r, "remote down") || !strings.Contains(r, "Resume") ||
+		!strings.Contains(r, `<td class="num">40</td><td class="num">0</td><td class="num">0</td><td class="num">2 (paused 2)</td>`) {
 		t.Fatalf("row of the paused trigger:\n%s", r)
 	}
 	resp, body = b.action("/triggers/resume", url.Values{"ref": {"trigger:a"}})
@@ -90,5 +95,36 @@ func wantTriggerAudit(t *testing.T, f *fixture, action, outcome, detail string) 
 	wantConsoleAudit(t, last, action, outcome)
 	if last.Target != "trigger:a" || last.Detail != detail {
 		t.Fatalf("audit %+v, want target trigger:a, detail %q", last, detail)
+	}
+}
+
+// countsQueue is the real queue with CountByTrigger answering known counts.
+type countsQueue struct {
+	*queue.Queue
+	counts map[string]map[string]int64
+}
+
+func (q countsQueue) CountByTrigger(context.Context) (map[string]map[string]int64, error) {
+	return q.counts, nil
+}
+
+// The page shows the entries held back with their reasons in short, as
+// triggers ls does, and the running ones.
+func TestTriggersPageHeldByReason(t *testing.T) {
+	f := newFixture(t, 50)
+	f.svc.Queue = countsQueue{Queue: f.q, counts: map[string]map[string]int64{
+		"trigger:a": {touba.StatusPending: 17, "held": 2, touba.HeldSlot: 10, touba.StatusRunning: 4, touba.StatusWaiting: 1},
+	}}
+	_, body := f.login(t).get("/triggers")
+	i := strings.Index(body, ">trigger:a</a>")
+	if i < 0 {
+		t.Fatalf("no row of trigger:a:\n%s", body)
+	}
+	r := body[i : i+strings.Index(body[i:], "</tr>")]
+	// weight (none: no program), runnable, running, held, waiting (its
+	// link escaped once: the trigger filter reads trigger:a)
+	if want := `<td class="num">-</td><td class="num">5</td><td class="num">4</td><td class="num">12 (slot 10, key 2)</td>` +
+		`<td class="num"><a href="/entries?trigger=trigger%3aa&amp;status=waiting">1</a></td>`; !strings.Contains(r, want) {
+		t.Fatalf("row of trigger:a:\n%s\nwant it to contain\n%s", r, want)
 	}
 }

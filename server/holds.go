@@ -39,6 +39,41 @@ func (s *Server) watchHolds() {
 	})
 }
 
+// watchHeld registers the gauges of each trigger's runnable, held (by
+// reason) and running entries, read from the queue store at scrape time,
+// and of the runs handed back on each binding (s.disp, made later, nil
+// with no workers).
+func (s *Server) watchHeld() {
+	s.metrics.WatchTriggers(s.store.Queue, s.programTriggerRefs)
+	s.metrics.WatchHeldRuns(func() map[string]int64 {
+		if d := s.disp; d != nil {
+			return d.Held()
+		}
+		return nil
+	}, func() []string {
+		var out []string
+		if c := s.current.Load(); c != nil {
+			for ref, b := range c.Bindings {
+				if b.MaxConcurrency > 0 || b.Circuit.MinCalls > 0 {
+					out = append(out, ref)
+				}
+			}
+		}
+		return out
+	})
+}
+
+// programTriggerRefs lists the refs of the running program's triggers.
+func (s *Server) programTriggerRefs() []string {
+	var out []string
+	if c := s.current.Load(); c != nil {
+		for _, t := range c.Program.Triggers {
+			out = append(out, t.Ref)
+		}
+	}
+	return out
+}
+
 // circuitsNow is the circuits not closed: the cluster's on a shared
 // database, else this daemon's dispatcher's.
 func (s *Server) circuitsNow() []touba.CircuitState {

@@ -193,6 +193,7 @@ func (s *Server) open(ctx context.Context) error {
 		}
 		return 0
 	})
+	s.watchHeld()
 	s.watchHolds()
 	var dbUp func() bool
 	if f.Database != "" {

@@ -68,10 +68,12 @@ func runTriggers(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 // printTriggers is the table of `triggers ls`: one row per trigger, with
-// its state, its dispatch weight, its counts, its open circuits and who
-// paused it and why.
+// its state, its dispatch weight, its runnable and running entries, its
+// held ones with their reasons in short ("12 (slot 10, key 2)"), its
+// waiting ones, its open circuits and who paused it and why. Runnable
+// and held together are its pending entries; --json has each count.
 func printTriggers(w io.Writer, rows []admin.Trigger) error {
-	t := newTable(w, "TRIGGER", "STATE", "WEIGHT", "PENDING", "HELD", "WAITING", "RUNNING", "OPEN_CIRCUITS", "PAUSED_BY", "REASON")
+	t := newTable(w, "TRIGGER", "STATE", "WEIGHT", "RUNNABLE", "RUNNING", "HELD", "WAITING", "OPEN_CIRCUITS", "PAUSED_BY", "REASON")
 	program := false // no program loaded (the files without --program): nothing to compare with
 	for _, r := range rows {
 		program = program || r.InProgram
@@ -103,8 +105,8 @@ func printTriggers(w io.Writer, rows []admin.Trigger) error {
 		if r.Weight > 0 {
 			weight = strconv.Itoa(r.Weight)
 		}
-		t.row(r.TriggerRef, state, weight, strconv.FormatInt(r.Pending, 10), strconv.FormatInt(r.Held, 10), strconv.FormatInt(r.Waiting, 10),
-			strconv.FormatInt(r.Running, 10), circuits, by, reason)
+		t.row(r.TriggerRef, state, weight, strconv.FormatInt(r.Runnable, 10), strconv.FormatInt(r.Running, 10), r.HeldSummary(),
+			strconv.FormatInt(r.Waiting, 10), circuits, by, reason)
 	}
 	return t.flush()
 }
