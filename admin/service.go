@@ -18,6 +18,11 @@ import (
 // Service answers the admin API from the open files. The daemon runs one
 // behind its socket; the CLI runs one on the files when no daemon does.
 type Service struct {
+	// CountByTrigger, when set, counts the entries of each trigger by
+	// status and hold instead of the queue store's HoldStore (the daemon
+	// adds the runs its dispatcher holds back unleased).
+	CountByTrigger func(ctx context.Context) (map[string]map[string]int64, error)
+
 	Queue   touba.QueueStore
 	State   touba.StateStore
 	Journal touba.EffectJournal // nil when the daemon runs without one

@@ -138,7 +138,11 @@ func (s *Service) Triggers(ctx context.Context) ([]Trigger, error) {
 	if err != nil {
 		return nil, err
 	}
-	counts, err := h.CountByTrigger(ctx)
+	count := h.CountByTrigger
+	if s.CountByTrigger != nil {
+		count = s.CountByTrigger
+	}
+	counts, err := count(ctx)
 	if err != nil {
 		return nil, err
 	}

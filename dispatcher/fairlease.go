@@ -38,6 +38,10 @@ type fairLease struct {
 	// name (removed by a reload): leased like any other, so they end.
 	others []string
 	inUse  map[string]slotsRead // the cluster's slots in use, by binding
+	// gated are the triggers whose first bound binding let none of their
+	// runs start at the last lease, with why (touba.HeldSlot or
+	// touba.HeldCircuit): their pending entries wait for it, unleased.
+	gated atomic.Pointer[map[string]string]
 
 	mu   sync.Mutex
 	held map[string]int64 // runs handed back, by hold (binding ref)
@@ -72,6 +76,31 @@ func (d *Dispatcher) Held() map[string]int64 {
 	return out
 }
 
+// Gated lists the triggers whose runnable entries their first bound
+// binding holds back, unleased, as of the last lease, with the reason
+// (touba.HeldSlot or touba.HeldCircuit), for metrics and the console.
+func (d *Dispatcher) Gated() map[string]string {
+	if d.fair == nil {
+		return nil
+	}
+	if g := d.fair.gated.Load(); g != nil {
+		return *g
+	}
+	return nil
+}
+
+// gateReason says what holds b: its circuit when it is not closed.
+func (d *Dispatcher) gateReason(b *Binding) string {
+	if c := d.circuits.of(b); c != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.state.State != touba.CircuitClosed {
+			return touba.HeldCircuit
+		}
+	}
+	return touba.HeldSlot
+}
+
 // lease takes up to free entries: planned when the store can.
 func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) {
 	f := d.fair
@@ -96,6 +125,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 	}
 	f.mu.Unlock()
 	cands := make([]fair.Candidate, 0, len(cfg.Program.Triggers)+len(f.others))
+	gated := map[string]string{}
 	for _, t := range cfg.Program.Triggers {
 		limit := -1
 		if b := d.gate(cfg, t.Ref); b != nil {
@@ -104,6 +134,9 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 			} else {
 				limit = d.passable(b)
 			}
+			if limit == 0 {
+				gated[t.Ref] = d.gateReason(b)
+			}
 		}
 		byKey := t.Concurrency != nil && t.Concurrency.Max > 1 // with max 1, oldest first is in turn already
 		cands = append(cands, fair.Candidate{Ref: t.Ref, Weight: t.Weight, Limit: limit, ByKey: byKey})
@@ -111,6 +144,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 	for _, ref := range f.others {
 		cands = append(cands, fair.Candidate{Ref: ref, Weight: trigger.DefaultWeight, Limit: -1})
 	}
+	f.gated.Store(&gated)
 	round := f.sched.Plan(free, holds, cands)
 	entries, err := f.fq.LeasePlanned(d.runCtx, round)
 	if err != nil {

@@ -44,7 +44,7 @@ func (s *Server) watchHolds() {
 // and of the runs handed back on each binding (s.disp, made later, nil
 // with no workers).
 func (s *Server) watchHeld() {
-	s.metrics.WatchTriggers(s.store.Queue, s.programTriggerRefs)
+	s.metrics.WatchTriggers(gatedCounts{s}, s.programTriggerRefs)
 	s.metrics.WatchHeldRuns(func() map[string]int64 {
 		if d := s.disp; d != nil {
 			return d.Held()
@@ -114,4 +114,43 @@ func programTriggers(current func() *dispatcher.Config) func() []admin.ProgramTr
 		}
 		return out
 	}
+}
+
+// gatedCounts is the queue store's CountByTrigger with, for each trigger
+// not paused whose first bound binding let none of its runs be leased
+// (dispatcher Gated), its runnable entries counted held by that binding:
+// they wait pending, in no lease, for a slot or the circuit's probe.
+type gatedCounts struct{ s *Server }
+
+func (g gatedCounts) PausedTriggers(ctx context.Context) ([]touba.TriggerPause, error) {
+	return g.s.store.Queue.PausedTriggers(ctx)
+}
+
+func (g gatedCounts) CountByTrigger(ctx context.Context) (map[string]map[string]int64, error) {
+	counts, err := g.s.store.Queue.CountByTrigger(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d := g.s.disp
+	if d == nil {
+		return counts, nil
+	}
+	gated := d.Gated()
+	if len(gated) == 0 {
+		return counts, nil
+	}
+	paused, err := g.s.store.Queue.PausedTriggers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for ref, reason := range gated {
+		c := counts[ref]
+		if c == nil || slices.ContainsFunc(paused, func(p touba.TriggerPause) bool { return p.TriggerRef == ref }) {
+			continue
+		}
+		if free := c[touba.StatusPending] - c["held"] - c[touba.HeldSlot] - c[touba.HeldCircuit]; free > 0 {
+			c[reason] += free
+		}
+	}
+	return counts, nil
 }
