@@ -24,6 +24,7 @@ func main() {
 	n := flag.Int64("n", 1_000_000, "entries to add")
 	ref := flag.String("trigger", "trigger:bench/Ingest", "trigger ref of the entries")
 	count := flag.Bool("count", false, "only print the number of entries by status")
+	pause := flag.Bool("pause", false, "pause the trigger too (scripts/bench-held)")
 	flag.Parse()
 	ctx := context.Background()
 	if *count {
@@ -70,6 +71,11 @@ func main() {
 		}()
 	}
 	wg.Wait()
+	if *pause {
+		if _, err := q.PauseTrigger(ctx, touba.TriggerPause{TriggerRef: *ref, At: time.Now(), Operator: "prefill"}); err != nil {
+			log.Fatal(err)
+		}
+	}
 	st := q.QueueStats()
 	if err := q.Close(); err != nil {
 		log.Fatal(err)
