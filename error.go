@@ -69,6 +69,9 @@ const (
 	// attempt spent. They name why a pending entry waits, never a failure.
 	EBindingBusy = "BindingBusy"
 	ECircuitOpen = "CircuitOpen"
+	// ETriggerPaused: a run that found its trigger paused between two
+	// steps, handed back pending until the trigger resumes.
+	ETriggerPaused = "TriggerPaused"
 	// EEntryBusy: another operator action (a compensation, a replay) is
 	// working on the entry right now.
 	EEntryBusy = "EntryBusy"

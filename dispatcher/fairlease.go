@@ -42,6 +42,9 @@ type fairLease struct {
 	// runs start at the last lease, with why (touba.HeldSlot or
 	// touba.HeldCircuit): their pending entries wait for it, unleased.
 	gated atomic.Pointer[map[string]string]
+	// paused are the paused triggers as last read (holdsRefresh), for
+	// runs between two steps (pausedNow).
+	paused atomic.Pointer[map[string]bool]
 
 	mu   sync.Mutex
 	held map[string]int64 // runs handed back, by hold (binding ref)
@@ -87,6 +90,16 @@ func (d *Dispatcher) Gated() map[string]string {
 		return *g
 	}
 	return nil
+}
+
+// pausedNow tells whether ref was paused at the last read (at most
+// holdsRefresh old): a run between two steps then gives its worker back.
+func (d *Dispatcher) pausedNow(ref string) bool {
+	if d.fair == nil {
+		return false
+	}
+	m := d.fair.paused.Load()
+	return m != nil && (*m)[ref]
 }
 
 // gateReason says what holds b: its circuit when it is not closed.
@@ -193,6 +206,15 @@ func (d *Dispatcher) refreshFair() {
 		f.mu.Unlock()
 	} else {
 		d.log.Warn().Err(err).Msg("cannot count the runs handed back on their bindings; retrying")
+	}
+	if hs, ok := f.fq.(touba.HoldStore); ok {
+		if ps, err := hs.PausedTriggers(ctx); err == nil {
+			m := make(map[string]bool, len(ps))
+			for _, p := range ps {
+				m[p.TriggerRef] = true
+			}
+			f.paused.Store(&m)
+		}
 	}
 	cfg := d.cfg.Load()
 	if refs, err := f.fq.ReadyTriggers(ctx); err == nil {

@@ -84,8 +84,13 @@ func (d *Dispatcher) tryCircuit(ctx context.Context, b *Binding) (*circuitPass, 
 	return d.enterCircuit(ctx, b, c)
 }
 
-// hold hands the run of e back on v's hold.
+// hold hands the run of e back on v's hold; with none (its trigger is
+// paused) it goes back pending, due now, for the lease to take once the
+// trigger resumes.
 func (d *Dispatcher) hold(e *touba.Delivery, v *verdict) error {
+	if v.hold == "" {
+		return d.queue.Postpone(context.Background(), e.QueueID, e.LeaseToken, d.opts.Now(), v.code, v.message)
+	}
 	err := d.fair.fq.HoldRun(context.Background(), e.QueueID, e.LeaseToken, v.hold, v.code, v.message)
 	if err == nil {
 		crashpoint.Hit(CrashAfterHeld)

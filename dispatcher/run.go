@@ -116,6 +116,7 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 		}
 	}
 	rc := newRunContext(e)
+	ran := 0 // steps this run began
 	for _, st := range t.Steps {
 		if so, ok := done[st.ID]; ok {
 			if err := rc.setOutput(st.ID, so.Output); err != nil {
@@ -123,6 +124,14 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 			}
 			continue
 		}
+		// A trigger paused while its run went on: the run gives its worker
+		// back between two steps, pending, and the lease, which skips the
+		// paused trigger, takes it again once it resumes (SPEC §2.2).
+		if ran > 0 && d.pausedNow(e.TriggerRef) {
+			return &verdict{action: held, code: touba.ETriggerPaused,
+				message: "trigger " + e.TriggerRef + " is paused; the run goes on once it resumes"}
+		}
+		ran++
 		// Between two steps a cancel_on match ends the run; a trigger
 		// without cancel_on is never asked for.
 		if len(t.CancelOn) > 0 {

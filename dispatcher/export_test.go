@@ -1,0 +1,4 @@
+package dispatcher
+
+// PausedNow exposes pausedNow: what a run between two steps sees.
+func (d *Dispatcher) PausedNow(ref string) bool { return d.pausedNow(ref) }
