@@ -221,13 +221,12 @@ func scanStatuses(rows *sql.Rows) (map[string]string, error) {
 
 // world is one test's program, manifest and daemon on a backend.
 type world struct {
-	t                  *testing.T
-	dir                string
-	program, manifest  string
-	backend            backend
-	daemon             *testkit.Daemon
-	client             *http.Client
-	posted, postFailed atomic.Int64
+	t                 *testing.T
+	dir               string
+	program, manifest string
+	backend           backend
+	daemon            *testkit.Daemon
+	client            *http.Client
 }
 
 // newWorld writes program and manifest into a fresh folder.
