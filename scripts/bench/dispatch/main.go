@@ -52,6 +52,12 @@ func (c *countingQueue) Lease(ctx context.Context, n int) ([]*touba.Delivery, er
 	return c.Queue.Lease(ctx, n)
 }
 
+// LeasePlanned counts a planned lease (fair dispatch) as Lease does.
+func (c *countingQueue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*touba.Delivery, error) {
+	c.leases.Add(1)
+	return c.Queue.LeasePlanned(ctx, plan)
+}
+
 func (c *countingQueue) Finish(ctx context.Context, queueID string, token int64, status, code, message string) error {
 	err := c.Queue.Finish(ctx, queueID, token, status, code, message)
 	if err == nil && c.finished.Add(1) == c.want {
