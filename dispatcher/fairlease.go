@@ -141,6 +141,12 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 	gated := map[string]string{}
 	for _, t := range cfg.Program.Triggers {
 		limit := -1
+		if d.pausedNow(t.Ref) {
+			// Not asked for while paused (the store skips it anyway; a
+			// pause newer than the last read is the store's to see).
+			cands = append(cands, fair.Candidate{Ref: t.Ref, Weight: t.Weight, Limit: 0})
+			continue
+		}
 		if b := d.gate(cfg, t.Ref); b != nil {
 			if f.heldOn(b.Ref) > 0 {
 				limit = 0 // the runs handed back on it go first
