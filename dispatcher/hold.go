@@ -62,13 +62,7 @@ func (d *Dispatcher) trySlot(ctx context.Context, b *Binding, e *touba.Delivery)
 		<-s.ch
 		return nil, false
 	}
-	return func() {
-		if err := d.opts.Slots.ReleaseSlot(context.Background(), b.Ref, slot, e.QueueID, e.LeaseToken); err != nil {
-			d.log.Warn().Err(err).Str("tool_ref", b.Ref).Str("queue_id", e.QueueID).
-				Msg("cannot release a binding slot; it frees when the entry's lease ends")
-		}
-		<-s.ch
-	}, true
+	return d.releaseShared(b, s, slot, e), true
 }
 
 // tryCircuit passes b's circuit if it lets a call through now: closed,

@@ -112,13 +112,19 @@ func (d *Dispatcher) slot(ctx context.Context, b *Binding, e *touba.Delivery, w 
 		<-s.ch
 		return nil, false
 	}
+	return d.releaseShared(b, s, slot, e), true
+}
+
+// releaseShared gives back slot, b's slot in the store, and this node's
+// semaphore s.
+func (d *Dispatcher) releaseShared(b *Binding, s *sem, slot int, e *touba.Delivery) func() {
 	return func() {
 		if err := d.opts.Slots.ReleaseSlot(context.Background(), b.Ref, slot, e.QueueID, e.LeaseToken); err != nil {
 			d.log.Warn().Err(err).Str("tool_ref", b.Ref).Str("queue_id", e.QueueID).
 				Msg("cannot release a binding slot; it frees when the entry's lease ends")
 		}
 		<-s.ch
-	}, true
+	}
 }
 
 // sharedSlot takes one of b's slots in the store, polling every

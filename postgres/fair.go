@@ -164,12 +164,7 @@ func (q *Queue) HeldRuns(ctx context.Context) (map[string]int64, error) {
 // ReadyTriggers lists the triggers with leasable entries: a loose index
 // scan of entries_ready_trigger, one seek a trigger (as pickAround).
 func (q *Queue) ReadyTriggers(ctx context.Context) ([]string, error) {
-	rows, err := q.db.pool.Query(ctx, `WITH RECURSIVE refs(ref) AS (
-		(SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held ORDER BY trigger_ref LIMIT 1)
-		UNION ALL
-		SELECT (SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held AND trigger_ref > refs.ref
-			ORDER BY trigger_ref LIMIT 1) FROM refs WHERE refs.ref IS NOT NULL)
-		SELECT ref FROM refs WHERE ref IS NOT NULL`)
+	rows, err := q.db.pool.Query(ctx, readyRefs+` SELECT ref FROM refs WHERE ref IS NOT NULL`)
 	if err != nil {
 		return nil, fmt.Errorf("ready triggers: %w", err)
 	}

@@ -189,17 +189,21 @@ const pickPending = `SELECT queue_id FROM touba.entries e WHERE status = 'pendin
 	AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 	ORDER BY queue_id LIMIT $2 FOR UPDATE SKIP LOCKED`
 
+// readyRefs walks the triggers with leasable entries (CTE refs): a loose
+// index scan of entries_ready_trigger, one seek a trigger.
+const readyRefs = `WITH RECURSIVE refs(ref) AS (
+		(SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held ORDER BY trigger_ref LIMIT 1)
+		UNION ALL
+		SELECT (SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held AND trigger_ref > refs.ref
+			ORDER BY trigger_ref LIMIT 1) FROM refs WHERE refs.ref IS NOT NULL)`
+
 // pickAround is pickPending while a trigger is paused. pickPending would
 // read, in entries_ready, every pending entry of a paused trigger older
 // than the first it can lease; pickAround instead walks the triggers that
 // have leasable entries in entries_ready_trigger (a loose index scan: one
 // seek per trigger, past all of a paused trigger's entries at once), takes
 // the oldest due n of each trigger not paused, and keeps the oldest n.
-const pickAround = `WITH RECURSIVE refs(ref) AS (
-		(SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held ORDER BY trigger_ref LIMIT 1)
-		UNION ALL
-		SELECT (SELECT trigger_ref FROM touba.entries WHERE status = 'pending' AND NOT held AND trigger_ref > refs.ref
-			ORDER BY trigger_ref LIMIT 1) FROM refs WHERE refs.ref IS NOT NULL),
+const pickAround = readyRefs + `,
 	active AS (SELECT ref FROM refs WHERE ref IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = refs.ref))
 	SELECT c.queue_id FROM active CROSS JOIN LATERAL (
