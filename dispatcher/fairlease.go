@@ -139,6 +139,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 	f.mu.Unlock()
 	cands := make([]fair.Candidate, 0, len(cfg.Program.Triggers)+len(f.others))
 	gated := map[string]string{}
+	gates := map[string]*Binding{} // each trigger's gate, for the reservations below
 	for _, t := range cfg.Program.Triggers {
 		limit := -1
 		if d.pausedNow(t.Ref) {
@@ -148,6 +149,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 			continue
 		}
 		if b := d.gate(cfg, t.Ref); b != nil {
+			gates[t.Ref] = b
 			if f.heldOn(b.Ref) > 0 {
 				limit = 0 // the runs handed back on it go first
 			} else {
@@ -185,7 +187,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 			f.addHeld(a.Hold, -int64(a.N))
 			b = cfg.Bindings[a.Hold]
 		} else {
-			b = d.gate(cfg, a.TriggerRef)
+			b = gates[a.TriggerRef]
 		}
 		for j := 0; j < a.N && i < len(entries); j++ {
 			res[i] = d.reserve(b)
