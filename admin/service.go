@@ -28,6 +28,10 @@ type Service struct {
 	Journal touba.EffectJournal // nil when the daemon runs without one
 	// Wake, when set, tells the dispatcher that entries are pending again.
 	Wake func()
+	// PausesChanged, when set, tells the dispatcher that a trigger was
+	// paused or resumed here, so it rereads the pauses now rather than at
+	// its next periodic read.
+	PausesChanged func()
 	// Compensator runs a compensation with the running configuration; nil
 	// when none is loaded (the CLI on files without --program).
 	Compensator func(ctx context.Context, entry *touba.Delivery, steps map[string]touba.StepOutput,

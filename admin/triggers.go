@@ -249,6 +249,9 @@ func (s *Service) changeTrigger(ctx context.Context, r TriggerRequest, pause boo
 		ev.Outcome = "not paused"
 	}
 	s.audit(ctx, ev)
+	if changed && s.PausesChanged != nil {
+		s.PausesChanged()
+	}
 	if !pause && changed && s.Wake != nil {
 		s.Wake()
 	}

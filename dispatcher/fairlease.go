@@ -46,8 +46,23 @@ type fairLease struct {
 	// runs between two steps (pausedNow).
 	paused atomic.Pointer[map[string]bool]
 
+	// stale asks the leaser to read again at its next lease, not
+	// holdsRefresh after the last read: a pause changed on this node.
+	stale atomic.Bool
+
 	mu   sync.Mutex
 	held map[string]int64 // runs handed back, by hold (binding ref)
+}
+
+// PausesChanged tells the dispatcher that a trigger was paused or resumed
+// through this node: it rereads the pauses before its next lease (other
+// nodes see it within holdsRefresh), and a resumed trigger's entries are
+// asked for at once.
+func (d *Dispatcher) PausesChanged() {
+	if d.fair != nil {
+		d.fair.stale.Store(true)
+	}
+	d.Notify()
 }
 
 func (f *fairLease) addHeld(hold string, n int64) {
@@ -202,7 +217,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 // not name.
 func (d *Dispatcher) refreshFair() {
 	f := d.fair
-	if time.Since(f.read) < holdsRefresh {
+	if !f.stale.Swap(false) && time.Since(f.read) < holdsRefresh {
 		return
 	}
 	f.read = time.Now()

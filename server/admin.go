@@ -72,6 +72,7 @@ func (s *Server) adminService() *admin.Service {
 	svc.Probe = s.health.Load
 	if s.disp != nil {
 		svc.Wake = s.disp.Notify
+		svc.PausesChanged = s.disp.PausesChanged
 		svc.CountByTrigger = gatedCounts{s}.CountByTrigger
 		if s.store.Circuits == nil {
 			svc.Circuits = func(context.Context) ([]touba.CircuitState, error) { return s.disp.Circuits(), nil }

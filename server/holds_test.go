@@ -23,25 +23,47 @@ import (
 // database, so a pause made through one node holds on every node.
 
 // pathRemote counts the requests reaching each path, each taking delay.
+// A path with a barrier (meet) holds its calls until that many have
+// arrived: with two workers a node, a barrier of 3 is passed only once
+// both nodes call it, whichever read the resume first.
 type pathRemote struct {
 	srv   *httptest.Server
 	mu    sync.Mutex
 	calls map[string]int
+	meet  map[string]chan struct{}
+	need  map[string]int
 }
 
 func newPathRemote(t *testing.T, delay time.Duration) *pathRemote {
-	r := &pathRemote{calls: map[string]int{}}
+	r := &pathRemote{calls: map[string]int{}, meet: map[string]chan struct{}{}, need: map[string]int{}}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		_, _ = io.Copy(io.Discard, req.Body)
 		r.mu.Lock()
 		r.calls[req.URL.Path]++
+		meet := r.meet[req.URL.Path]
+		if meet != nil && r.calls[req.URL.Path] == r.need[req.URL.Path] {
+			close(meet)
+		}
 		r.mu.Unlock()
+		if meet != nil {
+			select {
+			case <-meet:
+			case <-time.After(3 * time.Second): // under the call timeout (4 s): the test then fails on who ran what
+			}
+		}
 		time.Sleep(delay) // keep both nodes' workers busy at once
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"stored": true}`))
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+// barrier holds path's calls until n of them have arrived.
+func (r *pathRemote) barrier(path string, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.meet[path], r.need[path] = make(chan struct{}), n
 }
 
 func (r *pathRemote) count(path string) int {
@@ -60,8 +82,8 @@ func holdFiles(t *testing.T, remote string) (program, manifest string) {
 	  {"ref": "trigger:hold/Held", "source": {"kind": "webhook"}, "steps": [{"id": "w", "tool": "tool:hold/HeldWrite", "input": {"n": {"$ref": "/event/body/n"}}}]},
 	  {"ref": "trigger:hold/Free", "source": {"kind": "webhook"}, "steps": [{"id": "w", "tool": "tool:hold/FreeWrite", "input": {"n": {"$ref": "/event/body/n"}}}]}]}`
 	binding := func(path string) string {
-		return fmt.Sprintf(`{"handler": {"kind": "webhook", "options": {"url": %q, "timeout_sec": 2}, "credentials": {"hmac_secret": {"env": "FLOW_HMAC"}}},
-		  "timeout_ms": 2000, "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}`, remote+path)
+		return fmt.Sprintf(`{"handler": {"kind": "webhook", "options": {"url": %q, "timeout_sec": 4}, "credentials": {"hmac_secret": {"env": "FLOW_HMAC"}}},
+		  "timeout_ms": 4000, "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}`, remote+path)
 	}
 	man := `{"manifest_version": "touba-manifest-v1", "bindings": {"tool:hold/HeldWrite": ` + binding("/held") +
 		`, "tool:hold/FreeWrite": ` + binding("/free") + `}}`
@@ -187,6 +209,9 @@ func TestPauseAcrossNodes(t *testing.T) {
 		}
 	}
 
+	// Node 1 rereads the pause at once, node 0 within a second: the
+	// barrier holds node 1's first calls until node 0 calls too.
+	r.barrier("/held", 3)
 	if ch, err := apis[1].ResumeTrigger(ctx, admin.TriggerRequest{TriggerRef: "trigger:hold/Held"}); err != nil || !ch.Changed {
 		t.Fatalf("resume through node 1: %+v %v", ch, err)
 	}
