@@ -275,7 +275,9 @@ func (q *Queue) Renew(ctx context.Context, queueID string, token int64) error {
 		if err != nil {
 			return err
 		} else if tag.RowsAffected() != 1 {
-			return whyNot(ctx, tx, queueID, token)
+			// A refusal of this renewal alone, as Finish's: the rest of
+			// an optimistic batch goes on without rerunning isolated.
+			return refusedWhy(ctx, tx, queueID, token)
 		}
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A transaction begun inside its first pipeline (connTx) commits what it
@@ -48,5 +49,33 @@ func TestPipelineBeginCommitsOrFails(t *testing.T) {
 	}
 	if st := d.pool.Stat(); st.AcquiredConns() != 0 {
 		t.Fatalf("%d connections still acquired after both batches", st.AcquiredConns())
+	}
+}
+
+// A statement run behind a pooler (implicitTx: one pipeline, one implicit
+// transaction committed at its Sync) fails when its commit fails: here a
+// deferred unique constraint, checked only at that commit.
+func TestImplicitTxReportsTheCommit(t *testing.T) {
+	_, url := deferStore(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE touba.implicit_commit (id INT UNIQUE DEFERRABLE INITIALLY DEFERRED);
+		INSERT INTO touba.implicit_commit VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	p := implicitTx{pool: pool, set: setLocal(time.Second)}
+	if _, err := p.Exec(ctx, `INSERT INTO touba.implicit_commit VALUES ($1)`, 1); err == nil {
+		t.Fatal("an insert whose implicit commit failed (a deferred unique violation) reported no error")
+	}
+	if _, err := p.Exec(ctx, `INSERT INTO touba.implicit_commit VALUES ($1)`, 2); err != nil {
+		t.Fatalf("a sound insert: %v", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT COUNT(*) FROM touba.implicit_commit`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d rows (%v), want 2: the failed insert rolled back, the sound one kept", n, err)
 	}
 }

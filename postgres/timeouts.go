@@ -186,8 +186,13 @@ func (p implicitTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	defer br.Close()
-	return br.Exec()
+	tag, err := br.Exec()
+	// The implicit transaction commits at the pipeline's Sync, which Close
+	// reads: a deferred constraint or a failed commit is only seen there.
+	if cerr := br.Close(); err == nil && cerr != nil {
+		return pgconn.CommandTag{}, cerr
+	}
+	return tag, err
 }
 
 func (p implicitTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
