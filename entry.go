@@ -49,7 +49,17 @@ type EntryDetail struct {
 type ReplayResult struct {
 	QueueID string `json:"queue_id"`
 	From    string `json:"from,omitempty"` // the state it left; "" when nothing was done
-	Reason  string `json:"reason,omitempty"`
+	// To is the state it went to: pending, or cancelled for a parked entry
+	// asked to cancel while its step ran (SPEC §2.3), unless IgnoreCancel.
+	To     string `json:"to,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ReplayOptions are how a replay treats what the entry carries.
+type ReplayOptions struct {
+	// IgnoreCancel drops a cancel requested while a parked entry's step
+	// ran: the entry goes on instead of ending cancelled.
+	IgnoreCancel bool
 }
 
 // QueueStats counts the queue writer's work, for metrics and benchmarks.

@@ -34,8 +34,10 @@ type QueueStore interface {
 	// RequeueRunning puts the running entries this process (node) left
 	// back to pending (start-up); never those another node is running.
 	RequeueRunning(ctx context.Context) (int64, error)
-	// Replay puts failed and parked entries back to pending.
-	Replay(ctx context.Context, ids []string) ([]ReplayResult, error)
+	// Replay puts failed, parked and cancelled entries back to pending; a
+	// parked one asked to cancel ends cancelled instead, unless
+	// opt.IgnoreCancel.
+	Replay(ctx context.Context, ids []string, opt ReplayOptions) ([]ReplayResult, error)
 
 	Get(ctx context.Context, queueID string) (*Delivery, error)
 	Detail(ctx context.Context, queueID string) (*EntryDetail, error)

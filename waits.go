@@ -113,6 +113,9 @@ type ResumeRequest struct {
 	QueueID    string
 	Steps      []string
 	NewEffects bool // give Steps new effect identities (<queue_id>:<step>#<n>)
+	// IgnoreCancel: a parked entry asked to cancel goes on rather than
+	// ending cancelled (SPEC §2.3).
+	IgnoreCancel bool
 }
 
 // CancelledBy is the error message of an entry a cancel_on match of
@@ -141,6 +144,7 @@ func Resumable(status string) bool {
 type ResumeResult struct {
 	QueueID string         `json:"queue_id"`
 	From    string         `json:"from"`
+	To      string         `json:"to"` // pending, or cancelled (a cancel kept at the park)
 	Gens    map[string]int `json:"effect_generations,omitempty"`
 }
 

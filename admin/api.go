@@ -129,6 +129,9 @@ type ReplayRequest struct {
 	DryRun     bool      `json:"dry_run,omitempty"`
 	// Reason is the operator's --reason, kept in the audit trail.
 	Reason string `json:"reason,omitempty"`
+	// IgnoreCancel (--ignore-cancel): a parked entry asked to cancel while
+	// its step ran goes on instead of ending cancelled (SPEC §2.3).
+	IgnoreCancel bool `json:"ignore_cancel,omitempty"`
 }
 
 // ReplayItem says what a replay did with one id, and when it did nothing,

@@ -104,10 +104,15 @@ func (s *Service) release(ctx context.Context, scope string, out *ResolveResult)
 		out.Note = "entry stays parked: a " + held + " of it is running; replay it once that ended"
 		return nil
 	}
-	res, err := s.Queue.Replay(ctx, []string{scope})
+	res, err := s.Queue.Replay(ctx, []string{scope}, touba.ReplayOptions{})
 	s.busy.drop(s.Claims, scope)
 	if err != nil {
 		return err
+	}
+	if len(res) == 1 && res[0].To == touba.StatusCancelled {
+		out.EntryStatus = touba.StatusCancelled
+		out.Note = "entry " + cancelKeptHint(scope)
+		return nil
 	}
 	if len(res) == 1 && res[0].From != "" {
 		out.Replayed, out.EntryStatus = true, touba.StatusPending

@@ -118,7 +118,7 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 		// failed may have been replayed and parked on an unknown effect
 		// since, and the queue's Replay takes parked entries as well. The
 		// check reads (no writer time), under the claim taken above.
-		if err := s.checkReplay(ctx, id, &items[i]); err != nil {
+		if err := s.checkReplay(ctx, id, &items[i], r.IgnoreCancel); err != nil {
 			return 0, err
 		}
 		if items[i].Reason == "" {
@@ -129,7 +129,7 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 	var took time.Duration
 	if len(todo) > 0 {
 		start := time.Now()
-		res, err := s.Queue.Replay(ctx, todo)
+		res, err := s.Queue.Replay(ctx, todo, touba.ReplayOptions{IgnoreCancel: r.IgnoreCancel})
 		took = time.Since(start)
 		if err != nil {
 			return 0, err
@@ -141,7 +141,10 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 				it.Reason = x.Reason
 				continue
 			}
-			it.Replayed, it.From, it.Status = true, x.From, touba.StatusPending
+			it.Replayed, it.From, it.Status = true, x.From, x.To
+			if x.To == touba.StatusCancelled {
+				it.Hint = cancelKeptHint(x.QueueID)
+			}
 			replayed++
 		}
 	}
@@ -151,7 +154,12 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 	evs := make([]touba.OperatorEvent, 0, len(items))
 	for _, it := range items {
 		ev := touba.OperatorEvent{Action: "queue.replay", QueueID: it.QueueID, Target: it.QueueID, Outcome: "done",
-			Detail: it.From + " -> pending", Reason: r.Reason}
+			Detail: it.From + " -> " + it.Status, Reason: r.Reason}
+		if it.Status == touba.StatusCancelled {
+			ev.Detail += " (a cancel requested while its step ran)"
+		} else if r.IgnoreCancel {
+			ev.Detail += " (--ignore-cancel)"
+		}
 		if !it.Replayed {
 			ev.Outcome, ev.Detail = "refused", it.Reason
 		}
@@ -162,7 +170,7 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 }
 
 // checkReplay fills it.Reason and it.Hint when id cannot be replayed.
-func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) error {
+func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem, ignoreCancel bool) error {
 	d, err := s.Queue.Get(ctx, id)
 	if err != nil {
 		return err
@@ -179,6 +187,13 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 		if s.Journal == nil {
 			return nil
 		}
+		if ws := s.waitStore(); ws != nil && !ignoreCancel {
+			// Asked to cancel while its step ran: the replay ends it
+			// cancelled and runs nothing, whatever its effects' state.
+			if yes, err := ws.CancelRequested(ctx, id); err != nil || yes {
+				return err
+			}
+		}
 		effs, err := s.awaitingVerdict(ctx, id)
 		if err != nil {
 			return err
@@ -187,7 +202,7 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem) er
 			e := effs[0]
 			it.Reason = fmt.Sprintf("parked on effect %s, whose outcome is unknown (retry mode %s): a replay would park it again",
 				e.EffectID, e.RetryMode)
-			it.Hint = resolveHint(e.Scope, e.EffectID) + " (either one puts the entry back to pending)"
+			it.Hint = resolveHint(e.Scope, e.EffectID) + " (either one puts the entry back to pending, or ends it cancelled when a cancel was requested while its step ran)"
 		}
 		return nil
 	case touba.StatusDone:
@@ -297,4 +312,12 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 	}
 	s.audit(ctx, ev)
 	return out, nil
+}
+
+// cancelKeptHint explains an entry a replay, resume or resolve ended
+// cancelled: a cancel_on match arrived while its step ran, and survived
+// its park (SPEC §2.3).
+func cancelKeptHint(id string) string {
+	return "ended cancelled: a cancel was requested while its step ran; to run it on anyway: touba-trigger queue replay " +
+		id + " (or replay it with --ignore-cancel next time)"
 }

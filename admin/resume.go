@@ -31,6 +31,9 @@ type ResumeRequest struct {
 	// changing nothing (what the CLI's prompt and the console's
 	// confirmation page show).
 	DryRun bool `json:"dry_run,omitempty"`
+	// IgnoreCancel (--ignore-cancel): a parked entry asked to cancel while
+	// its step ran is resumed instead of ending cancelled (SPEC §2.3).
+	IgnoreCancel bool `json:"ignore_cancel,omitempty"`
 	// Operator names who asks when the context does not (WithOperator
 	// wins: the socket's peer credentials and the console's login are
 	// what the audit trail trusts); never read from the socket.
@@ -53,6 +56,10 @@ type ResumeReport struct {
 	EffectIDs map[string]string `json:"effect_ids,omitempty"`
 	// Against names the definition the step was checked against.
 	Against string `json:"checked_against"`
+	// Cancels: the entry is parked with a cancel requested while its step
+	// ran, so the resume ends it cancelled and runs nothing (unless
+	// IgnoreCancel).
+	Cancels bool `json:"cancels,omitempty"`
 }
 
 // StepEffectIDs are EffectIDs in the order of Steps.
@@ -118,16 +125,27 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	if err != nil {
 		return nil, err
 	}
+	if d.Status == touba.StatusParked && !r.IgnoreCancel {
+		if rep.Cancels, err = ws.CancelRequested(ctx, r.QueueID); err != nil {
+			return nil, err
+		}
+	}
 	if r.DryRun {
-		rep.EffectIDs = effectIDs(r.QueueID, rep.Steps, gens, r.NewEffects)
+		if !rep.Cancels {
+			rep.EffectIDs = effectIDs(r.QueueID, rep.Steps, gens, r.NewEffects)
+		}
 		return rep, nil
 	}
 	// Checkpoints first: once the entry is pending a worker may lease
-	// it, and must find no output of a step it is to run again.
-	if err := s.State.DropSteps(ctx, r.QueueID, rep.Steps); err != nil {
-		return nil, fmt.Errorf("drop the checkpoints of %s: %w", r.QueueID, err)
+	// it, and must find no output of a step it is to run again. An entry
+	// that ends cancelled keeps them: a later replay reads them back.
+	if !rep.Cancels {
+		if err := s.State.DropSteps(ctx, r.QueueID, rep.Steps); err != nil {
+			return nil, fmt.Errorf("drop the checkpoints of %s: %w", r.QueueID, err)
+		}
 	}
-	res, err := ws.Resume(ctx, touba.ResumeRequest{QueueID: r.QueueID, Steps: rep.Steps, NewEffects: r.NewEffects})
+	res, err := ws.Resume(ctx, touba.ResumeRequest{QueueID: r.QueueID, Steps: rep.Steps, NewEffects: r.NewEffects,
+		IgnoreCancel: r.IgnoreCancel || !rep.Cancels})
 	if err != nil {
 		if touba.ErrorCode(err) == touba.EEntryNotResumable {
 			return refuse(err)
@@ -137,7 +155,13 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	if res.From != "" {
 		rep.Left = res.From
 	}
-	rep.Status = touba.StatusPending
+	rep.Status = res.To
+	if rep.Status == touba.StatusCancelled {
+		ev.Outcome = "done"
+		ev.Detail = fmt.Sprintf("from %s: %s -> cancelled (a cancel requested while its step ran; nothing run)", r.From, rep.Left)
+		s.audit(ctx, ev)
+		return rep, nil
+	}
 	if res.Gens != nil {
 		gens = res.Gens
 	}
@@ -148,6 +172,9 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	ev.Outcome = "done"
 	ev.Detail = fmt.Sprintf("from %s (steps %s), new_effects=%t: %s -> pending", r.From, strings.Join(rep.Steps, ", "),
 		r.NewEffects, rep.Left)
+	if r.IgnoreCancel {
+		ev.Detail += " (--ignore-cancel)"
+	}
 	if r.NewEffects {
 		ev.Detail += "; new effect ids " + strings.Join(rep.StepEffectIDs(), ", ")
 	}

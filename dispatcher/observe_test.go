@@ -60,7 +60,7 @@ func (w *world) until(what string, cond func() bool) {
 // `queue replay` does.
 func (w *world) replay(qid string) {
 	w.tb.Helper()
-	res, err := w.q.Replay(context.Background(), []string{qid})
+	res, err := w.q.Replay(context.Background(), []string{qid}, touba.ReplayOptions{})
 	if err != nil {
 		w.tb.Fatal(err)
 	}

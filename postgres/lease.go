@@ -357,13 +357,15 @@ func (q *Queue) RequeueRunning(ctx context.Context) (int64, error) {
 
 // Replay puts failed and parked entries back to pending with the same
 // queue id; ids in other states are reported, not changed.
-func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult, error) {
+func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOptions) ([]touba.ReplayResult, error) {
 	var out []touba.ReplayResult
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out = out[:0]
 		for _, id := range ids {
 			var st string
-			err := tx.QueryRow(ctx, `SELECT status FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, id).Scan(&st)
+			var cancel bool
+			err := tx.QueryRow(ctx, `SELECT status, cancel_requested IS NOT NULL FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, id).
+				Scan(&st, &cancel)
 			if errors.Is(err, pgx.ErrNoRows) {
 				out = append(out, touba.ReplayResult{QueueID: id, Reason: "no such entry"})
 				continue
@@ -372,6 +374,13 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult,
 			}
 			if st != touba.StatusFailed && st != touba.StatusParked && st != touba.StatusCancelled {
 				out = append(out, touba.ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed, parked and cancelled entries are replayed"})
+				continue
+			}
+			if st == touba.StatusParked && cancel && !opt.IgnoreCancel {
+				if err := q.cancelParked(ctx, tx, id); err != nil {
+					return err
+				}
+				out = append(out, touba.ReplayResult{QueueID: id, From: st, To: touba.StatusCancelled})
 				continue
 			}
 			// A replay runs the entry again from where it stands, its
@@ -387,7 +396,7 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult,
 			if err := reholdKey(ctx, tx, id); err != nil {
 				return err
 			}
-			out = append(out, touba.ReplayResult{QueueID: id, From: st})
+			out = append(out, touba.ReplayResult{QueueID: id, From: st, To: touba.StatusPending})
 		}
 		return nil
 	})
@@ -395,4 +404,26 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]touba.ReplayResult,
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	return out, nil
+}
+
+// cancelParked ends a parked entry asked to cancel while its step ran,
+// cancelled (SPEC §2.3: the request survives the park), and lets its
+// key's next entries go: what an operator's replay or resume of it does
+// unless told to ignore the request. The caller holds the entry's row.
+func (q *Queue) cancelParked(ctx context.Context, tx *Tx, queueID string) error {
+	var ref string
+	var key *string
+	var max int
+	err := tx.QueryRow(ctx, `UPDATE touba.entries SET status = 'cancelled', error_code = '`+touba.ERunCancelled+`',
+		error_message = cancel_requested, cancel_requested = NULL, not_before = NULL, wake_at = NULL, attempts = 0,
+		held = false, hold_on = NULL, updated_at = $2
+		WHERE queue_id = $1 AND status = 'parked' AND cancel_requested IS NOT NULL
+		RETURNING trigger_ref, conc_key, conc_max`, queueID, q.db.now()).Scan(&ref, &key, &max)
+	if err != nil {
+		return fmt.Errorf("entry %s: cancel at replay: %w", queueID, err)
+	}
+	if key != nil && max > 0 {
+		return release(ctx, tx, ref, *key, max)
+	}
+	return nil
 }

@@ -18,8 +18,10 @@ import (
 func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.ResumeResult, error) {
 	var res touba.ResumeResult
 	err := q.change(r.QueueID, func(ctx context.Context, tx *Tx) error {
-		res = touba.ResumeResult{QueueID: r.QueueID}
-		err := tx.QueryRow(ctx, `SELECT status FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, r.QueueID).Scan(&res.From)
+		res = touba.ResumeResult{QueueID: r.QueueID, To: touba.StatusPending}
+		var cancel bool
+		err := tx.QueryRow(ctx, `SELECT status, cancel_requested IS NOT NULL FROM touba.entries WHERE queue_id = $1 FOR UPDATE`,
+			r.QueueID).Scan(&res.From, &cancel)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return touba.Errorf(touba.EEntryNotResumable, "no entry %s", r.QueueID)
 		} else if err != nil {
@@ -28,6 +30,10 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 		if !touba.Resumable(res.From) {
 			return touba.Errorf(touba.EEntryNotResumable, "entry %s is %s; only done, failed, parked and cancelled entries are resumed",
 				r.QueueID, res.From)
+		}
+		if res.From == touba.StatusParked && cancel && !r.IgnoreCancel {
+			res.To = touba.StatusCancelled
+			return q.cancelParked(ctx, tx, r.QueueID)
 		}
 		steps := r.Steps
 		if steps == nil {

@@ -260,7 +260,7 @@ func TestCancelOn(t *testing.T) {
 		t.Fatalf("offer after cancel: %+v %v", res, err)
 	}
 	// Replay runs it again: the cancelled wait is gone, the step waits anew.
-	if out, err := q.Replay(ctx, []string{wt.QueueID}); err != nil || out[0].From != touba.StatusCancelled {
+	if out, err := q.Replay(ctx, []string{wt.QueueID}, touba.ReplayOptions{}); err != nil || out[0].From != touba.StatusCancelled {
 		t.Fatalf("replay %+v %v", out, err)
 	}
 	if ws, _ := q.Waits(ctx, wt.QueueID); len(ws) != 0 {

@@ -566,7 +566,7 @@ func testHeldKeepsKeyAtReplay(t *testing.T, f Factory) {
 	e.finish(t, k0, touba.StatusFailed)
 	e.planned(t, fq, []touba.LeaseAsk{ask("trigger:a", 10)}, []string{k1})
 	e.handBack(t, fq, k1, "tool:x", touba.EBindingBusy)
-	if res, err := e.Queue.Replay(e.ctx, []string{k0}); err != nil || len(res) != 1 || res[0].From != touba.StatusFailed {
+	if res, err := e.Queue.Replay(e.ctx, []string{k0}, touba.ReplayOptions{}); err != nil || len(res) != 1 || res[0].From != touba.StatusFailed {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}
 	running := map[string]bool{}
@@ -713,7 +713,7 @@ func testReplayClearsHold(t *testing.T, f Factory) {
 	// The cancelled k1 left its key: k2 goes.
 	e.planned(t, fq, []touba.LeaseAsk{holdAsk("tool:x", 10), ask("trigger:k", 10), ask("trigger:b", 10)}, nil, []string{k2}, []string{b1, b2})
 
-	res, err := e.Queue.Replay(e.ctx, []string{a, k1})
+	res, err := e.Queue.Replay(e.ctx, []string{a, k1}, touba.ReplayOptions{})
 	if err != nil || len(res) != 2 || res[0].From != touba.StatusCancelled || res[1].From != touba.StatusCancelled {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}

@@ -266,7 +266,7 @@ func testReplay(t *testing.T, f Factory) {
 	e.finish(t, done, touba.StatusDone)
 	e.wantPending(t, 1)
 	ids := []string{failed, "no-such-entry", parked, done, running, pending}
-	res, err := e.Queue.Replay(e.ctx, ids)
+	res, err := e.Queue.Replay(e.ctx, ids, touba.ReplayOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func testFirstLease(t *testing.T, f Factory) {
 		t.Fatal(err)
 	}
 	e.finish(t, c, touba.StatusParked)
-	if _, err := e.Queue.Replay(e.ctx, []string{c}); err != nil {
+	if _, err := e.Queue.Replay(e.ctx, []string{c}, touba.ReplayOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := e.Queue.RequeueRunning(e.ctx); err != nil || n != 1 {

@@ -30,6 +30,7 @@ func runWaits(t *testing.T, f Factory) {
 	t.Run("NextWakeAndLimit", func(t *testing.T) { testNextWake(t, f) })
 	t.Run("Programs", func(t *testing.T) { testPrograms(t, f) })
 	t.Run("WaitingHoldsItsKey", func(t *testing.T) { testWaitingHoldsKey(t, f) })
+	t.Run("CancelSurvivesPark", func(t *testing.T) { testCancelSurvivesPark(t, f) })
 }
 
 func waitStore(t *testing.T, e *env) touba.WaitStore {

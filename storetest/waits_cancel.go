@@ -142,7 +142,7 @@ func testReplayCancelled(t *testing.T, f Factory) {
 		t.Fatal(err)
 	}
 	e.wantStatus(t, running, touba.StatusCancelled, touba.ERunCancelled)
-	res, err := e.Queue.Replay(e.ctx, []string{a, running})
+	res, err := e.Queue.Replay(e.ctx, []string{a, running}, touba.ReplayOptions{})
 	if err != nil || len(res) != 2 || res[0].From != touba.StatusCancelled || res[1].From != touba.StatusCancelled {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}

@@ -95,6 +95,8 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&since, "since", 0, "with --status: only entries received in the last DURATION")
 	fs.BoolVar(&req.DryRun, "dry-run", false, "with --status: say how many entries would be replayed, and change nothing")
 	fs.StringVar(&req.Reason, "reason", "", "why, for the audit trail")
+	fs.BoolVar(&req.IgnoreCancel, "ignore-cancel", false,
+		"a parked entry asked to cancel while its step ran goes on instead of ending cancelled")
 	pos, err := parseCLI(fs, args, false)
 	if err != nil {
 		return err
@@ -194,7 +196,10 @@ func printReplay(w io.Writer, rep *admin.ReplayReport) {
 			continue // a bulk replay lists what it did not do; the count says the rest
 		}
 		if it.Replayed {
-			fmt.Fprintf(w, "%s  replayed: %s -> pending\n", it.QueueID, it.From)
+			fmt.Fprintf(w, "%s  replayed: %s -> %s\n", it.QueueID, it.From, it.Status)
+			if it.Hint != "" {
+				fmt.Fprintf(w, "%s  %s\n", strings.Repeat(" ", len(it.QueueID)), it.Hint)
+			}
 			continue
 		}
 		fmt.Fprintf(w, "%s  not replayed: %s\n", it.QueueID, it.Reason)

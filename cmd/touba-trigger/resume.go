@@ -28,6 +28,8 @@ func runQueueResume(ctx context.Context, args []string, fs *flag.FlagSet, f *cli
 		"give STEP and the later steps new effect identities (<queue_id>:<step>#<n>), so their writes happen again")
 	fs.StringVar(&req.Reason, "reason", "", "why, for the audit trail")
 	fs.BoolVar(&yes, "yes", false, "with --new-effects: do not ask (needed when stdin is not a terminal)")
+	fs.BoolVar(&req.IgnoreCancel, "ignore-cancel", false,
+		"a parked entry asked to cancel while its step ran is resumed instead of ending cancelled")
 	pos, err := parseCLI(fs, args, false)
 	if err != nil {
 		return err
@@ -113,6 +115,11 @@ func suggestStep(ctx context.Context, api admin.API, req admin.ResumeRequest, er
 
 // printResume says what a resume did.
 func printResume(w io.Writer, rep *admin.ResumeReport) {
+	if rep.Status == touba.StatusCancelled {
+		fmt.Fprintf(w, "%s  %s -> cancelled: a cancel was requested while its step ran, so nothing runs again\n", rep.QueueID, rep.Left)
+		fmt.Fprintf(w, "  to run it from %s anyway: touba-trigger queue resume %s --from %s --ignore-cancel\n", rep.From, rep.QueueID, rep.From)
+		return
+	}
 	fmt.Fprintf(w, "%s  resumed from %s: %s -> %s\n", rep.QueueID, rep.From, rep.Left, rep.Status)
 	fmt.Fprintf(w, "  steps run again: %s (checked against %s)\n", strings.Join(rep.Steps, ", "), rep.Against)
 	ids := rep.StepEffectIDs()

@@ -65,7 +65,7 @@ func TestKeyOrdering(t *testing.T) {
 	}
 	replay := func(id string) {
 		t.Helper()
-		if res, err := q.Replay(ctx, []string{id}); err != nil || res[0].From == "" {
+		if res, err := q.Replay(ctx, []string{id}, touba.ReplayOptions{}); err != nil || res[0].From == "" {
 			t.Fatalf("replay %s: %+v %v", id, res, err)
 		}
 	}

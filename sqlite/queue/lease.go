@@ -175,6 +175,30 @@ func (q *Queue) cancelIfRequested(ctx context.Context, tx *sqlitex.Tx, queueID s
 	return true, nil
 }
 
+// execer is a transaction of either kind (the writer's or database/sql's).
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// cancelParked ends a parked entry asked to cancel while its step ran,
+// cancelled (SPEC §2.3: the request survives the park), and lets the next
+// entries of its key (ref, key, max as read by the caller) go: what an
+// operator's replay or resume of it does unless told to ignore the request.
+func (q *Queue) cancelParked(ctx context.Context, tx execer, queueID, ref string, key sql.NullString, max int) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE entries SET status = 'cancelled', error_code = '`+touba.ERunCancelled+`',
+		error_message = cancel_requested, cancel_requested = NULL, not_before = NULL, wake_at = NULL, attempts = 0,
+		held = 0, hold_on = NULL, updated_at = ?
+		WHERE queue_id = ? AND status = 'parked' AND cancel_requested IS NOT NULL`, q.now(), queueID); err != nil {
+		return fmt.Errorf("entry %s: cancel at replay: %w", queueID, err)
+	}
+	if key.Valid && max > 0 {
+		if _, err := tx.ExecContext(ctx, releaseNext, ref, key.String, max); err != nil {
+			return fmt.Errorf("release key of %s: %w", queueID, err)
+		}
+	}
+	return nil
+}
+
 // whyNot reads the entry to explain a guarded change that matched no row.
 // The explanation is the change's own error (commit.Refused: it wrote
 // nothing); a failed read is the transaction's.
@@ -217,7 +241,7 @@ type ReplayResult = touba.ReplayResult
 // Replay puts failed, parked and cancelled entries back to pending with
 // the same queue id, so effects already applied are read back, not
 // repeated. Ids in other states are reported, not changed.
-func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error) {
+func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOptions) ([]ReplayResult, error) {
 	if q.w == nil {
 		return nil, sqlitex.ErrReadOnly
 	}
@@ -225,8 +249,12 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error
 	err := sqlitex.InTx(ctx, q.db.Write, func(tx *sql.Tx) error {
 		out = out[:0]
 		for _, id := range ids {
-			var st string
-			err := tx.QueryRowContext(ctx, `SELECT status FROM entries WHERE queue_id = ?`, id).Scan(&st)
+			var st, ref string
+			var key sql.NullString
+			var max int
+			var cancel bool
+			err := tx.QueryRowContext(ctx, `SELECT status, cancel_requested IS NOT NULL, trigger_ref, conc_key, conc_max
+				FROM entries WHERE queue_id = ?`, id).Scan(&st, &cancel, &ref, &key, &max)
 			if err == sql.ErrNoRows {
 				out = append(out, ReplayResult{QueueID: id, Reason: "no such entry"})
 				continue
@@ -235,6 +263,13 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error
 			}
 			if st != touba.StatusFailed && st != touba.StatusParked && st != touba.StatusCancelled {
 				out = append(out, ReplayResult{QueueID: id, Reason: "entry is " + st + "; only failed, parked and cancelled entries are replayed"})
+				continue
+			}
+			if st == touba.StatusParked && cancel && !opt.IgnoreCancel {
+				if err := q.cancelParked(ctx, tx, id, ref, key, max); err != nil {
+					return err
+				}
+				out = append(out, ReplayResult{QueueID: id, From: st, To: touba.StatusCancelled})
 				continue
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0,
@@ -251,7 +286,7 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error
 			if err := reholdKey(ctx, tx, id); err != nil {
 				return err
 			}
-			out = append(out, ReplayResult{QueueID: id, From: st})
+			out = append(out, ReplayResult{QueueID: id, From: st, To: touba.StatusPending})
 		}
 		return nil
 	})
@@ -259,7 +294,7 @@ func (q *Queue) Replay(ctx context.Context, ids []string) ([]ReplayResult, error
 		return nil, fmt.Errorf("replay: %w", err)
 	}
 	for _, r := range out {
-		if r.From != "" {
+		if r.To == touba.StatusPending {
 			q.pending.Add(1)
 		}
 	}

@@ -68,7 +68,7 @@ func TestLifecycle(t *testing.T) {
 	if r := enqueue(t, q, "b", "2"); r.Created || r.Status != touba.StatusDone {
 		t.Fatalf("redelivery of a done entry: %+v", r)
 	}
-	res, err := q.Replay(ctx, []string{b.QueueID, "nope"})
+	res, err := q.Replay(ctx, []string{b.QueueID, "nope"}, touba.ReplayOptions{})
 	if err != nil || res[0].From != "" || !strings.Contains(res[0].Reason, "done") || res[1].Reason != "no such entry" {
 		t.Fatalf("replay of done/missing: %v %+v", err, res)
 	}
@@ -84,7 +84,7 @@ func TestReplayAndRequeue(t *testing.T) {
 	if err := q.Finish(ctx, a.QueueID, leaseToken(t, q, a.QueueID), touba.StatusParked, touba.EEffectOutcomeUnknown, "x"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := q.Replay(ctx, []string{a.QueueID})
+	res, err := q.Replay(ctx, []string{a.QueueID}, touba.ReplayOptions{})
 	if err != nil || res[0].From != touba.StatusParked {
 		t.Fatalf("replay parked: %v %+v", err, res)
 	}

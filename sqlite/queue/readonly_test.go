@@ -53,7 +53,7 @@ func TestReadOnlyOpen(t *testing.T) {
 	if _, err := ro.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: "e2", Digest: "d"}); !errors.Is(err, sqlitex.ErrReadOnly) {
 		t.Fatalf("read-only enqueue: %v, want ErrReadOnly", err)
 	}
-	if _, err := ro.Replay(ctx, []string{r.QueueID}); !errors.Is(err, sqlitex.ErrReadOnly) {
+	if _, err := ro.Replay(ctx, []string{r.QueueID}, touba.ReplayOptions{}); !errors.Is(err, sqlitex.ErrReadOnly) {
 		t.Fatalf("read-only replay: %v, want ErrReadOnly", err)
 	}
 	if _, err := ro.Lease(ctx, 1); !errors.Is(err, sqlitex.ErrReadOnly) {

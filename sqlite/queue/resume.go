@@ -26,7 +26,7 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		var err error
 		out, err = q.resume(ctx, tx, r)
-		if err != nil {
+		if err != nil || out.To != touba.StatusPending {
 			return 0, err
 		}
 		return 1, nil
@@ -41,8 +41,9 @@ func (q *Queue) resume(ctx context.Context, tx *sqlitex.Tx, r touba.ResumeReques
 	var st, ref string
 	var key, gensText sql.NullString
 	var max int
-	err := tx.QueryRowContext(ctx, `SELECT status, trigger_ref, conc_key, conc_max, effect_gens FROM entries WHERE queue_id = ?`,
-		r.QueueID).Scan(&st, &ref, &key, &max, &gensText)
+	var cancel bool
+	err := tx.QueryRowContext(ctx, `SELECT status, trigger_ref, conc_key, conc_max, effect_gens, cancel_requested IS NOT NULL
+		FROM entries WHERE queue_id = ?`, r.QueueID).Scan(&st, &ref, &key, &max, &gensText, &cancel)
 	if errors.Is(err, sql.ErrNoRows) {
 		return touba.ResumeResult{}, touba.Errorf(touba.EEntryNotResumable, "no entry %s", r.QueueID)
 	} else if err != nil {
@@ -51,6 +52,12 @@ func (q *Queue) resume(ctx context.Context, tx *sqlitex.Tx, r touba.ResumeReques
 	if !touba.Resumable(st) {
 		return touba.ResumeResult{}, touba.Errorf(touba.EEntryNotResumable,
 			"entry %s is %s; only done, failed, parked and cancelled entries are resumed", r.QueueID, st)
+	}
+	if st == touba.StatusParked && cancel && !r.IgnoreCancel {
+		if err := q.cancelParked(ctx, tx, r.QueueID, ref, key, max); err != nil {
+			return touba.ResumeResult{}, err
+		}
+		return touba.ResumeResult{QueueID: r.QueueID, From: st, To: touba.StatusCancelled}, nil
 	}
 	gens, err := decodeGens(gensText)
 	if err != nil {
@@ -95,7 +102,7 @@ func (q *Queue) resume(ctx context.Context, tx *sqlitex.Tx, r touba.ResumeReques
 			return touba.ResumeResult{}, fmt.Errorf("re-hold key of %s: %w", r.QueueID, err)
 		}
 	}
-	res := touba.ResumeResult{QueueID: r.QueueID, From: st, Gens: map[string]int{}}
+	res := touba.ResumeResult{QueueID: r.QueueID, From: st, To: touba.StatusPending, Gens: map[string]int{}}
 	for _, step := range r.Steps {
 		res.Gens[step] = gens[step]
 	}

@@ -156,7 +156,7 @@ func TestPendingCountThroughWaits(t *testing.T) {
 	if got, _ := q.Get(ctx, pending); got.Status != touba.StatusCancelled {
 		t.Fatalf("pending entry: %s, want cancelled", got.Status)
 	}
-	if res, err := q.Replay(ctx, []string{pending}); err != nil || res[0].From != touba.StatusCancelled {
+	if res, err := q.Replay(ctx, []string{pending}, touba.ReplayOptions{}); err != nil || res[0].From != touba.StatusCancelled {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}
 	check("replayed")

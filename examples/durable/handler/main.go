@@ -12,6 +12,12 @@
 // CreateShipment refuses (not applied, ShippingUnavailable), which is how
 // the example makes an order run fail at its third step for an operator
 // to resume once it is fixed.
+//
+// The card network can "hang": while .touba/charge-stuck exists,
+// ChargeCard marks .touba/charge-started, waits (up to 8 s) for the file to
+// go, then answers that it cannot tell whether the charge happened
+// (unknown): with the binding's retry_mode reconcile, the order parks for
+// an operator to settle.
 package main
 
 import (
@@ -77,6 +83,10 @@ func run(name string, c *handler.Call) (*handler.Result, error) {
 				WithReceipt(c.Receipt(handler.NotApplied, ""))
 		}
 	}
+	if name == "charge" && stuck() {
+		return nil, handler.Errorf("CardNetworkTimeout", "the card network did not answer").
+			WithReceipt(c.Receipt(handler.Unknown, ""))
+	}
 	call := Call{Tool: name, EffectID: eff.EffectID, QueueID: c.Context.QueueID, Input: c.Input, At: time.Now().UTC()}
 	if name == "settle" {
 		// The wait's output: the matched payment, or null when the wait
@@ -139,4 +149,21 @@ func record(path string, c *Call) (int, error) {
 		return 0, err
 	}
 	return n + 1, f.Sync()
+}
+
+// stuck tells whether the card network hangs (.touba/charge-stuck): it
+// says the call started, then waits for the file to go (at most 8 s,
+// under the binding's timeout) before the unknown answer.
+func stuck() bool {
+	flag := filepath.Join(".touba", "charge-stuck")
+	if _, err := os.Stat(flag); err != nil {
+		return false
+	}
+	_ = os.WriteFile(filepath.Join(".touba", "charge-started"), nil, 0o600)
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(flag); err != nil {
+			break
+		}
+	}
+	return true
 }
