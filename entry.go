@@ -60,6 +60,9 @@ type ReplayOptions struct {
 	// IgnoreCancel drops a cancel requested while a parked entry's step
 	// ran: the entry goes on instead of ending cancelled.
 	IgnoreCancel bool
+	// Repin pins each replayed entry of a trigger named here to that
+	// digest (the running program's definition, SPEC §2.3 --repin).
+	Repin map[string]string
 }
 
 // QueueStats counts the queue writer's work, for metrics and benchmarks.

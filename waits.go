@@ -116,6 +116,8 @@ type ResumeRequest struct {
 	// IgnoreCancel: a parked entry asked to cancel goes on rather than
 	// ending cancelled (SPEC §2.3).
 	IgnoreCancel bool
+	// Repin, when set, is the digest the entry is pinned to (--repin).
+	Repin string
 }
 
 // CancelledBy is the error message of an entry a cancel_on match of

@@ -132,6 +132,10 @@ type ReplayRequest struct {
 	// IgnoreCancel (--ignore-cancel): a parked entry asked to cancel while
 	// its step ran goes on instead of ending cancelled (SPEC §2.3).
 	IgnoreCancel bool `json:"ignore_cancel,omitempty"`
+	// Repin (--repin) pins each entry to the running program's definition
+	// of its trigger (SPEC §2.3); without it a ProgramChanged entry is
+	// refused.
+	Repin bool `json:"repin,omitempty"`
 }
 
 // ReplayItem says what a replay did with one id, and when it did nothing,
@@ -143,6 +147,9 @@ type ReplayItem struct {
 	Status   string `json:"status,omitempty"` // the state it is in now
 	Reason   string `json:"reason,omitempty"`
 	Hint     string `json:"hint,omitempty"`
+	// Repin is what --repin keeps and runs again of the entry.
+	Repin   *RepinPlan `json:"repin,omitempty"`
+	trigger string     // its trigger, for the replay's Repin map
 }
 
 // ReplayReport is the answer to a ReplayRequest. Note explains an empty

@@ -85,7 +85,12 @@ func TestBulkReplayInBatches(t *testing.T) {
 		rep.Matched != 0 || !strings.HasPrefix(rep.Note, "no failed entries received since ") {
 		t.Fatalf("replay of a window in the future: %v %+v", err, rep)
 	}
-	for _, bad := range []admin.ReplayRequest{{Status: "done"}, {IDs: ids[:1], Code: "x"}, {IDs: ids[:1], DryRun: true}} {
+	// A dry run by ids (what --repin shows first) checks and changes nothing.
+	if rep, err := f.svc.ReplayEntries(ctx, admin.ReplayRequest{IDs: others[:1], DryRun: true}); err != nil || !rep.DryRun ||
+		rep.Replayed != 0 || len(rep.Items) != 1 || rep.Items[0].Reason != "" || f.status(t, others[0]) != touba.StatusFailed {
+		t.Fatalf("dry run by ids: %v %+v", err, rep)
+	}
+	for _, bad := range []admin.ReplayRequest{{Status: "done"}, {IDs: ids[:1], Code: "x"}} {
 		if _, err := f.svc.ReplayEntries(ctx, bad); touba.ErrorCode(err) != touba.EBadRequest {
 			t.Errorf("replay %+v: %v, want %s", bad, err, touba.EBadRequest)
 		}

@@ -32,10 +32,10 @@ func (s *Service) ReplayEntries(ctx context.Context, r ReplayRequest) (*ReplayRe
 		return nil, badRequest("give queue ids or --status failed|parked|cancelled")
 	case r.Status != "" && r.Status != touba.StatusFailed && r.Status != touba.StatusParked && r.Status != touba.StatusCancelled:
 		return nil, badRequest("--status %s: only failed, parked and cancelled entries are replayed", r.Status)
-	case r.Status == "" && (r.TriggerRef != "" || r.Code != "" || !r.Since.IsZero() || r.DryRun):
-		return nil, badRequest("--trigger, --code, --since and --dry-run go with --status")
+	case r.Status == "" && (r.TriggerRef != "" || r.Code != "" || !r.Since.IsZero()):
+		return nil, badRequest("--trigger, --code and --since go with --status")
 	}
-	rep := &ReplayReport{Items: []ReplayItem{}}
+	rep := &ReplayReport{Items: []ReplayItem{}, DryRun: r.DryRun}
 	if r.Status != "" {
 		var err error
 		if ids, err = s.Queue.SelectIDs(ctx, touba.EntrySelection{Status: r.Status, TriggerRef: TriggerRef(r.TriggerRef),
@@ -118,18 +118,30 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 		// failed may have been replayed and parked on an unknown effect
 		// since, and the queue's Replay takes parked entries as well. The
 		// check reads (no writer time), under the claim taken above.
-		if err := s.checkReplay(ctx, id, &items[i], r.IgnoreCancel); err != nil {
+		if err := s.checkReplay(ctx, id, &items[i], r); err != nil {
 			return 0, err
 		}
 		if items[i].Reason == "" {
 			todo = append(todo, id)
 		}
 	}
+	if r.DryRun {
+		return 0, nil // checked (and the plans made), nothing changed
+	}
+	opt := touba.ReplayOptions{IgnoreCancel: r.IgnoreCancel}
+	for _, it := range items {
+		if it.Repin != nil && it.Reason == "" {
+			if opt.Repin == nil {
+				opt.Repin = map[string]string{}
+			}
+			opt.Repin[it.trigger] = it.Repin.digest
+		}
+	}
 	replayed := 0
 	var took time.Duration
 	if len(todo) > 0 {
 		start := time.Now()
-		res, err := s.Queue.Replay(ctx, todo, touba.ReplayOptions{IgnoreCancel: r.IgnoreCancel})
+		res, err := s.Queue.Replay(ctx, todo, opt)
 		took = time.Since(start)
 		if err != nil {
 			return 0, err
@@ -160,6 +172,9 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 		} else if r.IgnoreCancel {
 			ev.Detail += " (--ignore-cancel)"
 		}
+		if it.Repin != nil && it.Replayed {
+			ev.Detail += "; --repin: " + it.Repin.String()
+		}
 		if !it.Replayed {
 			ev.Outcome, ev.Detail = "refused", it.Reason
 		}
@@ -170,7 +185,8 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 }
 
 // checkReplay fills it.Reason and it.Hint when id cannot be replayed.
-func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem, ignoreCancel bool) error {
+func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem, r ReplayRequest) error {
+	ignoreCancel := r.IgnoreCancel
 	d, err := s.Queue.Get(ctx, id)
 	if err != nil {
 		return err
@@ -179,7 +195,20 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem, ig
 		it.Reason, it.Hint = "no such entry", "list entries with: touba-trigger queue ls"
 		return nil
 	}
-	it.Status = d.Status
+	it.Status, it.trigger = d.Status, d.TriggerRef
+	if d.Status == touba.StatusFailed || d.Status == touba.StatusParked || d.Status == touba.StatusCancelled {
+		if r.Repin {
+			if pt, ok := s.runningTrigger(d.TriggerRef); ok && pt.Digest != "" && pt.Digest != d.ProgramDigest {
+				if it.Repin, err = s.repinPlan(ctx, d, ""); err != nil {
+					return err
+				}
+			}
+		} else if s.needsRepin(d) {
+			it.Reason = repinRefusal(d, "touba-trigger queue replay "+id)
+			it.Hint = "see what it would keep and run again first: touba-trigger queue replay " + id + " --repin --dry-run"
+			return nil
+		}
+	}
 	switch d.Status {
 	case touba.StatusFailed, touba.StatusCancelled:
 		return nil

@@ -34,6 +34,10 @@ type ResumeRequest struct {
 	// IgnoreCancel (--ignore-cancel): a parked entry asked to cancel while
 	// its step ran is resumed instead of ending cancelled (SPEC §2.3).
 	IgnoreCancel bool `json:"ignore_cancel,omitempty"`
+	// Repin (--repin) pins the entry to the running program's definition
+	// of its trigger (SPEC §2.3); without it a ProgramChanged entry is
+	// refused.
+	Repin bool `json:"repin,omitempty"`
 	// Operator names who asks when the context does not (WithOperator
 	// wins: the socket's peer credentials and the console's login are
 	// what the audit trail trusts); never read from the socket.
@@ -60,6 +64,8 @@ type ResumeReport struct {
 	// ran, so the resume ends it cancelled and runs nothing (unless
 	// IgnoreCancel).
 	Cancels bool `json:"cancels,omitempty"`
+	// Repin is what --repin keeps and runs again.
+	Repin *RepinPlan `json:"repin,omitempty"`
 }
 
 // StepEffectIDs are EffectIDs in the order of Steps.
@@ -117,6 +123,16 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	}
 	rep := &ResumeReport{QueueID: r.QueueID, From: r.From, Steps: slices.Clone(all[i:]), Left: d.Status, Status: d.Status,
 		NewEffects: r.NewEffects, DryRun: r.DryRun, Against: against}
+	if r.Repin {
+		if pt, ok := s.runningTrigger(d.TriggerRef); ok && pt.Digest != "" && pt.Digest != d.ProgramDigest {
+			if rep.Repin, err = s.repinPlan(ctx, d, r.From); err != nil {
+				return refuse(err)
+			}
+		}
+	} else if s.needsRepin(d) {
+		return refuse(touba.Errorf(touba.EEntryNotResumable, "entry %s is %s", r.QueueID,
+			repinRefusal(d, "touba-trigger queue resume "+r.QueueID+" --from "+r.From)))
+	}
 	ws := s.waitStore()
 	if ws == nil {
 		return nil, touba.Errorf(touba.EINTERNAL, "the queue store cannot resume entries")
@@ -139,13 +155,19 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	// Checkpoints first: once the entry is pending a worker may lease
 	// it, and must find no output of a step it is to run again. An entry
 	// that ends cancelled keeps them: a later replay reads them back.
+	req := touba.ResumeRequest{QueueID: r.QueueID, Steps: rep.Steps, NewEffects: r.NewEffects, IgnoreCancel: r.IgnoreCancel || !rep.Cancels}
+	drop := rep.Steps
+	if rep.Repin != nil {
+		// What the old definition completed and the running one lacks
+		// goes too: no later definition reads a stale output by its id.
+		req.Repin, drop = rep.Repin.digest, append(slices.Clone(rep.Steps), rep.Repin.Dropped...)
+	}
 	if !rep.Cancels {
-		if err := s.State.DropSteps(ctx, r.QueueID, rep.Steps); err != nil {
+		if err := s.State.DropSteps(ctx, r.QueueID, drop); err != nil {
 			return nil, fmt.Errorf("drop the checkpoints of %s: %w", r.QueueID, err)
 		}
 	}
-	res, err := ws.Resume(ctx, touba.ResumeRequest{QueueID: r.QueueID, Steps: rep.Steps, NewEffects: r.NewEffects,
-		IgnoreCancel: r.IgnoreCancel || !rep.Cancels})
+	res, err := ws.Resume(ctx, req)
 	if err != nil {
 		if touba.ErrorCode(err) == touba.EEntryNotResumable {
 			return refuse(err)
@@ -174,6 +196,9 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 		r.NewEffects, rep.Left)
 	if r.IgnoreCancel {
 		ev.Detail += " (--ignore-cancel)"
+	}
+	if rep.Repin != nil {
+		ev.Detail += "; --repin: " + rep.Repin.String()
 	}
 	if r.NewEffects {
 		ev.Detail += "; new effect ids " + strings.Join(rep.StepEffectIDs(), ", ")

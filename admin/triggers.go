@@ -117,6 +117,10 @@ type ProgramTrigger struct {
 	Steps []string
 	// Weight is its dispatch weight (trigger.Trigger.Weight).
 	Weight int
+	// Digest is its definition's digest (what entries are pinned to), and
+	// StepKinds each step's kind (its tool, sleep or wait_for), for --repin.
+	Digest    string
+	StepKinds map[string]string
 }
 
 func (s *Service) holds() (touba.HoldStore, error) {

@@ -362,10 +362,10 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out = out[:0]
 		for _, id := range ids {
-			var st string
+			var st, ref string
 			var cancel bool
-			err := tx.QueryRow(ctx, `SELECT status, cancel_requested IS NOT NULL FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, id).
-				Scan(&st, &cancel)
+			err := tx.QueryRow(ctx, `SELECT status, cancel_requested IS NOT NULL, trigger_ref FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, id).
+				Scan(&st, &cancel, &ref)
 			if errors.Is(err, pgx.ErrNoRows) {
 				out = append(out, touba.ReplayResult{QueueID: id, Reason: "no such entry"})
 				continue
@@ -389,8 +389,9 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 			// step's result; `queue resume` begins a step again).
 			if _, err := tx.Exec(ctx, `WITH w AS (DELETE FROM touba.waits WHERE queue_id = $2 AND state IN ('open', 'cancelled'))
 				UPDATE touba.entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1,
-				cancel_requested = NULL, wake_at = NULL, held = held AND hold_on IS NULL, hold_on = NULL
-				WHERE queue_id = $2`, q.db.now(), id); err != nil {
+				cancel_requested = NULL, wake_at = NULL, held = held AND hold_on IS NULL, hold_on = NULL,
+				program_digest = COALESCE(NULLIF($3, ''), program_digest)
+				WHERE queue_id = $2`, q.db.now(), id, opt.Repin[ref]); err != nil {
 				return err
 			}
 			if err := reholdKey(ctx, tx, id); err != nil {

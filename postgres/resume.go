@@ -79,9 +79,10 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 		var raw []byte
 		if err := tx.QueryRow(ctx, `UPDATE touba.entries SET status = 'pending', attempts = 0, error_code = NULL,
 				error_message = NULL, cancel_requested = NULL, not_before = NULL, wake_at = NULL, updated_at = $3,
+				program_digest = COALESCE(NULLIF($5, ''), program_digest),
 				effect_gens = CASE WHEN $4 THEN COALESCE(effect_gens, '{}'::jsonb) || COALESCE((SELECT jsonb_object_agg(s,
 					COALESCE((effect_gens ->> s)::int, 0) + 1) FROM unnest($2::text[]) s), '{}'::jsonb) ELSE effect_gens END
-			WHERE queue_id = $1 RETURNING effect_gens`, r.QueueID, steps, q.db.now(), r.NewEffects).Scan(&raw); err != nil {
+			WHERE queue_id = $1 RETURNING effect_gens`, r.QueueID, steps, q.db.now(), r.NewEffects, r.Repin).Scan(&raw); err != nil {
 			return err
 		}
 		gens, err := decodeGens(raw)

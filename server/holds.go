@@ -104,13 +104,16 @@ func programTriggers(current func() *dispatcher.Config) func() []admin.ProgramTr
 		for _, t := range c.Program.Triggers {
 			tools := map[string]bool{}
 			var steps []string
+			kinds := make(map[string]string, len(t.Steps))
 			for _, st := range t.Steps {
 				if st.Tool != "" { // a sleep or a wait_for calls no tool
 					tools[st.Tool] = true
 				}
 				steps = append(steps, st.ID)
+				kinds[st.ID] = st.Kind()
 			}
-			out = append(out, admin.ProgramTrigger{Ref: t.Ref, Tools: slices.Sorted(maps.Keys(tools)), Steps: steps, Weight: t.Weight})
+			out = append(out, admin.ProgramTrigger{Ref: t.Ref, Tools: slices.Sorted(maps.Keys(tools)), Steps: steps, Weight: t.Weight,
+				Digest: t.Digest, StepKinds: kinds})
 		}
 		return out
 	}

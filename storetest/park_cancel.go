@@ -79,3 +79,44 @@ func testCancelSurvivesPark(t *testing.T, f Factory) {
 		})
 	}
 }
+
+// testRepin: Replay and Resume with Repin pin the entry to the digest
+// given (its trigger's running definition); without, it keeps its own.
+func testRepin(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	ws := waitStore(t, e)
+	id := e.putOf(t, "trigger:a", "pinned", func(d *touba.Delivery) { d.ProgramDigest = "old" }).QueueID
+	park := func() {
+		t.Helper()
+		e.lease(t, 10, id)
+		if err := e.Queue.Finish(e.ctx, id, e.tok(id), touba.StatusParked, touba.EProgramChanged, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	digest := func(want string) {
+		t.Helper()
+		if got := e.get(t, id).ProgramDigest; got != want {
+			t.Fatalf("program digest %q, want %q", got, want)
+		}
+	}
+	park()
+	if _, err := e.Queue.Replay(e.ctx, []string{id}, touba.ReplayOptions{Repin: map[string]string{"trigger:b": "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	digest("old") // another trigger's pin changes nothing here
+	park()
+	if _, err := e.Queue.Replay(e.ctx, []string{id}, touba.ReplayOptions{Repin: map[string]string{"trigger:a": "new"}}); err != nil {
+		t.Fatal(err)
+	}
+	digest("new")
+	park()
+	if _, err := ws.Resume(e.ctx, touba.ResumeRequest{QueueID: id, Steps: []string{"s"}}); err != nil {
+		t.Fatal(err)
+	}
+	digest("new")
+	park()
+	if _, err := ws.Resume(e.ctx, touba.ResumeRequest{QueueID: id, Steps: []string{"s"}, Repin: "newer"}); err != nil {
+		t.Fatal(err)
+	}
+	digest("newer")
+}

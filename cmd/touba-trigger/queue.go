@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,9 +98,17 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&req.Reason, "reason", "", "why, for the audit trail")
 	fs.BoolVar(&req.IgnoreCancel, "ignore-cancel", false,
 		"a parked entry asked to cancel while its step ran goes on instead of ending cancelled")
+	fs.BoolVar(&req.Repin, "repin", false,
+		"pin each entry to the running program's definition of its trigger (steps it completed are kept by id); says what it keeps and runs again, and asks")
+	var yes bool
+	fs.BoolVar(&yes, "yes", false, "with --repin: do not ask (needed when stdin is not a terminal)")
 	pos, err := parseCLI(fs, args, false)
 	if err != nil {
 		return err
+	}
+	if req.Repin && !req.DryRun && !yes && !isTTY(os.Stdin) {
+		return usageError{err: errors.New("--repin changes the definition the entries run under; stdin is not a terminal to ask on: " +
+			"see the plan with --dry-run, then give --yes to confirm")}
 	}
 	if since < 0 {
 		return usageError{err: errors.New("--since must not be negative")}
@@ -108,6 +117,18 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	req.IDs = pos
 	return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
+		if req.Repin && !req.DryRun {
+			dry := req
+			dry.DryRun = true
+			plan, err := api.ReplayEntries(ctx, dry)
+			if err != nil {
+				return err
+			}
+			printRepinPlans(stderr, plan.Items)
+			if !yes && !confirm(os.Stdin, stderr, "Replay with --repin? [y/N] ") {
+				return usageError{err: errors.New("not confirmed: nothing was replayed")}
+			}
+		}
 		if req.Status != "" && !req.DryRun && !f.json {
 			// Say how many first: a bulk replay may take a while.
 			dry := req
@@ -188,15 +209,25 @@ func printReplay(w io.Writer, rep *admin.ReplayReport) {
 	if rep.Note != "" {
 		fmt.Fprintln(w, rep.Note)
 	}
+	if rep.DryRun && rep.Matched > 0 {
+		return // a bulk dry run: the count says it
+	}
 	if rep.DryRun {
-		return
+		printRepinPlans(w, rep.Items)
 	}
 	for _, it := range rep.Items {
 		if it.Replayed && len(rep.Items) > 100 {
 			continue // a bulk replay lists what it did not do; the count says the rest
 		}
+		if rep.DryRun && it.Reason == "" {
+			fmt.Fprintf(w, "%s  would be replayed (%s)\n", it.QueueID, it.Status)
+			continue
+		}
 		if it.Replayed {
 			fmt.Fprintf(w, "%s  replayed: %s -> %s\n", it.QueueID, it.From, it.Status)
+			if it.Repin != nil {
+				fmt.Fprintf(w, "%s  %s\n", strings.Repeat(" ", len(it.QueueID)), it.Repin)
+			}
 			if it.Hint != "" {
 				fmt.Fprintf(w, "%s  %s\n", strings.Repeat(" ", len(it.QueueID)), it.Hint)
 			}
@@ -325,4 +356,28 @@ func printWaits(w io.Writer, d *admin.EntryDetail) {
 	for _, x := range d.MatchedWaits {
 		fmt.Fprintf(w, "  this delivery matched the wait %s of %s (at %s)\n", x.StepID, x.QueueID, tsp(x.ResolvedAt))
 	}
+}
+
+// printRepinPlans says, before a replay with --repin, what each entry
+// keeps and runs again under the running definition.
+func printRepinPlans(w io.Writer, items []admin.ReplayItem) {
+	for _, it := range items {
+		if it.Repin == nil || it.Reason != "" {
+			continue
+		}
+		p := it.Repin
+		fmt.Fprintf(w, "%s  --repin: definition %s -> %s\n", it.QueueID, p.From, p.To)
+		fmt.Fprintf(w, "    kept (read back, not run): %s\n", listOrNone(p.Kept))
+		fmt.Fprintf(w, "    run again: %s\n", listOrNone(p.Again))
+		if len(p.Dropped) > 0 {
+			fmt.Fprintf(w, "    dropped (not in the running definition): %s\n", listOrNone(p.Dropped))
+		}
+	}
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
 }

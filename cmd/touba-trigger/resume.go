@@ -30,6 +30,8 @@ func runQueueResume(ctx context.Context, args []string, fs *flag.FlagSet, f *cli
 	fs.BoolVar(&yes, "yes", false, "with --new-effects: do not ask (needed when stdin is not a terminal)")
 	fs.BoolVar(&req.IgnoreCancel, "ignore-cancel", false,
 		"a parked entry asked to cancel while its step ran is resumed instead of ending cancelled")
+	fs.BoolVar(&req.Repin, "repin", false,
+		"pin the entry to the running program's definition of its trigger; says what it keeps and runs again, and asks")
 	pos, err := parseCLI(fs, args, false)
 	if err != nil {
 		return err
@@ -39,6 +41,8 @@ func runQueueResume(ctx context.Context, args []string, fs *flag.FlagSet, f *cli
 		return usageError{err: errors.New("queue resume takes one QUEUE_ID and --from STEP")}
 	case strings.TrimSpace(req.From) == "":
 		return usageError{err: errors.New("queue resume needs --from STEP: the step to run again from")}
+	case req.Repin && !yes && !isTTY(os.Stdin):
+		return usageError{err: errors.New("--repin changes the definition the entry runs under; stdin is not a terminal to ask on: give --yes to confirm")}
 	case req.NewEffects && !yes && !isTTY(os.Stdin):
 		// Refused before anything is opened: nobody is there to ask.
 		return usageError{err: fmt.Errorf("--new-effects gives %s and every later step new effect identities, so their writes happen again; "+
@@ -46,15 +50,24 @@ func runQueueResume(ctx context.Context, args []string, fs *flag.FlagSet, f *cli
 	}
 	req.QueueID = pos[0]
 	return withSession(ctx, f, stderr, func(ctx context.Context, api admin.API) error {
-		if req.NewEffects {
+		if req.NewEffects || req.Repin {
 			dry := req
 			dry.DryRun = true
 			rep, err := api.Resume(ctx, dry)
 			if err != nil {
 				return suggestStep(ctx, api, req, err)
 			}
-			warnNewEffects(stderr, rep)
-			if !yes && !confirm(os.Stdin, stderr, "Resume "+req.QueueID+" from "+req.From+" with new effects? [y/N] ") {
+			if req.NewEffects {
+				warnNewEffects(stderr, rep)
+			}
+			if p := rep.Repin; p != nil {
+				fmt.Fprintf(stderr, "--repin: %s is pinned from definition %s to the running %s\n", req.QueueID, p.From, p.To)
+				fmt.Fprintf(stderr, "  kept (read back, not run): %s\n  run again: %s\n", listOrNone(p.Kept), listOrNone(p.Again))
+				if len(p.Dropped) > 0 {
+					fmt.Fprintf(stderr, "  dropped (not in the running definition): %s\n", listOrNone(p.Dropped))
+				}
+			}
+			if !yes && !confirm(os.Stdin, stderr, "Resume "+req.QueueID+" from "+req.From+"? [y/N] ") {
 				return usageError{err: errors.New("not confirmed: nothing was resumed")}
 			}
 		}

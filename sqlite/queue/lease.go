@@ -274,7 +274,8 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, attempts = 0,
 				wake_at = NULL, cancel_requested = NULL, held = CASE WHEN hold_on IS NULL THEN held ELSE 0 END, hold_on = NULL,
-				updated_at = ? WHERE queue_id = ?`, q.now(), id); err != nil {
+				program_digest = COALESCE(NULLIF(?, ''), program_digest), updated_at = ? WHERE queue_id = ?`,
+				opt.Repin[ref], q.now(), id); err != nil {
 				return err
 			}
 			// A cancelled entry may have been cancelled while it waited: its

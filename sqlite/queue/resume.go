@@ -91,8 +91,9 @@ func (q *Queue) resume(ctx context.Context, tx *sqlitex.Tx, r touba.ResumeReques
 		gensArg = string(b)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE entries SET status = 'pending', attempts = 0, error_code = NULL, error_message = NULL,
-		not_before = NULL, wake_at = NULL, cancel_requested = NULL, effect_gens = ?, updated_at = ? WHERE queue_id = ?`,
-		gensArg, q.now(), r.QueueID); err != nil {
+		not_before = NULL, wake_at = NULL, cancel_requested = NULL, effect_gens = ?,
+		program_digest = COALESCE(NULLIF(?, ''), program_digest), updated_at = ? WHERE queue_id = ?`,
+		gensArg, r.Repin, q.now(), r.QueueID); err != nil {
 		return touba.ResumeResult{}, err
 	}
 	if key.Valid && max > 0 {
