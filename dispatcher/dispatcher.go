@@ -162,6 +162,7 @@ func New(q Queue, s State, j Journal, cfg *Config, opts Options) *Dispatcher {
 func (d *Dispatcher) SetConfig(c *Config) {
 	d.savePrograms(c)
 	d.cfg.Store(c)
+	d.parkStranded(c)
 }
 
 // Notify wakes the leaser: an entry was enqueued.
@@ -177,6 +178,7 @@ func (d *Dispatcher) Notify() {
 // on a shared database another node may be running them.
 func (d *Dispatcher) Start(ctx context.Context) error {
 	d.savePrograms(d.cfg.Load())
+	d.parkStranded(d.cfg.Load())
 	d.wg.Add(1)
 	go d.leaser()
 	if d.opts.Waits != nil {

@@ -80,7 +80,10 @@ func (d *Dispatcher) run(e *touba.Delivery, r *reservation) {
 	defer stopRenew()
 	t, ok := cfg.trigger(e.TriggerRef)
 	if !ok {
-		d.settle(e, run, nil, stop(fail, touba.ETriggerNotFound, "trigger %s is not in the program any more", e.TriggerRef), log)
+		// Stranded by a reload (SPEC §2.3): parked for an operator, as
+		// parkStranded parks the ones no lease took first.
+		d.settle(e, run, nil, stop(park, touba.EProgramChanged, "trigger %s is not in the running program (a reload stranded it); "+
+			"replay it once the program has it again (--repin pins it to the running definition)", e.TriggerRef), log)
 		return
 	}
 	log.Debug().Str("run_id", runID).Int("attempt", e.Attempts).Msg("run started")

@@ -109,16 +109,16 @@ func tryLockKey(ctx context.Context, tx *Tx, ref, key string) error {
 }
 
 const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM touba.entries
-	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked') LIMIT $3) a`
+	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked') AND (status <> 'parked' OR error_code IS DISTINCT FROM 'ProgramChanged') LIMIT $3) a`
 
 const releaseNext = `UPDATE touba.entries SET held = false WHERE held AND hold_on IS NULL AND queue_id IN (
 	SELECT queue_id FROM touba.entries
-	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked')
+	WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked') AND (status <> 'parked' OR error_code IS DISTINCT FROM 'ProgramChanged')
 	ORDER BY conc_seq LIMIT $3)`
 
 const rehold = `UPDATE touba.entries SET held = NOT (queue_id IN (
 		SELECT queue_id FROM touba.entries
-		WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked')
+		WHERE trigger_ref = $1 AND conc_key = $2 AND status IN ('pending', 'running', 'waiting', 'parked') AND (status <> 'parked' OR error_code IS DISTINCT FROM 'ProgramChanged')
 		ORDER BY conc_seq LIMIT $3)
 	  AND (SELECT COUNT(*) FROM touba.entries WHERE trigger_ref = $1 AND conc_key = $2
 		AND (status IN ('running', 'waiting') OR status = 'pending' AND hold_on IS NOT NULL)) < $3)

@@ -199,7 +199,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 		} else if err != nil {
 			return err
 		}
-		if final != touba.StatusParked && key != nil && max > 0 {
+		if keyLeft(final, code) && key != nil && max > 0 {
 			return release(ctx, tx, ref, *key, max)
 		}
 		return nil
@@ -213,7 +213,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 					if e == nil {
 						return tx.settle(single(ctx, tx), &derr)
 					}
-					if e.final != touba.StatusParked && e.key != nil && e.max > 0 {
+					if keyLeft(e.final, code) && e.key != nil && e.max > 0 {
 						return release(ctx, tx, e.ref, *e.key, e.max)
 					}
 					return nil
@@ -226,6 +226,13 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 		err = derr
 	}
 	return err
+}
+
+// keyLeft tells whether an entry ending in status with code leaves its
+// key's active set: every end but a park, and a park ProgramChanged (its
+// trigger changed under it: it keeps the key until then, never after).
+func keyLeft(status, code string) bool {
+	return status != touba.StatusParked || code == touba.EProgramChanged
 }
 
 // Retry puts a running entry held under token back to pending.

@@ -1,0 +1,30 @@
+package touba
+
+import "context"
+
+// Reloads never strand an entry (SPEC §2.3): at start and at each reload
+// the daemon parks, with EProgramChanged, every pending or waiting entry
+// whose trigger the running program no longer has, and every waiting one
+// whose step (a sleep or a wait_for) it no longer has as that kind. A
+// parked entry lets its concurrency key go and its open wait is closed,
+// so no later delivery is consumed by it; an operator replays it (with
+// --repin when its trigger changed).
+
+// ProgramShape is the running program as ParkStranded reads it: each
+// trigger's steps, by id, with the wait kind of each durable step
+// (WaitSleep, WaitEvent; "" for a tool step).
+type ProgramShape map[string]map[string]string
+
+// Stranded is one entry ParkStranded parked, and why.
+type Stranded struct {
+	QueueID    string
+	TriggerRef string
+	Reason     string
+}
+
+// StrandStore is a queue store that parks what a reload stranded.
+type StrandStore interface {
+	// ParkStranded parks at most limit stranded entries (one
+	// transaction) and returns them: fewer than limit when none is left.
+	ParkStranded(ctx context.Context, shape ProgramShape, limit int) ([]Stranded, error)
+}
