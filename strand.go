@@ -28,3 +28,11 @@ type StrandStore interface {
 	// transaction) and returns them: fewer than limit when none is left.
 	ParkStranded(ctx context.Context, shape ProgramShape, limit int) ([]Stranded, error)
 }
+
+// KeyStore is a queue store that lists the wait and cancel keys its
+// unfinished entries still hold, so intake keeps offering and cancelling
+// under them after a reload changed the program (SPEC §2.3: a wait_for
+// keeps matching the trigger and pointer it began with).
+type KeyStore interface {
+	KeysInUse(ctx context.Context) ([]string, error)
+}

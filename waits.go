@@ -2,6 +2,7 @@ package touba
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -51,12 +52,78 @@ const (
 	EEntryNotResumable = "EntryNotResumable"
 )
 
-// WaitKey names the awaiting side of a wait_for: the trigger whose step
-// waits, and that step. An offer and a wait match when their WaitKey and
-// value are equal; each offer is consumed by at most one wait of one key.
+// Keys by meaning (SPEC §2.3 reloads). An offer and a wait match when
+// their key and value are equal (each offer consumed by at most one wait
+// of one key), a cancel and an entry's cancel key likewise. A key names
+// what it means: the awaiting trigger and step (or cancel_on), the
+// awaited trigger and the pointer read from its deliveries (and, for a
+// cancel, the entry's match expression). Reordering cancel_on, adding to
+// it, or changing a wait_for's target changes no key an accepted entry
+// holds, and intake keeps reading every key still held (ParseKey).
+
+// WaitKeyOf is the key of step stepID of trigger a waiting for
+// deliveries of trigger b whose value at pointer on matches.
+func WaitKeyOf(a, stepID, b, on string) string { return a + "#" + stepID + keyArgs(b, on) }
+
+// CancelKeyOf is the key of a cancel_on of trigger a naming trigger b,
+// read at pointer on of b's deliveries, matched against match (its
+// compact JSON) resolved on a's.
+func CancelKeyOf(a, b, on string, match []byte) string {
+	args := keyArgs(b, on)
+	if !json.Valid(match) {
+		m, _ := json.Marshal(string(match))
+		match = m
+	}
+	return a + "#" + cancelOn + args[:len(args)-1] + "," + string(match) + "]"
+}
+
+const cancelOn = "cancel_on"
+
+func keyArgs(parts ...string) string {
+	b, _ := json.Marshal(parts) // strings always marshal
+	return string(b)
+}
+
+// ParsedKey is a key by meaning, read back.
+type ParsedKey struct {
+	Awaiting string // trigger a
+	StepID   string // "" for a cancel key
+	Awaited  string // trigger b
+	On       string
+	Cancel   bool
+}
+
+// ParseKey reads a key of WaitKeyOf or CancelKeyOf; false for any other
+// (a key of the positional form, WaitKey and CancelKey).
+func ParseKey(key string) (ParsedKey, bool) {
+	hash := strings.IndexByte(key, '#')
+	open := strings.IndexByte(key, '[')
+	if hash < 0 || open < hash {
+		return ParsedKey{}, false
+	}
+	var parts []json.RawMessage
+	if json.Unmarshal([]byte(key[open:]), &parts) != nil || len(parts) < 2 {
+		return ParsedKey{}, false
+	}
+	k := ParsedKey{Awaiting: key[:hash], StepID: key[hash+1 : open]}
+	if json.Unmarshal(parts[0], &k.Awaited) != nil || json.Unmarshal(parts[1], &k.On) != nil {
+		return ParsedKey{}, false
+	}
+	if k.StepID == cancelOn && len(parts) == 3 {
+		k.StepID, k.Cancel = "", true
+	} else if len(parts) != 2 {
+		return ParsedKey{}, false
+	}
+	return k, true
+}
+
+// WaitKey is the positional key of the releases before keys by meaning:
+// the awaiting trigger and step only. Entries those releases accepted
+// still hold it; intake reads it through the running program.
 func WaitKey(triggerRef, stepID string) string { return triggerRef + "#" + stepID }
 
-// CancelKey names one cancel_on entry (its index i) of triggerRef.
+// CancelKey is the positional key of cancel_on entry i of triggerRef, as
+// releases before keys by meaning wrote it (see WaitKey).
 func CancelKey(triggerRef string, i int) string {
 	return triggerRef + "#cancel_on/" + strconv.Itoa(i)
 }

@@ -43,7 +43,7 @@ func (d *Dispatcher) durable(ctx context.Context, cfg *Config, t *trigger.Trigge
 		if err != nil {
 			return nil, fromError(touba.Errorf(touba.EStepInputUnresolved, "match of step %s: %s", st.ID, touba.ErrorMessage(err)))
 		}
-		w.Kind, w.Key, w.Value = touba.WaitEvent, touba.WaitKey(t.Ref, st.ID), v
+		w.Kind, w.Key, w.Value = touba.WaitEvent, wf.Key(t.Ref, st.ID), v
 		if wf.TimeoutMS > 0 {
 			at := now.Add(time.Duration(wf.TimeoutMS) * time.Millisecond)
 			w.WakeAt = &at

@@ -119,6 +119,7 @@ func (s *Server) install(next *Loaded, nd *dispatcher.Config) {
 	if s.disp != nil {
 		s.disp.SetConfig(nd)
 	}
+	s.listenToHeldKeys(next.Program)
 	s.intake.SetConfig(next.Intake)
 	if s.sched != nil && next.Program != nil {
 		s.sched.SetSpecs(scheduleSpecs(next.Program))

@@ -109,9 +109,13 @@ func TestProgramListeners(t *testing.T) {
 		ref            string
 		waits, cancels []string // Key@On
 	}{
-		{"trigger:stripe/PaymentSucceeded", []string{"trigger:shop/Checkout#paid@/body/data/object/metadata/order_id"}, nil},
-		{"trigger:billing/InvoicePaid", nil, []string{"trigger:billing/InvoiceOverdue#cancel_on/0@/body/data/object/id",
-			"trigger:billing/InvoiceOverdue#cancel_on/1@/headers/x-account"}},
+		{"trigger:stripe/PaymentSucceeded", []string{touba.WaitKeyOf("trigger:shop/Checkout", "paid", "trigger:stripe/PaymentSucceeded",
+			"/body/data/object/metadata/order_id") + "@/body/data/object/metadata/order_id"}, nil},
+		{"trigger:billing/InvoicePaid", nil, []string{
+			touba.CancelKeyOf("trigger:billing/InvoiceOverdue", "trigger:billing/InvoicePaid", "/body/data/object/id",
+				[]byte(`{"$ref":"/event/body/invoice_id"}`)) + "@/body/data/object/id",
+			touba.CancelKeyOf("trigger:billing/InvoiceOverdue", "trigger:billing/InvoicePaid", "/headers/x-account",
+				[]byte(`{"$ref":"/event/headers/x-account"}`)) + "@/headers/x-account"}},
 		{"trigger:shop/Checkout", nil, nil},
 		{"trigger:billing/InvoiceOverdue", nil, nil},
 		{"trigger:reports/Nightly", nil, nil},
@@ -158,7 +162,7 @@ func TestParseProgram_WaitForLaterAndSchedule(t *testing.T) {
 	if w.OnTimeout != trigger.OnTimeoutFail || w.TimeoutMS != 0 || string(w.Match) != `"lit"` {
 		t.Fatalf("defaults: %+v", w)
 	}
-	if got := p.Listeners("trigger:tick").Waits; len(got) != 1 || got[0].Key != touba.WaitKey("trigger:a", "n") {
+	if got := p.Listeners("trigger:tick").Waits; len(got) != 1 || got[0].Key != touba.WaitKeyOf("trigger:a", "n", "trigger:tick", "/body/scheduled_for") {
 		t.Fatalf("tick listeners %+v", got)
 	}
 }

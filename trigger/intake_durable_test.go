@@ -19,10 +19,12 @@ import (
 func TestIntake_DurableValues(t *testing.T) {
 	p := loadFlows(t)
 	f := newDurableIntake(t, p)
-	const (
-		paidKey    = "trigger:shop/Checkout#paid"
-		invoiceKey = "trigger:billing/InvoiceOverdue#cancel_on/0"
-		accountKey = "trigger:billing/InvoiceOverdue#cancel_on/1"
+	var (
+		paidKey    = touba.WaitKeyOf("trigger:shop/Checkout", "paid", "trigger:stripe/PaymentSucceeded", "/body/data/object/metadata/order_id")
+		invoiceKey = touba.CancelKeyOf("trigger:billing/InvoiceOverdue", "trigger:billing/InvoicePaid", "/body/data/object/id",
+			[]byte(`{"$ref":"/event/body/invoice_id"}`))
+		accountKey = touba.CancelKeyOf("trigger:billing/InvoiceOverdue", "trigger:billing/InvoicePaid", "/headers/x-account",
+			[]byte(`{"$ref":"/event/headers/x-account"}`))
 	)
 	payment := func(id, orderID string) string {
 		meta := `{}`
@@ -106,7 +108,8 @@ func TestIntake_DurableValuesNonJSONBody(t *testing.T) {
 	d := f.post(t, "b", `not json {`, map[string]string{"X-K": "v1", "Authorization": "Bearer x", "X-Touba-Event-Id": "e1"})
 	// Authorization is never kept, so never offered; "/headers" is every
 	// kept header (the client adds its own).
-	if len(d.Offers) != 2 || d.Offers[0] != (touba.MatchValue{Key: "trigger:a#h", Value: `"v1"`}) || d.Offers[1].Key != "trigger:a#all" {
+	keyOf := func(step, on string) string { return touba.WaitKeyOf("trigger:a", step, "trigger:b", on) }
+	if len(d.Offers) != 2 || d.Offers[0] != (touba.MatchValue{Key: keyOf("h", "/headers/x-k"), Value: `"v1"`}) || d.Offers[1].Key != keyOf("all", "/headers") {
 		t.Fatalf("Offers=%v, want the header x-k and all headers", d.Offers)
 	}
 	var all map[string]string
@@ -117,11 +120,11 @@ func TestIntake_DurableValuesNonJSONBody(t *testing.T) {
 		t.Fatalf("Authorization offered: %s", d.Offers[1].Value)
 	}
 	d = f.post(t, "b", `{"k":1} {"trailing":true}`, map[string]string{"X-Touba-Event-Id": "e2"})
-	if len(d.Offers) != 1 || d.Offers[0].Key != "trigger:a#all" {
+	if len(d.Offers) != 1 || d.Offers[0].Key != keyOf("all", "/headers") {
 		t.Fatalf("two documents read as JSON: Offers=%v, want all headers only", d.Offers)
 	}
 	d = f.post(t, "b", `"just a string"`, map[string]string{"X-Touba-Event-Id": "e3"})
-	if got := d.Offers[0]; got != (touba.MatchValue{Key: "trigger:a#b", Value: `"just a string"`}) {
+	if got := d.Offers[0]; got != (touba.MatchValue{Key: keyOf("b", "/body"), Value: `"just a string"`}) {
 		t.Fatalf("Offers=%v", d.Offers)
 	}
 }
@@ -148,14 +151,17 @@ func TestIntake_DurableValuesOfTicks(t *testing.T) {
 	}
 	d := f.q.last(t)
 	night := `"2026-12-02T02:00:00Z"`
-	if want := mv("trigger:hold#w", night); !reflect.DeepEqual(d.Offers, want) {
+	if want := mv(touba.WaitKeyOf("trigger:hold", "w", "trigger:nightly", "/body/scheduled_for"), night); !reflect.DeepEqual(d.Offers, want) {
 		t.Fatalf("Offers=%v, want %v", d.Offers, want)
 	}
-	if want := mv("trigger:stop#cancel_on/0", night); !reflect.DeepEqual(d.Cancels, want) {
+	if want := mv(touba.CancelKeyOf("trigger:stop", "trigger:nightly", "/body/scheduled_for", []byte(`{"$ref":"/event/body/night"}`)), night); !reflect.DeepEqual(d.Cancels, want) {
 		t.Fatalf("Cancels=%v, want %v", d.Cancels, want)
 	}
-	want := mv("trigger:nightly#cancel_on/0", night, "trigger:nightly#cancel_on/1", night,
-		"trigger:nightly#cancel_on/2", `"trigger:nightly"`, "trigger:nightly#cancel_on/3", `"2026-12-02T02:00:01.500Z"`)
+	ck := func(on, ref string) string {
+		return touba.CancelKeyOf("trigger:nightly", "trigger:stop", on, []byte(`{"$ref":"`+ref+`"}`))
+	}
+	want := mv(ck("/body/night", "/event/body/scheduled_for"), night, ck("/body/night", "/event/event_id"), night,
+		ck("/body/ref", "/event/trigger_ref"), `"trigger:nightly"`, ck("/body/at", "/event/received_at"), `"2026-12-02T02:00:01.500Z"`)
 	if !reflect.DeepEqual(d.CancelKeys, want) {
 		t.Fatalf("CancelKeys=%v\nwant       %v", d.CancelKeys, want)
 	}

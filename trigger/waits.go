@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,7 +65,7 @@ func (w walker) index(p *Program) error {
 			}
 			toks, _ := jsonptr.Parse(s.WaitFor.On)
 			l := b.listen()
-			l.Waits = append(l.Waits, Listener{Key: touba.WaitKey(a.Ref, s.ID), Trigger: a.Ref, On: s.WaitFor.On, on: toks})
+			l.Waits = append(l.Waits, Listener{Key: s.WaitFor.Key(a.Ref, s.ID), Trigger: a.Ref, On: s.WaitFor.On, on: toks})
 		}
 		for k, c := range a.CancelOn {
 			b, err := w.named(p, strictjson.Index(tp+".cancel_on", k)+".trigger", a, c.Trigger,
@@ -74,7 +75,7 @@ func (w walker) index(p *Program) error {
 			}
 			toks, _ := jsonptr.Parse(c.On)
 			l := b.listen()
-			l.Cancels = append(l.Cancels, Listener{Key: touba.CancelKey(a.Ref, k), Trigger: a.Ref, On: c.On, on: toks})
+			l.Cancels = append(l.Cancels, Listener{Key: cancelKey(a, k), Trigger: a.Ref, On: c.On, on: toks})
 		}
 	}
 	return nil
@@ -92,6 +93,28 @@ func (w walker) named(p *Program, path string, a *Trigger, ref, self string) (*T
 	}
 	return b, nil
 }
+
+// cancelKey is the key of t's cancel_on entry i, by meaning: the trigger
+// it names, the pointer read from that trigger's deliveries, and t's
+// match expression (compact), not i.
+func cancelKey(t *Trigger, i int) string {
+	c := t.CancelOn[i]
+	var match bytes.Buffer
+	if json.Compact(&match, c.Match) != nil {
+		match.Write(c.Match)
+	}
+	return touba.CancelKeyOf(t.Ref, canonicalRef(c.Trigger), c.On, match.Bytes())
+}
+
+// Key is the key of step stepID of trigger a waiting as w says (keys by
+// meaning: the awaited trigger and pointer, not the step's position).
+func (w *WaitFor) Key(a, stepID string) string {
+	return touba.WaitKeyOf(a, stepID, canonicalRef(w.Trigger), w.On)
+}
+
+// canonicalRef is ref with its "trigger:" prefix, however the program
+// wrote it.
+func canonicalRef(ref string) string { return "trigger:" + strings.TrimPrefix(ref, "trigger:") }
 
 func (t *Trigger) listen() *Listeners {
 	if t.listeners == nil {
@@ -131,7 +154,7 @@ func (t *Trigger) SetDurable(d *touba.Delivery) {
 	for i, c := range t.CancelOn {
 		if v, ok := eventValue(c.match, d, &b); ok {
 			if s, ok := CanonicalValue(v); ok {
-				d.CancelKeys = append(d.CancelKeys, touba.MatchValue{Key: touba.CancelKey(t.Ref, i), Value: s})
+				d.CancelKeys = append(d.CancelKeys, touba.MatchValue{Key: cancelKey(t, i), Value: s})
 			}
 		}
 	}
@@ -218,4 +241,71 @@ func (b *lazyBody) get() (any, bool) {
 		}
 	}
 	return b.doc, b.ok
+}
+
+// ListenToKeys adds, to the index, a listener for each key still held by
+// an accepted entry (touba.KeyStore) that the program does not produce:
+// a wait begun before a reload changed its wait_for keeps matching the
+// trigger and pointer it began with, and an entry accepted before a
+// reload changed cancel_on stays cancellable as it was. A key of the
+// positional form (entries of an earlier release) is read through the
+// program's step or cancel_on at that position, as that release did. A
+// key whose awaited trigger the program lacks is skipped (no delivery of
+// it can come). Call it before the program is given to intake.
+func (p *Program) ListenToKeys(keys []string) {
+	for _, key := range keys {
+		l, b, cancel, ok := p.keyListener(key)
+		if !ok {
+			continue
+		}
+		ls := b.listen()
+		list := &ls.Waits
+		if cancel {
+			list = &ls.Cancels
+		}
+		if !slices.ContainsFunc(*list, func(x Listener) bool { return x.Key == key }) {
+			*list = append(*list, l)
+		}
+	}
+}
+
+// keyListener is the listener key needs, on the trigger b it reads.
+func (p *Program) keyListener(key string) (l Listener, b *Trigger, cancel, ok bool) {
+	if k, parsed := touba.ParseKey(key); parsed {
+		b, ok = p.byName[strings.TrimPrefix(k.Awaited, "trigger:")]
+		toks, err := jsonptr.Parse(k.On)
+		if !ok || err != nil {
+			return Listener{}, nil, false, false
+		}
+		return Listener{Key: key, Trigger: k.Awaiting, On: k.On, on: toks}, b, k.Cancel, true
+	}
+	hash := strings.LastIndexByte(key, '#')
+	if hash < 0 {
+		return Listener{}, nil, false, false
+	}
+	a, ok := p.byName[strings.TrimPrefix(key[:hash], "trigger:")]
+	if !ok {
+		return Listener{}, nil, false, false
+	}
+	rest := key[hash+1:]
+	var target, on string
+	if i, found := strings.CutPrefix(rest, "cancel_on/"); found {
+		n, err := strconv.Atoi(i)
+		if err != nil || n < 0 || n >= len(a.CancelOn) {
+			return Listener{}, nil, false, false
+		}
+		target, on, cancel = a.CancelOn[n].Trigger, a.CancelOn[n].On, true
+	} else {
+		for _, s := range a.Steps {
+			if s.ID == rest && s.WaitFor != nil {
+				target, on = s.WaitFor.Trigger, s.WaitFor.On
+			}
+		}
+	}
+	b, ok = p.byName[strings.TrimPrefix(target, "trigger:")]
+	toks, err := jsonptr.Parse(on)
+	if !ok || err != nil {
+		return Listener{}, nil, false, false
+	}
+	return Listener{Key: key, Trigger: a.Ref, On: on, on: toks}, b, cancel, true
 }

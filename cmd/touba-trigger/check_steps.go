@@ -7,6 +7,7 @@ import (
 	"io"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/trigger"
 )
 
@@ -28,10 +29,14 @@ func durableSummary(p *trigger.Program, t *trigger.Trigger) []string {
 	}
 	l := p.Listeners(t.Ref)
 	for _, w := range l.Waits {
-		out = append(out, fmt.Sprintf("awaited by %s (offers the value at %s)", w.Key, w.On))
+		name := w.Key
+		if k, ok := touba.ParseKey(w.Key); ok {
+			name = k.Awaiting + "#" + k.StepID
+		}
+		out = append(out, fmt.Sprintf("awaited by %s (offers the value at %s)", name, w.On))
 	}
 	for _, c := range l.Cancels {
-		out = append(out, fmt.Sprintf("cancels entries of %s (%s, the value at %s)", c.Trigger, c.Key, c.On))
+		out = append(out, fmt.Sprintf("cancels entries of %s (the value at %s)", c.Trigger, c.On))
 	}
 	return out
 }

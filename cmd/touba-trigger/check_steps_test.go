@@ -42,7 +42,7 @@ func TestCheckPrintsDurableSteps(t *testing.T) {
 		"    awaited by trigger:shop/Checkout#paid (offers the value at /body/data/object/metadata/order_id)\n",
 		"    step remind1: tool:billing/SendReminder\n    step wait1: sleep 3d (72h0m0s)\n    step remind2: tool:billing/SendReminder\n",
 		`    cancel_on[0]: by trigger:billing/InvoicePaid when on /body/data/object/id equals match {"$ref":"/event/body/invoice_id"}` + "\n",
-		"    cancels entries of trigger:billing/InvoiceOverdue (trigger:billing/InvoiceOverdue#cancel_on/0, the value at /body/data/object/id)\n",
+		"    cancels entries of trigger:billing/InvoiceOverdue (the value at /body/data/object/id)\n",
 		`    step settle: sleep until {"$ref":"/steps/export/output/ready_at"}` + "\n",
 		`    step holiday: sleep until "2026-12-24T09:00:00+01:00"` + "\n",
 		// A trigger of tool steps only, named by nothing: as before.

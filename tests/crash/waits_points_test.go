@@ -52,9 +52,10 @@ func TestWaitCrashAfterWaitBegunEvent(t *testing.T) {
 	ev, qid := w.firstOrder()
 	w.checkFirstAtCrash(ev, qid, touba.StatusWaiting, log)
 	x := w.waitsOf(qid)[qid][stepPaid]
-	if x.Kind != touba.WaitEvent || x.State != touba.WaitOpen || x.Key != touba.WaitKey("trigger:crash/Orders", stepPaid) || x.Value != fmt.Sprintf("%q", orderID(1)) {
+	key := touba.WaitKeyOf("trigger:crash/Orders", stepPaid, "trigger:crash/Payments", "/body/order_id")
+	if x.Kind != touba.WaitEvent || x.State != touba.WaitOpen || x.Key != key || x.Value != fmt.Sprintf("%q", orderID(1)) {
 		t.Fatalf("at the crash, %s's paid wait is %s key %q value %q, want open on %q = %q\n%s", ev, waitString(x), x.Key, x.Value,
-			touba.WaitKey("trigger:crash/Orders", stepPaid), fmt.Sprintf("%q", orderID(1)), log)
+			key, fmt.Sprintf("%q", orderID(1)), log)
 	}
 	w.finish(prog, allDone(), w.sendPayments)
 }

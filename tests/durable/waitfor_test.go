@@ -37,8 +37,9 @@ func TestPaymentMatchesWaitingCheckout(t *testing.T) {
 	a := w.post(refCheckout, "", checkoutBody("evt_cs_42", "ord-42"))
 	ea := w.waitShow(a, "the checkout to wait for its payment", func(e shown) bool { return e.Status == touba.StatusWaiting })
 	wt := ea.wait(t, "paid")
-	if wt.Kind != touba.WaitEvent || wt.State != touba.WaitOpen || wt.Key != touba.WaitKey(refCheckout, "paid") || wt.Value != `"ord-42"` {
-		t.Fatalf("the checkout's wait: %+v, want an open event wait keyed %s on \"ord-42\"", wt, touba.WaitKey(refCheckout, "paid"))
+	key := touba.WaitKeyOf(refCheckout, "paid", refPayment, "/body/data/object/metadata/order_id")
+	if wt.Kind != touba.WaitEvent || wt.State != touba.WaitOpen || wt.Key != key || wt.Value != `"ord-42"` {
+		t.Fatalf("the checkout's wait: %+v, want an open event wait keyed %s on \"ord-42\"", wt, key)
 	}
 	if wt.WakeAt == nil || wt.WakeAt.Before(began.Add(10*time.Minute-time.Second)) || wt.WakeAt.After(time.Now().Add(10*time.Minute+time.Second)) {
 		t.Fatalf("the wait's timeout is %v, want about 10 minutes from the step", wt.WakeAt)
