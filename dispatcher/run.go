@@ -135,9 +135,11 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 				message: "trigger " + e.TriggerRef + " is paused; the run goes on once it resumes"}
 		}
 		ran++
-		// Between two steps a cancel_on match ends the run; a trigger
-		// without cancel_on is never asked for.
-		if len(t.CancelOn) > 0 {
+		// Between two steps a cancel_on match ends the run. A trigger
+		// without cancel_on is not asked for, unless the entry was accepted
+		// under another definition of it: a reload that removed cancel_on
+		// leaves a cancel already requested standing (SPEC §2.3).
+		if len(t.CancelOn) > 0 || e.ProgramDigest != t.Digest {
 			if v := d.cancelRequested(ctx, e, st.ID); v != nil {
 				return v
 			}

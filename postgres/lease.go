@@ -391,10 +391,12 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 				continue
 			}
 			// A replay runs the entry again from where it stands, its
-			// cancel request dropped; a wait its cancel ended carries no
-			// outcome, so its step waits anew (other ended waits stay: the
-			// step's result; `queue resume` begins a step again).
-			if _, err := tx.Exec(ctx, `WITH w AS (DELETE FROM touba.waits WHERE queue_id = $2 AND state IN ('open', 'cancelled'))
+			// cancel request dropped; a wait its cancel ended, or that timed
+			// out (failed WaitTimedOut), carries no outcome, so its step
+			// waits anew and takes an offer accepted since (other ended
+			// waits stay: the step's result; `queue resume` begins a step
+			// again).
+			if _, err := tx.Exec(ctx, `WITH w AS (DELETE FROM touba.waits WHERE queue_id = $2 AND state IN ('open', 'cancelled', 'timed_out'))
 				UPDATE touba.entries SET status = 'pending', not_before = NULL, attempts = 0, updated_at = $1,
 				cancel_requested = NULL, wake_at = NULL, held = held AND hold_on IS NULL, hold_on = NULL,
 				program_digest = COALESCE(NULLIF($3, ''), program_digest)

@@ -43,7 +43,7 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 		// sorted order, as BeginWait and intake lock them: a wait begun
 		// meanwhile on another node sees them released.
 		rows, err := tx.Query(ctx, `SELECT DISTINCT key, value FROM touba.waits WHERE queue_id = $1
-			AND (step_id = ANY($2) OR state IN ('open', 'cancelled')) AND matched_queue_id IS NOT NULL ORDER BY key, value`,
+			AND (step_id = ANY($2) OR state IN ('open', 'cancelled', 'timed_out')) AND matched_queue_id IS NOT NULL ORDER BY key, value`,
 			r.QueueID, steps)
 		if err != nil {
 			return err
@@ -71,7 +71,7 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 		// cancelled never completed its step, whichever step the resume is
 		// from: the run reaches it again and waits anew.
 		if _, err := tx.Exec(ctx, `WITH d AS (DELETE FROM touba.waits WHERE queue_id = $1
-				AND (step_id = ANY($2) OR state IN ('open', 'cancelled')) RETURNING key, matched_queue_id)
+				AND (step_id = ANY($2) OR state IN ('open', 'cancelled', 'timed_out')) RETURNING key, matched_queue_id)
 			UPDATE touba.offers o SET consumed_by = NULL FROM d
 			WHERE o.queue_id = d.matched_queue_id AND o.key = d.key AND o.consumed_by = $1`, r.QueueID, steps); err != nil {
 			return fmt.Errorf("remove waits: %w", err)

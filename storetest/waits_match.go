@@ -242,3 +242,32 @@ func testWaitTimeout(t *testing.T, f Factory) {
 		t.Fatalf("re-run's wait: %+v, want timed_out", got)
 	}
 }
+
+// testReplayTimedOut: an entry failed WaitTimedOut, replayed after the
+// awaited delivery arrived late, waits anew and takes that delivery at
+// once, instead of reading the timeout again (issue 33).
+func testReplayTimedOut(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	ws := waitStore(t, e)
+	a := e.waiter(t, "a", "")
+	timeout := e.clock.Now().Add(10 * time.Minute)
+	e.begin(t, ws, eventWait(a, "await", keyA, `1`, &timeout))
+	e.clock.Add(10 * time.Minute)
+	e.wake(t, ws, e.clock.Now(), 0, 1)
+	e.lease(t, 1, a)
+	if got := e.begin(t, ws, eventWait(a, "await", keyA, `1`, &timeout)); got.State != touba.WaitTimedOut {
+		t.Fatalf("re-run's wait: %+v, want timed_out", got)
+	}
+	if err := e.Queue.Finish(e.ctx, a, e.tok(a), touba.StatusFailed, touba.EWaitTimedOut, "timed out"); err != nil {
+		t.Fatal(err)
+	}
+	late := e.offering(t, "late", `1`, keyA).QueueID
+	if res, err := e.Queue.Replay(e.ctx, []string{a}, touba.ReplayOptions{}); err != nil || len(res) != 1 || res[0].To != touba.StatusPending {
+		t.Fatalf("replay: %+v, %v", res, err)
+	}
+	e.lease(t, 10, a, late)
+	next := e.clock.Now().Add(10 * time.Minute)
+	if got := e.begin(t, ws, eventWait(a, "await", keyA, `1`, &next)); got.State != touba.WaitMatched || got.MatchedQueueID != late {
+		t.Fatalf("replayed entry's wait: %+v, want matched by the late delivery %s", got, late)
+	}
+}

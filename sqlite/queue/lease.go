@@ -280,8 +280,10 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 			}
 			// A cancelled entry may have been cancelled while it waited: its
 			// wait ended cancelled, and the replayed run must wait again
-			// rather than read that end (a wait that completed stays).
-			if _, err := tx.ExecContext(ctx, `DELETE FROM waits WHERE queue_id = ? AND state IN ('open', 'cancelled')`, id); err != nil {
+			// rather than read that end; so must one whose wait timed out
+			// (failed WaitTimedOut), which then takes an offer accepted
+			// since. A wait that completed stays.
+			if _, err := tx.ExecContext(ctx, `DELETE FROM waits WHERE queue_id = ? AND state IN ('open', 'cancelled', 'timed_out')`, id); err != nil {
 				return err
 			}
 			if err := reholdKey(ctx, tx, id); err != nil {

@@ -79,7 +79,7 @@ func (q *Queue) resume(ctx context.Context, tx *sqlitex.Tx, r touba.ResumeReques
 	}
 	// A wait that ended cancelled never completed its step, whichever step
 	// the resume is from: the run reaches it again and must wait anew.
-	if _, err := tx.ExecContext(ctx, `DELETE FROM waits WHERE queue_id = ? AND state IN ('open', 'cancelled')`, r.QueueID); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM waits WHERE queue_id = ? AND state IN ('open', 'cancelled', 'timed_out')`, r.QueueID); err != nil {
 		return touba.ResumeResult{}, err
 	}
 	var gensArg any
