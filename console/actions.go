@@ -29,15 +29,48 @@ type link struct{ Href, Text string }
 // replayEntry: POST /entries/{id}/replay.
 func (c *Console) replayEntry(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	rep, err := c.svc.ReplayEntries(r.Context(), admin.ReplayRequest{IDs: []string{id}, Reason: reasonOf(r)})
+	req := admin.ReplayRequest{IDs: []string{id}, Reason: reasonOf(r), Repin: r.PostFormValue("repin") == "1",
+		IgnoreCancel: r.PostFormValue("ignore_cancel") == "1"}
+	if req.Repin && r.PostFormValue("confirm") != "yes" {
+		dry := req
+		dry.DryRun = true
+		plan, err := c.svc.ReplayEntries(r.Context(), dry)
+		if err != nil {
+			c.fail(w, r, err)
+			return
+		}
+		for _, it := range plan.Items {
+			if it.Reason != "" {
+				c.fail(w, r, touba.Errorf(touba.ENothingReplayed, "entry %s would not be replayed: %s %s", id, it.Reason, it.Hint))
+				return
+			}
+			fields := map[string]string{"repin": "1", "reason": req.Reason}
+			if req.IgnoreCancel {
+				fields["ignore_cancel"] = "1"
+			}
+			c.render(w, r, http.StatusOK, "confirm", confirmation{Title: "Replay " + id + " under the running definition?",
+				Lines: append(repinLines(it.Repin), "The entry goes back to pending with the same queue id."), Action: r.URL.Path,
+				Fields: fields, Button: "Yes, replay with repin", Back: "/entries/" + id})
+			return
+		}
+	}
+	rep, err := c.svc.ReplayEntries(r.Context(), req)
 	if err != nil {
 		c.fail(w, r, err)
 		return
 	}
 	res := result{Title: "Replay of entry " + id, Links: []link{{"/entries/" + id, "the entry"}}}
 	for _, it := range rep.Items {
+		if it.Replayed && it.Status == touba.StatusCancelled {
+			res.Lines = append(res.Lines, "the entry left "+it.From+" and ended cancelled: a cancel was requested while its step ran; "+
+				"replay it again to run it anyway")
+			continue
+		}
 		if it.Replayed {
 			res.Lines = append(res.Lines, "replayed: the entry left "+it.From+" and is "+it.Status+" again, with the same queue id")
+			if it.Repin != nil {
+				res.Lines = append(res.Lines, repinLines(it.Repin)...)
+			}
 			continue
 		}
 		// Nothing replayed is a refusal, like the CLI's exit status.

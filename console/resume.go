@@ -20,9 +20,11 @@ import (
 
 // resumeForm is what the operator chose in the resume form.
 type resumeForm struct {
-	From       string
-	NewEffects bool
-	Reason     string
+	From         string
+	NewEffects   bool
+	Repin        bool
+	IgnoreCancel bool
+	Reason       string
 }
 
 // resumeEntry: POST /entries/{id}/resume with from, new_effects=1,
@@ -30,8 +32,9 @@ type resumeForm struct {
 func (c *Console) resumeEntry(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	t := resumeForm{From: strings.TrimSpace(r.PostFormValue("from")), NewEffects: r.PostFormValue("new_effects") == "1",
-		Reason: reasonOf(r)}
-	req := admin.ResumeRequest{QueueID: id, From: t.From, NewEffects: t.NewEffects, Reason: t.Reason}
+		Repin: r.PostFormValue("repin") == "1", IgnoreCancel: r.PostFormValue("ignore_cancel") == "1", Reason: reasonOf(r)}
+	req := admin.ResumeRequest{QueueID: id, From: t.From, NewEffects: t.NewEffects, Repin: t.Repin, IgnoreCancel: t.IgnoreCancel,
+		Reason: t.Reason}
 	refuse := func(err error) {
 		code, text := errText(err)
 		if code == touba.EINTERNAL {
@@ -40,7 +43,7 @@ func (c *Console) resumeEntry(w http.ResponseWriter, r *http.Request) {
 		}
 		c.entryPage(w, r, touba.HTTPStatus(code), t, text)
 	}
-	if t.NewEffects && r.PostFormValue("confirm") != "yes" {
+	if (t.NewEffects || t.Repin) && r.PostFormValue("confirm") != "yes" {
 		// Checked first, so a resume the service refuses is refused at
 		// once, and the page names the steps and identities for real.
 		dry := req
@@ -50,23 +53,37 @@ func (c *Console) resumeEntry(w http.ResponseWriter, r *http.Request) {
 			refuse(err)
 			return
 		}
-		ids := rep.StepEffectIDs()
-		c.render(w, r, http.StatusOK, "confirm", confirmation{
-			Title: "Resume " + id + " from " + t.From + " with new effects?",
-			Lines: []string{
+		conf := confirmation{Title: "Resume " + id + " from " + t.From + "?", Action: r.URL.Path,
+			Fields: map[string]string{"from": t.From, "reason": t.Reason}, Button: "Yes, resume", Back: "/entries/" + id}
+		if t.NewEffects {
+			conf.Title, conf.Button, conf.Fields["new_effects"] = "Resume "+id+" from "+t.From+" with new effects?", "Yes, resume with new effects", "1"
+			conf.Lines = append(conf.Lines,
 				fmt.Sprintf("Steps %s run again under new effect identities (%s): their writes happen again, even those the journal holds applied.",
-					strings.Join(rep.Steps, ", "), strings.Join(ids, ", ")),
-				"The entry leaves " + rep.Left + " and goes back to pending with the same queue id; the steps before " + t.From +
-					" are read from their checkpoints and the journal and are not run again.",
-				"If a write of these steps must not happen twice, go back and resume without new effects: an effect journaled applied is then read back, not repeated.",
-			},
-			Action: r.URL.Path, Fields: map[string]string{"from": t.From, "new_effects": "1", "reason": t.Reason},
-			Button: "Yes, resume with new effects", Back: "/entries/" + id})
+					strings.Join(rep.Steps, ", "), strings.Join(rep.StepEffectIDs(), ", ")),
+				"If a write of these steps must not happen twice, go back and resume without new effects: an effect journaled applied is then read back, not repeated.")
+		}
+		if t.Repin {
+			conf.Fields["repin"] = "1"
+			conf.Lines = append(conf.Lines, repinLines(rep.Repin)...)
+		}
+		if t.IgnoreCancel {
+			conf.Fields["ignore_cancel"] = "1"
+		}
+		conf.Lines = append(conf.Lines, "The entry leaves "+rep.Left+" and goes back to pending with the same queue id; the steps before "+t.From+
+			" are read from their checkpoints and the journal and are not run again.")
+		c.render(w, r, http.StatusOK, "confirm", conf)
 		return
 	}
 	rep, err := c.svc.Resume(r.Context(), req)
 	if err != nil {
 		refuse(err)
+		return
+	}
+	if rep.Status == touba.StatusCancelled {
+		c.render(w, r, http.StatusOK, "result", result{Title: "Entry " + id + " cancelled",
+			Lines: []string{"a cancel was requested while its step ran: the entry left " + rep.Left + " and ended cancelled; nothing ran again",
+				"to run it anyway, resume it again with \"ignore a cancel requested while its step ran\""},
+			Links: []link{{"/entries/" + id, "the entry"}}})
 		return
 	}
 	res := result{Title: "Entry " + id + " resumed from " + rep.From,
@@ -81,4 +98,27 @@ func (c *Console) resumeEntry(w http.ResponseWriter, r *http.Request) {
 		res.Lines = append(res.Lines, "same effect identities: an effect journaled applied is read back, not repeated")
 	}
 	c.render(w, r, http.StatusOK, "result", res)
+}
+
+// repinLines say what --repin keeps and runs again (the confirmation
+// pages of a replay and a resume with repin).
+func repinLines(p *admin.RepinPlan) []string {
+	if p == nil {
+		return []string{"Repin: the entry is already pinned to the running definition of its trigger; nothing changes in what it runs."}
+	}
+	none := func(l []string) string {
+		if len(l) == 0 {
+			return "none"
+		}
+		return strings.Join(l, ", ")
+	}
+	lines := []string{
+		"Repin: the entry, accepted under definition " + p.From + " of its trigger, runs under the running definition " + p.To + ".",
+		"Kept (completed, read back, not run again): " + none(p.Kept) + ".",
+		"Run again: " + none(p.Again) + ".",
+	}
+	if len(p.Dropped) > 0 {
+		lines = append(lines, "Dropped (completed under the old definition, not in the running one): "+none(p.Dropped)+".")
+	}
+	return lines
 }

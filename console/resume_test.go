@@ -173,3 +173,57 @@ func TestResumeThroughTheConsole(t *testing.T) {
 		t.Fatalf("audit with new effects: %+v", ev)
 	}
 }
+
+// TestRepinThroughTheConsole: an entry parked ProgramChanged is refused a
+// plain replay (the page names repin); with repin a confirmation page
+// lists what is kept and what runs again, nothing changed until its
+// confirm, which pins it to the running definition.
+func TestRepinThroughTheConsole(t *testing.T) {
+	f := newFixture(t, 50)
+	ctx := context.Background()
+	if err := f.q.SaveProgram(ctx, waitDigest, []byte(waitDefinition)); err != nil {
+		t.Fatal(err)
+	}
+	const running = "sha256:0123456789abcdef0123"
+	f.svc.ProgramTriggers = func() []admin.ProgramTrigger {
+		return []admin.ProgramTrigger{{Ref: "trigger:w", Steps: []string{"charge", "settle"}, Digest: running,
+			StepKinds: map[string]string{"charge": "tool:t", "settle": "tool:t"}}}
+	}
+	body := `{"id":"o-1"}`
+	r, err := f.q.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:w", EventID: "o-1", Digest: dedupe.Digest([]byte(body)),
+		Body: []byte(body), ProgramDigest: waitDigest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.q.Lease(ctx, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("lease: %v %+v", err, got)
+	}
+	if err := f.st.SaveStep(r.QueueID, got[0].LeaseToken, "charge", "run-1", []byte(`{"charged":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.q.Finish(ctx, r.QueueID, got[0].LeaseToken, touba.StatusParked, touba.EProgramChanged, "step paid is gone"); err != nil {
+		t.Fatal(err)
+	}
+	q := r.QueueID
+	b := f.login(t)
+	_, page := b.get("/entries/" + q)
+	if !strings.Contains(page, `id="replay-repin"`) {
+		t.Fatalf("entry page lacks the repin box:\n%s", page)
+	}
+	if _, page = b.action("/entries/"+q+"/replay", url.Values{}); !strings.Contains(page, "--repin") || f.status(t, q) != touba.StatusParked {
+		t.Fatalf("plain replay of a ProgramChanged entry: entry %s\n%s", f.status(t, q), page)
+	}
+	resp, page := b.action("/entries/"+q+"/replay", url.Values{"repin": {"1"}})
+	if resp.StatusCode != 200 || !strings.Contains(page, `id="confirm-title"`) || !strings.Contains(page, "Kept (completed, read back, not run again): charge.") ||
+		!strings.Contains(page, "Run again: settle.") || f.status(t, q) != touba.StatusParked {
+		t.Fatalf("repin confirmation: %d, entry %s\n%s", resp.StatusCode, f.status(t, q), page)
+	}
+	resp, page = b.action("/entries/"+q+"/replay", url.Values{"repin": {"1"}, "confirm": {"yes"}})
+	if resp.StatusCode != 200 || f.status(t, q) != touba.StatusPending {
+		t.Fatalf("confirmed repin: %d, entry %s\n%s", resp.StatusCode, f.status(t, q), page)
+	}
+	if d, err := f.q.Get(ctx, q); err != nil || d.ProgramDigest != running {
+		t.Fatalf("pinned to %q (%v), want %s", d.ProgramDigest, err, running)
+	}
+}
