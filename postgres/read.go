@@ -150,10 +150,16 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 		err := q.change("", func(ctx context.Context, tx *Tx) error {
 			// The entries' waits, the offers they made or consumed and
 			// their cancel keys go with their bodies: a done entry is never
-			// cancelled, and a wait given its offer would find no body.
+			// cancelled, and a wait given its offer would find no body. One
+			// with an unconsumed offer for a trigger with unfinished
+			// entries stays: one of them may still wait for it (SPEC §2.3).
 			err := tx.QueryRow(ctx, `WITH p AS (UPDATE touba.entries SET body = NULL, headers = '{}'
-				WHERE queue_id IN (SELECT queue_id FROM touba.entries
-					WHERE status = 'done' AND updated_at < $1 AND body IS NOT NULL LIMIT $2 FOR UPDATE SKIP LOCKED)
+				WHERE queue_id IN (SELECT queue_id FROM touba.entries e
+					WHERE status = 'done' AND updated_at < $1 AND body IS NOT NULL
+					  AND NOT EXISTS (SELECT 1 FROM touba.offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
+					    AND split_part(o.key, '#', 1) IN (SELECT DISTINCT trigger_ref FROM touba.entries
+					      WHERE status IN ('pending', 'running', 'waiting', 'parked')))
+					LIMIT $2 FOR UPDATE SKIP LOCKED)
 				RETURNING queue_id),
 			w AS (DELETE FROM touba.waits WHERE queue_id IN (SELECT queue_id FROM p)),
 			o AS (DELETE FROM touba.offers WHERE queue_id IN (SELECT queue_id FROM p) OR consumed_by IN (SELECT queue_id FROM p)),

@@ -34,6 +34,7 @@ func runWaits(t *testing.T, f Factory) {
 	t.Run("Repin", func(t *testing.T) { testRepin(t, f) })
 	t.Run("ParkStranded", func(t *testing.T) { testParkStranded(t, f) })
 	t.Run("ReplayTimedOutTakesALateOffer", func(t *testing.T) { testReplayTimedOut(t, f) })
+	t.Run("OfferOutlivesRetention", func(t *testing.T) { testOfferOutlivesRetention(t, f) })
 }
 
 func waitStore(t *testing.T, e *env) touba.WaitStore {

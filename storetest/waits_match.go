@@ -271,3 +271,39 @@ func testReplayTimedOut(t *testing.T, f Factory) {
 		t.Fatalf("replayed entry's wait: %+v, want matched by the late delivery %s", got, late)
 	}
 }
+
+// testOfferOutlivesRetention: a done delivery's offer not yet consumed is
+// kept, body and all, past --retention while an entry of the awaiting
+// trigger is unfinished (it may still reach its wait_for, SPEC §2.3); its
+// wait then takes it, body included. Once no entry of that trigger is
+// unfinished, the body goes as any.
+func testOfferOutlivesRetention(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	ws := waitStore(t, e)
+	sleeper := e.waiter(t, "sleeper", "")
+	later := e.clock.Now().Add(72 * time.Hour)
+	e.begin(t, ws, sleepFor(sleeper, "nap", later))
+	offer := e.offering(t, "early", `1`, keyA).QueueID
+	e.lease(t, 1, offer)
+	e.finish(t, offer, touba.StatusDone)
+	plain := e.putOf(t, "trigger:b", "plain", nil).QueueID
+	e.lease(t, 1, plain)
+	e.finish(t, plain, touba.StatusDone)
+	e.clock.Add(48 * time.Hour)
+	if n, err := e.Queue.PurgeBodies(e.ctx, e.clock.Now().Add(-24*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("purged %d (%v), want 1: the plain delivery, not the one whose offer a sleeper may take", n, err)
+	}
+	if got := e.get(t, offer); len(got.Body) == 0 {
+		t.Fatalf("the offering delivery lost its body while an entry of the awaiting trigger is unfinished")
+	}
+	e.clock.Add(48 * time.Hour)
+	e.wake(t, ws, e.clock.Now(), 0, 1)
+	e.lease(t, 1, sleeper)
+	if got := e.begin(t, ws, eventWait(sleeper, "await", keyA, `1`, nil)); got.State != touba.WaitMatched || got.MatchedQueueID != offer {
+		t.Fatalf("the sleeper's wait: %+v, want matched by %s", got, offer)
+	}
+	e.finish(t, sleeper, touba.StatusDone)
+	if n, err := e.Queue.PurgeBodies(e.ctx, e.clock.Now().Add(-24*time.Hour)); err != nil || n != 1 {
+		t.Fatalf("purged %d (%v), want 1 once its offer is consumed", n, err)
+	}
+}

@@ -24,6 +24,8 @@ const purgeChunk = 500
 // The durable steps' rows of a purged entry go with its body: its waits,
 // the offers it made or consumed and its cancel keys (a done entry is
 // never cancelled, and a wait given its offer now would find no body).
+// An entry with an unconsumed offer for a trigger that has unfinished
+// entries is not purged: one of them may still wait for it (SPEC §2.3).
 //
 // The work goes through the writer in chunks, each one state change among
 // the enqueues of its batch.
@@ -36,10 +38,17 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 		}
 		var n int64
 		err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
+			awaiting, err := unfinishedTriggers(ctx, tx)
+			if err != nil {
+				return 0, fmt.Errorf("purge bodies: %w", err)
+			}
 			rows, err := tx.QueryContext(ctx, `UPDATE entries SET body = NULL, headers = '{}'
-				WHERE queue_id IN (SELECT queue_id FROM entries
-					WHERE status = 'done' AND updated_at < ? AND body IS NOT NULL LIMIT ?)
-				RETURNING queue_id`, before, purgeChunk)
+				WHERE queue_id IN (SELECT queue_id FROM entries e
+					WHERE status = 'done' AND updated_at < ?1 AND body IS NOT NULL
+					  AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
+					    AND substr(o.key, 1, instr(o.key, '#') - 1) IN (SELECT value FROM json_each(?3)))
+					LIMIT ?2)
+				RETURNING queue_id`, before, purgeChunk, awaiting)
 			if err != nil {
 				return 0, fmt.Errorf("purge bodies: %w", err)
 			}
@@ -98,6 +107,25 @@ func (q *Queue) RunRetention(ctx context.Context, retention time.Duration, repor
 		case <-t.C:
 		}
 	}
+}
+
+// unfinishedTriggers lists, as a JSON array, the triggers with an entry
+// not finished (pending, running, waiting or parked): an entry of one may
+// still reach a wait_for and take an offer made for it (SPEC §2.3), so a
+// done entry whose offer to such a trigger is unconsumed keeps its body
+// and its offer whatever --retention says.
+func unfinishedTriggers(ctx context.Context, tx *sqlitex.Tx) (string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT trigger_ref FROM entries WHERE status IN ('pending', 'running', 'waiting', 'parked')`)
+	if err != nil {
+		return "", err
+	}
+	refs, err := scanIDs(rows)
+	rows.Close()
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(append([]string{}, refs...))
+	return string(b), err
 }
 
 // pruneMatches deletes the waits, offers and cancel keys of the entries
