@@ -39,20 +39,23 @@ func (c *Console) replayEntry(w http.ResponseWriter, r *http.Request) {
 			c.fail(w, r, err)
 			return
 		}
-		for _, it := range plan.Items {
-			if it.Reason != "" {
-				c.fail(w, r, touba.Errorf(touba.ENothingReplayed, "entry %s would not be replayed: %s %s", id, it.Reason, it.Hint))
-				return
-			}
-			fields := map[string]string{"repin": "1", "reason": req.Reason}
-			if req.IgnoreCancel {
-				fields["ignore_cancel"] = "1"
-			}
-			c.render(w, r, http.StatusOK, "confirm", confirmation{Title: "Replay " + id + " under the running definition?",
-				Lines: append(repinLines(it.Repin), "The entry goes back to pending with the same queue id."), Action: r.URL.Path,
-				Fields: fields, Button: "Yes, replay with repin", Back: "/entries/" + id})
+		if len(plan.Items) != 1 {
+			c.fail(w, r, touba.Errorf(touba.EINTERNAL, "replay plan of %s: %d items", id, len(plan.Items)))
 			return
 		}
+		it := plan.Items[0]
+		if it.Reason != "" {
+			c.fail(w, r, touba.Errorf(touba.ENothingReplayed, "entry %s would not be replayed: %s %s", id, it.Reason, it.Hint))
+			return
+		}
+		fields := map[string]string{"repin": "1", "reason": req.Reason}
+		if req.IgnoreCancel {
+			fields["ignore_cancel"] = "1"
+		}
+		c.render(w, r, http.StatusOK, "confirm", confirmation{Title: "Replay " + id + " under the running definition?",
+			Lines: append(repinLines(it.Repin), "The entry goes back to pending with the same queue id."), Action: r.URL.Path,
+			Fields: fields, Button: "Yes, replay with repin", Back: "/entries/" + id})
+		return
 	}
 	rep, err := c.svc.ReplayEntries(r.Context(), req)
 	if err != nil {
