@@ -81,6 +81,10 @@ const (
 	ELeaseLost = "LeaseLost"
 	// ENodeIdInUse: another live node runs under this --node-id (SPEC §8).
 	ENodeIdInUse = "NodeIdInUse"
+	// ESchemaTooNew: the database's schema, or a SQLite file, records that
+	// it needs a newer release than this binary (SPEC §8 "Rolling
+	// upgrades"): a start-up refusal, exit 2, naming both versions.
+	ESchemaTooNew = "SchemaTooNew"
 	// EAdminForbidden: the admin socket's peer is neither root nor the
 	// daemon's own user.
 	EAdminForbidden = "AdminForbidden"

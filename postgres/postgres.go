@@ -21,13 +21,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
@@ -42,10 +38,6 @@ var migrations embed.FS
 
 // Schema is the PostgreSQL schema of every table.
 const Schema = "touba"
-
-// migrateLock is the pg_advisory_lock key under which nodes migrate: one
-// at a time, the others wait and find the work done.
-const migrateLock = 0x746f756261 // "touba"
 
 // Config says which database and how to use it.
 type Config struct {
@@ -224,7 +216,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	if err := checkDurable(ctx, pool); err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, pool, c.Timeout); err != nil {
+	if err := migrate(ctx, pool, c, pooled); err != nil {
 		return nil, err
 	}
 	d := &db{pool: pool, cfg: c, log: c.Log, pooled: pooled, begin: beginSQL(c.Timeout, pooled)}
@@ -314,63 +306,6 @@ func checkDurable(ctx context.Context, pool *pgxpool.Pool) error {
 	if sc == "off" {
 		return touba.Errorf(touba.ECONFIG, "the database has synchronous_commit = off: a commit may be lost after it returned, "+
 			"so no 202 could be trusted; set it to on (or local, remote_write, remote_apply)")
-	}
-	return nil
-}
-
-// migrate applies, in name order, the embedded migrations not yet
-// recorded, in one transaction holding a transaction-level advisory lock
-// (a session-level one would stay with a pooler's server connection), so
-// that nodes starting together migrate once: the others wait on the lock
-// and find the work done.
-func migrate(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
-	if err != nil {
-		return err
-	}
-	sort.Strings(names)
-	// A node waiting for another's migration waits for its whole
-	// transaction: bounded by the server, not by --database-timeout.
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL statement_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d`,
-			(10*time.Minute).Milliseconds(), timeout.Milliseconds())); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
-			return fmt.Errorf("advisory lock: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+Schema+`;
-			CREATE TABLE IF NOT EXISTS `+Schema+`.schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)`); err != nil {
-			return err
-		}
-		for _, name := range names {
-			base := name[strings.LastIndex(name, "/")+1:]
-			body, err := fs.ReadFile(migrations, name)
-			if err != nil {
-				return err
-			}
-			var n int
-			if err := tx.QueryRow(ctx, `SELECT COUNT(*) FROM `+Schema+`.schema_migrations WHERE name = $1`, base).Scan(&n); err != nil {
-				return err
-			} else if n > 0 {
-				continue
-			}
-			if _, err := tx.Exec(ctx, `SET LOCAL search_path TO `+Schema+`;`+string(body)+"\n;SET LOCAL search_path TO DEFAULT"); err != nil {
-				return fmt.Errorf("%s: %w", base, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO `+Schema+`.schema_migrations (name, applied_at) VALUES ($1, $2)`,
-				base, touba.FormatTime(time.Now())); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	var format string
-	if err := pool.QueryRow(ctx, `SELECT value FROM `+Schema+`.meta WHERE key = 'format'`).Scan(&format); err != nil || format != "touba-effect-journal-v1" {
-		return touba.Errorf(touba.ECONFIG, "schema %s: journal format %q, want touba-effect-journal-v1 (%v)", Schema, format, err)
 	}
 	return nil
 }

@@ -127,7 +127,8 @@ func exitCode(err error, stderr io.Writer) int {
 	case code == touba.EJournalLocked || code == touba.EJournalLockStale:
 		return exitLocked
 	case errors.As(err, &ue), code == touba.EUsage, code == touba.ECONFIG, code == touba.EEffectJournalRequired,
-		code == touba.EConsoleTokenRequired, code == touba.ENetworkIsolationUnavailable, code == touba.ENodeIdInUse:
+		code == touba.EConsoleTokenRequired, code == touba.ENetworkIsolationUnavailable, code == touba.ENodeIdInUse,
+		code == touba.ESchemaTooNew:
 		return exitUsage
 	}
 	return exitRuntime

@@ -53,13 +53,17 @@ func OpenReadOnly(path string) (*DB, error) {
 func (db *DB) ReadOnly() bool { return db.readOnly }
 
 // CheckMigrated returns ErrSchemaBehind when a migration of fsys/dir is not
-// recorded in db (a file last opened by an older build).
+// recorded in db (a file last opened by an older build), and refuses
+// (SchemaTooNew) a file that needs a newer build than this one.
 func CheckMigrated(ctx context.Context, db *DB, fsys fs.FS, dir string) error {
 	names, err := fs.Glob(fsys, dir+"/*.sql")
 	if err != nil {
 		return err
 	}
 	sort.Strings(names)
+	if err := checkCompat(ctx, db.Read, db.Path, baseNames(names)); err != nil {
+		return err
+	}
 	for _, name := range names {
 		base := name[strings.LastIndex(name, "/")+1:]
 		var n int

@@ -7,3 +7,9 @@
 -- start false.
 ALTER TABLE touba.entries ADD COLUMN leased BOOLEAN NOT NULL DEFAULT true;
 ALTER TABLE touba.entries ALTER COLUMN leased SET DEFAULT false;
+-- A binary from before this migration inserts entries with the new
+-- default, false, and leases them without setting it: a later lease by a
+-- binary that knows it would take such an entry's run for its first and
+-- skip the checkpoints that run wrote. So no binary that does not know
+-- this migration may run on the schema once it is applied.
+-- touba:oldest-compatible 0012_pgspeed_first_lease.sql

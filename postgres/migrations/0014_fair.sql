@@ -6,4 +6,7 @@
 -- own hold (held without hold_on) is untouched by it. The column has no
 -- default: adding it rewrites nothing.
 ALTER TABLE touba.entries ADD COLUMN hold_on text;
-CREATE INDEX entries_hold ON touba.entries (hold_on, queue_id COLLATE "C") WHERE status = 'pending' AND hold_on IS NOT NULL;
+-- Built online (issue 33): a plain build would hold SHARE on entries,
+-- which intake's inserts wait for, for as long as it scans the queue.
+-- touba:online
+CREATE INDEX CONCURRENTLY IF NOT EXISTS entries_hold ON touba.entries (hold_on, queue_id COLLATE "C") WHERE status = 'pending' AND hold_on IS NOT NULL;
