@@ -15,7 +15,9 @@ const refCustomerDeleted = "trigger:examples.durable/CustomerDeleted"
 // customer is the invoice's id (what position 0 read before) cancels
 // nothing, the deletion of its own customer cancels it. A checkout waits
 // for its payment; a reload points the wait_for at another trigger: the
-// waiting entry still matches the payment trigger it began with.
+// waiting entry still matches the payment trigger it began with. A
+// reload that removes cancel_on leaves an entry accepted before it
+// cancellable as it was.
 func TestKeysByMeaningSurviveReloads(t *testing.T) {
 	t.Parallel()
 	customerDeleted := map[string]any{"ref": refCustomerDeleted,
@@ -58,5 +60,21 @@ func TestKeysByMeaningSurviveReloads(t *testing.T) {
 	e := w.waitStatus(co, touba.StatusDone)
 	if out := e.output(t, "paid"); len(out) == 0 || string(out) == "null" {
 		t.Fatalf("the checkout's wait ended without the payment it began with: %s", out)
+	}
+
+	// A reload that removes cancel_on leaves an accepted entry cancellable
+	// as it was: its cancel keys are still read.
+	inv2 := w.post(refInvoice, "", `{"id": "evt_if_k2", "type": "invoice.payment_failed", "data": {"object": {"id": "in_k2", "customer": "cus_8", "amount_due": 990}}}`)
+	w.waitSleeping(inv2, "wait_1")
+	p = readExample(t)
+	edit(p)
+	delete(p.trigger(refInvoice), "cancel_on")
+	p["triggers"] = append(p["triggers"].([]any), map[string]any{"ref": refPayment + "V2",
+		"source": map[string]any{"kind": "webhook", "event_id": map[string]any{"json_pointer": "/id"}}, "steps": []any{}})
+	p.step(refCheckout, "paid")["wait_for"].(map[string]any)["trigger"] = refPayment + "V2"
+	w.reload(p)
+	w.post(refPaid, "", invoicePaidBody("evt_ip_k2", "in_k2"))
+	if e := w.waitStatus(inv2, touba.StatusCancelled); e.ErrorCode != touba.ERunCancelled {
+		t.Fatalf("after cancel_on was removed: cancelled with %s, want %s", e.ErrorCode, touba.ERunCancelled)
 	}
 }
