@@ -1,6 +1,9 @@
 package touba
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Reloads never strand an entry (SPEC §2.3): at start and at each reload
 // the daemon parks, with EProgramChanged, every pending or waiting entry
@@ -14,6 +17,24 @@ import "context"
 // trigger's steps, by id, with the wait kind of each durable step
 // (WaitSleep, WaitEvent; "" for a tool step).
 type ProgramShape map[string]map[string]string
+
+// Strands says why an open wait in step (of wait kind) of trigger ref no
+// longer fits the shape; "" when it does, or when ref itself is gone (the
+// entry is stranded by its trigger, found first).
+func (s ProgramShape) Strands(ref, step, kind string) string {
+	steps, ok := s[ref]
+	if !ok {
+		return ""
+	}
+	now, ok := steps[step]
+	switch {
+	case !ok:
+		return fmt.Sprintf("step %s it waits in is not in %s any more", step, ref)
+	case now != kind:
+		return fmt.Sprintf("step %s it waits in (a %s wait) is not a %s wait in %s any more", step, kind, kind, ref)
+	}
+	return ""
+}
 
 // Stranded is one entry ParkStranded parked, and why.
 type Stranded struct {

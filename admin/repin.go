@@ -47,14 +47,22 @@ func (s *Service) runningTrigger(ref string) (ProgramTrigger, bool) {
 	return ProgramTrigger{}, false
 }
 
-// needsRepin tells whether d is parked because its trigger changed under
-// it, and the running program still differs from what it was pinned to.
-func (s *Service) needsRepin(d *touba.Delivery) bool {
-	if d.Status != touba.StatusParked || d.ErrorCode != touba.EProgramChanged {
-		return false
-	}
+// repinChoice is what a replay or resume of d does about its pin: with
+// repin, the plan when the running definition differs from d's (nil when
+// it does not); without, refuse when d is parked ProgramChanged and the
+// running definition still differs (it would park again). from is a
+// resume's step ("" for a replay).
+func (s *Service) repinChoice(ctx context.Context, d *touba.Delivery, repin bool, from string) (plan *RepinPlan, refuse bool, err error) {
 	pt, ok := s.runningTrigger(d.TriggerRef)
-	return ok && pt.Digest != "" && pt.Digest != d.ProgramDigest
+	differs := ok && pt.Digest != "" && pt.Digest != d.ProgramDigest
+	switch {
+	case repin && differs:
+		plan, err = s.repinPlan(ctx, d, from)
+		return plan, false, err
+	case repin:
+		return nil, false, nil
+	}
+	return nil, differs && d.Status == touba.StatusParked && d.ErrorCode == touba.EProgramChanged, nil
 }
 
 // repinRefusal is the error for a ProgramChanged entry replayed or

@@ -197,13 +197,10 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem, r 
 	}
 	it.Status, it.trigger = d.Status, d.TriggerRef
 	if d.Status == touba.StatusFailed || d.Status == touba.StatusParked || d.Status == touba.StatusCancelled {
-		if r.Repin {
-			if pt, ok := s.runningTrigger(d.TriggerRef); ok && pt.Digest != "" && pt.Digest != d.ProgramDigest {
-				if it.Repin, err = s.repinPlan(ctx, d, ""); err != nil {
-					return err
-				}
-			}
-		} else if s.needsRepin(d) {
+		var refuse bool
+		if it.Repin, refuse, err = s.repinChoice(ctx, d, r.Repin, ""); err != nil {
+			return err
+		} else if refuse {
 			it.Reason = repinRefusal(d, "touba-trigger queue replay "+id)
 			it.Hint = "see what it would keep and run again first: touba-trigger queue replay " + id + " --repin --dry-run"
 			return nil

@@ -123,13 +123,10 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	}
 	rep := &ResumeReport{QueueID: r.QueueID, From: r.From, Steps: slices.Clone(all[i:]), Left: d.Status, Status: d.Status,
 		NewEffects: r.NewEffects, DryRun: r.DryRun, Against: against}
-	if r.Repin {
-		if pt, ok := s.runningTrigger(d.TriggerRef); ok && pt.Digest != "" && pt.Digest != d.ProgramDigest {
-			if rep.Repin, err = s.repinPlan(ctx, d, r.From); err != nil {
-				return refuse(err)
-			}
-		}
-	} else if s.needsRepin(d) {
+	var mustRepin bool
+	if rep.Repin, mustRepin, err = s.repinChoice(ctx, d, r.Repin, r.From); err != nil {
+		return refuse(err)
+	} else if mustRepin {
 		return refuse(touba.Errorf(touba.EEntryNotResumable, "entry %s is %s", r.QueueID,
 			repinRefusal(d, "touba-trigger queue resume "+r.QueueID+" --from "+r.From)))
 	}

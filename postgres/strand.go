@@ -81,15 +81,8 @@ func strandedWaits(ctx context.Context, tx *Tx, shape touba.ProgramShape, limit 
 		if err := rows.Scan(&id, &ref, &step, &kind); err != nil {
 			return err
 		}
-		steps, ok := shape[ref]
-		if !ok {
-			continue // the trigger is gone: found above
-		}
-		if now, ok := steps[step]; !ok {
-			*out = append(*out, touba.Stranded{QueueID: id, TriggerRef: ref, Reason: fmt.Sprintf("step %s it waits in is not in %s any more", step, ref)})
-		} else if now != kind {
-			*out = append(*out, touba.Stranded{QueueID: id, TriggerRef: ref,
-				Reason: fmt.Sprintf("step %s it waits in (a %s wait) is not a %s wait in %s any more", step, kind, kind, ref)})
+		if why := shape.Strands(ref, step, kind); why != "" {
+			*out = append(*out, touba.Stranded{QueueID: id, TriggerRef: ref, Reason: why})
 		}
 	}
 	return rows.Err()

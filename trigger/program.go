@@ -184,6 +184,7 @@ type CancelOn struct {
 	Match   json.RawMessage
 	On      string
 	match   []string // Match's pointer after "/event", for intake
+	key     string   // its cancel key (by meaning), set at load: intake reads it per delivery
 }
 
 // Retry bounds the host's retries of a run.

@@ -75,7 +75,8 @@ func (w walker) index(p *Program) error {
 			}
 			toks, _ := jsonptr.Parse(c.On)
 			l := b.listen()
-			l.Cancels = append(l.Cancels, Listener{Key: cancelKey(a, k), Trigger: a.Ref, On: c.On, on: toks})
+			a.CancelOn[k].key = cancelKey(a, k)
+			l.Cancels = append(l.Cancels, Listener{Key: a.CancelOn[k].key, Trigger: a.Ref, On: c.On, on: toks})
 		}
 	}
 	return nil
@@ -151,10 +152,10 @@ func (t *Trigger) SetDurable(d *touba.Delivery) {
 		// /event/received_at keys it by here.
 		d.ReceivedAt = time.Now()
 	}
-	for i, c := range t.CancelOn {
+	for _, c := range t.CancelOn {
 		if v, ok := eventValue(c.match, d, &b); ok {
 			if s, ok := CanonicalValue(v); ok {
-				d.CancelKeys = append(d.CancelKeys, touba.MatchValue{Key: cancelKey(t, i), Value: s})
+				d.CancelKeys = append(d.CancelKeys, touba.MatchValue{Key: c.key, Value: s})
 			}
 		}
 	}

@@ -93,28 +93,11 @@ func stranded(ctx context.Context, tx *sqlitex.Tx, shape touba.ProgramShape, lim
 		if err := rows.Scan(&id, &ref, &step, &kind); err != nil {
 			return nil, err
 		}
-		if why := strandedWait(shape, ref, step, kind); why != "" {
+		if why := shape.Strands(ref, step, kind); why != "" {
 			out = append(out, touba.Stranded{QueueID: id, TriggerRef: ref, Reason: why})
 		}
 	}
 	return out, rows.Err()
-}
-
-// strandedWait says why a wait of step (kind) of trigger ref no longer
-// fits shape; "" when it does (or the trigger is gone: found before).
-func strandedWait(shape touba.ProgramShape, ref, step, kind string) string {
-	steps, ok := shape[ref]
-	if !ok {
-		return ""
-	}
-	now, ok := steps[step]
-	switch {
-	case !ok:
-		return fmt.Sprintf("step %s it waits in is not in %s any more", step, ref)
-	case now != kind:
-		return fmt.Sprintf("step %s it waits in (a %s wait) is not a %s wait in %s any more", step, kind, kind, ref)
-	}
-	return ""
 }
 
 // parkStranded parks s and lets its key go; it tells whether s was
