@@ -19,8 +19,9 @@ type orderEnd struct {
 }
 
 // refunded is the end of an order whose refund was sent: done if it
-// completed first, else cancelled.
-var refunded = orderEnd{}
+// completed first (its paid wait then matched its payment), else
+// cancelled.
+func refunded(payment string) orderEnd { return orderEnd{paidBy: payment} }
 
 // checkWaits reads the files after a clean stop and checks the promises
 // of durable steps against want (by order event id; every order the test

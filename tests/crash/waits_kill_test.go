@@ -140,7 +140,7 @@ func TestWaitsKillAtRandom(t *testing.T) {
 		}
 		want[id] = orderEnd{status: touba.StatusDone, paidBy: paymentEvent(n)}
 		if w.delivery(refundEvent(n)).path != "" {
-			want[id] = refunded
+			want[id] = refunded(paymentEvent(n))
 		}
 	}
 	w.resendAll(d)
