@@ -72,6 +72,10 @@ const (
 	// ETriggerPaused: a run that found its trigger paused between two
 	// steps, handed back pending until the trigger resumes.
 	ETriggerPaused = "TriggerPaused"
+	// EProgramReloaded: a run whose trigger's definition a reload changed
+	// while it ran, handed back pending between two steps so that it goes
+	// on under the running program (SPEC §2.3); no attempt spent.
+	EProgramReloaded = "ProgramReloaded"
 	// EEntryBusy: another operator action (a compensation, a replay) is
 	// working on the entry right now.
 	EEntryBusy = "EntryBusy"

@@ -49,28 +49,28 @@ func (s *Service) runningTrigger(ref string) (ProgramTrigger, bool) {
 
 // repinChoice is what a replay or resume of d does about its pin: with
 // repin, the plan when the running definition differs from d's (nil when
-// it does not); without, refuse when d is parked ProgramChanged and the
-// running definition still differs (it would park again). from is a
-// resume's step ("" for a replay).
-func (s *Service) repinChoice(ctx context.Context, d *touba.Delivery, repin bool, from string) (plan *RepinPlan, refuse bool, err error) {
+// it does not). refusal, when not empty, says why it must not run: the
+// running program lacks d's trigger (it would park again, whatever the
+// flags), or d is parked ProgramChanged, the running definition still
+// differs and repin is off. cmd is the command the operator ran, for the
+// refusal to name; from is a resume's step ("" for a replay).
+func (s *Service) repinChoice(ctx context.Context, d *touba.Delivery, repin bool, cmd, from string) (plan *RepinPlan, refusal string, err error) {
 	pt, ok := s.runningTrigger(d.TriggerRef)
+	if !ok && s.ProgramTriggers != nil {
+		return nil, fmt.Sprintf("its trigger %s is not in the running program: run now it would park again; "+
+			"add the trigger back (a reload), then %s", d.TriggerRef, cmd), nil
+	}
 	differs := ok && pt.Digest != "" && pt.Digest != d.ProgramDigest
 	switch {
 	case repin && differs:
 		plan, err = s.repinPlan(ctx, d, from)
-		return plan, false, err
-	case repin:
-		return nil, false, nil
+		return plan, "", err
+	case !repin && differs && d.Status == touba.StatusParked && d.ErrorCode == touba.EProgramChanged:
+		return nil, fmt.Sprintf("it is parked %s: its trigger changed under it (it was accepted under definition %s); run as it is it would park again: "+
+			"%s --repin pins it to the running program's definition (the steps it completed are kept where the running definition has them)",
+			touba.EProgramChanged, ShortDigest(d.ProgramDigest), cmd), nil
 	}
-	return nil, differs && d.Status == touba.StatusParked && d.ErrorCode == touba.EProgramChanged, nil
-}
-
-// repinRefusal is the error for a ProgramChanged entry replayed or
-// resumed without --repin.
-func repinRefusal(d *touba.Delivery, cmd string) string {
-	return fmt.Sprintf("parked %s: its trigger changed under it (it was accepted under definition %s); run as it is it would park again: "+
-		"%s --repin pins it to the running program's definition (the steps it completed are kept where the running definition has them)",
-		touba.EProgramChanged, ShortDigest(d.ProgramDigest), cmd)
+	return nil, "", nil
 }
 
 // repinPlan is what pinning d to the running definition keeps and runs;

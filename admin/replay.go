@@ -197,12 +197,14 @@ func (s *Service) checkReplay(ctx context.Context, id string, it *ReplayItem, r 
 	}
 	it.Status, it.trigger = d.Status, d.TriggerRef
 	if d.Status == touba.StatusFailed || d.Status == touba.StatusParked || d.Status == touba.StatusCancelled {
-		var refuse bool
-		if it.Repin, refuse, err = s.repinChoice(ctx, d, r.Repin, ""); err != nil {
+		var refusal string
+		if it.Repin, refusal, err = s.repinChoice(ctx, d, r.Repin, "touba-trigger queue replay "+id, ""); err != nil {
 			return err
-		} else if refuse {
-			it.Reason = repinRefusal(d, "touba-trigger queue replay "+id)
-			it.Hint = "see what it would keep and run again first: touba-trigger queue replay " + id + " --repin --dry-run"
+		} else if refusal != "" {
+			it.Reason = refusal
+			if _, ok := s.runningTrigger(d.TriggerRef); ok {
+				it.Hint = "see what it would keep and run again first: touba-trigger queue replay " + id + " --repin --dry-run"
+			}
 			return nil
 		}
 	}

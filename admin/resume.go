@@ -123,12 +123,11 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 	}
 	rep := &ResumeReport{QueueID: r.QueueID, From: r.From, Steps: slices.Clone(all[i:]), Left: d.Status, Status: d.Status,
 		NewEffects: r.NewEffects, DryRun: r.DryRun, Against: against}
-	var mustRepin bool
-	if rep.Repin, mustRepin, err = s.repinChoice(ctx, d, r.Repin, r.From); err != nil {
+	var refusal string
+	if rep.Repin, refusal, err = s.repinChoice(ctx, d, r.Repin, "touba-trigger queue resume "+r.QueueID+" --from "+r.From, r.From); err != nil {
 		return refuse(err)
-	} else if mustRepin {
-		return refuse(touba.Errorf(touba.EEntryNotResumable, "entry %s is %s", r.QueueID,
-			repinRefusal(d, "touba-trigger queue resume "+r.QueueID+" --from "+r.From)))
+	} else if refusal != "" {
+		return refuse(touba.Errorf(touba.EEntryNotResumable, "entry %s: %s", r.QueueID, refusal))
 	}
 	ws := s.waitStore()
 	if ws == nil {

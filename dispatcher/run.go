@@ -127,6 +127,11 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 			}
 			continue
 		}
+		if ran > 0 {
+			if v := d.reloadedUnder(cfg, t); v != nil {
+				return v
+			}
+		}
 		// A trigger paused while its run went on: the run gives its worker
 		// back between two steps, pending, and the lease, which skips the
 		// paused trigger, takes it again once it resumes (SPEC §2.2).

@@ -59,3 +59,40 @@ func shapeOf(p *trigger.Program) touba.ProgramShape {
 	}
 	return shape
 }
+
+// reloadedUnder hands a run back between two steps when a reload changed
+// or removed its trigger t since the run began under cfg: the run's next
+// lease reads the running program, which goes on from the checkpoints or
+// parks the entry ProgramChanged (SPEC §2.3: every entry goes on under the
+// new program or is parked). Going on under cfg instead would run a step
+// the operator removed, or begin a wait that the reload's strand pass,
+// done already, never parks.
+func (d *Dispatcher) reloadedUnder(cfg *Config, t *trigger.Trigger) *verdict {
+	now := d.cfg.Load()
+	if now == cfg {
+		return nil
+	}
+	nt, ok := now.trigger(t.Ref)
+	switch {
+	case !ok:
+		// Parked here, as run parks it: handed back, it would wait for a
+		// lease that a pause of the removed trigger may never give.
+		return stop(park, touba.EProgramChanged, "trigger %s is not in the running program (a reload removed it while its run went on); "+
+			"replay it once the program has it again (--repin pins it to the running definition)", t.Ref)
+	case nt.Digest == t.Digest:
+		return nil
+	}
+	return &verdict{action: held, code: touba.EProgramReloaded,
+		message: "a reload changed trigger " + t.Ref + " while its run went on; the run goes on under the running program"}
+}
+
+// strandedSince parks what a reload done since the run began under cfg
+// strands, once the run's wait is stored: a reload between the run's
+// start and its wait's commit (its strand pass may have run first) would
+// otherwise leave that wait open under a program that lacks it. (A crash
+// here leaves it to the pass at the next start.)
+func (d *Dispatcher) strandedSince(cfg *Config) {
+	if now := d.cfg.Load(); now != cfg {
+		d.parkStranded(now)
+	}
+}

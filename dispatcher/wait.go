@@ -65,6 +65,7 @@ func (d *Dispatcher) durable(ctx context.Context, cfg *Config, t *trigger.Trigge
 	}
 	switch got.State {
 	case touba.WaitOpen:
+		d.strandedSince(cfg)
 		if got.WakeAt != nil {
 			d.wakeAt(*got.WakeAt)
 		}

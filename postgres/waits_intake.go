@@ -99,16 +99,18 @@ RETURNING COALESCE(consumed_by, '')`
 // qCancel is one cancel of a new entry: the pending and waiting entries
 // holding the cancel key (key $1, value $2) end cancelled, the running
 // ones are asked to (cancel_requested), in one statement, so an entry
-// going from running to waiting meanwhile is seen in its new state.
+// going from running to waiting meanwhile is seen in its new state. A
+// parked one is asked too: its unknown write must still reach an
+// operator, and once settled it ends cancelled (SPEC §2.3).
 const qCancel = `UPDATE touba.entries x SET
-	status = CASE WHEN x.status = 'running' THEN x.status ELSE 'cancelled' END,
-	cancel_requested = CASE WHEN x.status = 'running' THEN COALESCE(x.cancel_requested, $3) END,
-	error_code = CASE WHEN x.status = 'running' THEN x.error_code ELSE '` + touba.ERunCancelled + `' END,
-	error_message = CASE WHEN x.status = 'running' THEN x.error_message ELSE $3 END,
-	held = x.held AND x.status = 'running',
-	wake_at = NULL, not_before = CASE WHEN x.status = 'running' THEN x.not_before END, updated_at = $4
+	status = CASE WHEN x.status IN ('running', 'parked') THEN x.status ELSE 'cancelled' END,
+	cancel_requested = CASE WHEN x.status IN ('running', 'parked') THEN COALESCE(x.cancel_requested, $3) END,
+	error_code = CASE WHEN x.status IN ('running', 'parked') THEN x.error_code ELSE '` + touba.ERunCancelled + `' END,
+	error_message = CASE WHEN x.status IN ('running', 'parked') THEN x.error_message ELSE $3 END,
+	held = x.held AND x.status IN ('running', 'parked'),
+	wake_at = NULL, not_before = CASE WHEN x.status IN ('running', 'parked') THEN x.not_before END, updated_at = $4
 WHERE x.queue_id IN (SELECT queue_id FROM touba.cancel_keys WHERE key = $1 AND value = $2)
-	AND x.status IN ('pending', 'waiting', 'running')
+	AND x.status IN ('pending', 'waiting', 'running', 'parked')
 RETURNING x.queue_id, x.status, x.trigger_ref, COALESCE(x.conc_key, ''), x.conc_max`
 
 // qCancelWaits ends cancelled the open waits of the entries qCancel ended.

@@ -248,6 +248,10 @@ func (s *Scheduler) apply() {
 			st.spec = sp
 		}
 		next = append(next, st)
+		delete(old, sp.Ref)
+	}
+	for ref := range old {
+		s.opts.Log.Info().Str("trigger_ref", ref).Msg("schedule removed; it ticks no more")
 	}
 	s.states = next
 }

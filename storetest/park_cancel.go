@@ -80,6 +80,33 @@ func testCancelSurvivesPark(t *testing.T, f Factory) {
 	}
 }
 
+// testCancelWhileParked: a cancel_on match accepted while the entry is
+// parked leaves it parked (its unknown write must still reach an
+// operator) and holding its key, asked to cancel; settled, it ends
+// cancelled and lets its key go.
+func testCancelWhileParked(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	ws := waitStore(t, e)
+	parked := e.keyedOf(t, "trigger:a", "p", "k-p", "c-p")
+	e.lease(t, 10, parked)
+	if err := e.Queue.Finish(e.ctx, parked, e.tok(parked), touba.StatusParked, touba.EEffectOutcomeUnknown, "x"); err != nil {
+		t.Fatal(err)
+	}
+	behind := e.keyedOf(t, "trigger:a", "p-next", "k-p", "")
+	e.cancelling(t, "cancel-p", "c-p")
+	e.wantStatus(t, parked, touba.StatusParked, touba.EEffectOutcomeUnknown)
+	if req, err := ws.CancelRequested(e.ctx, parked); err != nil || !req {
+		t.Fatalf("a cancel accepted while parked: requested %v (%v), want kept for the operator's settling", req, err)
+	}
+	e.lease(t, 10, e.entryOf(t, "trigger:b", "cancel-p")) // the key's later entry still waits
+	res, err := e.Queue.Replay(e.ctx, []string{parked}, touba.ReplayOptions{})
+	if err != nil || len(res) != 1 || res[0].To != touba.StatusCancelled {
+		t.Fatalf("replay of the parked entry asked to cancel: %+v, %v; want it cancelled", res, err)
+	}
+	e.wantStatus(t, parked, touba.StatusCancelled, touba.ERunCancelled)
+	e.lease(t, 10, behind)
+}
+
 // testRepin: Replay and Resume with Repin pin the entry to the digest
 // given (its trigger's running definition); without, it keeps its own.
 func testRepin(t *testing.T, f Factory) {

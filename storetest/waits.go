@@ -31,6 +31,7 @@ func runWaits(t *testing.T, f Factory) {
 	t.Run("Programs", func(t *testing.T) { testPrograms(t, f) })
 	t.Run("WaitingHoldsItsKey", func(t *testing.T) { testWaitingHoldsKey(t, f) })
 	t.Run("CancelSurvivesPark", func(t *testing.T) { testCancelSurvivesPark(t, f) })
+	t.Run("CancelWhileParked", func(t *testing.T) { testCancelWhileParked(t, f) })
 	t.Run("Repin", func(t *testing.T) { testRepin(t, f) })
 	t.Run("ParkStranded", func(t *testing.T) { testParkStranded(t, f) })
 	t.Run("ReplayTimedOutTakesALateOffer", func(t *testing.T) { testReplayTimedOut(t, f) })

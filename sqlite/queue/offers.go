@@ -37,14 +37,16 @@ const (
 	qInsertOffer = `INSERT INTO offers (key, value, queue_id, consumed_by, created_at) VALUES (?, ?, ?, ?, ?)`
 	qCancelable  = `SELECT e.queue_id, e.status, e.trigger_ref, e.conc_key, e.conc_max
 		FROM cancel_keys c JOIN entries e ON e.queue_id = c.queue_id
-		WHERE c.key = ? AND c.value = ? AND c.queue_id != ? AND e.status IN ('pending', 'waiting', 'running')`
+		WHERE c.key = ? AND c.value = ? AND c.queue_id != ? AND e.status IN ('pending', 'waiting', 'running', 'parked')`
 	// qCancelIdle ends a pending or waiting entry cancelled.
 	qCancelIdle = `UPDATE entries SET status = 'cancelled', error_code = '` + touba.ERunCancelled + `', error_message = ?,
 		wake_at = NULL, not_before = NULL, updated_at = ? WHERE queue_id = ? AND status IN ('pending', 'waiting')`
 	qCancelWaits = `UPDATE waits SET state = 'cancelled', resolved_at = ? WHERE queue_id = ? AND state = 'open'`
-	// qRequestCancel asks a running entry to cancel; the first request's
-	// message is kept.
-	qRequestCancel   = `UPDATE entries SET cancel_requested = COALESCE(cancel_requested, ?) WHERE queue_id = ? AND status = 'running'`
+	// qRequestCancel asks a running entry to cancel, or a parked one (its
+	// unknown write must still reach an operator; once settled it ends
+	// cancelled); the first request's message is kept.
+	qRequestCancel = `UPDATE entries SET cancel_requested = COALESCE(cancel_requested, ?)
+		WHERE queue_id = ? AND status IN ('running', 'parked')`
 	qInsertCancelKey = `INSERT INTO cancel_keys (key, value, queue_id) VALUES (?, ?, ?)`
 )
 
@@ -105,7 +107,8 @@ func (q *Queue) offer(ctx context.Context, tx *sqlitex.Tx, o touba.MatchValue, f
 
 // cancelByKey ends the entries holding cancel key c: pending and waiting
 // ones cancelled now (their open wait with them, their concurrency key
-// released), running ones asked to cancel at their next transition.
+// released), running ones asked to cancel at their next transition and
+// parked ones once an operator settles them.
 func (q *Queue) cancelByKey(ctx context.Context, tx *sqlitex.Tx, c touba.MatchValue, self, msg, now string, r *Result) error {
 	type hit struct {
 		id, status, ref string
@@ -133,7 +136,7 @@ func (q *Queue) cancelByKey(ctx context.Context, tx *sqlitex.Tx, c touba.MatchVa
 	// none or one.
 	sort.Slice(hits, func(i, j int) bool { return hits[i].id < hits[j].id })
 	for _, h := range hits {
-		if h.status == touba.StatusRunning {
+		if h.status == touba.StatusRunning || h.status == touba.StatusParked {
 			if _, err := tx.ExecContext(ctx, qRequestCancel, msg, h.id); err != nil {
 				return err
 			}
