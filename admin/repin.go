@@ -47,6 +47,12 @@ func (s *Service) runningTrigger(ref string) (ProgramTrigger, bool) {
 	return ProgramTrigger{}, false
 }
 
+// programKnown tells whether the running program is known: a daemon
+// serves this request (the CLI on the files runs none).
+func (s *Service) programKnown() bool {
+	return s.ProgramTriggers != nil && s.ProgramTriggers() != nil
+}
+
 // repinChoice is what a replay or resume of d does about its pin: with
 // repin, the plan when the running definition differs from d's (nil when
 // it does not). refusal, when not empty, says why it must not run: the
@@ -56,7 +62,7 @@ func (s *Service) runningTrigger(ref string) (ProgramTrigger, bool) {
 // refusal to name; from is a resume's step ("" for a replay).
 func (s *Service) repinChoice(ctx context.Context, d *touba.Delivery, repin bool, cmd, from string) (plan *RepinPlan, refusal string, err error) {
 	pt, ok := s.runningTrigger(d.TriggerRef)
-	if !ok && s.ProgramTriggers != nil {
+	if !ok && s.programKnown() {
 		return nil, fmt.Sprintf("its trigger %s is not in the running program: run now it would park again; "+
 			"add the trigger back (a reload), then %s", d.TriggerRef, cmd), nil
 	}

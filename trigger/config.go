@@ -28,7 +28,7 @@ func NewConfig(p *Program, env secret.Env, secrets *secret.Set) (*Config, error)
 		for j, ref := range v.Secrets {
 			val, err := ref.Resolve(env, base)
 			if err != nil {
-				return nil, w.Fail(strictjson.Index(path+".secrets", j), "%v", err)
+				return nil, w.Fail(path+"."+v.SecretPath(j), "%v", err)
 			}
 			secrets.Add(val)
 			cfg.Secrets = append(cfg.Secrets, val)

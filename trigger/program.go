@@ -125,6 +125,19 @@ type Verify struct {
 	Prefix       *string // hmac-sha256: nil is "sha256=", "" none
 	Secrets      []secret.Ref
 	ToleranceSec int64
+	// Single says the program wrote one "secret" rather than a list of
+	// "secrets" (refusals name the field the file holds).
+	Single bool
+}
+
+// SecretPath is where the program wrote secret i, below the verify
+// object: "secret" or "secrets[i]", so that a refusal names what the file
+// holds.
+func (v *Verify) SecretPath(i int) string {
+	if v.Single {
+		return "secret"
+	}
+	return strictjson.Index("secrets", i)
 }
 
 // Step is one step of a trigger: a tool call (Tool and Input), a sleep

@@ -11,13 +11,13 @@ import (
 // the file, the JSON path of the offending value and the rule.
 var badPrograms = []struct{ name, src, want string }{
 	// The document.
-	{"empty", ``, `$: invalid JSON at byte 0: unexpected end of input`},
-	{"not json", `{"air_version":`, `$.air_version: invalid JSON at byte 15: unexpected end of input`},
+	{"empty", ``, `$: invalid JSON at line 1, column 1 (byte 0): unexpected end of input`},
+	{"not json", `{"air_version":`, `$.air_version: invalid JSON at line 1, column 16 (byte 15): unexpected end of input`},
 	{"top-level array", `[` + withSource(okSource) + `]`, `$: must be an object (got array)`},
 	{"top-level null", `null`, `$: must not be null`},
 	{"top-level string", `"touba-air-v1"`, `$: must be an object (got string)`},
-	{"trailing document", withSource(okSource) + ` {}`, `$: trailing data after the JSON document (at byte 131)`},
-	{"trailing brace", withSource(okSource) + `}`, `$: trailing data after the JSON document (at byte 130)`},
+	{"trailing document", withSource(okSource) + ` {}`, `$: trailing data after the JSON document (at line 1, column 132 (byte 131))`},
+	{"trailing brace", withSource(okSource) + `}`, `$: trailing data after the JSON document (at line 1, column 131 (byte 130))`},
 	{"unknown top field", `{"air_version":"touba-air-v1","triggers":[],"version":1}`, `$.version: unknown field (known: air_version, triggers)`},
 	{"field name case", `{"Air_version":"touba-air-v1","air_version":"touba-air-v1","triggers":[]}`, `$.Air_version: unknown field (known: air_version, triggers)`},
 	{"air_version missing", `{"triggers":[]}`, `$.air_version: required field is missing`},

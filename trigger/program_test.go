@@ -99,6 +99,7 @@ func TestLoadProgram_SpecExample(t *testing.T) {
 				Scheme:       "standard-webhooks",
 				Secrets:      []secret.Ref{{Env: "ORDERS_WEBHOOK_SECRET"}},
 				ToleranceSec: 300,
+				Single:       true,
 			},
 		},
 		Retry:  trigger.Retry{MaxAttempts: 8, InitialIntervalMS: 500, MaxIntervalMS: 60000},

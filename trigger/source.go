@@ -190,7 +190,7 @@ func (w walker) verify(path string, raw *strictjson.Node) (*Verify, error) {
 		if err := json.Unmarshal(one.Raw, &r); err != nil {
 			return nil, w.Fail(path+".secret", "%v", err)
 		}
-		v.Secrets = []secret.Ref{r}
+		v.Secrets, v.Single = []secret.Ref{r}, true
 	default:
 		list, err := w.Array(path+".secrets", many)
 		if err != nil {

@@ -120,3 +120,42 @@ func TestCheckPrintsTheWeight(t *testing.T) {
 		}
 	}
 }
+
+// A refusal names what the file holds: an unresolvable "secret" is
+// verify.secret (not secrets[0]), a syntax error is a line and column.
+func TestCheckNamesWhatTheFileHolds(t *testing.T) {
+	m := `{"manifest_version": "touba-manifest-v1", "bindings": {
+	  "tool:t/Do": {"handler": {"kind": "accounting_stub"}, "effect_contract": {"kind": "none"}}}}`
+	_, _, err := runCheckFiles(t, `{"air_version": "touba-air-v1", "triggers": [
+	  {"ref": "trigger:gh/Push", "source": {"kind": "webhook", "verify": {"scheme": "github", "secret": {"env": "CHECK_TEST_UNSET"}}},
+	   "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`, m)
+	if err == nil || !strings.Contains(err.Error(), "$.triggers[0].source.verify.secret: ") {
+		t.Errorf("an unresolvable secret: %v, want it named at verify.secret", err)
+	}
+	_, _, err = runCheckFiles(t, "{\"air_version\": \"touba-air-v1\",\n \"triggers\": [\n  {\"ref\": x}]}", m)
+	if err == nil || !strings.Contains(err.Error(), "invalid JSON at line 3, column 11") {
+		t.Errorf("a syntax error: %v, want its line and column", err)
+	}
+}
+
+// Each command's -h starts with its synopsis, then its flags.
+func TestHelpShowsTheSynopsis(t *testing.T) {
+	for _, args := range [][]string{{"check", "-h"}, {"queue", "ls", "-h"}, {"serve", "-h"}, {"effects", "resolve", "-h"}} {
+		var out, errOut bytes.Buffer
+		if code := Run(context.Background(), args, &out, &errOut); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, errOut.String())
+		}
+		help := out.String() + errOut.String()
+		name := strings.Join(args[:len(args)-1], " ")
+		if !strings.HasPrefix(help, "usage:\n  touba-trigger "+name+" ") || !strings.Contains(help, "\nflags") {
+			t.Errorf("%v:\n%s\nwant the synopsis of %q first, then the flags", args, help, name)
+		}
+	}
+	var out bytes.Buffer
+	Run(context.Background(), []string{"--help"}, &out, &out)
+	for _, flag := range []string{"--database", "--console-listen"} {
+		if !strings.Contains(out.String(), flag) {
+			t.Errorf("--help does not mention %s:\n%s", flag, out.String())
+		}
+	}
+}

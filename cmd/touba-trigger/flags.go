@@ -11,11 +11,44 @@ import (
 	"strings"
 )
 
-// newFlagSet returns a flag set that reports errors instead of exiting.
+// newFlagSet returns a flag set that reports errors instead of exiting,
+// and whose usage (-h, or after a refused flag) starts with the command's
+// synopsis lines from the main usage, then its flags.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintln(out, "usage:")
+		for _, line := range synopsis(name) {
+			fmt.Fprintln(out, line)
+		}
+		fmt.Fprintln(out, "flags (each also read from TOUBA_<FLAG>):")
+		fs.PrintDefaults()
+	}
 	return fs
+}
+
+// synopsis are the lines of the main usage for the command name ("serve",
+// "queue ls"), with the lines that continue them.
+func synopsis(name string) []string {
+	var out []string
+	in := false
+	for _, line := range strings.Split(usageText(), "\n") {
+		switch {
+		case strings.HasPrefix(line, "  touba-trigger "+name+" ") || line == "  touba-trigger "+name:
+			in = true
+			out = append(out, line)
+		case in && strings.HasPrefix(line, "      "):
+			out = append(out, line)
+		default:
+			in = false
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, "  touba-trigger "+name+" [flags]")
+	}
+	return out
 }
 
 // parseArgs parses flags that may come before or after positional

@@ -78,7 +78,10 @@ func usage(w io.Writer) { fmt.Fprint(w, usageText()) }
 func usageText() string {
 	return `usage:
   touba-trigger serve PROGRAM --manifest FILE [--queue FILE] [--state FILE] [--effect-journal FILE] [flags]
-  touba-trigger check PROGRAM --manifest FILE
+  touba-trigger serve PROGRAM --manifest FILE --database postgres://... [--node-id NAME] [--lease-ttl 60s] [flags]
+      flags: [--listen 127.0.0.1:8080] [--metrics-listen 127.0.0.1:9464] [--admin-socket PATH] [--workers N]
+      [--console-listen ADDR --console-token-file FILE] [--retention 168h] [--log-level info] ...
+  touba-trigger check PROGRAM --manifest FILE     # validate both, print a summary
   touba-trigger version [--json]     (also --version)
   touba-trigger queue ls [--status S] [--trigger REF] [--limit N] [--oldest-first]
   touba-trigger queue ls [--queue-id ID | --event-id ID] [--body POINTER=VALUE] [--since DURATION]   # search

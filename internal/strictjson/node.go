@@ -72,7 +72,7 @@ func (r *Reader) Decode(data []byte) *Node {
 		if errors.As(err, &se) {
 			at, err = se.path, se.err
 		}
-		r.Fail(at, "invalid JSON at byte %d: %s", d.dec.InputOffset(), describe(err))
+		r.Fail(at, "invalid JSON at %s: %s", position(data, int(d.dec.InputOffset())), describe(err))
 		return nil
 	}
 	if root == nil {
@@ -85,10 +85,19 @@ func (r *Reader) Decode(data []byte) *Node {
 		off++
 	}
 	if off < len(data) {
-		r.Fail("$", "trailing data after the JSON document (at byte %d)", off)
+		r.Fail("$", "trailing data after the JSON document (at %s)", position(data, off))
 		return nil
 	}
 	return root
+}
+
+// position names byte off of data as an editor shows it: line and column
+// (both from 1; the column counts bytes), with the byte offset.
+func position(data []byte, off int) string {
+	off = min(max(off, 0), len(data))
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := off - bytes.LastIndexByte(data[:off], '\n')
+	return fmt.Sprintf("line %d, column %d (byte %d)", line, col, off)
 }
 
 // describe turns a decoder error into a short rule text.

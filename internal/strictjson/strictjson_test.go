@@ -38,8 +38,8 @@ func TestDecode_Refusals(t *testing.T) {
 	for _, tt := range []struct{ src, want string }{
 		{`{"a":{"b":1,"b":2}}`, `f.json: $.a.b: duplicate key`},
 		{`{"k:x":[0,{"$ref":1,"$ref":2}]}`, `f.json: $["k:x"][1]["$ref"]: duplicate key`},
-		{`{} {}`, `f.json: $: trailing data after the JSON document (at byte 3)`},
-		{`{"a":[1,]}`, `f.json: $.a[1]: invalid JSON at byte 8: invalid character ']' looking for beginning of value`},
+		{`{} {}`, `f.json: $: trailing data after the JSON document (at line 1, column 4 (byte 3))`},
+		{`{"a":[1,]}`, `f.json: $.a[1]: invalid JSON at line 1, column 9 (byte 8): invalid character ']' looking for beginning of value`},
 		{strings.Repeat("[", strictjson.MaxDepth+2), fmt.Sprintf("f.json: $%s: nesting deeper than %d levels", strings.Repeat("[0]", strictjson.MaxDepth+1), strictjson.MaxDepth)},
 	} {
 		if n, got := decode(tt.src); got != tt.want || n != nil {
