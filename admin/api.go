@@ -14,6 +14,9 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
@@ -108,6 +111,40 @@ type EntryDetail struct {
 	// entry, in order; empty when it cannot be resumed now.
 	ResumeSteps []string `json:"resume_steps,omitempty"`
 	Next        []string `json:"next,omitempty"` // what an operator can do now
+}
+
+// RunWaited is the status shown for a run that ended when its entry
+// began to wait, once the entry no longer waits there (a later run went
+// on from the wait, or a cancel or a reload ended it): the run's history
+// says "waiting" only while the entry still does.
+const RunWaited = "waited"
+
+// waitedRuns shows as RunWaited the runs that ended waiting but for the
+// entry's current wait (its last run while it is waiting).
+func waitedRuns(runs []touba.Run, status string) []touba.Run {
+	for i := range runs {
+		current := i == len(runs)-1 && status == touba.StatusWaiting
+		if runs[i].Status == touba.StatusWaiting && !current {
+			runs[i].Status = RunWaited
+			runs[i].ErrorMessage = strings.Replace(runs[i].ErrorMessage, "waiting at step", "waited at step", 1)
+		}
+	}
+	return runs
+}
+
+// AttemptsText is the entry's attempts as an operator reads them: a wait
+// starts the count again (the trigger's retry limits count from it), so an
+// entry past a wait says so, with its runs in all.
+func (d *EntryDetail) AttemptsText() string {
+	n := strconv.Itoa(d.Attempts)
+	if len(d.Waits) == 0 || len(d.Runs) <= d.Attempts {
+		return n
+	}
+	runs := "runs"
+	if len(d.Runs) == 1 {
+		runs = "run"
+	}
+	return fmt.Sprintf("%s since it last waited (%d %s in all)", n, len(d.Runs), runs)
 }
 
 // EffectDetail is an effect with its audit trail.

@@ -173,7 +173,7 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 	if runs, err := s.State.Runs(ctx, queueID); err != nil {
 		return nil, err
 	} else if runs != nil {
-		out.Runs = runs
+		out.Runs = waitedRuns(runs, d.Status)
 	}
 	var effs []touba.Effect
 	if s.Journal != nil {

@@ -256,7 +256,7 @@ func (c *Console) replayBulk(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		c.render(w, r, http.StatusOK, "confirm", confirmation{
-			Title: fmt.Sprintf("Replay %d %s entries?", rep.Matched, req.Status),
+			Title: fmt.Sprintf("Replay %s?", count(rep.Matched, req.Status+" entry", req.Status+" entries")),
 			Lines: []string{
 				rep.Note + ".",
 				fmt.Sprintf("Each goes back to pending with its queue id, in batches of %d; effects journaled applied are read back, not repeated, and an entry parked on an effect still unknown is left parked.", admin.ReplayBatch),
@@ -264,7 +264,7 @@ func (c *Console) replayBulk(w http.ResponseWriter, r *http.Request) {
 			},
 			Action: r.URL.Path, Fields: map[string]string{"status": req.Status, "trigger": req.TriggerRef, "code": req.Code,
 				"window": window, "reason": req.Reason},
-			Button: fmt.Sprintf("Yes, replay %d entries", rep.Matched), Back: back})
+			Button: "Yes, replay " + count(rep.Matched, "entry", "entries"), Back: back})
 		return
 	}
 	rep, err := c.svc.ReplayEntries(r.Context(), req)
@@ -280,8 +280,8 @@ func (c *Console) replayBulk(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, touba.Errorf(touba.ENothingReplayed, "nothing was replayed: %s", why))
 		return
 	}
-	res := result{Title: fmt.Sprintf("Replayed %d of %d %s entries", rep.Replayed, len(rep.Items), req.Status),
-		Lines: []string{fmt.Sprintf("%d entries are pending again, in %d batches", rep.Replayed, rep.Batches)},
+	res := result{Title: fmt.Sprintf("Replayed %d of %s", rep.Replayed, count(len(rep.Items), req.Status+" entry", req.Status+" entries")),
+		Lines: []string{fmt.Sprintf("%s pending again, in %s", count(rep.Replayed, "entry is", "entries are"), count(rep.Batches, "batch", "batches"))},
 		Links: []link{{back, "the entries"}, {"/entries?status=pending", "pending entries"}}}
 	shown := 0
 	for _, it := range rep.Items {

@@ -162,6 +162,9 @@ func TestBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.ID("result"), `{"charge":"ch_42","amount":"12.50"}`),
 		chromedp.WaitVisible(chromedp.CSS("#result-check.good")))
 	shot(t, ctx, "console-parked.png")
+	if bad := layoutProblems(t, ctx); len(bad) > 0 {
+		t.Errorf("the effect page's layout:\n%s", strings.Join(bad, "\n"))
+	}
 	do(t, ctx, "resolve", chromedp.Click(chromedp.ID("apply")), chromedp.WaitVisible(chromedp.CSS("h1#result")))
 	if got := text(t, ctx, "result"); !strings.Contains(got, "resolved applied") {
 		t.Fatalf("after resolve: %q", got)
@@ -198,6 +201,9 @@ func TestBrowser(t *testing.T) {
 			do(t, ctx, p, chromedp.Navigate(d.console+p), chromedp.WaitReady(chromedp.CSS("body")))
 			if broken := brokenWords(t, ctx); len(broken) > 0 {
 				t.Errorf("at %d px, %s breaks words in the middle:\n%s", width, p, strings.Join(broken, "\n"))
+			}
+			if bad := layoutProblems(t, ctx); len(bad) > 0 {
+				t.Errorf("at %d px, %s's layout:\n%s", width, p, strings.Join(bad, "\n"))
 			}
 		}
 	}
@@ -292,4 +298,44 @@ func brokenWords(t *testing.T, ctx context.Context) []string {
 		t.Fatal(err)
 	}
 	return got
+}
+
+// layoutProblemsJS lists what the layout puts out of place, read from the
+// computed boxes: a form's reason field above its heading, a checkbox not
+// on the first line of its label's text (or after it), an id in a table
+// over more than one line.
+const layoutProblemsJS = `(() => {
+  const out = [];
+  for (const f of document.querySelectorAll("form.action")) {
+    const h = f.querySelector("h3"), r = f.querySelector("label.reason");
+    if (h && r && r.getBoundingClientRect().top < h.getBoundingClientRect().bottom) {
+      out.push("the reason field is above the heading " + JSON.stringify(h.textContent));
+    }
+    for (const c of f.querySelectorAll("input[type=checkbox]")) {
+      let t = c.nextSibling;
+      while (t && !(t.nodeType === 3 && t.textContent.trim())) t = t.nextSibling;
+      if (!t) continue;
+      const range = document.createRange();
+      range.selectNodeContents(t);
+      const first = range.getClientRects()[0], cb = c.getBoundingClientRect();
+      const mid = (cb.top + cb.bottom) / 2;
+      if (!first || mid < first.top || mid > first.bottom || cb.right > first.left + 1) {
+        out.push("checkbox #" + c.id + " is not at the start of its label's first line");
+      }
+    }
+  }
+  for (const e of document.querySelectorAll("td.id a, td.id code")) {
+    const n = e.getClientRects().length;
+    if (n > 1) out.push("id " + e.textContent + " wraps over " + n + " lines");
+  }
+  return out;
+})()`
+
+func layoutProblems(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](layoutProblemsJS))
+	if err != nil {
+		t.Fatalf("layout check: %v", err)
+	}
+	return out
 }

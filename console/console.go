@@ -117,6 +117,29 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /triggers", c.triggers)
 	c.mux.HandleFunc("POST /triggers/pause", c.pauseTrigger)
 	c.mux.HandleFunc("POST /triggers/resume", c.resumeTrigger)
+	// A GET of an action's address (a result page reloaded, or the zone
+	// form coming back to it) goes to the page the action belongs to,
+	// not to a plain-text 405.
+	for _, action := range []string{"/entries/{id}/replay", "/entries/{id}/resume", "/entries/replay",
+		"/effects/{scope}/{effect}/resolve", "/effects/{scope}/{effect}/compensate", "/deliveries/{id}/replay",
+		"/triggers/pause", "/triggers/resume", "/logout"} {
+		c.mux.HandleFunc("GET "+action, pageOfAction)
+	}
+}
+
+// pageOfAction redirects to the page of the action at r's path: the path
+// without its last segment (the action's verb).
+func pageOfAction(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, pageOf(r.URL.EscapedPath()), http.StatusSeeOther)
+}
+
+// pageOf is the page an action's path belongs to ("/" for a top one).
+func pageOf(p string) string {
+	i := strings.LastIndexByte(p, '/')
+	if i <= 0 {
+		return "/"
+	}
+	return p[:i]
 }
 
 // ServeHTTP sets the security headers on every answer, lets the login

@@ -121,8 +121,8 @@ func TestPagination(t *testing.T) {
 	}
 	b := f.login(t)
 	link := regexp.MustCompile(`href="(/[a-z]+\?[^"]+)" rel="next"`)
-	row := map[string]*regexp.Regexp{"/entries": regexp.MustCompile(`<td><a href="/entries/([^"]+)">`),
-		"/deliveries": regexp.MustCompile(`<td><a href="/deliveries/([^"]+)">`)}
+	row := map[string]*regexp.Regexp{"/entries": regexp.MustCompile(`<td class="id"><a href="/entries/([^"]+)">`),
+		"/deliveries": regexp.MustCompile(`<td class="id"><a href="/deliveries/([^"]+)">`)}
 	for start, re := range row {
 		seen := map[string]bool{}
 		pages := 0

@@ -57,3 +57,27 @@ func TestOverviewRefreshes(t *testing.T) {
 		}
 	}
 }
+
+// TestZoneFromAResultPage (issue 37): the zone form of a POST's result
+// page comes back to the action's page, and a GET of an action's address
+// (that way back, or a reload) is sent to that page instead of a 405.
+func TestZoneFromAResultPage(t *testing.T) {
+	f := newFixture(t, 50)
+	q := f.entry(t, "trigger:t", "e1", `{}`, touba.StatusFailed)
+	b := f.login(t)
+	resp, body := b.action("/entries/"+q+"/replay", url.Values{"reason": {"zone test"}})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `name="back" value="/entries/`+q+`"`) {
+		t.Fatalf("replay result page: %d, its zone form does not come back to the entry:\n%s", resp.StatusCode, body)
+	}
+	for action, page := range map[string]string{
+		"/entries/" + q + "/replay":              "/entries/" + q,
+		"/effects/" + q + "/" + q + ":s/resolve": "/effects/" + q + "/" + q + ":s",
+		"/triggers/pause":                        "/triggers",
+		"/entries/replay":                        "/entries",
+	} {
+		resp, body := b.get(action)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != page {
+			t.Errorf("GET %s: %d to %q, want 303 to %s\n%s", action, resp.StatusCode, resp.Header.Get("Location"), page, body)
+		}
+	}
+}

@@ -29,6 +29,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"query":       url.QueryEscape,
 		"stepOf":      stepOf,
 		"shortDigest": admin.ShortDigest,
+		"count":       count,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -68,6 +69,10 @@ const overviewRefresh = 15
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, data any) {
 	zone := zoneOf(r)
 	v := view{Title: page, Now: c.now(), Data: data, zone: zone, Zone: zone.String(), Path: r.URL.Path}
+	if r.Method != http.MethodGet {
+		// A POST's result: the zone form comes back to the action's page.
+		v.Path = pageOf(r.URL.Path)
+	}
 	if page == "overview" {
 		v.Refresh = overviewRefresh
 	}
@@ -170,4 +175,12 @@ func stepOf(scope, effectID string) string {
 		return s
 	}
 	return effectID
+}
+
+// count is n with the noun that agrees with it: "1 entry", "2 entries".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

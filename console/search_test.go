@@ -29,8 +29,8 @@ func TestSearchAndBulkReplay(t *testing.T) {
 		want, not  []string
 		searchLine string
 	}{
-		{"q=" + b, []string{b}, []string{a, c}, "Searched 1 entries"},
-		{"q=ev-a", []string{a}, []string{b, c}, "Searched 1 entries"},
+		{"q=" + b, []string{b}, []string{a, c}, "Searched 1 entry"},
+		{"q=ev-a", []string{a}, []string{b, c}, "Searched 1 entry"},
 		{"body=" + url.QueryEscape("/customer/id=cus_1") + "&window=1h", []string{a, c}, []string{b}, "Searched 3 entries"},
 		{"body=" + url.QueryEscape("/customer/id=cus_1") + "&status=failed", []string{a}, []string{b, c}, "1 found"},
 	} {

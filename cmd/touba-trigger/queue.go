@@ -255,7 +255,7 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 	if d.ErrorCode != "" || d.ErrorMessage != "" {
 		field(w, "error", codeAndMessage(d.ErrorCode, d.ErrorMessage))
 	}
-	field(w, "attempts", strconv.Itoa(d.Attempts))
+	field(w, "attempts", d.AttemptsText())
 	if d.Node != "" {
 		field(w, "node", d.Node)
 	}
@@ -336,25 +336,24 @@ func wakeColumn(e admin.Entry) string {
 // printWaits is the waits part of `queue show`: the entry's sleeps and
 // waits for events, and the waits of other entries its delivery matched.
 func printWaits(w io.Writer, d *admin.EntryDetail) {
-	if len(d.Waits) == 0 && len(d.MatchedWaits) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nwaits (%d)\n", len(d.Waits))
-	t := newTable(w, "  STEP", "KIND", "STATE", "AWAITS", "TIMEOUT", "SINCE", "RESOLVED", "MATCHED")
-	for _, x := range d.Waits {
-		timeout := x.Timeout()
-		if timeout == "" {
-			timeout = "-"
+	if len(d.Waits) > 0 {
+		fmt.Fprintf(w, "\nwaits (%d)\n", len(d.Waits))
+		t := newTable(w, "  STEP", "KIND", "STATE", "TIMEOUT", "SINCE", "RESOLVED", "MATCHED")
+		for _, x := range d.Waits {
+			t.row("  "+x.StepID, x.Kind, x.State, x.Timeout(), ts(x.CreatedAt), tsp(x.ResolvedAt), x.MatchedQueueID)
 		}
-		matched := x.MatchedQueueID
-		if matched == "" {
-			matched = "-"
+		t.flush()
+		// What each awaits, whole: a trigger ref, a value and a pointer
+		// are each as long as the user made them, and a cut one is no use.
+		for _, x := range d.Waits {
+			fmt.Fprintf(w, "  %s awaits %s\n", x.StepID, cell(x.Awaits(), 1000))
 		}
-		t.row("  "+x.StepID, x.Kind, x.State, x.Awaits(), timeout, ts(x.CreatedAt), tsp(x.ResolvedAt), matched)
 	}
-	t.flush()
-	for _, x := range d.MatchedWaits {
-		fmt.Fprintf(w, "  this delivery matched the wait %s of %s (at %s)\n", x.StepID, x.QueueID, tsp(x.ResolvedAt))
+	if len(d.MatchedWaits) > 0 {
+		fmt.Fprintf(w, "\nwaits this delivery matched (%d)\n", len(d.MatchedWaits))
+		for _, x := range d.MatchedWaits {
+			fmt.Fprintf(w, "  this delivery matched the wait %s of %s (at %s)\n", x.StepID, x.QueueID, tsp(x.ResolvedAt))
+		}
 	}
 }
 

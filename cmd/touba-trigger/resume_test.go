@@ -233,7 +233,8 @@ func TestQueueShowWaitsAndResumeOnFiles(t *testing.T) {
 	if len(shown.MatchedWaits) != 1 || shown.MatchedWaits[0].QueueID != waiter || shown.MatchedWaits[0].StepID != "paid" {
 		t.Fatalf("queue show --json of the matching delivery: %+v", shown)
 	}
-	if code, out, _ = e.cli(t, "queue", "show", pay); code != 0 || !strings.Contains(out, "this delivery matched the wait paid of "+waiter) {
+	if code, out, _ = e.cli(t, "queue", "show", pay); code != 0 || !strings.Contains(out, "this delivery matched the wait paid of "+waiter) ||
+		strings.Contains(out, "waits (0)") {
 		t.Fatalf("queue show of the matching delivery:\n%s", out)
 	}
 
