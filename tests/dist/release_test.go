@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
 )
@@ -244,7 +245,21 @@ func TestDebianPackage(t *testing.T) {
 		}
 	}
 
+	// Without systemd as PID 1: the packaged script runs the daemon as the
+	// unit would (here as nobody, in the test's root), the CLI finds it
+	// where the profile settings point, and dpkg -r stops it.
+	daemon := serveWithoutSystemd(t, r)
+	if out := run(t, r, []string{"TOUBA_ADMIN_SOCKET=" + filepath.Join(r, "run/touba-trigger/admin.sock")}, bin,
+		"triggers", "ls"); !strings.Contains(out, "trigger:") {
+		t.Fatalf("the CLI on the daemon run without systemd:\n%s", out)
+	}
+
 	dpkg("-r", "touba-trigger")
+	select {
+	case <-daemon:
+	case <-time.After(10 * time.Second):
+		t.Fatal("dpkg -r left the daemon started without systemd running")
+	}
 	if got := dpkgStatus(t, r); got != "rc" {
 		t.Fatalf("after dpkg -r: status %q, want rc", got)
 	}
@@ -306,4 +321,65 @@ func TestDebianPackageLintian(t *testing.T) {
 			t.Errorf("lintian %s: %v\n%s", filepath.Base(deb), err, out)
 		}
 	}
+}
+
+// serveWithoutSystemd starts the package's serve-without-systemd in the
+// root r, as nobody, and waits until the daemon listens; the channel closes
+// when it exits (cleanly: a SIGTERM's exit 0).
+func serveWithoutSystemd(t *testing.T, r string) <-chan struct{} {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("serve-without-systemd drops root to the touba user: run as root (.ci/run does)")
+	}
+	need(t, "setpriv", "util-linux")
+	cmd := exec.Command(filepath.Join(r, "usr/libexec/touba-trigger/serve-without-systemd"),
+		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--allow-unisolated-handlers")
+	cmd.Env = append(os.Environ(), "TOUBA_STATE_DIR="+filepath.Join(r, "var/lib/touba-trigger"),
+		"TOUBA_RUNTIME_DIR="+filepath.Join(r, "run/touba-trigger"), "TOUBA_CONFIG_DIR="+filepath.Join(r, "etc/touba"),
+		"TOUBA_USER=nobody", "TOUBA_BINARY="+filepath.Join(r, "usr/bin/touba-trigger"))
+	var log syncBuffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		err := cmd.Wait()
+		if err != nil {
+			t.Errorf("the daemon run without systemd exited: %v\n%s", err, log.String())
+		}
+		close(done)
+	}()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(log.String(), `"message":"listening"`) {
+		select {
+		case <-done:
+			t.Fatalf("serve-without-systemd exited before listening:\n%s", log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve-without-systemd did not listen within 30 s:\n%s", log.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling its log, with a deadline
+	}
+	return done
+}
+
+// syncBuffer is a bytes.Buffer for a child's output read while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -31,12 +31,14 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// haproxyConfig is deploy/haproxy.cfg with its addresses moved to
-// loopback: the listeners on lb and stats, the servers on the nodes'
-// addresses. Everything else (checks, retries, timeouts) is the file's.
+// haproxyConfig is deploy/haproxy-hosts.cfg (the walkthrough without
+// containers) with its addresses moved to loopback: the listeners on lb
+// and stats, the servers on the nodes' addresses. Everything else (checks,
+// retries, timeouts) is the file's; TestHAProxyConfigsAgree holds the
+// compose one to the same.
 func haproxyConfig(t *testing.T, lb, stats int, nodes map[string]string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root(), "deploy", "haproxy.cfg"))
+	b, err := os.ReadFile(filepath.Join(root(), "deploy", "haproxy-hosts.cfg"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,18 +46,18 @@ func haproxyConfig(t *testing.T, lb, stats int, nodes map[string]string) string 
 	for from, to := range map[string]string{
 		"bind *:8080": fmt.Sprintf("bind 127.0.0.1:%d", lb),
 		"bind *:8404": fmt.Sprintf("bind 127.0.0.1:%d", stats),
-		// Logs to the test's pipe, not the syslog of a container.
-		"log stdout format raw local0 info": "log stderr format raw local0 notice",
+		// Logs to the test's pipe, not the host's syslog.
+		"log /dev/log local0 info": "log stderr format raw local0 notice",
 	} {
 		if !strings.Contains(cfg, from) {
-			t.Fatalf("deploy/haproxy.cfg has no %q", from)
+			t.Fatalf("deploy/haproxy-hosts.cfg has no %q", from)
 		}
 		cfg = strings.Replace(cfg, from, to, 1)
 	}
 	for name, addr := range nodes {
-		re := regexp.MustCompile(`(?m)^(\s*server ` + name + `) ` + name + `:8080 `)
+		re := regexp.MustCompile(`(?m)^(\s*server ` + name + `) \S+ `)
 		if !re.MatchString(cfg) {
-			t.Fatalf("deploy/haproxy.cfg has no server %s", name)
+			t.Fatalf("deploy/haproxy-hosts.cfg has no server %s", name)
 		}
 		cfg = re.ReplaceAllString(cfg, "$1 "+addr+" ")
 	}
@@ -235,5 +237,42 @@ func TestComposeTopologyWithoutContainers(t *testing.T) {
 		if !strings.Contains(out, id) {
 			t.Fatalf("queue id %s was answered 202 but is not in the database", id)
 		}
+	}
+}
+
+// TestHAProxyConfigsAgree: the compose configuration and the one for
+// hosts differ only in how they find the nodes (compose's DNS, fixed
+// addresses) and where they log, so the topology test of one holds for
+// the other.
+func TestHAProxyConfigsAgree(t *testing.T) {
+	norm := func(name string) []string {
+		b, err := os.ReadFile(filepath.Join(root(), "deploy", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		skip := false
+		for _, l := range strings.Split(string(b), "\n") {
+			switch {
+			case strings.HasPrefix(strings.TrimSpace(l), "#") || strings.TrimSpace(l) == "":
+				continue
+			case strings.HasPrefix(l, "resolvers "):
+				skip = true
+				continue
+			case skip && strings.HasPrefix(l, " "):
+				continue
+			}
+			skip = false
+			l = strings.TrimSuffix(l, " resolvers compose init-addr last,libc,none")
+			l = regexp.MustCompile(`^(\s*server \S+) \S+ `).ReplaceAllString(l, "$1 ADDR ")
+			l = regexp.MustCompile(`^(\s*log) .*`).ReplaceAllString(l, "$1 TARGET")
+			out = append(out, l)
+		}
+		return out
+	}
+	a, b := norm("haproxy.cfg"), norm("haproxy-hosts.cfg")
+	if strings.Join(a, "\n") != strings.Join(b, "\n") {
+		t.Fatalf("deploy/haproxy.cfg and deploy/haproxy-hosts.cfg differ beyond addresses and logging:\n%s\n---\n%s",
+			strings.Join(a, "\n"), strings.Join(b, "\n"))
 	}
 }
