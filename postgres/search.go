@@ -24,7 +24,7 @@ const triggersCTE = `WITH RECURSIVE refs(ref) AS (
 // or by a scan newest first of at most s.MaxScan entries (SPEC §6).
 func (q *Queue) Search(ctx context.Context, s touba.EntrySearch) (*touba.SearchResult, error) {
 	s = entrysearch.Normalize(s)
-	m, err := touba.NewBodyMatcher(s.Pointer, s.Value)
+	m, err := entrysearch.NewBodyMatcher(s.Pointer, s.Value)
 	if err != nil {
 		return nil, err
 	}

@@ -13,9 +13,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
-	"github.com/touba/touba-trigger/internal/sqlitex"
 	"github.com/touba/touba-trigger/server"
-	"github.com/touba/touba-trigger/sqlite"
 )
 
 // cliFlags are the flags every operator command shares: where the daemon's
@@ -96,7 +94,7 @@ func openSession(ctx context.Context, f *cliFlags, stderr io.Writer, readOnly bo
 	}
 	if readOnly {
 		s, err := openFiles(ctx, f, stderr, true)
-		if !errors.Is(err, sqlitex.ErrSchemaBehind) {
+		if !errors.Is(err, server.ErrSchemaBehind) {
 			return s, err
 		}
 	}
@@ -108,7 +106,7 @@ func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer, readOnly bool
 	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.queue, State: f.state, Journal: f.journal, Database: f.database,
 		TakeOverStaleLock: f.takeOverStaleLock, ReadOnly: readOnly, Program: f.program, Manifest: f.manifest,
 		AllowUnisolatedHandlers: f.allowUnisolated, Log: log, Notes: stderr})
-	if errors.Is(err, sqlite.ErrNoFiles) {
+	if errors.Is(err, server.ErrNoFiles) {
 		// Never create files an operator only meant to look at.
 		return nil, touba.Errorf(touba.EDaemonUnavailable, "no daemon answers on %s and %v; give --admin-socket, or --queue, --state and --effect-journal", f.adminSocket, err)
 	} else if err != nil {

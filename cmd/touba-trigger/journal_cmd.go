@@ -7,7 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/touba/touba-trigger/sqlite/journal"
+	"github.com/touba/touba-trigger/server"
 )
 
 // runJournal is `touba-trigger journal unlock --effect-journal FILE`: it
@@ -30,14 +30,14 @@ func runJournal(_ context.Context, args []string, stdout, stderr io.Writer) erro
 	if *path == "" {
 		return usageError{err: errors.New("--effect-journal is required")}
 	}
-	rec, err := journal.Unlock(*path)
+	rec, err := server.UnlockJournal(*path)
 	if err != nil {
 		return err
 	}
 	if rec == nil {
-		fmt.Fprintf(stdout, "no lock record at %s\n", journal.LockPath(*path))
+		fmt.Fprintf(stdout, "no lock record at %s\n", server.JournalLockPath(*path))
 		return nil
 	}
-	fmt.Fprintf(stdout, "removed the lock record of %s from %s\n", rec, journal.LockPath(*path))
+	fmt.Fprintf(stdout, "removed the lock record of %s from %s\n", rec, server.JournalLockPath(*path))
 	return nil
 }

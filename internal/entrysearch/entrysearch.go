@@ -20,7 +20,7 @@ func Normalize(s touba.EntrySearch) touba.EntrySearch {
 }
 
 // Matches reports whether d passes every filter of s (m compiled from s).
-func Matches(s touba.EntrySearch, m *touba.BodyMatcher, d *touba.Delivery) bool {
+func Matches(s touba.EntrySearch, m *BodyMatcher, d *touba.Delivery) bool {
 	switch {
 	case s.QueueID != "" && d.QueueID != s.QueueID,
 		s.EventID != "" && d.EventID != s.EventID,
@@ -36,7 +36,7 @@ func Matches(s touba.EntrySearch, m *touba.BodyMatcher, d *touba.Delivery) bool 
 // until s.MaxScan were examined, s.Limit matched, or one older than
 // s.Since appears (queue ids are UUIDv7: queue order is arrival order).
 // More is set when it stopped with candidates of the window left.
-func Collect(s touba.EntrySearch, m *touba.BodyMatcher, next func() (*touba.Delivery, bool, error)) (*touba.SearchResult, error) {
+func Collect(s touba.EntrySearch, m *BodyMatcher, next func() (*touba.Delivery, bool, error)) (*touba.SearchResult, error) {
 	out := &touba.SearchResult{Entries: []*touba.Delivery{}}
 	for {
 		d, ok, err := next()

@@ -24,7 +24,7 @@ const triggersCTE = `WITH RECURSIVE refs(ref) AS (
 // or by a scan newest first of at most s.MaxScan entries (SPEC §6).
 func (q *Queue) Search(ctx context.Context, s touba.EntrySearch) (*touba.SearchResult, error) {
 	s = entrysearch.Normalize(s)
-	m, err := touba.NewBodyMatcher(s.Pointer, s.Value)
+	m, err := entrysearch.NewBodyMatcher(s.Pointer, s.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ const scanColumns = `queue_id, trigger_ref, event_id, status, received_at, body`
 // scan is Search's bounded scan, newest first, reading of each entry only
 // what its filters need (decoding every entry's headers and times cost
 // more than matching its body).
-func (q *Queue) scan(ctx context.Context, s touba.EntrySearch, m *touba.BodyMatcher) (*touba.SearchResult, error) {
+func (q *Queue) scan(ctx context.Context, s touba.EntrySearch, m *entrysearch.BodyMatcher) (*touba.SearchResult, error) {
 	var where sqlwhere.Where
 	where.Equal("status", s.Status)
 	where.Equal("trigger_ref", s.TriggerRef)
