@@ -332,6 +332,13 @@ func serveWithoutSystemd(t *testing.T, r string) <-chan struct{} {
 		t.Skip("serve-without-systemd drops root to the touba user: run as root (.ci/run does)")
 	}
 	need(t, "setpriv", "util-linux")
+	// The test's root and its parent are t.TempDir's, 0700: let the
+	// daemon's user reach /etc/touba in it, as it does in a real root.
+	for _, d := range []string{filepath.Dir(r), r} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cmd := exec.Command(filepath.Join(r, "usr/libexec/touba-trigger/serve-without-systemd"),
 		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--allow-unisolated-handlers")
 	cmd.Env = append(os.Environ(), "TOUBA_STATE_DIR="+filepath.Join(r, "var/lib/touba-trigger"),
