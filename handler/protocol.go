@@ -57,6 +57,9 @@ type Result struct {
 	// Dispatched reports whether the dispatched hook ran, so the request
 	// may have left.
 	Dispatched bool
+	// Detail is a few words for the journal's outcome event: the HTTP
+	// status an answer of an HTTP kind came with ("http_status=422").
+	Detail string
 }
 
 // Runner calls one tool binding's handler.
