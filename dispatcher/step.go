@@ -64,6 +64,17 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		Context: handler.Context{TriggerRef: e.TriggerRef, EventID: e.EventID, QueueID: e.QueueID, RunID: runID,
 			CallID: callID, Attempt: e.Attempts, Grants: b.Grants}}
 	log := &callLog{run: runLog, step: st.ID, callID: callID}
+	// What an HTTP kind will send, for the journal's dispatched event; an
+	// input its request cannot be built from (a URL placeholder that is an
+	// object) fails the step here, before anything is journaled or sent.
+	var request string
+	if d, ok := b.Runner.(handler.Describer); ok {
+		var derr *touba.Error
+		if request, derr = d.Describe(req); derr != nil {
+			log.get().Info().Str("code", derr.Code).Str("reason", derr.Message).Msg("step failed")
+			return nil, false, fromError(derr)
+		}
+	}
 	if !b.ExternalWrite() {
 		res := d.call(ctx, cfg.Secrets, b, req, func() error { return nil })
 		if res.OK {
@@ -72,13 +83,15 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		log.get().Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
 		return nil, false, fromError(res.Err)
 	}
-	out, v = d.effect(ctx, cfg.Secrets, b, e, st, touba.EffectIDFor(e.QueueID, st.ID, gens[st.ID]), req, log)
+	out, v = d.effect(ctx, cfg.Secrets, b, e, st, touba.EffectIDFor(e.QueueID, st.ID, gens[st.ID]), req, request, log)
 	return out, true, v
 }
 
-// effect runs one external write under the journal's rules.
+// effect runs one external write under the journal's rules. request is
+// what the call sends as the journal records it beside dispatched ("" for
+// a runner that does not say).
 func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding, e *touba.Delivery, st trigger.Step, effectID string,
-	req *handler.Request, log *callLog) (json.RawMessage, *verdict) {
+	req *handler.Request, request string, log *callLog) (json.RawMessage, *verdict) {
 	fp, err := handler.FingerprintCanonical(st.Tool, touba.OperationInvoke, req.Input) // resolve made it canonical
 	if err != nil {
 		return nil, stop(fail, touba.EStepInputUnresolved, "input of step %s: %v", st.ID, err)
@@ -109,7 +122,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		RetryMode: b.Contract.RetryMode, Attempt: eff.Attempts}
 	res := d.call(ctx, secrets, b, req, func() error {
 		if !merged {
-			if err := d.journal.Dispatch(context.WithoutCancel(ctx), scope, effectID, callID); err != nil {
+			if err := d.dispatch(context.WithoutCancel(ctx), scope, effectID, callID, request); err != nil {
 				return err
 			}
 		}
@@ -126,7 +139,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		}
 	}
 	o := touba.EffectOutcome{Scope: scope, EffectID: effectID, CallID: callID, State: outcome, ReceiptRef: res.ReceiptRef,
-		ReceiptErrorCode: res.ReceiptErrorCode}
+		ReceiptErrorCode: res.ReceiptErrorCode, Detail: res.Detail}
 	if res.Err != nil {
 		o.ErrorCode = res.Err.Code
 	}
@@ -194,6 +207,20 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	default:
 		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome of %s is unknown (%s); not safe to replay", effectID, code)
 	}
+}
+
+// requestDispatcher is the journal's Dispatch that records the request a
+// call sends in its dispatched event (both backends have it).
+type requestDispatcher interface {
+	DispatchRequest(ctx context.Context, scope, effectID, callID, request string) error
+}
+
+// dispatch journals dispatched, with the request when the journal keeps it.
+func (d *Dispatcher) dispatch(ctx context.Context, scope, effectID, callID, request string) error {
+	if rd, ok := d.journal.(requestDispatcher); ok && request != "" {
+		return rd.DispatchRequest(ctx, scope, effectID, callID, request)
+	}
+	return d.journal.Dispatch(ctx, scope, effectID, callID)
 }
 
 // prepareDispatcher is the journal's optional Prepare-and-Dispatch in one

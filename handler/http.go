@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -39,10 +38,10 @@ type HTTPSpec struct {
 	// IdempotencyHeader carries the effect id (the call id without an
 	// effect); "" sends none.
 	IdempotencyHeader string
-	// CAFile is a PEM file of the roots that verify the server (instead of
-	// the system's); ClientCert and ClientKey, PEM, are presented to it
-	// (mutual TLS).
-	CAFile                string
+	// CA is the PEM of the roots that verify the server (the binding's
+	// ca_file; nil: the system's); ClientCert and ClientKey, PEM, are
+	// presented to it (mutual TLS).
+	CA                    []byte
 	ClientCert, ClientKey string
 
 	Timeout    time.Duration // per try; 0 means DefaultWebhookTimeout
@@ -106,8 +105,8 @@ func NewHTTP(spec HTTPSpec) (Runner, error) {
 		w.masked[http.CanonicalHeaderKey(w.idem)] = "<effect id>"
 	}
 	ob := spec.Outbound
-	if ob.TLS == nil && (spec.CAFile != "" || spec.ClientCert != "" || spec.ClientKey != "") {
-		if ob.TLS, err = tlsConfig(spec.CAFile, spec.ClientCert, spec.ClientKey); err != nil {
+	if ob.TLS == nil && (spec.CA != nil || spec.ClientCert != "" || spec.ClientKey != "") {
+		if ob.TLS, err = tlsConfig(spec.CA, spec.ClientCert, spec.ClientKey); err != nil {
 			return nil, err
 		}
 	}
@@ -144,18 +143,14 @@ func (w *httpWire) addHeader(h Header, secrets map[string]string) error {
 	return nil
 }
 
-// tlsConfig is the TLS of an http binding: roots from caFile, and the
-// client certificate and key, PEM.
-func tlsConfig(caFile, cert, key string) (*tls.Config, error) {
+// tlsConfig is the TLS of an http binding: roots from ca, and the client
+// certificate and key, all PEM.
+func tlsConfig(ca []byte, cert, key string) (*tls.Config, error) {
 	c := &tls.Config{MinVersion: tls.VersionTLS12}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, touba.Errorf(touba.ECONFIG, "http handler: ca_file: %v", err)
-		}
+	if ca != nil {
 		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, touba.Errorf(touba.ECONFIG, "http handler: ca_file %s holds no PEM certificate", caFile)
+		if !c.RootCAs.AppendCertsFromPEM(ca) {
+			return nil, touba.Errorf(touba.ECONFIG, "http handler: ca_file holds no PEM certificate")
 		}
 	}
 	if cert != "" || key != "" {

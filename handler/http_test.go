@@ -347,7 +347,7 @@ func TestNewHTTPRefuses(t *testing.T) {
 		{"unknown secret", func(s *handler.HTTPSpec) { s.Headers[0].Secret = "OTHER" }, "OTHER"},
 		{"secret with a line break", func(s *handler.HTTPSpec) { s.Secrets["ORDERS_TOKEN"] = bearerToken + "\r\nX-Evil: 1" }, "line break"},
 		{"bad header name", func(s *handler.HTTPSpec) { s.Headers[1].Name = "X Shop" }, "header name"},
-		{"missing CA file", func(s *handler.HTTPSpec) { s.CAFile = "/nonexistent/ca.pem" }, "ca_file"},
+		{"CA without a certificate", func(s *handler.HTTPSpec) { s.CA = []byte("not PEM") }, "ca_file"},
 		{"bad client key", func(s *handler.HTTPSpec) { s.ClientCert, s.ClientKey = "x", bearerToken }, "client_certificate"},
 	} {
 		spec := handler.HTTPSpec{URL: "https://api.test/x", Headers: []handler.Header{{Name: "Authorization", Secret: "ORDERS_TOKEN", Format: "Bearer %s"},

@@ -15,8 +15,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,13 +100,9 @@ func TestHTTPMutualTLS(t *testing.T) {
 	s.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool}
 	s.StartTLS()
 	t.Cleanup(s.Close)
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
-		t.Fatal(err)
-	}
 
 	r := mustHTTP(t, s.URL+"/orders/{/id}", func(sp *handler.HTTPSpec) {
-		sp.CAFile, sp.ClientCert, sp.ClientKey = caFile, string(clientCert), string(clientKey)
+		sp.CA, sp.ClientCert, sp.ClientKey = ca.pem, string(clientCert), string(clientKey)
 	})
 	res := r.Call(context.Background(), newRequest(t, `{"id": "o-1"}`, touba.RetryReconcile), func() error { return nil })
 	if !res.OK || res.Outcome != touba.EffectApplied || peer.Load() != "touba-client" {
@@ -116,7 +110,7 @@ func TestHTTPMutualTLS(t *testing.T) {
 	}
 
 	// Without the client certificate the server runs nothing.
-	r = mustHTTP(t, s.URL+"/orders/{/id}", func(sp *handler.HTTPSpec) { sp.CAFile = caFile })
+	r = mustHTTP(t, s.URL+"/orders/{/id}", func(sp *handler.HTTPSpec) { sp.CA = ca.pem })
 	res = r.Call(context.Background(), newRequest(t, `{"id": "o-2"}`, touba.RetryReconcile), func() error { return nil })
 	if res.OK {
 		t.Fatalf("without a client certificate: %+v", res)

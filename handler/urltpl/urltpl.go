@@ -136,6 +136,24 @@ func (t *Template) addPtr(p string) {
 	t.ptrs = append(t.ptrs, p)
 }
 
+// Shown is the template as check prints it: as written, but with each
+// literal query value replaced by "…", since a token in a query is the
+// common way of putting a credential in a URL. Placeholders are shown.
+func (t *Template) Shown() string {
+	base, rest, _ := strings.Cut(t.raw[len(t.base):], "?")
+	if rest == "" {
+		return t.base + base
+	}
+	params := strings.Split(rest, "&")
+	for i, p := range params {
+		k, v, ok := strings.Cut(p, "=")
+		if ok && v != "" && !(strings.HasPrefix(v, "{") && strings.HasSuffix(v, "}") && strings.Count(v, "{") == 1) {
+			params[i] = k + "=…"
+		}
+	}
+	return t.base + base + "?" + strings.Join(params, "&")
+}
+
 // String is the template as written.
 func (t *Template) String() string { return t.raw }
 

@@ -93,6 +93,23 @@ func TestPointers(t *testing.T) {
 	}
 }
 
+func TestShown(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://h/a/{/id}":                         "https://h/a/{/id}",
+		"https://h:8/a?token=abc123&q={/q}&x=a{/y}": "https://h:8/a?token=…&q={/q}&x=…",
+		"https://h?flag&empty=":                     "https://h?flag&empty=",
+		"http://[::1]:9/o/{/a~1b}?k={/k}":           "http://[::1]:9/o/{/a~1b}?k={/k}",
+	} {
+		tpl, err := urltpl.Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tpl.Shown(); got != want {
+			t.Errorf("Shown(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
 func TestEscape(t *testing.T) {
 	if got := urltpl.Escape("a/b c"); got != "a%2Fb%20c" {
 		t.Fatalf("Escape(a/b c) = %q, want a%%2Fb%%20c", got)
