@@ -170,4 +170,3 @@ func prefixes(t *testing.T, s string) []netip.Prefix {
 	}
 	return p
 }
-

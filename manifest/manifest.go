@@ -83,10 +83,10 @@ type Binding struct {
 
 // Handler says how a binding is called. Which fields are set depends on Kind.
 type Handler struct {
-	Kind        string              `json:"kind"`
-	Command     string              `json:"command,omitempty"`    // process
-	Args        []string            `json:"args,omitempty"`       // process; never nil for a process handler
-	Cwd         string              `json:"cwd,omitempty"`        // process; relative to Manifest.Dir; default "."
+	Kind        string       `json:"kind"`
+	Command     string       `json:"command,omitempty"`    // process
+	Args        []string     `json:"args,omitempty"`       // process; never nil for a process handler
+	Cwd         string       `json:"cwd,omitempty"`        // process; relative to Manifest.Dir; default "."
 	Persistent  *Persistent  `json:"persistent,omitempty"` // process, optional (SPEC §4.1)
 	Options     *Options     `json:"options,omitempty"`    // webhook and http, required
 	Credentials *Credentials `json:"credentials,omitempty"`

@@ -29,7 +29,7 @@ func testDispatchRequest(t *testing.T, f Factory) {
 	leased := e.lease(t, 1, a)[0]
 	for _, tc := range []struct {
 		effectID, request, want string
-		token               int64
+		token                   int64
 	}{
 		{"q:plain", req, "dispatch attempt 1; request " + req, 0},
 		{a + ":leased", req, "dispatch attempt 1; request " + req, leased.LeaseToken},
