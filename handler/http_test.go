@@ -359,3 +359,27 @@ func TestNewHTTPRefuses(t *testing.T) {
 		}
 	}
 }
+
+// The http kind shares the webhook's try loop: a circuit that opens while
+// the call is in flight (its try gate turns false) stops the tries, and a
+// cancelled context (the lease about to run out) ends the call with the
+// last try's result.
+func TestHTTPTryGateAndCancel(t *testing.T) {
+	s := newAPI(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	r := mustHTTP(t, s.URL+"/x", func(sp *handler.HTTPSpec) { sp.MaxTries = 5 })
+	ctx := handler.WithTryGate(context.Background(), func() bool { return len(s.received()) < 2 })
+	res := r.Call(ctx, newRequest(t, `{}`, touba.RetryIdempotencyKey), func() error { return nil })
+	if res.Outcome != touba.EffectUnknown || len(s.received()) != 2 {
+		t.Fatalf("gated: %s after %d requests, want unknown after 2", res.Outcome, len(s.received()))
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	s2 := newAPI(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		cancel()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	r2 := mustHTTP(t, s2.URL+"/x", func(sp *handler.HTTPSpec) { sp.MaxTries = 5 })
+	res = r2.Call(cctx, newRequest(t, `{}`, touba.RetryIdempotencyKey), func() error { return nil })
+	if res.Outcome != touba.EffectUnknown || len(s2.received()) != 1 {
+		t.Fatalf("cancelled: %s after %d requests, want unknown after 1", res.Outcome, len(s2.received()))
+	}
+}

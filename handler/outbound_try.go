@@ -87,11 +87,11 @@ func (t tryResult) judge(req *Request, o *outbound, out *outRequest, earlier boo
 	case tryForbidden:
 		return fail(req, notApplied, true, touba.Errorf(touba.EEgressForbidden, "%s not sent: %v", at, t.err)), true
 	case tryNeverLeft:
-		return fail(req, notApplied, true, touba.Errorf(touba.EHandlerFailed, "%s unreachable: %v", at, t.err)), false
+		return fail(req, notApplied, true, touba.Errorf(touba.EHandlerFailed, "%s unreachable: %v", out.label, t.err)), false
 	case tryTimeout:
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerTimeout, "%v", t.err)), false
 	default:
-		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed, "%s connection lost: %v", at, t.err)), false
+		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed, "%s connection lost: %v", out.label, t.err)), false
 	}
 }
 
