@@ -103,9 +103,8 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 				r, err = handler.NewProcess(spec)
 			}
 		case manifest.KindWebhook:
-			r, err = handler.NewWebhook(handler.WebhookSpec{URL: b.Handler.Options.URL,
-				Timeout: time.Duration(b.Handler.Options.TimeoutSec) * time.Second, HMACSecret: []byte(res.HMAC[ref]),
-				MaxPayload: b.MaxPayloadBytes, Outbound: out.guarded(b.Handler.Options), Log: bl})
+			r, err = handler.NewWebhook(handler.WebhookSpec{URL: b.Handler.Options.URL, HMACSecret: []byte(res.HMAC[ref]),
+				Limits: callLimits(b), Outbound: out.guarded(b.Handler.Options), Log: bl})
 		case manifest.KindHTTP:
 			r, err = handler.NewHTTP(httpSpec(b, res.Env[ref], res.TLS[ref], out.guarded(b.Handler.Options), bl))
 		case manifest.KindAccountingStub:

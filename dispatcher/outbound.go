@@ -28,8 +28,7 @@ func (o Outbound) guarded(opts *manifest.Options) handler.Outbound {
 // (nil: neither).
 func httpSpec(b *manifest.Binding, secrets map[string]string, tls *manifest.TLS, out handler.Outbound, log zerolog.Logger) handler.HTTPSpec {
 	o := b.Handler.Options
-	spec := handler.HTTPSpec{Method: o.Method, URL: o.URL, Secrets: secrets,
-		Timeout: time.Duration(o.TimeoutSec) * time.Second, MaxPayload: b.MaxPayloadBytes, Outbound: out, Log: log}
+	spec := handler.HTTPSpec{Method: o.Method, URL: o.URL, Secrets: secrets, Limits: callLimits(b), Outbound: out, Log: log}
 	for name, h := range o.Headers {
 		spec.Headers = append(spec.Headers, handler.Header{Name: name, Literal: h.Literal, Secret: h.Secret, Format: h.Format})
 	}
@@ -43,4 +42,10 @@ func httpSpec(b *manifest.Binding, secrets map[string]string, tls *manifest.TLS,
 		spec.CA, spec.ClientCert, spec.ClientKey = tls.CA, tls.Cert, tls.Key
 	}
 	return spec
+}
+
+// callLimits are the bounds of a webhook or http binding's calls: its
+// timeout_sec per try, its max_payload_bytes.
+func callLimits(b *manifest.Binding) handler.Limits {
+	return handler.Limits{Timeout: time.Duration(b.Handler.Options.TimeoutSec) * time.Second, MaxPayload: b.MaxPayloadBytes}
 }

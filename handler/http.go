@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/rs/zerolog"
 	touba "github.com/touba/touba-trigger"
@@ -44,13 +43,9 @@ type HTTPSpec struct {
 	CA                    []byte
 	ClientCert, ClientKey string
 
-	Timeout    time.Duration // per try; 0 means DefaultWebhookTimeout
-	MaxPayload int64         // bounds the input and the response body; 0 means DefaultMaxPayload
-	MaxTries   int           // tries within one call; 0 means DefaultMaxTries
-	// InitialInterval and MaxInterval shape the backoff between tries.
-	InitialInterval, MaxInterval time.Duration
-	Outbound                     Outbound
-	Log                          zerolog.Logger
+	Limits
+	Outbound Outbound
+	Log      zerolog.Logger
 }
 
 // Header is one header of an http binding: a literal value, or the value of
@@ -89,7 +84,7 @@ func NewHTTP(spec HTTPSpec) (Runner, error) {
 	if err != nil {
 		return nil, touba.Errorf(touba.ECONFIG, "http handler: url %v", err)
 	}
-	l, err := newLimits("http", spec.Timeout, spec.MaxPayload, spec.MaxTries, spec.InitialInterval, spec.MaxInterval)
+	l, err := newLimits("http", spec.Limits)
 	if err != nil {
 		return nil, err
 	}

@@ -66,8 +66,8 @@ func mustHTTP(tb testing.TB, url string, edit func(*handler.HTTPSpec)) handler.R
 	spec := handler.HTTPSpec{Method: http.MethodPut, URL: url, IdempotencyHeader: handler.DefaultIdempotencyHeader,
 		Headers: []handler.Header{{Name: "Authorization", Secret: "ORDERS_TOKEN", Format: "Bearer %s"},
 			{Name: "X-Shop", Literal: "eu-1"}},
-		Secrets: map[string]string{"ORDERS_TOKEN": bearerToken}, Timeout: 5 * time.Second, MaxTries: 3,
-		InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond}
+		Secrets: map[string]string{"ORDERS_TOKEN": bearerToken},
+		Limits:  handler.Limits{Timeout: 5 * time.Second, MaxTries: 3, InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond}}
 	if edit != nil {
 		edit(&spec)
 	}

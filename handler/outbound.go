@@ -50,12 +50,20 @@ type outRequest struct {
 	masked map[string]string
 }
 
-// limits bound one call's tries.
+// Limits bound the calls of an HTTP kind (WebhookSpec, HTTPSpec); a zero
+// field takes its default.
+type Limits struct {
+	Timeout    time.Duration // per try; 0 means DefaultWebhookTimeout
+	MaxPayload int64         // bounds the input and the response body; 0 means DefaultMaxPayload
+	MaxTries   int           // tries within one call; 0 means DefaultMaxTries
+	// InitialInterval and MaxInterval shape the exponential backoff between
+	// tries; MaxInterval also caps a server's Retry-After.
+	InitialInterval, MaxInterval time.Duration
+}
+
+// limits are a runner's Limits, defaulted, and its kind's rules.
 type limits struct {
-	timeout              time.Duration // per try
-	maxPayload           int64         // the input and the answer's body
-	maxTries             int
-	initial, maxInterval time.Duration
+	Limits
 	// rejectCode is the code of a 4xx answer; conflictRetried makes a 409
 	// under idempotency_key retried like a 5xx (the remote is still busy
 	// with the same key).
@@ -64,18 +72,17 @@ type limits struct {
 }
 
 // newLimits checks and defaults a spec's limits.
-func newLimits(kind string, timeout time.Duration, maxPayload int64, maxTries int, initial, maxInterval time.Duration) (limits, error) {
-	if timeout < 0 || maxPayload < 0 || maxTries < 0 || initial < 0 || maxInterval < 0 {
+func newLimits(kind string, l Limits) (limits, error) {
+	if l.Timeout < 0 || l.MaxPayload < 0 || l.MaxTries < 0 || l.InitialInterval < 0 || l.MaxInterval < 0 {
 		return limits{}, touba.Errorf(touba.ECONFIG, "%s handler: negative timeout, limit or interval", kind)
 	}
-	l := limits{timeout: timeout, maxPayload: maxPayload, maxTries: maxTries, initial: initial, maxInterval: maxInterval}
-	orDefault(&l.timeout, DefaultWebhookTimeout)
-	orDefault(&l.maxPayload, DefaultMaxPayload)
-	orDefault(&l.maxTries, DefaultMaxTries)
-	orDefault(&l.initial, DefaultInitialInterval)
-	orDefault(&l.maxInterval, DefaultMaxInterval)
-	l.maxInterval = max(l.maxInterval, l.initial)
-	return l, nil
+	orDefault(&l.Timeout, DefaultWebhookTimeout)
+	orDefault(&l.MaxPayload, DefaultMaxPayload)
+	orDefault(&l.MaxTries, DefaultMaxTries)
+	orDefault(&l.InitialInterval, DefaultInitialInterval)
+	orDefault(&l.MaxInterval, DefaultMaxInterval)
+	l.MaxInterval = max(l.MaxInterval, l.InitialInterval)
+	return limits{Limits: l}, nil
 }
 
 // outbound is a Runner of an HTTP kind.
@@ -100,7 +107,7 @@ func (o *outbound) Close() error {
 // gate allows (WithTryGate). See Runner.
 func (o *outbound) Call(ctx context.Context, req *Request, dispatched func() error) *Result {
 	log := o.log.With().Str("call_id", req.Context.CallID).Str("tool_ref", req.ToolRef).Logger()
-	if res := refuseUnsent(req, o.closed.Load(), o.maxPayload); res != nil {
+	if res := refuseUnsent(req, o.closed.Load(), o.MaxPayload); res != nil {
 		return res
 	}
 	out, terr := o.wire.request(req, callDeadline(ctx, 0))
@@ -129,7 +136,7 @@ func (o *outbound) Call(ctx context.Context, req *Request, dispatched func() err
 	repeatable := req.Context.Effect == nil || keyed
 	retry409 := o.conflictRetried && keyed
 	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = o.initial, o.maxInterval, 0
+	bo.InitialInterval, bo.MaxInterval, bo.MaxElapsedTime = o.InitialInterval, o.MaxInterval, 0
 	bo.Reset()
 	maybeSent := false
 	for n := 1; ; n++ {
@@ -138,7 +145,7 @@ func (o *outbound) Call(ctx context.Context, req *Request, dispatched func() err
 		log.Debug().Int("try", n).Int("status", t.status).Err(t.err).Msg(out.label + " try")
 		res, final := t.result(req, o, out, maybeSent)
 		maybeSent = maybeSent || t.kind != tryNeverLeft && t.kind != tryForbidden
-		if final || !repeatable && !t.neverApplied() || n >= o.maxTries || ctx.Err() != nil {
+		if final || !repeatable && !t.neverApplied() || n >= o.MaxTries || ctx.Err() != nil {
 			return ended(log, out.label, n, res)
 		}
 		// A circuit that opened while the call was in flight sends no
@@ -150,7 +157,7 @@ func (o *outbound) Call(ctx context.Context, req *Request, dispatched func() err
 		}
 		wait := bo.NextBackOff()
 		if t.retryAfter >= 0 {
-			wait = min(t.retryAfter, o.maxInterval)
+			wait = min(t.retryAfter, o.MaxInterval)
 		}
 		timer := time.NewTimer(wait)
 		select {
@@ -184,7 +191,7 @@ func gated(log zerolog.Logger, label string, tries int, res *Result) *Result {
 // send makes one try, bounded by the per-try timeout. retry409 makes a 409
 // a status to retry.
 func (o *outbound) send(ctx context.Context, out *outRequest, retry409 bool) tryResult {
-	tctx, cancel := context.WithTimeout(ctx, o.timeout)
+	tctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	var body io.Reader
 	if out.body != nil {
@@ -200,20 +207,20 @@ func (o *outbound) send(ctx context.Context, out *outRequest, retry409 bool) try
 	hreq.GetBody = nil
 	resp, err := o.client.Do(hreq)
 	if err != nil {
-		return classify(ctx, err, o.timeout, out.label+" "+RedactURL(out.url))
+		return classify(ctx, err, o.Timeout, out.label+" "+RedactURL(out.url))
 	}
 	defer resp.Body.Close()
 	t := tryResult{status: resp.StatusCode, retryAfter: -1}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		b, err := io.ReadAll(io.LimitReader(resp.Body, o.maxPayload+1))
+		b, err := io.ReadAll(io.LimitReader(resp.Body, o.MaxPayload+1))
 		if err != nil {
 			// The server answered 2xx and the body was cut: it may well
 			// have applied the write.
-			return classify(ctx, err, o.timeout, out.label+" "+RedactURL(out.url))
+			return classify(ctx, err, o.Timeout, out.label+" "+RedactURL(out.url))
 		}
 		t.kind, t.body, t.header = tryAnswered, b, resp.Header
-		if int64(len(b)) > o.maxPayload {
+		if int64(len(b)) > o.MaxPayload {
 			t.kind = tryTooLarge
 		}
 		return t

@@ -71,7 +71,7 @@ func (t tryResult) judge(req *Request, o *outbound, out *outRequest, earlier boo
 		return o.wire.answer(req, t), true
 	case tryTooLarge:
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerPayloadTooLarge,
-			"%s answered %d with a body over max_payload_bytes %d", at, t.status, o.maxPayload)), true
+			"%s answered %d with a body over max_payload_bytes %d", at, t.status, o.MaxPayload)), true
 	case tryRejected:
 		// Only a 4xx says the write was refused (SPEC §2.2). A 1xx or 3xx
 		// (a "303 See Other" after creating, say) says nothing of it.

@@ -16,13 +16,8 @@ import (
 // WebhookSpec configures a webhook handler (SPEC §2.2 kind "webhook").
 type WebhookSpec struct {
 	URL        string
-	Timeout    time.Duration // per try; 0 means DefaultWebhookTimeout
-	HMACSecret []byte        // signs the body as X-Signature when set
-	MaxPayload int64         // bounds the input and the response body; 0 means DefaultMaxPayload
-	MaxTries   int           // tries within one call; 0 means DefaultMaxTries
-	// InitialInterval and MaxInterval shape the exponential backoff between
-	// tries; MaxInterval also caps a server's Retry-After.
-	InitialInterval, MaxInterval time.Duration
+	HMACSecret []byte // signs the body as X-Signature when set
+	Limits
 	// Outbound is the guard, proxy and TLS of the calls.
 	Outbound Outbound
 	Log      zerolog.Logger
@@ -40,7 +35,7 @@ func NewWebhook(spec WebhookSpec) (Runner, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, touba.Errorf(touba.ECONFIG, "webhook handler: url must be an absolute http or https URL")
 	}
-	l, err := newLimits("webhook", spec.Timeout, spec.MaxPayload, spec.MaxTries, spec.InitialInterval, spec.MaxInterval)
+	l, err := newLimits("webhook", spec.Limits)
 	if err != nil {
 		return nil, err
 	}

@@ -76,8 +76,8 @@ func newServer(tb testing.TB, wantKey string, h func(n int, w http.ResponseWrite
 // mustWebhook returns a webhook runner for url with tiny backoff intervals.
 func mustWebhook(tb testing.TB, url string, edit func(*handler.WebhookSpec)) handler.Runner {
 	tb.Helper()
-	spec := handler.WebhookSpec{URL: url, HMACSecret: testSecret, Timeout: 5 * time.Second, MaxTries: 3,
-		InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond}
+	spec := handler.WebhookSpec{URL: url, HMACSecret: testSecret, Limits: handler.Limits{Timeout: 5 * time.Second, MaxTries: 3,
+		InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond}}
 	if edit != nil {
 		edit(&spec)
 	}
@@ -269,7 +269,8 @@ func TestWebhookAnswerTooLarge(t *testing.T) {
 
 func TestNewWebhookRefusesBadSpecs(t *testing.T) {
 	for _, spec := range []handler.WebhookSpec{
-		{}, {URL: "ftp://x/"}, {URL: "/relative"}, {URL: "http://x/", Timeout: -1}, {URL: "http://x/", MaxTries: -1},
+		{}, {URL: "ftp://x/"}, {URL: "/relative"}, {URL: "http://x/", Limits: handler.Limits{Timeout: -1}},
+		{URL: "http://x/", Limits: handler.Limits{MaxTries: -1}},
 	} {
 		if _, err := handler.NewWebhook(spec); touba.ErrorCode(err) != touba.ECONFIG {
 			t.Errorf("NewWebhook(%+v) = %v, want %s", spec, err, touba.ECONFIG)
