@@ -38,7 +38,7 @@ func (p *problems) http(path string, f strictjson.Fields, h *Handler) {
 		if cf, _ := p.Object(at, n, []string{"client_certificate"}, "client_certificate"); cf != nil {
 			if c, ok := cf["client_certificate"]; ok {
 				cat := strictjson.Child(at, "client_certificate")
-				if kf, _ := p.Object(cat, c, []string{"cert", "key"}, "cert", "key"); kf != nil && len(kf) == 2 {
+				if kf, _ := p.Object(cat, c, []string{"cert", "key"}, "cert", "key"); len(kf) == 2 {
 					cert, ok1 := p.secretRef(strictjson.Child(cat, "cert"), kf["cert"])
 					key, ok2 := p.secretRef(strictjson.Child(cat, "key"), kf["key"])
 					if ok1 && ok2 {
