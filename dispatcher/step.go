@@ -64,17 +64,6 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		Context: handler.Context{TriggerRef: e.TriggerRef, EventID: e.EventID, QueueID: e.QueueID, RunID: runID,
 			CallID: callID, Attempt: e.Attempts, Grants: b.Grants}}
 	log := &callLog{run: runLog, step: st.ID, callID: callID}
-	// What an HTTP kind will send, for the journal's dispatched event; an
-	// input its request cannot be built from (a URL placeholder that is an
-	// object) fails the step here, before anything is journaled or sent.
-	var request string
-	if d, ok := b.Runner.(handler.Describer); ok {
-		var derr *touba.Error
-		if request, derr = d.Describe(req); derr != nil {
-			log.get().Info().Str("code", derr.Code).Str("reason", derr.Message).Msg("step failed")
-			return nil, false, fromError(derr)
-		}
-	}
 	if !b.ExternalWrite() {
 		res := d.call(ctx, cfg.Secrets, b, req, func() error { return nil })
 		if res.OK {
@@ -83,15 +72,13 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		log.get().Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
 		return nil, false, fromError(res.Err)
 	}
-	out, v = d.effect(ctx, cfg.Secrets, b, e, st, touba.EffectIDFor(e.QueueID, st.ID, gens[st.ID]), req, request, log)
+	out, v = d.effect(ctx, cfg.Secrets, b, e, st, touba.EffectIDFor(e.QueueID, st.ID, gens[st.ID]), req, log)
 	return out, true, v
 }
 
-// effect runs one external write under the journal's rules. request is
-// what the call sends as the journal records it beside dispatched ("" for
-// a runner that does not say).
+// effect runs one external write under the journal's rules.
 func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding, e *touba.Delivery, st trigger.Step, effectID string,
-	req *handler.Request, request string, log *callLog) (json.RawMessage, *verdict) {
+	req *handler.Request, log *callLog) (json.RawMessage, *verdict) {
 	fp, err := handler.FingerprintCanonical(st.Tool, touba.OperationInvoke, req.Input) // resolve made it canonical
 	if err != nil {
 		return nil, stop(fail, touba.EStepInputUnresolved, "input of step %s: %v", st.ID, err)
@@ -120,6 +107,15 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	crashpoint.Hit(CrashAfterPrepared)
 	req.Context.Effect = &handler.Effect{Scope: scope, EffectID: effectID, Fingerprint: fp,
 		RetryMode: b.Contract.RetryMode, Attempt: eff.Attempts}
+	// What an HTTP kind sends, for the journal's dispatched event. Asked
+	// after Prepare, so that an effect already applied is read back even
+	// when its binding's request could not be built now; an input it
+	// cannot be built from (a URL placeholder that is an object) is the
+	// runner's refusal, unsent: not_applied, StepInputUnresolved.
+	var request string
+	if dr, ok := b.Runner.(handler.Describer); ok {
+		request, _ = dr.Describe(req)
+	}
 	res := d.call(ctx, secrets, b, req, func() error {
 		if !merged {
 			if err := d.dispatch(context.WithoutCancel(ctx), scope, effectID, callID, request); err != nil {
