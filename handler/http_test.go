@@ -17,6 +17,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // bearerToken is the secret the tests' bindings send as a bearer token; no
@@ -304,11 +305,13 @@ func TestHTTPTimeoutAfterSending(t *testing.T) {
 			case <-r.Context().Done():
 			}
 		})
-		r := mustHTTP(t, s.URL+"/x", func(sp *handler.HTTPSpec) { sp.Timeout = 100 * time.Millisecond })
+		r := mustHTTP(t, s.URL+"/x", func(sp *handler.HTTPSpec) { sp.Timeout = 300 * time.Millisecond })
 		req := newRequest(t, `{}`, tt.mode)
 		res := r.Call(context.Background(), req, func() error { return nil })
 		close(release)
 		check(t, res, touba.EffectUnknown, touba.EHandlerTimeout, nil, 0)
+		// The server may record a request after the client gave up on it.
+		testkit.WaitFor(t, 10*time.Second, func() bool { return len(s.received()) >= tt.received }, "the requests sent")
 		got := s.received()
 		if len(got) != tt.received {
 			t.Errorf("%s: the API received %d requests, want %d", tt.mode, len(got), tt.received)
