@@ -18,7 +18,7 @@ var OutputHeaders = []string{"content-type", "content-location", "location", "et
 // request builds the call's request from its input: the URL's placeholders
 // filled, the body, the headers. An input the URL or the body cannot be
 // read from refuses the call unsent (StepInputUnresolved).
-func (w *httpWire) request(req *Request, _ time.Time) (*outRequest, *touba.Error) {
+func (w *httpWire) request(req *Request, _ time.Time, _ bool) (*outRequest, *touba.Error) {
 	input := req.Input
 	if len(input) == 0 {
 		input = json.RawMessage("null")

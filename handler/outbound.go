@@ -33,8 +33,10 @@ const drainLimit = 64 << 10
 // wire is one HTTP kind's way of speaking.
 type wire interface {
 	// request is what a call sends, the same on each of its tries; an
-	// error refuses the call unsent.
-	request(req *Request, deadline time.Time) (*outRequest, *touba.Error)
+	// error refuses the call unsent. With shown set it is for Describe:
+	// what the description does not show (a webhook's body and signature)
+	// may be left out.
+	request(req *Request, deadline time.Time, shown bool) (*outRequest, *touba.Error)
 	// answer reads a 2xx answer.
 	answer(req *Request, t tryResult) *Result
 }
@@ -110,7 +112,7 @@ func (o *outbound) Call(ctx context.Context, req *Request, dispatched func() err
 	if res := refuseUnsent(req, o.closed.Load(), o.MaxPayload); res != nil {
 		return res
 	}
-	out, terr := o.wire.request(req, callDeadline(ctx, 0))
+	out, terr := o.wire.request(req, callDeadline(ctx, 0), false)
 	if terr != nil {
 		return fail(req, touba.EffectNotApplied, false, terr)
 	}

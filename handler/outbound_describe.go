@@ -24,7 +24,7 @@ type Describer interface {
 // input the request cannot be built from is StepInputUnresolved: the call
 // is refused before anything is journaled.
 func (o *outbound) Describe(req *Request) (string, *touba.Error) {
-	out, err := o.wire.request(req, time.Time{})
+	out, err := o.wire.request(req, time.Time{}, true)
 	if err != nil {
 		return "", err
 	}

@@ -46,17 +46,24 @@ func NewWebhook(spec WebhookSpec) (Runner, error) {
 	return o, nil
 }
 
-func (w *webhookWire) request(req *Request, deadline time.Time) (*outRequest, *touba.Error) {
-	body, err := encodeRequest(req, deadline)
-	if err != nil {
-		return nil, touba.Errorf(touba.EINTERNAL, "%v", err)
+func (w *webhookWire) request(req *Request, deadline time.Time, shown bool) (*outRequest, *touba.Error) {
+	var body []byte
+	if !shown {
+		var err error
+		if body, err = encodeRequest(req, deadline); err != nil {
+			return nil, touba.Errorf(touba.EINTERNAL, "%v", err)
+		}
 	}
 	hdr := http.Header{"Content-Type": {"application/json"}, "User-Agent": {"touba-trigger"}}
 	if key := effectID(req); key != "" {
 		hdr.Set("Idempotency-Key", key)
 	}
 	if len(w.secret) > 0 {
-		hdr.Set(verify.OutboundHeader, verify.Sign(w.secret, body))
+		// Shown as webhookMasked says, never computed for the description.
+		hdr.Set(verify.OutboundHeader, "")
+		if !shown {
+			hdr.Set(verify.OutboundHeader, verify.Sign(w.secret, body))
+		}
 	}
 	return &outRequest{method: http.MethodPost, url: w.url, header: hdr, body: body, label: "webhook", masked: webhookMasked}, nil
 }

@@ -316,3 +316,14 @@ func FuzzParseRetryAfter(f *testing.F) {
 		}
 	})
 }
+
+// What the journal records of a webhook request: no path or query, the
+// headers whose values change with each call named, not shown.
+func TestWebhookDescribe(t *testing.T) {
+	r := mustWebhook(t, "https://hooks.test/services/T0/SECRETPATH?token=SECRETQUERY", nil)
+	got, err := r.(handler.Describer).Describe(newRequest(t, `{}`, touba.RetryIdempotencyKey))
+	want := "POST https://hooks.test/… Content-Type: application/json, Idempotency-Key: <effect id>, X-Signature: sha256=<HMAC of the body>"
+	if err != nil || got != want {
+		t.Fatalf("Describe = %q, %v; want %q", got, err, want)
+	}
+}
