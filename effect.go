@@ -187,4 +187,27 @@ const (
 	// DetailRecovered starts the detail of an effect that recovery found
 	// dispatched and recorded unknown.
 	DetailRecovered = "recovery at start-up: found dispatched, outcome unknown; "
+	// DetailRequest starts, after "; ", the part of a dispatched event's
+	// detail that says what request the call sends (DispatchRequest).
+	DetailRequest = "request "
 )
+
+// RequestDetail is what a dispatched event's detail adds for the request a
+// call sends: "; request <request>", "" for none, or a note that it was
+// not kept when it held a secret value (SPEC §5: nothing stored holds one).
+func RequestDetail(request string, holdsSecret bool) string {
+	switch {
+	case request == "":
+		return ""
+	case holdsSecret:
+		return "; request not recorded: it held a secret value"
+	}
+	return "; " + DetailRequest + Clean(request)
+}
+
+// RequestOf is the request a dispatched event's detail records (see
+// RequestDetail), or "".
+func RequestOf(detail string) string {
+	_, req, _ := strings.Cut(detail, "; "+DetailRequest)
+	return req
+}

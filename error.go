@@ -52,6 +52,12 @@ const (
 	EEffectReceiptInvalid   = "EffectReceiptInvalid"
 	EWebhookRejected        = "WebhookRejected"
 	EGrantMissing           = "GrantMissing"
+	// EHttpRejected: an http binding's remote answered a 4xx (SPEC §2.2);
+	// the effect is not_applied and the status is in the outcome's detail.
+	EHttpRejected = "HttpRejected"
+	// EEgressForbidden: the egress guard refused the address a webhook or
+	// http call would connect to (SPEC §2.2); nothing was sent.
+	EEgressForbidden = "EgressForbidden"
 
 	// Operators (§6): the admin API, the CLI and the console.
 	ENotFound                     = "NotFound"

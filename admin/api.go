@@ -151,6 +151,20 @@ func (d *EntryDetail) AttemptsText() string {
 type EffectDetail struct {
 	touba.Effect
 	Events []touba.EffectEvent `json:"events"`
+	// Request is what the effect's last dispatch sent, for a webhook or
+	// http binding: method, URL without its path and query, headers with
+	// a secret's name for its value (touba.RequestOf its event).
+	Request string `json:"request,omitempty"`
+}
+
+// requestOf is the request the last dispatched event of evs records.
+func requestOf(evs []touba.EffectEvent) string {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].State == touba.EffectDispatched {
+			return touba.RequestOf(evs[i].Detail)
+		}
+	}
+	return ""
 }
 
 // ReplayRequest names entries to put back to pending: IDs, or every entry

@@ -185,7 +185,7 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 			if err != nil {
 				return nil, err
 			}
-			out.Effects = append(out.Effects, EffectDetail{Effect: e, Events: ev})
+			out.Effects = append(out.Effects, EffectDetail{Effect: e, Events: ev, Request: requestOf(ev)})
 		}
 	}
 	steps, err := s.stepOutputs(ctx, queueID, effs)

@@ -74,7 +74,7 @@ func BenchmarkRun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg, err := NewConfig(p, m, res, true, &Stubs{}, zerolog.Nop())
+	cfg, err := NewConfig(p, m, res, true, &Stubs{}, Outbound{}, zerolog.Nop())
 	if err != nil {
 		b.Fatal(err)
 	}

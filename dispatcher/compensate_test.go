@@ -70,7 +70,7 @@ func newCompWorld(tb testing.TB) *compWorld {
 		tb.Fatal(err)
 	}
 	w := &compWorld{stubs: &dispatcher.Stubs{}}
-	cfg, err := dispatcher.NewConfig(p, m, res, true, w.stubs, zerolog.Nop())
+	cfg, err := dispatcher.NewConfig(p, m, res, true, w.stubs, dispatcher.Outbound{}, zerolog.Nop())
 	if err != nil {
 		tb.Fatal(err)
 	}

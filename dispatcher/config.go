@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -67,10 +68,18 @@ func (s *Stubs) Stub(ref string) *handler.AccountingStub {
 	return st
 }
 
+// Outbound is the daemon-wide policy of the webhook and http bindings'
+// calls.
+type Outbound struct {
+	// EgressDeny adds ranges the egress guard refuses (--egress-deny).
+	EgressDeny []netip.Prefix
+}
+
 // NewConfig builds a runner for every binding of m. It fails, before
 // anything runs, when an external_write binding exists and journaled is
 // false (SPEC §2.2, EffectJournalRequired).
-func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved, journaled bool, stubs *Stubs, log zerolog.Logger) (*Config, error) {
+func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved, journaled bool, stubs *Stubs, out Outbound,
+	log zerolog.Logger) (*Config, error) {
 	if ew := m.ExternalWrites(); len(ew) > 0 && !journaled {
 		return nil, touba.Errorf(touba.EEffectJournalRequired,
 			"binding %s is an external_write and no --effect-journal is set", strings.Join(ew, ", "))
@@ -94,9 +103,10 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 				r, err = handler.NewProcess(spec)
 			}
 		case manifest.KindWebhook:
-			r, err = handler.NewWebhook(handler.WebhookSpec{URL: b.Handler.Options.URL,
-				Timeout: time.Duration(b.Handler.Options.TimeoutSec) * time.Second, HMACSecret: []byte(res.HMAC[ref]),
-				MaxPayload: b.MaxPayloadBytes, Log: bl})
+			r, err = handler.NewWebhook(handler.WebhookSpec{URL: b.Handler.Options.URL, HMACSecret: []byte(res.HMAC[ref]),
+				Limits: callLimits(b), Outbound: out.guarded(b.Handler.Options), Log: bl})
+		case manifest.KindHTTP:
+			r, err = handler.NewHTTP(httpSpec(b, res.Env[ref], res.TLS[ref], out.guarded(b.Handler.Options), bl))
 		case manifest.KindAccountingStub:
 			r = stubs.Stub(ref)
 		default:

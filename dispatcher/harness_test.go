@@ -102,7 +102,7 @@ func (w *world) config() *dispatcher.Config {
 	if err != nil {
 		w.tb.Fatalf("resolve secrets: %v", err)
 	}
-	c, err := dispatcher.NewConfig(p, m, res, true, w.stubs, zerolog.Nop())
+	c, err := dispatcher.NewConfig(p, m, res, true, w.stubs, dispatcher.Outbound{}, zerolog.Nop())
 	if err != nil {
 		w.tb.Fatal(err)
 	}

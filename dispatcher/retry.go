@@ -34,6 +34,8 @@ var permanent = map[string]bool{
 	touba.EHandlerPayloadTooLarge: true,
 	touba.EGrantMissing:           true,
 	touba.EWebhookRejected:        true,
+	touba.EHttpRejected:           true,
+	touba.EEgressForbidden:        true,
 	touba.ETriggerNotFound:        true,
 	"ToolRefMismatch":             true,
 	"ToolInputInvalid":            true,

@@ -107,9 +107,18 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	crashpoint.Hit(CrashAfterPrepared)
 	req.Context.Effect = &handler.Effect{Scope: scope, EffectID: effectID, Fingerprint: fp,
 		RetryMode: b.Contract.RetryMode, Attempt: eff.Attempts}
+	// What an HTTP kind sends, for the journal's dispatched event. Asked
+	// after Prepare, so that an effect already applied is read back even
+	// when its binding's request could not be built now; an input it
+	// cannot be built from (a URL placeholder that is an object) is the
+	// runner's refusal, unsent: not_applied, StepInputUnresolved.
+	var request string
+	if dr, ok := b.Runner.(handler.Describer); ok {
+		request, _ = dr.Describe(req)
+	}
 	res := d.call(ctx, secrets, b, req, func() error {
 		if !merged {
-			if err := d.journal.Dispatch(context.WithoutCancel(ctx), scope, effectID, callID); err != nil {
+			if err := d.dispatch(context.WithoutCancel(ctx), scope, effectID, callID, request); err != nil {
 				return err
 			}
 		}
@@ -126,7 +135,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		}
 	}
 	o := touba.EffectOutcome{Scope: scope, EffectID: effectID, CallID: callID, State: outcome, ReceiptRef: res.ReceiptRef,
-		ReceiptErrorCode: res.ReceiptErrorCode}
+		ReceiptErrorCode: res.ReceiptErrorCode, Detail: res.Detail}
 	if res.Err != nil {
 		o.ErrorCode = res.Err.Code
 	}
@@ -194,6 +203,20 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	default:
 		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome of %s is unknown (%s); not safe to replay", effectID, code)
 	}
+}
+
+// requestDispatcher is the journal's Dispatch that records the request a
+// call sends in its dispatched event (both backends have it).
+type requestDispatcher interface {
+	DispatchRequest(ctx context.Context, scope, effectID, callID, request string) error
+}
+
+// dispatch journals dispatched, with the request when the journal keeps it.
+func (d *Dispatcher) dispatch(ctx context.Context, scope, effectID, callID, request string) error {
+	if rd, ok := d.journal.(requestDispatcher); ok && request != "" {
+		return rd.DispatchRequest(ctx, scope, effectID, callID, request)
+	}
+	return d.journal.Dispatch(ctx, scope, effectID, callID)
 }
 
 // prepareDispatcher is the journal's optional Prepare-and-Dispatch in one

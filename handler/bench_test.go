@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -80,6 +81,39 @@ func BenchmarkPersistentCall(b *testing.B) {
 			req := preq(b, id, map[string]any{"order_id": 42, "lines": []map[string]any{{"sku": "A-1", "qty": 2}}}, true)
 			if res := r.Call(context.Background(), req, func() error { return nil }); !res.OK {
 				b.Fatalf("result = %+v %v", res, res.Err)
+			}
+		}
+	})
+}
+
+// BenchmarkDescribe: what the dispatcher adds to each webhook or http
+// effect to record its request (Describe), and a whole http call on
+// loopback beside it, with the 1 KiB body of the benchmarks' webhooks.
+func BenchmarkDescribe(b *testing.B) {
+	input := `{"order":{"id":"A-42"},"pad":"` + strings.Repeat("x", 1000) + `"}`
+	api := newAPI(b, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusCreated) })
+	runners := map[string]handler.Runner{
+		"webhook": mustWebhook(b, api.URL+"/hook", nil),
+		"http":    mustHTTP(b, api.URL+"/orders/{/order/id}", nil),
+	}
+	for _, name := range []string{"webhook", "http"} {
+		r := runners[name]
+		req := newRequest(b, input, touba.RetryIdempotencyKey)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := r.(handler.Describer).Describe(req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	b.Run("http-call", func(b *testing.B) {
+		req := newRequest(b, input, touba.RetryIdempotencyKey)
+		b.ReportAllocs()
+		for b.Loop() {
+			if res := runners["http"].Call(context.Background(), req, func() error { return nil }); !res.OK {
+				b.Fatal(res.Err)
 			}
 		}
 	})

@@ -2,7 +2,9 @@
 // request and response documents, the canonical JSON behind effect
 // fingerprints, the rules that decide whether an effect receipt is valid,
 // and the runners that call a tool binding's handler: a local process, an
-// outbound signed webhook, or the in-process accounting stub.
+// outbound signed webhook, any HTTP API (the http kind: one client with the
+// webhook, behind the egress guard of handler/egress), or the in-process
+// accounting stub.
 //
 // A runner never writes the effect journal. It tells its caller the moment
 // before a request leaves (the dispatched hook), and reports what came back
@@ -57,6 +59,9 @@ type Result struct {
 	// Dispatched reports whether the dispatched hook ran, so the request
 	// may have left.
 	Dispatched bool
+	// Detail is a few words for the journal's outcome event: the HTTP
+	// status an answer of an HTTP kind came with ("http_status=422").
+	Detail string
 }
 
 // Runner calls one tool binding's handler.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/jsonx"
 )
 
 // CheckReceipt returns "" when r is a valid receipt for req, else the
@@ -97,23 +96,6 @@ func parseResponse(doc []byte) (*wireResponse, *wireError, error) {
 		return nil, nil, fmt.Errorf("response error has no code")
 	}
 	return &w, &e, nil
-}
-
-// isResponse reports whether doc looks like a protocol response (an object
-// with a boolean "ok"), so a webhook body can be told from a plain answer.
-func isResponse(doc []byte) bool {
-	doc = bytes.TrimSpace(doc)
-	if len(doc) == 0 || doc[0] != '{' || !jsonx.Valid(doc) {
-		return false
-	}
-	var probe struct {
-		OK json.RawMessage `json:"ok"`
-	}
-	if json.Unmarshal(doc, &probe) != nil {
-		return false
-	}
-	s := string(probe.OK)
-	return s == "true" || s == "false"
 }
 
 // decodeReceipt reads a raw receipt; null or absent is missing, anything

@@ -97,7 +97,7 @@ func callFailing(t *testing.T, req *handler.Request, f failure, always bool, hoo
 		return d.DialContext(ctx, network, addr)
 	}}}
 	t.Cleanup(client.CloseIdleConnections)
-	edit := func(s *handler.WebhookSpec) { s.Client, s.Timeout = client, perTry }
+	edit := func(s *handler.WebhookSpec) { s.Outbound.Client, s.Timeout = client, perTry }
 	if f == failRefused {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -76,8 +76,8 @@ func newServer(tb testing.TB, wantKey string, h func(n int, w http.ResponseWrite
 // mustWebhook returns a webhook runner for url with tiny backoff intervals.
 func mustWebhook(tb testing.TB, url string, edit func(*handler.WebhookSpec)) handler.Runner {
 	tb.Helper()
-	spec := handler.WebhookSpec{URL: url, HMACSecret: testSecret, Timeout: 5 * time.Second, MaxTries: 3,
-		InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond}
+	spec := handler.WebhookSpec{URL: url, HMACSecret: testSecret, Limits: handler.Limits{Timeout: 5 * time.Second, MaxTries: 3,
+		InitialInterval: time.Millisecond, MaxInterval: 5 * time.Millisecond}}
 	if edit != nil {
 		edit(&spec)
 	}
@@ -113,6 +113,7 @@ func TestWebhookProtocolResponse(t *testing.T) {
 			http.Error(w, "bad request document", http.StatusBadRequest)
 			return
 		}
+		w.Header().Set(protocol.Header, protocol.Name)
 		fmt.Fprintf(w, `{"ok":true,"output":{"order_id":42},"effect_receipt":{"effect_id":%q,"fingerprint":%q,"outcome":"applied","receipt_ref":"order:42"}}`,
 			got.Context.Effect.EffectID, got.Context.Effect.Fingerprint)
 	})
@@ -127,6 +128,7 @@ func TestWebhookProtocolResponse(t *testing.T) {
 func TestWebhookProtocolResponseWithWrongReceipt(t *testing.T) {
 	req := newRequest(t, `{}`, touba.RetryIdempotencyKey)
 	s := newServer(t, req.Context.Effect.EffectID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set(protocol.Header, protocol.Name)
 		fmt.Fprint(w, `{"ok":true,"effect_receipt":{"effect_id":"other","fingerprint":"sha256:00","outcome":"applied"}}`)
 	})
 	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
@@ -136,12 +138,21 @@ func TestWebhookProtocolResponseWithWrongReceipt(t *testing.T) {
 	}
 }
 
+// A 2xx without the header Touba-Protocol is applied with its body as
+// output, whatever the body: {"ok": true} (Slack's Web API answers so) is
+// no protocol response, and a receipt in it is not read. Before the
+// header decided, such a body was read as a response without a receipt:
+// EffectReceiptMissing, unknown, retried until the entry failed.
 func TestWebhookPlainAnswers(t *testing.T) {
 	for _, tt := range []struct {
 		status     int
 		body, want string
 	}{
 		{200, `{ "id": 7 }`, `{"id":7}`},
+		{200, `{"ok": true}`, `{"ok":true}`},
+		{200, `{"ok": false, "error": "channel_not_found"}`, `{"ok":false,"error":"channel_not_found"}`},
+		{200, `{"ok":true,"effect_receipt":{"effect_id":"other","fingerprint":"sha256:00","outcome":"not_applied"}}`,
+			`{"ok":true,"effect_receipt":{"effect_id":"other","fingerprint":"sha256:00","outcome":"not_applied"}}`},
 		{201, `accepted`, `"accepted"`},
 		{200, `{"ok":"not a protocol response"}`, `{"ok":"not a protocol response"}`},
 		{204, ``, `""`},
@@ -223,6 +234,7 @@ func TestWebhookRedirectIsNotFollowed(t *testing.T) {
 func TestWebhookWithoutEffect(t *testing.T) {
 	req := newRequest(t, `{}`, "")
 	s := newServer(t, req.Context.CallID, func(_ int, w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set(protocol.Header, protocol.Name)
 		io.WriteString(w, `{"ok":true,"output":"read"}`)
 	})
 	res := mustWebhook(t, s.URL, nil).Call(context.Background(), req, func() error { return nil })
@@ -257,7 +269,8 @@ func TestWebhookAnswerTooLarge(t *testing.T) {
 
 func TestNewWebhookRefusesBadSpecs(t *testing.T) {
 	for _, spec := range []handler.WebhookSpec{
-		{}, {URL: "ftp://x/"}, {URL: "/relative"}, {URL: "http://x/", Timeout: -1}, {URL: "http://x/", MaxTries: -1},
+		{}, {URL: "ftp://x/"}, {URL: "/relative"}, {URL: "http://x/", Limits: handler.Limits{Timeout: -1}},
+		{URL: "http://x/", Limits: handler.Limits{MaxTries: -1}},
 	} {
 		if _, err := handler.NewWebhook(spec); touba.ErrorCode(err) != touba.ECONFIG {
 			t.Errorf("NewWebhook(%+v) = %v, want %s", spec, err, touba.ECONFIG)
@@ -302,4 +315,15 @@ func FuzzParseRetryAfter(f *testing.F) {
 			t.Fatalf("ParseRetryAfter(%q) = %s, %v", s, d, ok)
 		}
 	})
+}
+
+// What the journal records of a webhook request: no path or query, the
+// headers whose values change with each call named, not shown.
+func TestWebhookDescribe(t *testing.T) {
+	r := mustWebhook(t, "https://hooks.test/services/T0/SECRETPATH?token=SECRETQUERY", nil)
+	got, err := r.(handler.Describer).Describe(newRequest(t, `{}`, touba.RetryIdempotencyKey))
+	want := "POST https://hooks.test/… Content-Type: application/json, Idempotency-Key: <effect id>, X-Signature: sha256=<HMAC of the body>"
+	if err != nil || got != want {
+		t.Fatalf("Describe = %q, %v; want %q", got, err, want)
+	}
 }

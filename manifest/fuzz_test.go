@@ -21,6 +21,10 @@ func FuzzParse(f *testing.F) {
 		one(`{"handler":{"kind":"process","command":"h","args":["-x"],"cwd":"sub","persistent":{"max_calls":5}},"grants":["network","env"],` +
 			`"secrets":{"A":{"credential":"a"},"B":{"file":"/etc/b"}},` + none + `}`),
 		one(`{"handler":{"kind":"accounting_stub"},"timeout_ms":7,"max_payload_bytes":9,` + none + `}`),
+		one(httpBinding),
+		one(`{"handler":{"kind":"http","options":{"url":"http://h/a/{/x}?q={/y~1z}","method":"DELETE","body":null,"idempotency_header":"",` +
+			`"headers":{"X-A":"1","Authorization":{"secret":"T"}}}},"secrets":{"T":{"env":"T"}},` + none + `}`),
+		one(`{"handler":{"kind":"webhook","options":{"url":"https://h/x","allow_addresses":["::ffff:10.0.0.0/104"]},"credentials":{"hmac_secret":{"env":"K"}}},` + none + `}`),
 		one(`{"handler":{"kind":"process"},"timeout_ms":1.5,"effect_contract":null}`),
 		`{"manifest_version":"touba-manifest-v1","bindings":{"tool:a\u003cb":{}}} x`,
 		`[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`,

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/touba/touba-trigger/handler/egress"
 	"github.com/touba/touba-trigger/internal/strictjson"
 )
 
@@ -12,6 +13,7 @@ import (
 var kindFields = map[string][]string{
 	KindProcess:        {"command", "args", "cwd", "persistent"},
 	KindWebhook:        {"options", "credentials"},
+	KindHTTP:           {"options", "credentials"},
 	KindAccountingStub: {},
 }
 
@@ -29,8 +31,8 @@ func (p *problems) handler(path string, n *strictjson.Node, h *Handler) {
 	}
 	own, known := kindFields[kind]
 	if !known {
-		p.Fail(strictjson.Child(path, "kind"), "unknown handler kind %s (known: %s, %s, %s)",
-			strictjson.Quote(kind), KindAccountingStub, KindProcess, KindWebhook)
+		p.Fail(strictjson.Child(path, "kind"), "unknown handler kind %s (known: %s, %s, %s, %s)",
+			strictjson.Quote(kind), KindAccountingStub, KindHTTP, KindProcess, KindWebhook)
 		return
 	}
 	h.Kind = kind
@@ -53,6 +55,8 @@ func (p *problems) handler(path string, n *strictjson.Node, h *Handler) {
 		p.process(path, f, h)
 	case KindWebhook:
 		p.webhook(path, f, h)
+	case KindHTTP:
+		p.http(path, f, h)
 	}
 }
 
@@ -96,21 +100,19 @@ func (p *problems) process(path string, f strictjson.Fields, h *Handler) {
 	}
 }
 
-// webhook checks options (url, timeout_sec) and credentials (hmac_secret).
+// webhook checks options (url, timeout_sec, allow_addresses) and
+// credentials (hmac_secret).
 func (p *problems) webhook(path string, f strictjson.Fields, h *Handler) {
 	if n, ok := f["options"]; ok {
 		at := strictjson.Child(path, "options")
-		if of, _ := p.Object(at, n, []string{"url", "timeout_sec"}); of != nil {
-			o := &WebhookOptions{TimeoutSec: DefaultWebhookTimeoutSec}
+		if of, _ := p.Object(at, n, []string{"url", "timeout_sec", "allow_addresses"}); of != nil {
+			o := &Options{TimeoutSec: DefaultWebhookTimeoutSec}
 			if u, ok := of["url"]; ok {
 				o.URL = p.webhookURL(strictjson.Child(at, "url"), u)
 			} else {
 				p.Fail(strictjson.Child(at, "url"), "required for a webhook handler")
 			}
-			if t, ok := of["timeout_sec"]; ok {
-				n, _ := p.Integer(strictjson.Child(at, "timeout_sec"), t, maxSec)
-				o.TimeoutSec = int(n)
-			}
+			p.callOptions(at, of, o)
 			h.Options = o
 		}
 	} else {
@@ -121,7 +123,7 @@ func (p *problems) webhook(path string, f strictjson.Fields, h *Handler) {
 		if cf, _ := p.Object(at, n, []string{"hmac_secret"}); cf != nil {
 			if s, ok := cf["hmac_secret"]; ok {
 				if r, ok := p.secretRef(strictjson.Child(at, "hmac_secret"), s); ok {
-					h.Credentials = &WebhookCredentials{HMACSecret: r}
+					h.Credentials = &Credentials{HMACSecret: &r}
 				}
 			} else {
 				p.Fail(strictjson.Child(at, "hmac_secret"), "required for a webhook handler")
@@ -129,6 +131,27 @@ func (p *problems) webhook(path string, f strictjson.Fields, h *Handler) {
 		}
 	} else {
 		p.Fail(strictjson.Child(path, "credentials"), "required for a webhook handler")
+	}
+}
+
+// callOptions checks the options both HTTP kinds take besides url:
+// timeout_sec and allow_addresses.
+func (p *problems) callOptions(at string, of strictjson.Fields, o *Options) {
+	if t, ok := of["timeout_sec"]; ok {
+		n, _ := p.Integer(strictjson.Child(at, "timeout_sec"), t, maxSec)
+		o.TimeoutSec = int(n)
+	}
+	if a, ok := of["allow_addresses"]; ok {
+		aat := strictjson.Child(at, "allow_addresses")
+		list, _ := p.Strs(aat, a)
+		for i, s := range list {
+			if _, err := egress.ParsePrefix(s); err != nil {
+				p.Fail(strictjson.Index(aat, i), "%s", err.Error())
+			}
+		}
+		if len(list) > 0 {
+			o.AllowAddresses = list
+		}
 	}
 }
 

@@ -129,12 +129,13 @@ func (p *problems) binding(path string, n *strictjson.Node) *Binding {
 	}
 	if s, ok := f["secrets"]; ok {
 		at := strictjson.Child(path, "secrets")
-		if b.Handler.Kind != "" && b.Handler.Kind != KindProcess {
-			p.Fail(at, "only allowed for a process handler (secrets reach a handler as environment variables)")
+		if b.Handler.Kind != "" && b.Handler.Kind != KindProcess && b.Handler.Kind != KindHTTP {
+			p.Fail(at, "only allowed for a process handler (as environment variables) or an http handler (in headers)")
 		} else {
 			p.secrets(at, s, b.Secrets)
 		}
 	}
+	p.httpSecrets(path, b)
 	if c, ok := f["effect_contract"]; ok {
 		p.contract(strictjson.Child(path, "effect_contract"), c, &b.EffectContract)
 	}
@@ -144,6 +145,10 @@ func (p *problems) binding(path string, n *strictjson.Node) *Binding {
 			if s, ok := cf["supported"]; ok {
 				v, _ := p.Boolean(strictjson.Child(at, "supported"), s)
 				b.Compensation = &Compensation{Supported: v}
+				if v && b.Handler.Kind == KindHTTP {
+					// A compensate call would send the same request again.
+					p.Fail(strictjson.Child(at, "supported"), "not allowed for an http handler: its one request has no compensating form")
+				}
 			}
 		}
 	}

@@ -142,10 +142,10 @@ func TestParse_Defaults(t *testing.T) {
 	}
 
 	w := m.Bindings["tool:w"]
-	if got, want := *w.Handler.Options, (manifest.WebhookOptions{URL: "https://example.test/h", TimeoutSec: 10}); got != want {
+	if got, want := *w.Handler.Options, (manifest.Options{URL: "https://example.test/h", TimeoutSec: 10}); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Options=%+v, want %+v", got, want)
 	}
-	if got, want := w.Handler.Credentials.HMACSecret, (secret.Ref{Env: "K"}); got != want {
+	if got, want := *w.Handler.Credentials.HMACSecret, (secret.Ref{Env: "K"}); got != want {
 		t.Fatalf("HMACSecret=%+v, want %+v", got, want)
 	}
 	if w.Handler.Persistent != nil || w.Handler.Args != nil || w.Handler.Cwd != "" {
@@ -198,7 +198,7 @@ func TestParse_Bad(t *testing.T) {
 		{"unknown handler field", one(`{"handler":{"kind":"process","command":"h","shell":true},` + none + `}`),
 			B + `.handler.shell: unknown field (known: args, command, credentials, cwd, kind, options, persistent)`},
 		{"unknown handler kind", one(`{"handler":{"kind":"docker"},` + none + `}`),
-			B + `.handler.kind: unknown handler kind "docker" (known: accounting_stub, process, webhook)`},
+			B + `.handler.kind: unknown handler kind "docker" (known: accounting_stub, http, process, webhook)`},
 		{"absent contract", one(`{"handler":` + proc + `}`), B + `.effect_contract: required field is missing`},
 		{"null contract", one(`{"handler":` + proc + `,"effect_contract":null}`), B + `.effect_contract: must not be null`},
 		{"unknown contract kind", one(`{"handler":` + proc + `,"effect_contract":{"kind":"maybe"}}`),
@@ -246,7 +246,7 @@ func TestParse_Bad(t *testing.T) {
 		{"webhook zero timeout", one(`{"handler":{"kind":"webhook","options":{"url":"https://x.test","timeout_sec":0},"credentials":{"hmac_secret":{"env":"K"}}},` + none + `}`),
 			B + `.handler.options.timeout_sec: must be a positive integer (got 0)`},
 		{"secrets on webhook", one(`{"handler":` + hook + `,"secrets":{"T":{"env":"T"}},` + none + `}`),
-			B + `.secrets: only allowed for a process handler (secrets reach a handler as environment variables)`},
+			B + `.secrets: only allowed for a process handler (as environment variables) or an http handler (in headers)`},
 		{"unknown grant", one(`{"handler":` + proc + `,"grants":["network","root"],` + none + `}`),
 			B + `.grants[1]: unknown grant "root" (known: env, filesystem, network)`},
 		{"duplicate grant", one(`{"handler":` + proc + `,"grants":["network","network"],` + none + `}`),

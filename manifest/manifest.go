@@ -7,6 +7,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,7 @@ const Version = "touba-manifest-v1"
 const (
 	KindProcess        = "process"
 	KindWebhook        = "webhook"
+	KindHTTP           = "http"
 	KindAccountingStub = "accounting_stub"
 )
 
@@ -81,13 +83,13 @@ type Binding struct {
 
 // Handler says how a binding is called. Which fields are set depends on Kind.
 type Handler struct {
-	Kind        string              `json:"kind"`
-	Command     string              `json:"command,omitempty"`    // process
-	Args        []string            `json:"args,omitempty"`       // process; never nil for a process handler
-	Cwd         string              `json:"cwd,omitempty"`        // process; relative to Manifest.Dir; default "."
-	Persistent  *Persistent         `json:"persistent,omitempty"` // process, optional (SPEC §4.1)
-	Options     *WebhookOptions     `json:"options,omitempty"`    // webhook, required
-	Credentials *WebhookCredentials `json:"credentials,omitempty"`
+	Kind        string       `json:"kind"`
+	Command     string       `json:"command,omitempty"`    // process
+	Args        []string     `json:"args,omitempty"`       // process; never nil for a process handler
+	Cwd         string       `json:"cwd,omitempty"`        // process; relative to Manifest.Dir; default "."
+	Persistent  *Persistent  `json:"persistent,omitempty"` // process, optional (SPEC §4.1)
+	Options     *Options     `json:"options,omitempty"`    // webhook and http, required
+	Credentials *Credentials `json:"credentials,omitempty"`
 }
 
 // Persistent asks for one long-lived process serving many calls (SPEC §4.1).
@@ -97,15 +99,71 @@ type Persistent struct {
 	IdleTimeoutMS int `json:"idle_timeout_ms"`
 }
 
-// WebhookOptions are where and how long an outbound webhook handler calls.
-type WebhookOptions struct {
-	URL        string `json:"url"` // absolute http or https
+// Options are where and how an HTTP kind (webhook, http) calls. The fields
+// after AllowAddresses are the http kind's (SPEC §2.2).
+type Options struct {
+	URL        string `json:"url"` // absolute http or https; for http a template (handler/urltpl)
 	TimeoutSec int    `json:"timeout_sec"`
+	// AllowAddresses are CIDRs the egress guard lets the calls reach
+	// although it refuses them by default or by --egress-deny.
+	AllowAddresses []string `json:"allow_addresses,omitempty"`
+
+	Method  string            `json:"method,omitempty"`  // POST, PUT, PATCH or DELETE; default POST
+	Headers map[string]Header `json:"headers,omitempty"` // name as written -> value
+	// Body is nil for the whole input; see Body.
+	Body *Body `json:"body,omitempty"`
+	// IdempotencyHeader carries the effect id; "" sends none. Set for an
+	// http handler (default Idempotency-Key), nil for a webhook.
+	IdempotencyHeader *string `json:"idempotency_header,omitempty"`
+	CAFile            string  `json:"ca_file,omitempty"` // relative to the manifest's folder
 }
 
-// WebhookCredentials hold the reference of the key that signs requests.
-type WebhookCredentials struct {
-	HMACSecret secret.Ref `json:"hmac_secret"`
+// Header is one header of an http handler: a literal value, or a secret of
+// the binding formatted by Format (one "%s"; default "%s").
+type Header struct {
+	Literal string
+	Secret  string
+	Format  string
+}
+
+// MarshalJSON writes a literal as a string, a secret as its object.
+func (h Header) MarshalJSON() ([]byte, error) {
+	if h.Secret == "" {
+		return json.Marshal(h.Literal)
+	}
+	return json.Marshal(struct {
+		Secret string `json:"secret"`
+		Format string `json:"format"`
+	}{h.Secret, h.Format})
+}
+
+// Body is an http handler's body: the input at Ref (a JSON pointer), or
+// none at all (None, written null).
+type Body struct {
+	Ref  string
+	None bool
+}
+
+// MarshalJSON writes {"$ref": Ref}, or null for None.
+func (b Body) MarshalJSON() ([]byte, error) {
+	if b.None {
+		return []byte("null"), nil
+	}
+	return json.Marshal(map[string]string{"$ref": b.Ref})
+}
+
+// Credentials are the secret references of an HTTP kind: the key that
+// signs a webhook's requests, the client certificate of an http handler.
+type Credentials struct {
+	HMACSecret        *secret.Ref        `json:"hmac_secret,omitempty"`        // webhook, required
+	ClientCertificate *ClientCertificate `json:"client_certificate,omitempty"` // http, optional
+}
+
+// ClientCertificate is the certificate and key (PEM) an http handler
+// presents to the server (mutual TLS).
+type ClientCertificate struct {
+	Cert secret.Ref `json:"cert"`
+	Key  secret.Ref `json:"key"`
 }
 
 // EffectContract declares a binding's side effect (SPEC §2.2, §5).

@@ -1,7 +1,11 @@
 package manifest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"maps"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 
@@ -75,9 +79,18 @@ func (p *problems) secretRef(path string, n *strictjson.Node) (secret.Ref, bool)
 // Resolved holds the secret values of a manifest, for start-up. It must
 // never be logged or stored.
 type Resolved struct {
-	Env    map[string]map[string]string // binding ref -> env var name -> value (process handlers)
-	HMAC   map[string]string            // binding ref -> signing key (webhook handlers)
-	Values *secret.Set                  // every value, to refuse storing one
+	// Env: binding ref -> secret name -> value: a process handler's
+	// environment, an http handler's header values.
+	Env    map[string]map[string]string
+	HMAC   map[string]string // binding ref -> signing key (webhook handlers)
+	TLS    map[string]*TLS   // binding ref -> roots and client certificate (http handlers with either)
+	Values *secret.Set       // every value, to refuse storing one
+}
+
+// TLS is what an http handler's TLS needs, read at start-up.
+type TLS struct {
+	CA        []byte // PEM of ca_file; nil: the system's roots
+	Cert, Key string // PEM of credentials.client_certificate; "" for none
 }
 
 // Resolve reads every secret of the manifest: environment variables from
@@ -89,6 +102,7 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 	res := &Resolved{
 		Env:    map[string]map[string]string{},
 		HMAC:   map[string]string{},
+		TLS:    map[string]*TLS{},
 		Values: &secret.Set{},
 	}
 	p := newProblems(m.Path)
@@ -108,7 +122,7 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 			res.Values.Add(v)
 		}
 		res.Env[ref] = vars
-		if c := b.Handler.Credentials; c != nil {
+		if c := b.Handler.Credentials; c != nil && c.HMACSecret != nil {
 			v, err := c.HMACSecret.Resolve(env, m.Dir)
 			if err != nil {
 				p.Fail(path+".handler.credentials.hmac_secret", "cannot resolve: %s", err.Error())
@@ -117,9 +131,60 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 			res.HMAC[ref] = v
 			res.Values.Add(v)
 		}
+		if t := m.resolveTLS(p, path, b, env, res.Values); t != nil {
+			res.TLS[ref] = t
+		}
 	}
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
 	return res, nil
+}
+
+// resolveTLS reads an http binding's ca_file and client certificate, and
+// checks that they can be used: a file without a PEM certificate, or a
+// certificate and key that are not a pair, refuses start-up.
+func (m *Manifest) resolveTLS(p *problems, path string, b *Binding, env secret.Env, values *secret.Set) *TLS {
+	o, c := b.Handler.Options, b.Handler.Credentials
+	var t TLS
+	if o != nil && o.CAFile != "" {
+		at := path + ".handler.options.ca_file"
+		file := o.CAFile
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(m.Dir, file)
+		}
+		pem, err := os.ReadFile(file)
+		switch {
+		case err != nil:
+			p.Fail(at, "cannot read: %s", err.Error())
+		case !x509.NewCertPool().AppendCertsFromPEM(pem):
+			p.Fail(at, "holds no PEM certificate")
+		default:
+			t.CA = pem
+		}
+	}
+	if c != nil && c.ClientCertificate != nil {
+		at := path + ".handler.credentials.client_certificate"
+		cert, err1 := c.ClientCertificate.Cert.Resolve(env, m.Dir)
+		if err1 != nil {
+			p.Fail(at+".cert", "cannot resolve: %s", err1.Error())
+		}
+		key, err2 := c.ClientCertificate.Key.Resolve(env, m.Dir)
+		if err2 != nil {
+			p.Fail(at+".key", "cannot resolve: %s", err2.Error())
+		}
+		if err1 == nil && err2 == nil {
+			values.Add(key)
+			// The error of X509KeyPair never quotes the key.
+			if _, err := tls.X509KeyPair([]byte(cert), []byte(key)); err != nil {
+				p.Fail(at, "cert and key are not a usable pair: %s", err.Error())
+			} else {
+				t.Cert, t.Key = cert, key
+			}
+		}
+	}
+	if t.CA == nil && t.Key == "" {
+		return nil
+	}
+	return &t
 }

@@ -48,7 +48,8 @@ func (j *Journal) prepareFused(ctx context.Context, tx *Tx, p touba.EffectPrepar
 // fusedDispatch is Dispatch under a live lease it extends unless it is
 // fresh (dbFresh; locked either way): attempts is 0 when the effect was
 // not moved (fence failed, or not prepared by callID). The lease is
-// checked and extended by the database's clock (SPEC §8).
+// checked and extended by the database's clock (SPEC §8). $7 ends the
+// event's detail (the request, DispatchRequest).
 func (j *Journal) fusedDispatch() string {
 	return `WITH f AS (
 	SELECT lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
@@ -58,12 +59,12 @@ u AS (UPDATE touba.effects SET state = 'dispatched', updated_at = $3
 	WHERE scope = $1 AND effect_id = $4 AND state = 'prepared' AND call_id = $5 AND owner = $6 AND EXISTS (SELECT 1 FROM f)
 	RETURNING attempts),
 ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
-	SELECT $1, $4, NULLIF($5, ''), 'dispatched', $3, 'dispatch attempt ' || attempts FROM u)
+	SELECT $1, $4, NULLIF($5, ''), 'dispatched', $3, 'dispatch attempt ' || attempts || $7::text FROM u)
 SELECT EXISTS (SELECT 1 FROM f), COALESCE((SELECT attempts FROM u), 0)`
 }
 
-func (j *Journal) dispatchFused(ctx context.Context, tx *Tx, scope, effectID, callID string, token int64) (fenced bool, attempts int, err error) {
-	err = tx.QueryRow(ctx, j.fusedDispatch(), scope, token, j.db.now(), effectID, callID, j.owner).Scan(&fenced, &attempts)
+func (j *Journal) dispatchFused(ctx context.Context, tx *Tx, scope, effectID, callID string, token int64, note string) (fenced bool, attempts int, err error) {
+	err = tx.QueryRow(ctx, j.fusedDispatch(), scope, token, j.db.now(), effectID, callID, j.owner, note).Scan(&fenced, &attempts)
 	return fenced, attempts, err
 }
 

@@ -17,11 +17,19 @@ import (
 // it renews for the whole --lease-ttl). A lost lease is LeaseLost: the
 // request is not sent.
 func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
+	return j.DispatchRequest(ctx, scope, effectID, callID, "")
+}
+
+// DispatchRequest is Dispatch that also records, in the dispatched event's
+// detail, the request the call sends (touba.RequestDetail): never one that
+// holds a secret value.
+func (j *Journal) DispatchRequest(ctx context.Context, scope, effectID, callID, request string) error {
+	note := touba.RequestDetail(request, j.holdsSecret(request))
 	return j.submit(scope, func(ctx context.Context, tx *Tx) error {
 		c, ok := j.holds(scope, effectID, callID)
 		if ok && c.token != 0 {
 			// Fence, update and event in one statement (jfused.go).
-			fenced, attempts, err := j.dispatchFused(ctx, tx, scope, effectID, callID, c.token)
+			fenced, attempts, err := j.dispatchFused(ctx, tx, scope, effectID, callID, c.token, note)
 			if err != nil {
 				return fmt.Errorf("dispatch effect: %w", err)
 			} else if !fenced {
@@ -33,7 +41,7 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 			if err := j.fence(ctx, tx, scope, c.token, true); err != nil {
 				return err
 			}
-			if err := j.dispatchTx(ctx, tx, scope, effectID, callID); !errors.Is(err, pgx.ErrNoRows) {
+			if err := j.dispatchTx(ctx, tx, scope, effectID, callID, note); !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
 		}
@@ -47,8 +55,8 @@ func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) 
 
 // dispatchTx moves the effect held by callID from prepared to dispatched
 // with its event, under a fence already taken; pgx.ErrNoRows when it is
-// not prepared by callID.
-func (j *Journal) dispatchTx(ctx context.Context, tx *Tx, scope, effectID, callID string) error {
+// not prepared by callID. note ends the event's detail.
+func (j *Journal) dispatchTx(ctx context.Context, tx *Tx, scope, effectID, callID, note string) error {
 	now := j.db.now()
 	var attempts int
 	err := tx.QueryRow(ctx, `UPDATE touba.effects SET state = 'dispatched', updated_at = $1
@@ -59,7 +67,7 @@ func (j *Journal) dispatchTx(ctx context.Context, tx *Tx, scope, effectID, callI
 	} else if err != nil {
 		return fmt.Errorf("dispatch effect: %w", err)
 	}
-	return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now, fmt.Sprintf("dispatch attempt %d", attempts))
+	return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now, fmt.Sprintf("dispatch attempt %d", attempts)+note)
 }
 
 // heldRow reads an effect callID must hold, to explain a guarded update

@@ -63,7 +63,7 @@ func (j *Journal) prepare(ctx context.Context, p touba.EffectPrepare, dispatch b
 		}
 		e, err := j.prepareTx(ctx, tx, p)
 		if err == nil && dispatch && e.State != touba.EffectDispatched {
-			err = j.dispatchTx(ctx, tx, p.Scope, p.EffectID, p.CallID)
+			err = j.dispatchTx(ctx, tx, p.Scope, p.EffectID, p.CallID, "")
 			e.State = touba.EffectDispatched
 		}
 		out, refused = e, nil

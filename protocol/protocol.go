@@ -10,6 +10,12 @@ import "encoding/json"
 // Name is the value of a request's "protocol" field.
 const Name = "touba-tool-handler-v1"
 
+// Header is the HTTP response header that marks a webhook answer as a
+// protocol response (SPEC §2.2, §4.2): the SDKs' HTTP serving sets it to
+// Name, and the daemon reads a 2xx body as a response only when it is there,
+// never by the body's shape.
+const Header = "Touba-Protocol"
+
 // ModeEnv is the environment variable the host sets to ModePersistent when
 // it starts one long-lived process for many calls (SPEC §4.1).
 const ModeEnv = "TOUBA_HANDLER_MODE"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"os/user"
 	"strings"
@@ -101,7 +102,10 @@ type FilesConfig struct {
 	// isolate them (warned), as serve's --allow-unisolated-handlers; else
 	// OpenFiles refuses them (NetworkIsolationUnavailable), as serve does.
 	AllowUnisolatedHandlers bool
-	Log                     zerolog.Logger
+	// EgressDeny is serve's --egress-deny, for a webhook binding a
+	// compensation calls without a daemon.
+	EgressDeny []netip.Prefix
+	Log        zerolog.Logger
 	// Notes receives what opening found (a lock taken over, effects now
 	// unknown), for the operator.
 	Notes io.Writer
@@ -155,7 +159,8 @@ func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
 			err = checkIsolation(loaded.Manifest, c.AllowUnisolatedHandlers, c.Log)
 		}
 		if err == nil {
-			dcfg, err = dispatcher.NewConfig(loaded.Program, loaded.Manifest, loaded.Resolved, true, &dispatcher.Stubs{}, c.Log)
+			dcfg, err = dispatcher.NewConfig(loaded.Program, loaded.Manifest, loaded.Resolved, true, &dispatcher.Stubs{},
+				dispatcher.Outbound{EgressDeny: c.EgressDeny}, c.Log)
 		}
 		if err != nil {
 			st.Close()

@@ -21,6 +21,7 @@ import (
 
 	"github.com/touba/touba-trigger/internal/pgtest"
 	"github.com/touba/touba-trigger/internal/testkit"
+	"github.com/touba/touba-trigger/protocol"
 	"github.com/touba/touba-trigger/server"
 )
 
@@ -56,6 +57,7 @@ func (r *rawRemote) serve(w http.ResponseWriter, req *http.Request) {
 	r.calls[req.URL.Path]++
 	r.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(protocol.Header, protocol.Name) // a protocol response (SPEC §4.2)
 	if c.Context.Effect == nil {
 		w.Write([]byte(`{"ok": true, "output": {"name": "caf` + "\xe9" + `", "nul": "a\u0000b"}}`))
 		return

@@ -62,6 +62,9 @@ type Config struct {
 	// grant with the host's network where it cannot isolate them, with a
 	// warning, instead of refusing them (NetworkIsolationUnavailable).
 	AllowUnisolatedHandlers bool
+	// EgressDeny adds ranges the egress guard refuses to every webhook and
+	// http binding (--egress-deny); a binding's allow_addresses still win.
+	EgressDeny []netip.Prefix
 	// ScheduleClock is the time schedule triggers tick on; nil: the
 	// system clock (tests set a schedule.Manual).
 	ScheduleClock schedule.Clock
@@ -156,7 +159,8 @@ func (s *Server) open(ctx context.Context) error {
 		}
 		f = s.cfg
 	}
-	dcfg, err := dispatcher.NewConfig(c.Program, c.Manifest, c.Resolved, f.Journal != "" || f.Database != "", s.stubs, log)
+	dcfg, err := dispatcher.NewConfig(c.Program, c.Manifest, c.Resolved, f.Journal != "" || f.Database != "", s.stubs,
+		dispatcher.Outbound{EgressDeny: f.EgressDeny}, log)
 	if err != nil {
 		return err
 	}

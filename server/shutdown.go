@@ -91,7 +91,8 @@ func (s *Server) reloads(ctx context.Context, hup chan os.Signal) {
 		}
 		var nd *dispatcher.Config
 		if err == nil {
-			nd, err = dispatcher.NewConfig(next.Program, next.Manifest, next.Resolved, s.store.Journal != nil, s.stubs, s.log)
+			nd, err = dispatcher.NewConfig(next.Program, next.Manifest, next.Resolved, s.store.Journal != nil, s.stubs,
+				dispatcher.Outbound{EgressDeny: s.cfg.EgressDeny}, s.log)
 		}
 		if err != nil {
 			s.log.Error().Err(err).Msg("reload refused; keeping the running configuration")

@@ -24,6 +24,7 @@ func runJournal(t *testing.T, f Factory) {
 	t.Run("EventsInOrder", func(t *testing.T) { testEventsInOrder(t, f) })
 	t.Run("ListFiltersAndOrder", func(t *testing.T) { testEffectList(t, f) })
 	t.Run("CountByState", func(t *testing.T) { testCountByState(t, f) })
+	t.Run("DispatchRecordsTheRequest", func(t *testing.T) { testDispatchRequest(t, f) })
 }
 
 // prep is a valid Prepare of an idempotency_key effect of scope q.

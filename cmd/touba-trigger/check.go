@@ -70,6 +70,7 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 			limit = fmt.Sprintf("  max_concurrency=%d", b.MaxConcurrency)
 		}
 		fmt.Fprintf(stdout, "  %s  %s  effect=%s%s\n", ref, b.Handler.Kind, mode, limit)
+		printLines(stdout, httpSummary(b))
 	}
 	printIsolation(stdout, c.Manifest.NeedNetworkIsolation())
 	fmt.Fprintln(stdout, "ok")

@@ -13,6 +13,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/handler/egress"
 	"github.com/touba/touba-trigger/server"
 )
 
@@ -29,6 +30,9 @@ type cliFlags struct {
 	// allowUnisolated is serve's --allow-unisolated-handlers, for the
 	// handler a compensation starts without a daemon.
 	allowUnisolated bool
+	// egressDeny is serve's --egress-deny, for the webhook binding a
+	// compensation calls without a daemon.
+	egressDeny string
 }
 
 // addCLIFlags defines the shared flags on fs. The effects commands use
@@ -59,7 +63,7 @@ func addCLIFlags(fs *flag.FlagSet, f *cliFlags, stateFileFlag bool) {
 // command selects or records.
 var envFlags = map[string]bool{"admin-socket": true, "queue": true, "state": true, "state-file": true,
 	"effect-journal": true, "database": true, "take-over-stale-lock": true, "json": true, "program": true, "manifest": true,
-	"allow-unisolated-handlers": true}
+	"allow-unisolated-handlers": true, "egress-deny": true}
 
 // parseCLI parses an operator command's flags; see envFlags. In the
 // effects commands --state is a filter, so it never reads TOUBA_STATE.
@@ -102,10 +106,14 @@ func openSession(ctx context.Context, f *cliFlags, stderr io.Writer, readOnly bo
 }
 
 func openFiles(ctx context.Context, f *cliFlags, stderr io.Writer, readOnly bool) (*session, error) {
+	deny, err := egress.ParseList(f.egressDeny)
+	if err != nil {
+		return nil, usageError{err: fmt.Errorf("--egress-deny: %w", err)}
+	}
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: !isTerminal(stderr)}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.queue, State: f.state, Journal: f.journal, Database: f.database,
 		TakeOverStaleLock: f.takeOverStaleLock, ReadOnly: readOnly, Program: f.program, Manifest: f.manifest,
-		AllowUnisolatedHandlers: f.allowUnisolated, Log: log, Notes: stderr})
+		AllowUnisolatedHandlers: f.allowUnisolated, EgressDeny: deny, Log: log, Notes: stderr})
 	if errors.Is(err, server.ErrNoFiles) {
 		// Never create files an operator only meant to look at.
 		return nil, touba.Errorf(touba.EDaemonUnavailable, "no daemon answers on %s and %v; give --admin-socket, or --queue, --state and --effect-journal", f.adminSocket, err)

@@ -49,6 +49,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fs.StringVar(&f.program, "program", "", "without a daemon: the program, to call the binding")
 	fs.StringVar(&f.manifest, "manifest", "", "without a daemon: the manifest, to call the binding")
+	fs.StringVar(&f.egressDeny, "egress-deny", "", "without a daemon: serve's --egress-deny, for a webhook binding")
 	fs.BoolVar(&f.allowUnisolated, "allow-unisolated-handlers", false, "without a daemon, where this host cannot run a process handler without network: run the binding with the host's network (warned) instead of refusing, as serve's flag")
 	var reason string
 	fs.StringVar(&reason, "reason", "", "why, for the audit trail")

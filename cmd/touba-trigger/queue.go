@@ -292,6 +292,9 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 		if e.ReceiptRef != "" || e.ErrorCode != "" || e.ReceiptErrorCode != "" {
 			fmt.Fprintf(w, "    receipt=%s error=%s receipt_error=%s\n", cell(e.ReceiptRef, 80), cell(e.ErrorCode, 60), cell(e.ReceiptErrorCode, 60))
 		}
+		if e.Request != "" {
+			fmt.Fprintf(w, "    request %s\n", cell(e.Request, 300))
+		}
 		if len(e.Result) > 0 {
 			fmt.Fprintf(w, "    result %s\n", cell(string(e.Result), 200))
 		}

@@ -15,6 +15,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/handler/egress"
 	"github.com/touba/touba-trigger/server"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
@@ -64,6 +65,7 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.DurationVar(&f.DatabaseTimeout, "database-timeout", 5*time.Second, "bound of every wait on the database (with --database): a request that cannot commit within it is answered 503")
 	fs.StringVar(&f.ConsoleListen, "console-listen", "", "address of the operator console (keep it on loopback or behind a TLS proxy); off unless given")
 	fs.BoolVar(&f.AllowUnisolatedHandlers, "allow-unisolated-handlers", false, "where this host cannot run a process handler without network, run the bindings without the network grant with the host's network (logged at every start) instead of refusing to start")
+	egressDeny := fs.String("egress-deny", "", "CIDRs the webhook and http bindings must never reach (for example 10.0.0.0/8,172.16.0.0/12,192.168.0.0/16), comma-separated, on top of the link-local, metadata, multicast and reserved ranges always refused; a binding's options.allow_addresses still allows its own")
 	tokenFile := fs.String("console-token-file", "", "file holding the console's token; default: the systemd credential console-token")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -76,6 +78,9 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	}
 	if f.TrustedProxies, err = trigger.ParseCIDRList(*proxies); err != nil {
 		return usageError{err: fmt.Errorf("--trusted-proxies: %w", err)}
+	}
+	if f.EgressDeny, err = egress.ParseList(*egressDeny); err != nil {
+		return usageError{err: fmt.Errorf("--egress-deny: %w", err)}
 	}
 	if len(pos) != 1 {
 		return usageError{err: fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}

@@ -87,9 +87,11 @@
 //	200  the protocol response: the receipt, or a business error with ok
 //	     false and its code (ToolRefMismatch, GrantMissing, HandlerFailed too)
 //
-// The daemon takes a 200 answer's receipt as is, and records any 4xx as
-// not_applied with code WebhookRejected, which is true since Run did not
-// run. The signature covers the body, not the time: a recorded request can
+// Every answer carries the header Touba-Protocol: touba-tool-handler-v1:
+// that header, not the body's shape, tells the daemon the body is a
+// protocol response. The daemon takes a 200 answer's receipt as is, and
+// records any 4xx as not_applied with code WebhookRejected, which is true
+// since Run did not run. The signature covers the body, not the time: a recorded request can
 // be sent again, and a retry after a lost answer is sent again on purpose,
 // so Run must deduplicate by Effect().EffectID (equal to
 // Context.IdempotencyKey over HTTP) as it would for a process handler.

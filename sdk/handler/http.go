@@ -73,6 +73,9 @@ func WithMaxBodyBytes(n int64) HTTPOption {
 //     which the daemon uses as is: the receipt the tool made, or its
 //     business error with ok false and its code.
 //
+// Every answer carries the header Touba-Protocol: touba-tool-handler-v1,
+// which is what tells the daemon that the body is a protocol response.
+//
 // The secret is WithSecret's, else the environment variable
 // TOUBA_WEBHOOK_SECRET. HTTPHandler panics when the tool is invalid or
 // there is no secret, as a mux panics on a bad pattern: a handler that
@@ -169,6 +172,8 @@ func writeHTTP(w http.ResponseWriter, status int, resp *protocol.Response) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
 	w.Header().Set("Cache-Control", "no-store")
+	// What tells the daemon that the body is a protocol response (§4.2).
+	w.Header().Set(protocol.Header, protocol.Name)
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }

@@ -53,6 +53,10 @@ func post(tb testing.TB, h http.Handler, method string, body []byte, sig, key st
 	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
 		tb.Fatalf("Content-Type %q", ct)
 	}
+	// The header is what tells the daemon the body is a protocol response.
+	if got := rec.Header().Get("Touba-Protocol"); got != "touba-tool-handler-v1" {
+		tb.Fatalf("Touba-Protocol %q, want touba-tool-handler-v1", got)
+	}
 	return rec.Code, parseLine(tb, rec.Body.Bytes())
 }
 

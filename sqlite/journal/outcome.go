@@ -26,13 +26,22 @@ const qDispatch = `UPDATE effects SET state = 'dispatched', updated_at = ?
 // Dispatch moves the effect held by callID from prepared to dispatched,
 // durably, just before the request leaves (SPEC §5).
 func (j *Journal) Dispatch(ctx context.Context, scope, effectID, callID string) error {
+	return j.DispatchRequest(ctx, scope, effectID, callID, "")
+}
+
+// DispatchRequest is Dispatch that also records, in the dispatched event's
+// detail, the request the call sends (touba.RequestDetail): never one that
+// holds a secret value.
+func (j *Journal) DispatchRequest(ctx context.Context, scope, effectID, callID, request string) error {
+	note := touba.RequestDetail(request, j.holdsSecret(request))
 	return j.submit(ctx, func(ctx context.Context, tx *wtx) error {
-		return j.dispatchTx(ctx, tx, scope, effectID, callID)
+		return j.dispatchTx(ctx, tx, scope, effectID, callID, note)
 	})
 }
 
-// dispatchTx is Dispatch inside the writer's transaction.
-func (j *Journal) dispatchTx(ctx context.Context, tx *wtx, scope, effectID, callID string) error {
+// dispatchTx is Dispatch inside the writer's transaction; note ends the
+// event's detail.
+func (j *Journal) dispatchTx(ctx context.Context, tx *wtx, scope, effectID, callID, note string) error {
 	// The guarded update is the check: it matches only the row callID
 	// holds in prepared. Only when it matches nothing is the row read,
 	// to say why.
@@ -52,7 +61,7 @@ func (j *Journal) dispatchTx(ctx context.Context, tx *wtx, scope, effectID, call
 		return fmt.Errorf("dispatch effect: %w", err)
 	}
 	return appendEvent(ctx, tx, scope, effectID, callID, touba.EffectDispatched, now,
-		fmt.Sprintf("dispatch attempt %d", attempts))
+		fmt.Sprintf("dispatch attempt %d", attempts)+note)
 }
 
 // errNotHeld stands for "this process does not hold the claim": the slow

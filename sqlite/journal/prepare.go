@@ -86,7 +86,7 @@ func (j *Journal) prepare(ctx context.Context, p Prepare, dispatch bool) (*Effec
 			e, err := j.prepareTx(ctx, tx, p, dispatch)
 			out, refused = e, nil
 			if err == nil && dispatch && e.State != touba.EffectDispatched {
-				err = j.dispatchTx(ctx, tx, p.Scope, p.EffectID, p.CallID)
+				err = j.dispatchTx(ctx, tx, p.Scope, p.EffectID, p.CallID, "")
 				e.State = touba.EffectDispatched
 			}
 			if errors.As(err, &refused) {

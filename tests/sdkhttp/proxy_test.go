@@ -95,7 +95,13 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "answer lost", http.StatusServiceUnavailable)
 		return
 	}
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	// The answer's headers as a proxy passes them: Touba-Protocol is what
+	// tells the daemon the body is a protocol response.
+	for _, h := range []string{"Content-Type", "Touba-Protocol"} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
 	w.WriteHeader(resp.StatusCode)
 	w.Write(answer)
 }

@@ -25,9 +25,10 @@ import (
 	"github.com/touba/touba-trigger/internal/testkit"
 )
 
-// The example's development secret; the README uses the same one.
+// The example's development secrets; the README uses the same ones.
 const (
 	webhookSecret = "whsec_dev_example_only_4f1c2a9e7b3d"
+	ordersToken   = "orders_dev_token_only_7e2b91c4"
 	triggerPath   = "/triggers/examples.stripe/Events"
 )
 
@@ -43,6 +44,30 @@ type example struct {
 	run string // queue, state, journal and admin socket
 }
 
+// startOrdersAPI runs the example's orders_api.mjs in dir on a free port
+// and returns its address.
+func startOrdersAPI(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command("node", "orders_api.mjs")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "ORDERS_API_TOKEN=" + ordersToken, "PORT=0"}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		t.Fatalf("orders_api.mjs printed %q: %v", line, err)
+	}
+	return addr
+}
+
 // newExample copies examples/stripe into a temp dir laid out like the
 // repository and makes node_modules/@touba/sdk the link `npm install`
 // makes of the "file:../../sdk/js" dependency.
@@ -54,11 +79,15 @@ func newExample(t *testing.T) *example {
 	root := moduleRoot()
 	base := t.TempDir()
 	dir := filepath.Join(base, "examples", "stripe")
-	for _, f := range []string{"program.air.json", "touba.manifest.json", "package.json", "sign.mjs",
+	for _, f := range []string{"orders_api.mjs", "program.air.json", "touba.manifest.json", "package.json", "sign.mjs",
 		"event.json", "event-changed.json", "handlers/record_payment.handler.mjs"} {
 		b, err := os.ReadFile(filepath.Join(root, "examples", "stripe", f))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if f == "touba.manifest.json" {
+			// The orders API this test runs listens on a free port, not 8787.
+			b = bytes.ReplaceAll(b, []byte("127.0.0.1:8787"), []byte(startOrdersAPI(t, dir)))
 		}
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
 			t.Fatal(err)
@@ -87,7 +116,7 @@ func (e *example) start(flags ...string) *testkit.Daemon {
 		"--queue", filepath.Join(e.run, "q.sqlite"), "--state", filepath.Join(e.run, "s.sqlite"),
 		"--effect-journal", filepath.Join(e.run, "j.sqlite"), "--admin-socket", filepath.Join(e.run, "admin.sock"),
 		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--log-level", "info"}, flags...)
-	return testkit.Start(e.t, []string{"STRIPE_WEBHOOK_SECRET=" + webhookSecret}, args...)
+	return testkit.Start(e.t, []string{"STRIPE_WEBHOOK_SECRET=" + webhookSecret, "ORDERS_API_TOKEN=" + ordersToken}, args...)
 }
 
 // sign runs the example's recipe, `node sign.mjs FILE`, and returns the
@@ -164,9 +193,15 @@ func (e *example) send(d *testkit.Daemon, file string, env ...string) reply {
 	return post(e.t, d.URL(), body, e.sign(file, env...))
 }
 
-func (e *example) payments() []map[string]any {
+func (e *example) payments() []map[string]any { return e.lines("payments.jsonl") }
+
+// orders are the payments the orders API recorded.
+func (e *example) orders() []map[string]any { return e.lines("orders.jsonl") }
+
+// lines reads the JSON lines of .touba/name in the example's folder.
+func (e *example) lines(name string) []map[string]any {
 	e.t.Helper()
-	b, err := os.ReadFile(filepath.Join(e.dir, ".touba", "payments.jsonl"))
+	b, err := os.ReadFile(filepath.Join(e.dir, ".touba", name))
 	if os.IsNotExist(err) {
 		return nil
 	} else if err != nil {
@@ -220,6 +255,23 @@ func TestStripeExample(t *testing.T) {
 
 	d = e.start("--workers", "2")
 	testkit.WaitFor(t, 60*time.Second, func() bool { return len(e.payments()) == 1 }, "the payment recorded")
+	// The second step PUTs the order's payment to the orders API, with the
+	// bearer token from ORDERS_API_TOKEN and the effect id as its key.
+	testkit.WaitFor(t, 60*time.Second, func() bool { return len(e.orders()) == 1 }, "the order marked paid")
+	if o := e.orders()[0]; o["order_id"] != "A-1001" || o["idempotency_key"] != first.queueID+":mark-paid" ||
+		o["amount"] != float64(2000) || o["payment_intent"] != "pi_3QExample0001" {
+		t.Fatalf("orders API recorded %v, want order A-1001 paid 2000 under key %s:mark-paid", o, first.queueID)
+	}
+	var show string
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		out, _ := exec.Command(testkit.Binary(t), "queue", "show", first.queueID, "--admin-socket", filepath.Join(e.run, "admin.sock")).Output()
+		show = string(out)
+		return strings.Contains(show, "status       done")
+	}, "the entry done")
+	if !strings.Contains(show, "request PUT http://127.0.0.1:") || !strings.Contains(show, "Authorization: <secret ORDERS_API_TOKEN>") ||
+		strings.Contains(show, ordersToken) {
+		t.Fatalf("queue show: want the request sent, without the token:\n%s", show)
+	}
 	r := e.send(d, "event.json")
 	want(t, "redelivery after consumption", r, http.StatusOK, touba.IntakeConsumed, first.queueID)
 	if r.code != touba.ETriggerReplayRejected {
@@ -250,6 +302,9 @@ func TestStripeExample(t *testing.T) {
 	d.Signal(syscall.SIGTERM)
 	if code := d.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("exit %d\n%s", code, d.Log())
+	}
+	if strings.Contains(d.Log(), ordersToken) {
+		t.Fatal("the daemon's log holds the orders API token")
 	}
 	p := e.payments()
 	if len(p) != 1 || p[0]["event_id"] != "evt_1QExample0001" || p[0]["amount"] != float64(2000) || p[0]["effect_id"] != first.queueID+":record" {

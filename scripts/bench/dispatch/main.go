@@ -177,7 +177,7 @@ func main() {
 		j, q, st = openStores(ctx, *dir)
 		runtime.GC()
 	}
-	cfg, err := dispatcher.NewConfig(p, m, res, true, &dispatcher.Stubs{}, zerolog.Nop())
+	cfg, err := dispatcher.NewConfig(p, m, res, true, &dispatcher.Stubs{}, dispatcher.Outbound{}, zerolog.Nop())
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // the same tool defineTool serves as a process.
 
 import { createHmac, timingSafeEqual } from "node:crypto";
-import { Codes, ProtocolError, parseRequest } from "./protocol.js";
+import { Codes, PROTOCOL, ProtocolError, parseRequest } from "./protocol.js";
 import { Tool } from "./tool.js";
 
 /** The environment variable createHttpHandler reads the shared secret from. */
@@ -14,6 +14,12 @@ export const SIGNATURE_HEADER = "x-signature";
 
 /** The header that carries the call's effect_id (its call_id without an effect). */
 export const IDEMPOTENCY_KEY_HEADER = "idempotency-key";
+
+/**
+ * The header every answer carries, set to PROTOCOL: what tells the daemon
+ * that the body is a protocol response (SPEC §2.2, §4.2).
+ */
+export const PROTOCOL_HEADER = "touba-protocol";
 
 /** The default bound of a request body: the daemon's default max_payload_bytes. */
 export const DEFAULT_MAX_BODY_BYTES = 1 << 20;
@@ -242,6 +248,7 @@ function send(res, status, resp, { close = false } = {}) {
   res.setHeader("Content-Type", "application/json");
   res.setHeader("Content-Length", body.length);
   res.setHeader("Cache-Control", "no-store");
+  res.setHeader("Touba-Protocol", PROTOCOL);
   if (close) res.setHeader("Connection", "close");
   res.end(body);
 }

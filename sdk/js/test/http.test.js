@@ -7,6 +7,7 @@ import { createServer } from "node:http";
 import test from "node:test";
 import {
   HttpCodes,
+  PROTOCOL,
   ToubaHandlerError,
   ToubaSignatureError,
   createHttpHandler,
@@ -115,7 +116,12 @@ async function post(url, body, { sig, key, method = "POST", headers = {} } = {})
   if (sig !== null) h["x-signature"] = sig ?? sign(SECRET, body);
   if (key) h["idempotency-key"] = key;
   const res = await fetch(url, { method, headers: h, body: method === "GET" ? undefined : body });
-  return { status: res.status, resp: await res.json(), allow: res.headers.get("allow") };
+  return {
+    status: res.status,
+    resp: await res.json(),
+    allow: res.headers.get("allow"),
+    protocol: res.headers.get("touba-protocol"),
+  };
 }
 
 test("createHttpHandler: what runs and what is answered", async (t) => {
@@ -142,8 +148,10 @@ test("createHttpHandler: what runs and what is answered", async (t) => {
   ];
   for (const tc of cases) {
     const before = seen.runs;
-    const { status, resp, allow } = await post(url, tc.body, tc);
+    const { status, resp, allow, protocol } = await post(url, tc.body, tc);
     assert.equal(status, tc.status, `${tc.name}: ${JSON.stringify(resp)}`);
+    // The header is what tells the daemon the body is a protocol response.
+    assert.equal(protocol, PROTOCOL, `${tc.name}: Touba-Protocol header`);
     assert.equal(resp.error?.code, tc.code, `${tc.name}: ${JSON.stringify(resp)}`);
     assert.equal(resp.ok, tc.code === undefined, tc.name);
     assert.equal(seen.runs - before, tc.ran ? 1 : 0, `${tc.name}: runs`);

@@ -21,6 +21,8 @@ from touba_sdk import (
     CODE_PAYLOAD_TOO_LARGE,
     CODE_PROTOCOL_ERROR,
     CODE_SIGNATURE_INVALID,
+    PROTOCOL,
+    PROTOCOL_HEADER,
     Tool,
     ToubaHandlerError,
     ToubaSignatureError,
@@ -167,6 +169,8 @@ class WsgiAppTest(unittest.TestCase):
                 self.assertEqual(resp["ok"], code is None)
                 self.assertEqual(self.run_fn.runs - before, 1 if ran else 0)
                 self.assertEqual(headers["Content-Type"], "application/json")
+                # The header is what tells the daemon the body is a protocol response.
+                self.assertEqual(headers.get(PROTOCOL_HEADER), PROTOCOL)
                 if name == "applied":
                     self.assertEqual(resp["effect_receipt"]["outcome"], "applied")
                     self.assertEqual(resp["effect_receipt"]["receipt_ref"], "ref:q1:c1")
@@ -189,6 +193,7 @@ class WsgiAppTest(unittest.TestCase):
             "Content-Type": "application/json", "X-Signature": sign(SECRET, body), "Idempotency-Key": "q1:c1"})
         with urllib.request.urlopen(req, timeout=10) as res:
             self.assertEqual(res.status, 200)
+            self.assertEqual(res.headers.get("Touba-Protocol"), "touba-tool-handler-v1")
             self.assertEqual(json.loads(res.read())["effect_receipt"]["receipt_ref"], "ref:q1:c1")
         req = urllib.request.Request(url, data=body + b" ", method="POST", headers={"X-Signature": sign(SECRET, body)})
         with self.assertRaises(urllib.error.HTTPError) as cm:

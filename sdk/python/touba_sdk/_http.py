@@ -19,6 +19,10 @@ from ._tool import Tool, _encode_line, _failure
 SECRET_ENV = "TOUBA_WEBHOOK_SECRET"
 """The environment variable wsgi_app reads the shared secret from."""
 
+PROTOCOL_HEADER = "Touba-Protocol"
+"""The header every answer carries, set to PROTOCOL: what tells the daemon that
+the body is a protocol response (SPEC §2.2, §4.2)."""
+
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 """The default bound of a request body: the daemon's default max_payload_bytes."""
 
@@ -118,7 +122,7 @@ def wsgi_app(tool: Tool, *, secret: str | bytes | None = None,
             status, resp, headers = 500, _failure(p.CODE_FAILED, "the handler failed"), []
         body = _encode_line(resp)
         start_response(_STATUS[status], [("Content-Type", "application/json"), ("Content-Length", str(len(body))),
-                                         ("Cache-Control", "no-store"), *headers])
+                                         ("Cache-Control", "no-store"), (PROTOCOL_HEADER, p.PROTOCOL), *headers])
         return [body]
 
     return app

@@ -106,7 +106,7 @@ func TestWebhookErrorsRedactURL(t *testing.T) {
 			req := newRequest(t, `{}`, touba.RetryReconcile)
 			r := mustWebhook(t, tt.base+secretPath+"?"+secretQuery, func(s *handler.WebhookSpec) {
 				s.Log = zerolog.New(&logs).Level(zerolog.DebugLevel)
-				s.Client, s.Timeout, s.MaxTries = tt.client, 2*time.Second, 2
+				s.Outbound.Client, s.Timeout, s.MaxTries = tt.client, 2*time.Second, 2
 			})
 			res := r.Call(context.Background(), req, func() error { return nil })
 			if res.Err == nil || res.Err.Code != tt.code {

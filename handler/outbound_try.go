@@ -12,9 +12,10 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/handler/egress"
 )
 
-// tryKind is what one webhook try came to.
+// tryKind is what one try of an HTTP kind came to.
 type tryKind int
 
 const (
@@ -23,6 +24,7 @@ const (
 	tryRejected                   // any other status but 429 and 5xx
 	tryRetryStatus                // 429 or 5xx
 	tryNeverLeft                  // certainly not sent: dial, DNS or certificate failure
+	tryForbidden                  // refused by the egress guard: never sent, and never to be
 	tryTimeout                    // no answer in time, or the call was cancelled
 	tryLost                       // the connection broke after the request may have been sent
 )
@@ -32,6 +34,7 @@ type tryResult struct {
 	kind       tryKind
 	status     int
 	body       []byte
+	header     http.Header // of a 2xx answer
 	err        error
 	retryAfter time.Duration // < 0 when the server sent none
 }
@@ -47,36 +50,48 @@ func (t tryResult) neverApplied() bool {
 // final whatever the retry budget says. earlier tells whether an earlier
 // try may have reached the server: then an answer that would otherwise mean
 // "not applied" cannot rule out that one's application.
-func (t tryResult) result(req *Request, spec WebhookSpec, earlier bool) (*Result, bool) {
-	at := RedactURL(spec.URL) // where it went, without the path or query that may be a secret
+func (t tryResult) result(req *Request, o *outbound, out *outRequest, earlier bool) (*Result, bool) {
+	res, final := t.judge(req, o, out, earlier)
+	if t.status != 0 {
+		// The status, for the journal's outcome event (the error's details).
+		res.Detail = "http_status=" + strconv.Itoa(t.status)
+	}
+	return res, final
+}
+
+func (t tryResult) judge(req *Request, o *outbound, out *outRequest, earlier bool) (*Result, bool) {
+	// Where it went, without the path or query that may be a secret.
+	at := out.label + " " + RedactURL(out.url)
 	notApplied := touba.EffectNotApplied
 	if earlier {
 		notApplied = touba.EffectUnknown
 	}
 	switch t.kind {
 	case tryAnswered:
-		return answer(req, t.body), true
+		return o.wire.answer(req, t), true
 	case tryTooLarge:
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerPayloadTooLarge,
-			"webhook %s answered %d with a body over max_payload_bytes %d", at, t.status, spec.MaxPayload)), true
+			"%s answered %d with a body over max_payload_bytes %d", at, t.status, o.MaxPayload)), true
 	case tryRejected:
 		// Only a 4xx says the write was refused (SPEC §2.2). A 1xx or 3xx
 		// (a "303 See Other" after creating, say) says nothing of it.
 		if t.status < 400 || t.status > 499 {
 			return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed,
-				"webhook %s answered %d %s, which says neither applied nor refused", at, t.status, http.StatusText(t.status))), true
+				"%s answered %d %s, which says neither applied nor refused", at, t.status, http.StatusText(t.status))), true
 		}
-		return fail(req, notApplied, true, touba.Errorf(touba.EWebhookRejected,
-			"webhook %s answered %d %s", at, t.status, http.StatusText(t.status))), true
+		return fail(req, notApplied, true, touba.Errorf(o.rejectCode,
+			"%s answered %d %s", at, t.status, http.StatusText(t.status))), true
 	case tryRetryStatus:
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed,
-			"webhook %s answered %d %s", at, t.status, http.StatusText(t.status))), false
+			"%s answered %d %s", at, t.status, http.StatusText(t.status))), false
+	case tryForbidden:
+		return fail(req, notApplied, true, touba.Errorf(touba.EEgressForbidden, "%s not sent: %v", at, t.err)), true
 	case tryNeverLeft:
-		return fail(req, notApplied, true, touba.Errorf(touba.EHandlerFailed, "webhook unreachable: %v", t.err)), false
+		return fail(req, notApplied, true, touba.Errorf(touba.EHandlerFailed, "%s unreachable: %v", out.label, t.err)), false
 	case tryTimeout:
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerTimeout, "%v", t.err)), false
 	default:
-		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed, "webhook connection lost: %v", t.err)), false
+		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed, "%s connection lost: %v", out.label, t.err)), false
 	}
 }
 
@@ -87,13 +102,16 @@ func classify(ctx context.Context, err error, timeout time.Duration, at string) 
 	var op *net.OpError
 	var dns *net.DNSError
 	var cert *tls.CertificateVerificationError
+	var forbidden *egress.ForbiddenError
 	switch {
+	case errors.As(err, &forbidden):
+		t.kind, t.err = tryForbidden, forbidden
 	case errors.As(err, &op) && op.Op == "dial", errors.As(err, &dns), errors.As(err, &cert):
 		t.kind = tryNeverLeft
 	case ctx.Err() != nil:
-		t.kind, t.err = tryTimeout, errors.New("call cancelled while the webhook "+at+" was answering: "+context.Cause(ctx).Error())
+		t.kind, t.err = tryTimeout, errors.New("call cancelled while "+at+" was answering: "+context.Cause(ctx).Error())
 	case isTimeout(err):
-		t.kind, t.err = tryTimeout, errors.New("webhook "+at+" did not answer within "+timeout.String())
+		t.kind, t.err = tryTimeout, errors.New(at+" did not answer within "+timeout.String())
 	default:
 		t.kind = tryLost
 	}
