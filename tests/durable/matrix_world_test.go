@@ -54,17 +54,6 @@ func matrixProgram() program {
 
 func ref(pointer string) map[string]any { return map[string]any{"$ref": pointer} }
 
-// removeTrigger drops the trigger ref from p.
-func (p program) removeTrigger(ref string) {
-	var keep []any
-	for _, tr := range p["triggers"].([]any) {
-		if tr.(map[string]any)["ref"] != ref {
-			keep = append(keep, tr)
-		}
-	}
-	p["triggers"] = keep
-}
-
 // removeStep drops step id from the trigger ref.
 func (p program) removeStep(ref, id string) {
 	var keep []any

@@ -63,8 +63,9 @@ func previousBinary(t *testing.T) string {
 		}
 		archive := exec.Command("git", "-C", root, "archive", previousRelease)
 		untar := exec.Command("tar", "-x", "-C", src)
-		var errb bytes.Buffer
-		archive.Stderr, untar.Stderr = &errb, &errb
+		// One buffer each: the two write their stderr at once.
+		var errb, untarErr bytes.Buffer
+		archive.Stderr, untar.Stderr = &errb, &untarErr
 		if untar.Stdin, err = archive.StdoutPipe(); err != nil {
 			prevErr = err
 			return
@@ -78,7 +79,7 @@ func previousBinary(t *testing.T) string {
 			return
 		}
 		if err := untar.Wait(); err != nil {
-			prevErr = fmt.Errorf("untar %s: %v: %s", previousRelease[:12], err, errb.String())
+			prevErr = fmt.Errorf("untar %s: %v: %s", previousRelease[:12], err, untarErr.String())
 			return
 		}
 		prevBin = filepath.Join(dir, "touba-trigger-previous")
