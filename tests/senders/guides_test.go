@@ -3,7 +3,6 @@ package senders_test
 import (
 	"bufio"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,13 +151,7 @@ func runGuide(t *testing.T, path string) {
 // idle reports whether the daemon has no pending or running entry.
 func idle(t *testing.T, metricsURL string) bool {
 	t.Helper()
-	resp, err := http.Get(metricsURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	s := string(b)
+	_, s := testkit.Get(t, metricsURL+"/metrics")
 	return strings.Contains(s, `touba_queue_entries{status="pending"} 0`+"\n") &&
 		strings.Contains(s, `touba_queue_entries{status="running"} 0`+"\n")
 }
