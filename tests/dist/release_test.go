@@ -280,7 +280,10 @@ func TestDebianPackage(t *testing.T) {
 	}
 	var left []string
 	for _, f := range files(t, r) {
-		if !kept(f) && !strings.HasPrefix(f, "etc/touba/") && !strings.Contains(conffiles, " /"+f+" ") {
+		// The configuration and the state (the files the daemon run without
+		// systemd wrote) stay until purge.
+		if !kept(f) && !strings.HasPrefix(f, "etc/touba/") && !strings.HasPrefix(f, "var/lib/touba-trigger/") &&
+			!strings.Contains(conffiles, " /"+f+" ") {
 			left = append(left, f)
 		}
 	}
@@ -337,6 +340,11 @@ func serveWithoutSystemd(t *testing.T, r string) <-chan struct{} {
 		t.Skip("serve-without-systemd drops root to the touba user: run as root (.ci/run does)")
 	}
 	need(t, "setpriv", "util-linux")
+	// t.TempDir's parent is 0700: the unprivileged daemon could not reach
+	// its configuration under r (ConfigInvalid: permission denied).
+	if err := os.Chmod(filepath.Dir(r), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(filepath.Join(r, "usr/libexec/touba-trigger/serve-without-systemd"),
 		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--allow-unisolated-handlers")
 	cmd.Env = append(os.Environ(), "TOUBA_STATE_DIR="+filepath.Join(r, "var/lib/touba-trigger"),
