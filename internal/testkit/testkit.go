@@ -1,12 +1,14 @@
 // Package testkit is what the tests share: the real daemon started as a
 // child (Start) or in process on port 0 (StartServer), one delivery posted
-// (Post), one wait on a condition with a deadline (WaitFor), and the files
+// (Post), one page read (Get), one wait on a condition with a deadline
+// (WaitFor), and the files
 // of a stopped daemon read back (Entries, Effects). Every helper cleans up
 // after itself with tb.Cleanup.
 package testkit
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -71,4 +73,18 @@ func Post(tb testing.TB, url, eventID, body string, header ...string) (int, stri
 		return 0, ""
 	}
 	return resp.StatusCode, a.QueueID + a.Error.QueueID
+}
+
+// Get returns the status and body of a GET of url (a probe, a metrics
+// page), failing the test on a transport error.
+func Get(tb testing.TB, url string) (int, string) {
+	tb.Helper()
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		tb.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -2,8 +2,6 @@ package dist_test
 
 import (
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,19 +72,6 @@ func metricsAddr(t *testing.T, d *testkit.Daemon) string {
 	}
 	t.Fatal("no metrics address in the log")
 	return ""
-}
-
-// get returns the status and body of a GET.
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	c := http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
 }
 
 // run runs a command and fails the test, with its output, if it fails.

@@ -99,7 +99,7 @@ func TestContainerImage(t *testing.T) {
 	// (StartCmd puts the test's environment first; the image's wins.)
 	d := testkit.StartCmd(t, chroot(append(cfg.Entrypoint, cfg.Cmd...)...),
 		append(cfg.Env, "TOUBA_LISTEN=127.0.0.1:0", "TOUBA_METRICS_LISTEN=127.0.0.1:0"))
-	if code, body := get(t, d.URL()+"/readyz"); code != 200 {
+	if code, body := testkit.Get(t, d.URL()+"/readyz"); code != 200 {
 		t.Fatalf("/readyz in the image: %d %s", code, body)
 	}
 	if code, _ := testkit.Post(t, d.URL()+"/triggers/examples.billing/Invoice", "inv-image", `{"amount": 10}`); code != 202 {

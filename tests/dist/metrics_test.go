@@ -37,7 +37,7 @@ func scrape(t *testing.T, args []string) string {
 	}
 	var body string
 	testkit.WaitFor(t, 30*time.Second, func() bool {
-		_, body = get(t, "http://"+maddr+"/metrics")
+		_, body = testkit.Get(t, "http://"+maddr+"/metrics")
 		return strings.Contains(body, "touba_handler_calls_total{") && strings.Contains(body, "touba_ready")
 	}, "the handler call to show on /metrics")
 	return body

@@ -96,8 +96,10 @@ func TestReleaseIsReproducible(t *testing.T) {
 }
 
 // Each archive holds the binary (for its architecture), the units, the
-// example, README, CHANGELOG and SECURITY; the amd64 binary runs and says
-// the release version, the commit, unmodified.
+// example, README, CHANGELOG, SECURITY and the docs, with every file the
+// docs link (no relative link of a shipped .md leads outside the archive or
+// to nothing); the amd64 binary runs and says the release version, the
+// commit, unmodified.
 func TestReleaseArchives(t *testing.T) {
 	dir, arches := release(t)
 	for _, arch := range arches {
@@ -111,6 +113,7 @@ func TestReleaseArchives(t *testing.T) {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
+		checkArchiveDocs(t, name, top)
 		e, err := elf.Open(filepath.Join(top, "touba-trigger"))
 		if err != nil {
 			t.Fatal(err)
@@ -171,7 +174,8 @@ func dpkgStatus(t *testing.T, root string) string {
 // The Debian package, installed with dpkg into a root of its own (dpkg
 // --root with --force-script-chrootless, so the maintainer scripts run
 // with DPKG_ROOT set and this machine is left alone): the binary runs and
-// says its version; check accepts the installed example with the secret
+// says its version; every docs/*.md is in /usr/share/doc/touba-trigger;
+// check accepts the installed example with the secret
 // postinst made; the packaged unit names only paths the package installs;
 // the touba user exists. dpkg -r leaves only configuration and state
 // (/etc/touba, the empty /var/lib/touba-trigger) and the user; dpkg
@@ -199,6 +203,7 @@ func TestDebianPackage(t *testing.T) {
 	if out := run(t, r, nil, bin, "version"); !strings.HasPrefix(out, "touba-trigger "+releaseVersion+"\n") {
 		t.Fatalf("installed version:\n%s", out)
 	}
+	checkPackageDocs(t, r)
 	secret, err := os.ReadFile(filepath.Join(r, "etc/touba/credentials/webhook-secret"))
 	if err != nil || !strings.HasPrefix(string(secret), "whsec_") {
 		t.Fatalf("postinst made no signing secret: %v %q", err, secret)
