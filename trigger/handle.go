@@ -80,7 +80,8 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		in.reject(w, r, req, touba.ETriggerEventIDInvalid, touba.ErrorMessage(err), "")
 		return
 	}
-	if id == "" && t.Source.EventID.Required {
+	challenge, isChallenge := slackChallenge(t, body)
+	if id == "" && t.Source.EventID.Required && !isChallenge {
 		// Before any entry: without its id a sender's retry would become
 		// a second entry (SPEC §2.1 source.event_id.required).
 		in.reject(w, r, req, touba.ETriggerEventIDMissing, absent+"; this trigger requires an event id", "")
@@ -95,6 +96,10 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		}
 	}
 	req.verified = true
+	if isChallenge && req.verified && cfg.Verifiers[name] != nil {
+		in.answerChallenge(w, r, req, t, challenge)
+		return
+	}
 	if in.filterOut(w, r, req, t) {
 		return
 	}
