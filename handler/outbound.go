@@ -234,6 +234,9 @@ func (o *outbound) send(ctx context.Context, out *outRequest, retry409 bool) try
 		}
 	default:
 		t.kind = tryRejected
+		// The start of a refusal's body may name the receiver's own
+		// reason (receiverError): kept for the error message.
+		t.body, _ = io.ReadAll(io.LimitReader(resp.Body, rejectionPeek))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, drainLimit))
 	return t

@@ -80,7 +80,7 @@ func (t tryResult) judge(req *Request, o *outbound, out *outRequest, earlier boo
 				"%s answered %d %s, which says neither applied nor refused", at, t.status, http.StatusText(t.status))), true
 		}
 		return fail(req, notApplied, true, touba.Errorf(o.rejectCode,
-			"%s answered %d %s", at, t.status, http.StatusText(t.status))), true
+			"%s answered %d %s%s", at, t.status, http.StatusText(t.status), receiverError(t.body))), true
 	case tryRetryStatus:
 		return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed,
 			"%s answered %d %s", at, t.status, http.StatusText(t.status))), false

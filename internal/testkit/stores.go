@@ -49,3 +49,24 @@ func Effects(tb testing.TB, path string) ([]touba.Effect, map[string][]touba.Eff
 	}
 	return all, events
 }
+
+// EntryError reads the error code and message of entry id in the queue
+// file at path, of a stopped daemon.
+func EntryError(tb testing.TB, path, id string) (code, message string) {
+	tb.Helper()
+	ctx := context.Background()
+	q, err := queue.Open(ctx, path, queue.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer q.Close()
+	d, err := q.Get(ctx, id)
+	if err != nil || d == nil {
+		tb.Fatalf("entry %s: %v", id, err)
+	}
+	x, err := q.Detail(ctx, id)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d.ErrorCode, x.ErrorMessage
+}

@@ -147,6 +147,12 @@ func runWorld(t *testing.T, tg target) {
 	if err := d.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
+	// The receiver's own reason reaches the operator (issue 37): the
+	// SDK's 401 names SignatureInvalid.
+	if code, msg := testkit.EntryError(t, filepath.Join(dir, "q.sqlite"), q3); code != touba.EWebhookRejected ||
+		!strings.Contains(msg, "401 Unauthorized: SignatureInvalid: ") {
+		t.Errorf("the tampered entry: %s %q, want WebhookRejected naming the receiver's SignatureInvalid", code, msg)
+	}
 	effects, _ := testkit.Effects(t, journal)
 	byID := map[string]touba.Effect{}
 	for _, e := range effects {
