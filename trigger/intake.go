@@ -49,6 +49,10 @@ type Intake struct {
 	// Enqueued, when set, is called after each new entry (to wake the
 	// dispatcher); it must not block.
 	Enqueued func()
+	// Gathering, when set, is told when a gathering this intake opened
+	// starts (to wake the dispatcher's wake loop in time); it must not
+	// block.
+	Gathering func(wake time.Time)
 	// Observe, when set, sees every answer (for metrics).
 	Observe func(triggerRef, code string, status int)
 	Logger  zerolog.Logger

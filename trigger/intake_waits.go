@@ -15,6 +15,17 @@ const (
 	CrashAfterCancel = "after-cancel"
 )
 
+// Crash points of gatherings at intake (SPEC §2.1 debounce, batch): the
+// queue committed a new entry that opened a gathering (after-gather-opened),
+// was merged into one (after-merged), or filled a batch, which started
+// (after-gather-started; the wake loop has the point too, for a gathering
+// its time started), and the sender has not had its answer.
+const (
+	CrashAfterGatherOpened  = "after-gather-opened"
+	CrashAfterMerged        = "after-merged"
+	CrashAfterGatherStarted = "after-gather-started"
+)
+
 // matched follows up a new entry of t whose enqueue matched waits or
 // cancelled entries: it logs them (queue ids). The caller then notifies
 // the dispatcher (Enqueued), which leases the entries a match made
@@ -24,6 +35,19 @@ func (in *Intake) matched(t *Trigger, eventID string, res touba.EnqueueResult) {
 		crashpoint.Hit(CrashAfterMatch)
 		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", eventID).Str("queue_id", res.QueueID).
 			Strs("matched", res.Matched).Msg("delivery matched waiting entries")
+	}
+	switch res.Gather {
+	case touba.GatherOpened:
+		crashpoint.Hit(CrashAfterGatherOpened)
+		if in.Gathering != nil {
+			in.Gathering(res.GatherWake)
+		}
+	case touba.GatherMerged:
+		crashpoint.Hit(CrashAfterMerged)
+	case touba.GatherStarted:
+		crashpoint.Hit(CrashAfterGatherStarted)
+		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", eventID).Str("queue_id", res.QueueID).
+			Str("carrier", res.Carrier).Msg("delivery filled its batch; the gathering starts")
 	}
 	if len(res.Cancelled) > 0 {
 		crashpoint.Hit(CrashAfterCancel)

@@ -169,17 +169,22 @@ func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, erro
 	return n, nil
 }
 
-// NextWake is the earliest wake_at of a waiting entry.
+// NextWake is the earliest wake_at of a waiting entry or an open
+// gathering.
 func (q *Queue) NextWake(ctx context.Context) (time.Time, bool, error) {
-	var at string
-	err := q.db.Read.QueryRowContext(ctx, `SELECT wake_at FROM entries INDEXED BY entries_wake WHERE status = 'waiting' AND wake_at IS NOT NULL
-		ORDER BY wake_at LIMIT 1`).Scan(&at)
-	if errors.Is(err, sql.ErrNoRows) {
+	var next sql.NullString
+	// The soonest of the waits' and the gatherings' times (gather.go).
+	err := q.db.Read.QueryRowContext(ctx, `SELECT MIN(w) FROM (
+		SELECT (SELECT wake_at FROM entries INDEXED BY entries_wake WHERE status = 'waiting' AND wake_at IS NOT NULL
+			ORDER BY wake_at LIMIT 1) AS w
+		UNION ALL SELECT (SELECT wake_at FROM gatherings INDEXED BY gatherings_wake WHERE state = 'open'
+			ORDER BY wake_at LIMIT 1))`).Scan(&next)
+	if err == nil && !next.Valid {
 		return time.Time{}, false, nil
 	} else if err != nil {
 		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
 	}
-	t, err := touba.ParseTime(at)
+	t, err := touba.ParseTime(next.String)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
 	}
