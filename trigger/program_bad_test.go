@@ -30,7 +30,7 @@ var badPrograms = []struct{ name, src, want string }{
 
 	// The trigger.
 	{"trigger null", doc(`null`), `$.triggers[0]: must not be null`},
-	{"trigger unknown field", doc(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[],"name":"a"}`), `$.triggers[0].name: unknown field (known: cancel_on, concurrency, dispatch, filter, ref, retry, source, steps)`},
+	{"trigger unknown field", doc(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[],"name":"a"}`), `$.triggers[0].name: unknown field (known: batch, cancel_on, concurrency, debounce, dispatch, filter, ref, retry, source, steps)`},
 	{"ref missing", doc(`{"source":{"kind":"webhook"},"steps":[]}`), `$.triggers[0].ref: required field is missing`},
 	{"source missing", doc(`{"ref":"trigger:a","steps":[]}`), `$.triggers[0].source: required field is missing`},
 	{"steps missing", doc(`{"ref":"trigger:a","source":{"kind":"webhook"}}`), `$.triggers[0].steps: required field is missing`},
