@@ -157,8 +157,8 @@ type ReplayItem struct {
 	Repin *RepinPlan `json:"repin,omitempty"`
 	// Merged is the merged entry the operator named, whose carrier this
 	// item is: replaying a merged entry replays its carrier.
-	Merged  string     `json:"merged,omitempty"`
-	trigger string     // its trigger, for the replay's Repin map
+	Merged  string `json:"merged,omitempty"`
+	trigger string // its trigger, for the replay's Repin map
 }
 
 // ReplayReport is the answer to a ReplayRequest. Note explains an empty
