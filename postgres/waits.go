@@ -214,18 +214,23 @@ func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, erro
 	return n, nil
 }
 
-const qNextWake = `SELECT wake_at FROM touba.entries WHERE status = 'waiting' AND wake_at IS NOT NULL ORDER BY wake_at LIMIT 1`
+// qNextWake is the soonest of the waits' and the open gatherings' times
+// (gather.go), each read through its own index.
+const qNextWake = `SELECT LEAST(
+	(SELECT wake_at FROM touba.entries WHERE status = 'waiting' AND wake_at IS NOT NULL ORDER BY wake_at LIMIT 1),
+	(SELECT wake_at FROM touba.gatherings WHERE state = 'open' ORDER BY wake_at LIMIT 1))`
 
-// NextWake is the earliest wake_at of a waiting entry (touba.WaitStore).
+// NextWake is the earliest wake_at of a waiting entry or an open
+// gathering (touba.WaitStore).
 func (q *Queue) NextWake(ctx context.Context) (time.Time, bool, error) {
-	var at string
+	var at *string
 	err := q.db.pool.QueryRow(ctx, qNextWake).Scan(&at)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, false, nil
-	} else if err != nil {
+	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
+	} else if at == nil {
+		return time.Time{}, false, nil
 	}
-	t, err := touba.ParseTime(at)
+	t, err := touba.ParseTime(*at)
 	return t, err == nil, err
 }
 
