@@ -52,7 +52,6 @@ func (s *Server) start(ctx context.Context) error {
 			Tracing: s.tracing, RenewEvery: renew, LeaseTTL: leaseTTL, Slots: s.store.Slots,
 			Circuits: s.store.Circuits, OnCircuit: s.onCircuit, Waits: waits})
 		s.intake.Enqueued = s.disp.Notify
-		s.intake.Gathering = s.disp.WakeAt
 	}
 	if f.AdminSocket != "" {
 		srv, err := admin.Listen(f.AdminSocket, s.adminService())

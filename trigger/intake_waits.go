@@ -26,22 +26,23 @@ const (
 	CrashAfterGatherStarted = "after-gather-started"
 )
 
-// matched follows up a new entry of t whose enqueue matched waits or
-// cancelled entries: it logs them (queue ids). The caller then notifies
-// the dispatcher (Enqueued), which leases the entries a match made
-// pending as it leases the new one.
+// matched follows up a new entry of t whose enqueue matched waits,
+// cancelled entries or gathered it: it logs them (queue ids) and tells
+// Gathered. The caller then notifies the dispatcher (Enqueued), which
+// leases the entries a match (or a full batch) made pending as it leases
+// the new one.
 func (in *Intake) matched(t *Trigger, eventID string, res touba.EnqueueResult) {
 	if len(res.Matched) > 0 {
 		crashpoint.Hit(CrashAfterMatch)
 		in.Logger.Info().Str("trigger_ref", t.Ref).Str("event_id", eventID).Str("queue_id", res.QueueID).
 			Strs("matched", res.Matched).Msg("delivery matched waiting entries")
 	}
+	if res.Gather != "" && in.Gathered != nil {
+		in.Gathered(t.Ref, res)
+	}
 	switch res.Gather {
 	case touba.GatherOpened:
 		crashpoint.Hit(CrashAfterGatherOpened)
-		if in.Gathering != nil {
-			in.Gathering(res.GatherWake)
-		}
 	case touba.GatherMerged:
 		crashpoint.Hit(CrashAfterMerged)
 	case touba.GatherStarted:
