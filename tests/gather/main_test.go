@@ -5,15 +5,19 @@
 // delivery in order, a storm that never pauses bounded by max_wait_ms,
 // batches of 10, 10 and 5, the identity of a merged delivery (200
 // consumed, 409 on another body), and a SIGKILL at each crash point of a
-// gathering. Everything asserted is read from outside: what the remote
-// received, intake's answers, `queue ls` and `queue show --json`.
+// gathering; on PostgreSQL, two nodes gathering one key and a node killed
+// with an open gathering. Everything asserted is read from outside: what
+// the remote received, intake's answers, `queue ls` and `queue show
+// --json`.
 package gather_test
 
 import (
 	"testing"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
+	"github.com/touba/touba-trigger/internal/pgtest"
 )
 
-// TestMain removes the daemon binary testkit builds once the tests end.
-func TestMain(m *testing.M) { gobuild.Main(m, nil) }
+// TestMain removes the daemon binary testkit builds, and stops the
+// PostgreSQL cluster of the PostgreSQL tests, once the tests end.
+func TestMain(m *testing.M) { gobuild.Main(pgtest.M(m), nil) }

@@ -37,6 +37,7 @@ type world struct {
 	t                                                   *testing.T
 	r                                                   *remote
 	dir, program, manifest, queue, state, journal, sock string
+	dsn                                                 string // a PostgreSQL database instead of the files (pg_test.go)
 	d                                                   *testkit.Daemon
 }
 
@@ -111,8 +112,13 @@ type answer struct {
 // note that changes its body); err is the transport's (a daemon killed
 // before it answered).
 func (w *world) send(ref, eventID, key string, seq int, note string) (answer, error) {
+	return w.sendTo(w.d, ref, eventID, key, seq, note)
+}
+
+// sendTo is send to the daemon (node) d.
+func (w *world) sendTo(d *testkit.Daemon, ref, eventID, key string, seq int, note string) (answer, error) {
 	body := fmt.Sprintf(`{"key": %q, "seq": %d, "note": %q}`, key, seq, note)
-	req, err := http.NewRequest(http.MethodPost, w.d.URL()+"/triggers/"+strings.TrimPrefix(ref, "trigger:"), strings.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, d.URL()+"/triggers/"+strings.TrimPrefix(ref, "trigger:"), strings.NewReader(body))
 	if err != nil {
 		return answer{}, err
 	}
@@ -143,8 +149,11 @@ func (w *world) post(ref, eventID, key string, seq int) string {
 // when none runs, and decodes its --json output into out.
 func (w *world) cli(out any, args ...string) {
 	w.t.Helper()
-	cmd := exec.Command(testkit.Binary(w.t), append(args, "--admin-socket", w.sock, "--queue", w.queue,
-		"--state-file", w.state, "--effect-journal", w.journal, "--json")...)
+	where := []string{"--admin-socket", w.sock, "--queue", w.queue, "--state-file", w.state, "--effect-journal", w.journal}
+	if w.dsn != "" {
+		where = []string{"--admin-socket", w.sock, "--database", w.dsn} // no node serves it: the CLI reads the database
+	}
+	cmd := exec.Command(testkit.Binary(w.t), append(append(args, where...), "--json")...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
