@@ -22,6 +22,7 @@ func runGather(t *testing.T, f Factory) {
 	t.Run("SurvivesRestart", func(t *testing.T) { testGatherRestart(t, f) })
 	t.Run("TwoHandlesOneGathering", func(t *testing.T) { testGatherTwoHandles(t, f) })
 	t.Run("RetentionOfMerged", func(t *testing.T) { testGatherRetention(t, f) })
+	t.Run("CarrierHoldsItsConcurrencyKey", func(t *testing.T) { testCarrierKey(t, f) })
 }
 
 func gatherStore(t *testing.T, e *env) (touba.GatherStore, touba.WaitStore) {
@@ -444,6 +445,27 @@ func testGatherRetention(t *testing.T, f Factory) {
 	if d := e.get(t, m); d.Body != nil {
 		t.Fatalf("merged entry of a done carrier kept its body past retention")
 	}
+}
+
+// testCarrierKey: concurrency applies to the carrier. Waiting in its
+// gathering it holds its key, in acceptance order, like a sleeping entry:
+// a later entry of the key (here one whose gathering key resolved to
+// nothing) waits behind it, and goes once the carrier's run ended. A
+// merged entry holds nothing.
+func testCarrierKey(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	gs, _ := gatherStore(t, e)
+	keyed := func(d *touba.Delivery) { d.ConcKey, d.ConcMax = `"c1"`, 1 }
+	carrier := e.putOf(t, "trigger:g", "k1", func(d *touba.Delivery) { keyed(d); d.Gather = debounce(`"p"`) }).QueueID
+	later := e.putOf(t, "trigger:g", "k2", keyed).QueueID
+	e.putOf(t, "trigger:g", "k3", func(d *touba.Delivery) { keyed(d); d.Gather = debounce(`"p"`) })
+	e.lease(t, 10)
+	e.clock.Add(5 * time.Second)
+	e.startDue(t, gs, e.clock.Now(), 1)
+	e.lease(t, 10, carrier)
+	e.lease(t, 10)
+	e.finish(t, carrier, touba.StatusDone)
+	e.lease(t, 10, later)
 }
 
 func ptr(t time.Time) *time.Time { return &t }
