@@ -107,21 +107,41 @@ func (g *GatherSpec) Opened(at time.Time) (wake, deadline time.Time) {
 	return at.Add(g.Window), at.Add(g.Window)
 }
 
-// Merged is when a gathering whose start was wake, and whose deadline is
-// deadline, starts once a delivery merged into it at at: debounce waits a
-// window after the last delivery, never past the deadline; a batch keeps
-// its time.
-func (g *GatherSpec) Merged(at, wake, deadline time.Time) time.Time {
+// GatherMerge is what one more delivery makes of a gathering.
+type GatherMerge struct {
+	Size    int       // the gathering's size with it: its place in the run
+	Wake    time.Time // when the gathering starts now
+	Started bool      // it filled the gathering, which starts at once
+}
+
+// Merge decides the merge, at at, of a delivery into a gathering that held
+// size deliveries, whose start time and deadline are stored as wake and
+// deadline (TimeFormat): debounce waits a window after the last delivery,
+// never past the deadline, a batch keeps its time; either starts once it
+// holds Limit deliveries.
+func (g *GatherSpec) Merge(at time.Time, size int, wake, deadline string) (GatherMerge, error) {
+	w, err := ParseTime(wake)
+	if err != nil {
+		return GatherMerge{}, fmt.Errorf("gathering's wake_at: %w", err)
+	}
+	d, err := ParseTime(deadline)
+	if err != nil {
+		return GatherMerge{}, fmt.Errorf("gathering's deadline: %w", err)
+	}
+	m := GatherMerge{Size: size + 1, Wake: w}
 	if g.Kind == GatherDebounce {
 		next := at.Add(g.Window)
-		if next.After(deadline) {
-			next = deadline
+		if next.After(d) {
+			next = d
 		}
-		if next.After(wake) {
-			return next
+		if next.After(w) {
+			m.Wake = next
 		}
 	}
-	return wake
+	if m.Size >= g.Limit() {
+		m.Started, m.Wake = true, at
+	}
+	return m, nil
 }
 
 // Gather outcomes of an enqueue (EnqueueResult.Gather).
@@ -151,6 +171,30 @@ type Gathering struct {
 	WakeAt    time.Time  `json:"wake_at"`
 	Deadline  time.Time  `json:"deadline"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
+}
+
+// SetTimes sets g's times from their stored form (TimeFormat; started
+// may be nil).
+func (g *Gathering) SetTimes(opened, last, wake, deadline string, started *string) error {
+	for _, t := range []struct {
+		s   string
+		dst *time.Time
+	}{{opened, &g.OpenedAt}, {last, &g.LastAt}, {wake, &g.WakeAt}, {deadline, &g.Deadline}} {
+		v, err := ParseTime(t.s)
+		if err != nil {
+			return err
+		}
+		*t.dst = v
+	}
+	g.StartedAt = nil
+	if started != nil {
+		v, err := ParseTime(*started)
+		if err != nil {
+			return err
+		}
+		g.StartedAt = &v
+	}
+	return nil
 }
 
 // GatherStore keeps gatherings (SPEC §2.1). The queue store implements

@@ -89,36 +89,30 @@ func gather(ctx context.Context, tx *Tx, o *enqueueOp, clock time.Time) error {
 // size deliveries, and starts it when that fills it.
 func merge(ctx context.Context, tx *Tx, o *enqueueOp, carrier string, size int, wakeS, deadlineS string, now time.Time) error {
 	d, g := o.d, o.d.Gather
-	wake, err := touba.ParseTime(wakeS)
+	m, err := g.Merge(now, size, wakeS, deadlineS)
 	if err != nil {
-		return fmt.Errorf("gathering %s: wake_at: %w", carrier, err)
-	}
-	deadline, err := touba.ParseTime(deadlineS)
-	if err != nil {
-		return fmt.Errorf("gathering %s: deadline: %w", carrier, err)
+		return fmt.Errorf("gathering %s: %w", carrier, err)
 	}
 	at := touba.FormatTime(now)
-	size++
-	wake = g.Merged(now, wake, deadline)
 	state, started := touba.GatheringOpen, (*string)(nil)
-	if size >= g.Limit() {
+	if m.Started {
 		state, started = touba.GatheringStarted, &at
 	}
 	b := &pgx.Batch{}
 	b.Queue(`UPDATE touba.gatherings SET size = $2, last_at = $3, wake_at = $4, state = $5, started_at = $6 WHERE carrier = $1`,
-		carrier, size, at, touba.FormatTime(wake), state, started)
+		carrier, m.Size, at, touba.FormatTime(m.Wake), state, started)
 	b.Queue(`UPDATE touba.entries SET status = 'merged', merged_into = $2, merged_seq = $3, held = false, updated_at = $4
-		WHERE queue_id = $1`, d.QueueID, carrier, size, at)
-	if started != nil {
+		WHERE queue_id = $1`, d.QueueID, carrier, m.Size, at)
+	if m.Started {
 		b.Queue(`UPDATE touba.entries SET status = 'pending', not_before = NULL, updated_at = $2 WHERE queue_id = $1 AND status = 'waiting'`,
 			carrier, at)
 	}
 	if err := tx.execBatch(ctx, b); err != nil {
 		return fmt.Errorf("merge into %s: %w", carrier, err)
 	}
-	o.res.Gather, o.res.Carrier, o.res.GatherWake = touba.GatherMerged, carrier, wake
-	if started != nil {
-		o.res.Gather, o.res.GatherWake = touba.GatherStarted, now
+	o.res.Gather, o.res.Carrier, o.res.GatherWake = touba.GatherMerged, carrier, m.Wake
+	if m.Started {
+		o.res.Gather = touba.GatherStarted
 	}
 	return nil
 }
@@ -159,12 +153,7 @@ func (q *Queue) StartDue(ctx context.Context, now time.Time, limit int) (int64, 
 	if limit <= 0 {
 		limit = 1000
 	}
-	var n int64
-	err := q.change("", func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, qStartDue, touba.FormatTime(now), limit, q.db.now())
-		n = tag.RowsAffected()
-		return err
-	})
+	n, err := q.execCount(qStartDue, touba.FormatTime(now), limit, q.db.now())
 	if err != nil {
 		return 0, fmt.Errorf("start gatherings: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,16 +29,8 @@ func (q *Queue) Gathering(ctx context.Context, carrier string) (*touba.Gathering
 	} else if err != nil {
 		return nil, fmt.Errorf("gathering of %s: %w", carrier, err)
 	}
-	for _, t := range []struct {
-		s   string
-		dst *time.Time
-	}{{opened, &g.OpenedAt}, {last, &g.LastAt}, {wake, &g.WakeAt}, {deadline, &g.Deadline}} {
-		if *t.dst, err = touba.ParseTime(t.s); err != nil {
-			return nil, fmt.Errorf("gathering of %s: %w", carrier, err)
-		}
-	}
-	if g.StartedAt, err = parseOptional(started); err != nil {
-		return nil, fmt.Errorf("gathering of %s: started_at: %w", carrier, err)
+	if err := g.SetTimes(opened, last, wake, deadline, started); err != nil {
+		return nil, fmt.Errorf("gathering of %s: %w", carrier, err)
 	}
 	return &g, nil
 }

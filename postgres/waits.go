@@ -202,16 +202,23 @@ func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, erro
 	if limit <= 0 {
 		limit = 1000
 	}
-	var n int64
-	err := q.change("", func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, qWake, touba.FormatTime(now), limit, q.db.now())
-		n = tag.RowsAffected()
-		return err
-	})
+	n, err := q.execCount(qWake, touba.FormatTime(now), limit, q.db.now())
 	if err != nil {
 		return 0, fmt.Errorf("wake: %w", err)
 	}
 	return n, nil
+}
+
+// execCount runs one statement as a change of its own and returns the
+// rows it changed.
+func (q *Queue) execCount(query string, args ...any) (int64, error) {
+	var n int64
+	err := q.change("", func(ctx context.Context, tx *Tx) error {
+		tag, err := tx.Exec(ctx, query, args...)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
 }
 
 // qNextWake is the soonest of the waits' and the open gatherings' times

@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -58,29 +57,23 @@ func (q *Queue) gather(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, r
 	err := tx.QueryRowContext(ctx, qFindGathering, d.TriggerRef, g.Key, g.Value).Scan(&carrier, &size, &wakeS, &deadlineS, &live)
 	switch {
 	case err == nil && live:
-		wake, err := touba.ParseTime(wakeS)
+		m, err := g.Merge(now, size, wakeS, deadlineS)
 		if err != nil {
-			return fmt.Errorf("gathering %s: wake_at: %w", carrier, err)
+			return fmt.Errorf("gathering %s: %w", carrier, err)
 		}
-		deadline, err := touba.ParseTime(deadlineS)
-		if err != nil {
-			return fmt.Errorf("gathering %s: deadline: %w", carrier, err)
-		}
-		size++
-		wake = g.Merged(now, wake, deadline)
 		state, started := touba.GatheringOpen, any(nil)
-		if size >= g.Limit() {
+		if m.Started {
 			state, started = touba.GatheringStarted, at
 		}
-		if _, err := tx.ExecContext(ctx, qMergeInto, size, at, touba.FormatTime(wake), state, started, carrier); err != nil {
+		if _, err := tx.ExecContext(ctx, qMergeInto, m.Size, at, touba.FormatTime(m.Wake), state, started, carrier); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, qMerged, carrier, size, at, d.QueueID); err != nil {
+		if _, err := tx.ExecContext(ctx, qMerged, carrier, m.Size, at, d.QueueID); err != nil {
 			return err
 		}
 		q.batchMoved--
-		r.Gather, r.Carrier, r.GatherWake = touba.GatherMerged, carrier, wake
-		if started != nil {
+		r.Gather, r.Carrier, r.GatherWake = touba.GatherMerged, carrier, m.Wake
+		if m.Started {
 			res, err := tx.ExecContext(ctx, qStartCarrier, at, carrier)
 			if err != nil {
 				return err
@@ -88,7 +81,7 @@ func (q *Queue) gather(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, r
 			if n, _ := res.RowsAffected(); n == 1 {
 				q.batchMoved++
 			}
-			r.Gather, r.GatherWake = touba.GatherStarted, now
+			r.Gather = touba.GatherStarted
 		}
 		return nil
 	case err == nil:
@@ -127,40 +120,22 @@ func (q *Queue) StartDue(ctx context.Context, now time.Time, limit int) (int64, 
 	due := touba.FormatTime(now)
 	var n int64
 	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
-		rows, err := tx.QueryContext(ctx, `SELECT carrier FROM gatherings INDEXED BY gatherings_wake
+		ids, list, err := queryIDs(ctx, tx, `SELECT carrier FROM gatherings INDEXED BY gatherings_wake
 			WHERE state = 'open' AND wake_at <= ? ORDER BY wake_at LIMIT ?`, due, limit)
-		if err != nil {
-			return 0, err
-		}
-		ids, err := scanIDs(rows)
-		rows.Close()
 		if err != nil || len(ids) == 0 {
 			return 0, err
 		}
-		list, err := json.Marshal(ids)
-		if err != nil {
-			return 0, err
-		}
 		at := q.now()
-		rows, err = tx.QueryContext(ctx, `UPDATE entries SET status = 'pending', not_before = NULL, updated_at = ?
+		started, live, err := queryIDs(ctx, tx, `UPDATE entries SET status = 'pending', not_before = NULL, updated_at = ?
 			WHERE queue_id IN (SELECT value FROM json_each(?)) AND status = 'waiting' AND lease_token = 0
-			RETURNING queue_id`, at, string(list))
-		if err != nil {
-			return 0, err
-		}
-		started, err := scanIDs(rows)
-		rows.Close()
-		if err != nil {
-			return 0, err
-		}
-		live, err := json.Marshal(started)
+			RETURNING queue_id`, at, list)
 		if err != nil {
 			return 0, err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE gatherings SET
 				state = CASE WHEN carrier IN (SELECT value FROM json_each(?2)) THEN 'started' ELSE 'closed' END,
 				started_at = CASE WHEN carrier IN (SELECT value FROM json_each(?2)) THEN ?3 END
-			WHERE carrier IN (SELECT value FROM json_each(?1))`, string(list), string(live), at); err != nil {
+			WHERE carrier IN (SELECT value FROM json_each(?1))`, list, live, at); err != nil {
 			return 0, err
 		}
 		n = int64(len(started))
@@ -179,7 +154,7 @@ const gatheringColumns = `g.carrier, g.trigger_ref, g.kind, g.key, g.value, g.st
 func (q *Queue) Gathering(ctx context.Context, carrier string) (*touba.Gathering, error) {
 	var g touba.Gathering
 	var opened, last, wake, deadline string
-	var started sql.NullString
+	var started *string
 	err := q.db.Read.QueryRowContext(ctx, `SELECT `+gatheringColumns+` FROM gatherings g JOIN entries e ON e.queue_id = g.carrier
 		WHERE g.carrier = ?`, carrier).Scan(&g.Carrier, &g.TriggerRef, &g.Kind, &g.Key, &g.Value, &g.State, &g.Live,
 		&g.Size, &opened, &last, &wake, &deadline, &started)
@@ -188,16 +163,8 @@ func (q *Queue) Gathering(ctx context.Context, carrier string) (*touba.Gathering
 	} else if err != nil {
 		return nil, fmt.Errorf("gathering of %s: %w", carrier, err)
 	}
-	for _, t := range []struct {
-		s   string
-		dst *time.Time
-	}{{opened, &g.OpenedAt}, {last, &g.LastAt}, {wake, &g.WakeAt}, {deadline, &g.Deadline}} {
-		if *t.dst, err = touba.ParseTime(t.s); err != nil {
-			return nil, fmt.Errorf("gathering of %s: %w", carrier, err)
-		}
-	}
-	if g.StartedAt, err = parseNullTime(started); err != nil {
-		return nil, fmt.Errorf("gathering of %s: started_at: %w", carrier, err)
+	if err := g.SetTimes(opened, last, wake, deadline, started); err != nil {
+		return nil, fmt.Errorf("gathering of %s: %w", carrier, err)
 	}
 	return &g, nil
 }
