@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	touba "github.com/touba/touba-trigger"
 )
 
 // Gatherings (SPEC §2.1 debounce and batch): the gatherings open now, read
@@ -29,6 +31,20 @@ func (m *Metrics) WatchGatherings(counts func(ctx context.Context) (open, merged
 		Help: "Gathered deliveries accepted by this node, by trigger and outcome: opened (a new gathering), merged (into an open one), started (merged, and it filled a batch)."},
 		[]string{"trigger_ref", "outcome"})
 	m.r.MustRegister(m.gathered)
+}
+
+// GatheringTriggers makes the counter's series of each trigger that
+// gathers, at 0, so dashboards and rate() see them before the first
+// delivery (called at start and at each reload).
+func (m *Metrics) GatheringTriggers(refs []string) {
+	if m.gathered == nil {
+		return
+	}
+	for _, ref := range refs {
+		for _, o := range []string{touba.GatherOpened, touba.GatherMerged, touba.GatherStarted} {
+			m.gathered.WithLabelValues(ref, o)
+		}
+	}
 }
 
 // ObserveGather counts one gathered delivery of triggerRef (outcome:

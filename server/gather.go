@@ -2,18 +2,35 @@ package server
 
 import (
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/trigger"
 )
 
 // watchGatherings registers the gatherings' metrics (SPEC §2.1 debounce,
 // batch) when the queue store keeps gatherings, and has intake report
 // each gathered delivery (gathered).
-func (s *Server) watchGatherings() {
+func (s *Server) watchGatherings(p *trigger.Program) {
 	gs, ok := s.store.Queue.(touba.GatherStore)
 	if !ok {
 		return
 	}
 	s.metrics.WatchGatherings(gs.GatherCounts)
+	s.gatheringTriggers(p)
 	s.intake.Gathered = s.gathered
+}
+
+// gatheringTriggers gives the gathering counter a series for each trigger
+// of p that gathers (at start, and at each reload).
+func (s *Server) gatheringTriggers(p *trigger.Program) {
+	if p == nil {
+		return
+	}
+	var refs []string
+	for _, t := range p.Triggers {
+		if t.Gather != nil {
+			refs = append(refs, t.Ref)
+		}
+	}
+	s.metrics.GatheringTriggers(refs)
 }
 
 // gathered counts a delivery intake gathered and, for one that opened a
