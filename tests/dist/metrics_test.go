@@ -155,7 +155,7 @@ func dashboardExprs(t *testing.T, path string) []string {
 func TestRulesAndDashboardUseExportedMetrics(t *testing.T) {
 	dir, program, manifest := quickstart(t)
 	withCircuits(t, manifest) // so that the circuits' series exist
-	withGathering(t, program) // and the gatherings' 
+	withGathering(t, program) // and the gatherings'
 	scrapes := []string{scrape(t, serveArgs(dir, program, manifest,
 		"--queue", filepath.Join(dir, "q.sqlite"), "--state", filepath.Join(dir, "s.sqlite"),
 		"--effect-journal", filepath.Join(dir, "j.sqlite")))}
