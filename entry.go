@@ -19,6 +19,15 @@ type EnqueueResult struct {
 	// or asked to cancel; both empty unless Created.
 	Matched   []string
 	Cancelled []string
+	// Gather says what a created entry's Delivery.Gather did
+	// (GatherOpened, GatherMerged, GatherStarted; "" when it had none or
+	// its key resolved to nothing), and Carrier is the entry carrying its
+	// gathering (its own queue id when it opened it).
+	Gather  string
+	Carrier string
+	// GatherWake is when the gathering starts unless a later delivery
+	// moves it (GatherOpened, GatherMerged).
+	GatherWake time.Time
 }
 
 // EntryFilter selects queue entries for listings, oldest first, or newest

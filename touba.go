@@ -110,6 +110,17 @@ type Delivery struct {
 	Offers     []MatchValue
 	Cancels    []MatchValue
 	CancelKeys []MatchValue
+	// Gather is intake's input to Enqueue for a delivery of a trigger with
+	// debounce or batch (gather.go); nil otherwise, and not read back.
+	Gather *GatherSpec
+	// MergedInto is, for a merged entry, the queue id of the entry that
+	// carries its run; "" otherwise.
+	MergedInto string
+	// Gathered are, for a carrier read for its run (or to rebuild a step's
+	// input), the entries merged into it in order (GatherStore.Gathered):
+	// the run context's /events is the carrier and these, /event the last.
+	// Not stored; nil otherwise.
+	Gathered []*Delivery
 }
 
 // TimeFormat is how every timestamp is stored: UTC with milliseconds, so

@@ -81,6 +81,9 @@ type Entry struct {
 	// wait with no timeout.
 	ProgramDigest string     `json:"program_digest,omitempty"`
 	WakeAt        *time.Time `json:"wake_at,omitempty"`
+	// MergedInto is, for a merged entry, the entry that carries its run
+	// (SPEC §2.1 debounce, batch).
+	MergedInto string `json:"merged_into,omitempty"`
 }
 
 // Body is a stored request body: as text when it is UTF-8, always as
@@ -107,6 +110,9 @@ type EntryDetail struct {
 	// MatchedWaits the waits of other entries this delivery matched.
 	Waits        []WaitDetail `json:"waits"`
 	MatchedWaits []touba.Wait `json:"matched_waits"`
+	// Gathering is the gathering the entry carries (debounce, batch),
+	// with the deliveries merged into it (gather.go); nil for any other.
+	Gathering *GatheringDetail `json:"gathering,omitempty"`
 	// ResumeSteps are the steps `queue resume --from` takes for this
 	// entry, in order; empty when it cannot be resumed now.
 	ResumeSteps []string `json:"resume_steps,omitempty"`
@@ -199,8 +205,11 @@ type ReplayItem struct {
 	Reason   string `json:"reason,omitempty"`
 	Hint     string `json:"hint,omitempty"`
 	// Repin is what --repin keeps and runs again of the entry.
-	Repin   *RepinPlan `json:"repin,omitempty"`
-	trigger string     // its trigger, for the replay's Repin map
+	Repin *RepinPlan `json:"repin,omitempty"`
+	// Merged is the merged entry the operator named, whose carrier this
+	// item is: replaying a merged entry replays its carrier.
+	Merged  string `json:"merged,omitempty"`
+	trigger string // its trigger, for the replay's Repin map
 }
 
 // ReplayReport is the answer to a ReplayRequest. Note explains an empty

@@ -175,6 +175,9 @@ func (s *Service) Compensate(ctx context.Context, r CompensateRequest) (*touba.C
 	if err != nil {
 		return nil, err
 	}
+	if err := s.withGathered(ctx, entry); err != nil {
+		return nil, err
+	}
 	c, err := s.Compensator(context.WithoutCancel(ctx), entry, steps, orig)
 	if err != nil {
 		s.audit(ctx, touba.OperatorEvent{Action: "effects.compensate", QueueID: r.Scope, Target: target, Outcome: "refused",

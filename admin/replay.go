@@ -101,6 +101,16 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 	}()
 	for i, id := range ids {
 		items[i] = ReplayItem{QueueID: id}
+		// A merged entry's run is its carrier's (SPEC §2.1). A bulk
+		// selection names no merged entry: no read more per entry.
+		if r.Status == "" {
+			if carrier, err := s.carrierOf(ctx, id); err != nil {
+				return 0, err
+			} else if carrier != "" {
+				items[i] = ReplayItem{QueueID: carrier, Merged: id}
+				id = carrier
+			}
+		}
 		if _, dup := at[id]; dup {
 			items[i].Reason = "named twice; replayed once"
 			continue
@@ -177,6 +187,9 @@ func (s *Service) replayBatch(ctx context.Context, ids []string, items []ReplayI
 		}
 		if !it.Replayed {
 			ev.Outcome, ev.Detail = "refused", it.Reason
+		}
+		if it.Merged != "" {
+			ev.Detail += "; asked for merged entry " + it.Merged
 		}
 		evs = append(evs, ev)
 	}

@@ -109,8 +109,12 @@ func (s *Service) Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, e
 		return nil, notFound("no queue entry %s", r.QueueID)
 	}
 	if !touba.Resumable(d.Status) {
+		hint := notResumableHint(d.Status)
+		if d.Status == touba.StatusMerged {
+			hint = " (its run is its carrier's: touba-trigger queue resume " + d.MergedInto + " --from STEP)"
+		}
 		return refuse(touba.Errorf(touba.EEntryNotResumable, "entry %s is %s: only done, failed, parked and cancelled entries are resumed%s",
-			r.QueueID, d.Status, notResumableHint(d.Status)))
+			r.QueueID, d.Status, hint))
 	}
 	all, against, err := s.triggerSteps(ctx, d)
 	if err != nil {

@@ -115,7 +115,7 @@ func entryOf(d *touba.Delivery, bodyBytes int64) Entry {
 	e := Entry{QueueID: d.QueueID, TriggerRef: d.TriggerRef, EventID: d.EventID, Digest: d.Digest, Status: d.Status,
 		Attempts: d.Attempts, ErrorCode: d.ErrorCode, ReceivedAt: d.ReceivedAt, UpdatedAt: d.UpdatedAt,
 		RemoteAddr: d.RemoteAddr, BodyBytes: len(d.Body), ConcurrencyKey: d.ConcKey, Held: d.Held, Node: d.Node,
-		ProgramDigest: d.ProgramDigest, WakeAt: d.WakeAt}
+		ProgramDigest: d.ProgramDigest, WakeAt: d.WakeAt, MergedInto: d.MergedInto}
 	if d.Body == nil && bodyBytes < 0 {
 		e.BodyPurged = true
 	}
@@ -143,7 +143,7 @@ func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
 		// A done entry without a body lost it to retention (intake always
 		// stores one, possibly empty).
 		purged := int64(0)
-		if d.Body == nil && d.Status == touba.StatusDone {
+		if d.Body == nil && (d.Status == touba.StatusDone || d.Status == touba.StatusMerged) {
 			purged = -1
 		}
 		out = append(out, entryOf(d, purged))
@@ -209,6 +209,9 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 		out.Operator = ev
 	}
 	if err := s.waits(ctx, d, out); err != nil {
+		return nil, err
+	}
+	if err := s.gathering(ctx, d, out); err != nil {
 		return nil, err
 	}
 	out.ResumeSteps = s.resumeSteps(ctx, d)
@@ -279,7 +282,13 @@ func (s *Service) nextFor(ctx context.Context, d *touba.Delivery, det *EntryDeta
 	case touba.StatusCancelled:
 		return []string{"cancelled (" + d.ErrorCode + "); to run it anyway: touba-trigger queue replay " + d.QueueID}
 	case touba.StatusWaiting:
+		if h := gatheringHint(det); h != "" {
+			return []string{h}
+		}
 		return []string{waitingHint(det)}
+	case touba.StatusMerged:
+		return []string{gatheringHint(det), "to run its gathering again: touba-trigger queue replay " + d.QueueID +
+			" (replays its carrier " + d.MergedInto + ", once that is failed, parked or cancelled)"}
 	case touba.StatusDone:
 		return []string{doneHint(ctx, s, d)}
 	case touba.StatusPending:

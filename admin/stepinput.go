@@ -39,5 +39,8 @@ func (s *Service) EffectInput(ctx context.Context, scope, effectID string) (json
 	if err != nil {
 		return nil, err
 	}
+	if err := s.withGathered(ctx, entry); err != nil {
+		return nil, err
+	}
 	return s.StepInput(entry, steps, eff)
 }

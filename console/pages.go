@@ -14,7 +14,7 @@ import (
 // statuses are the entry states of SPEC §3.2, for the overview's counts
 // and the listings' filter.
 var statuses = []string{touba.StatusPending, touba.StatusRunning, touba.StatusWaiting, touba.StatusDone, touba.StatusFailed,
-	touba.StatusParked, touba.StatusCancelled}
+	touba.StatusParked, touba.StatusCancelled, touba.StatusMerged}
 
 // overview: GET /.
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {

@@ -30,6 +30,9 @@ func parsePages() (map[string]*template.Template, error) {
 		"stepOf":      stepOf,
 		"shortDigest": admin.ShortDigest,
 		"count":       count,
+		// gatherPlace is a merged delivery's place in its gathering: 2 for the
+		// first merged (index 0), the carrier being 1.
+		"gatherPlace": func(i int) int { return i + 2 },
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {

@@ -12,12 +12,16 @@ import (
 )
 
 // runContext is the document `$ref` pointers read (SPEC §2.1):
-// {"event": {...}, "steps": {"<id>": {"output": ...}}}. It is built on
-// first use: most inputs read only the whole body, which is taken in
-// canonical form without decoding (value), and decoding it into the tree
-// cost more than the SQL of its effect.
+// {"event": {...}, "events": [{...}, ...], "steps": {"<id>": {"output":
+// ...}}}. It is built on first use: most inputs read only the whole
+// body, which is taken in canonical form without decoding (value), and
+// decoding it into the tree cost more than the SQL of its effect.
 type runContext struct {
+	// e is the run's /event: the entry's delivery, or the last one its
+	// gathering holds; all is /events, every gathered delivery in order
+	// (the entry alone when it gathered none).
 	e     *touba.Delivery
+	all   []*touba.Delivery
 	doc   map[string]any // nil until a pointer needs it
 	steps map[string]any
 	// raw are step outputs not decoded yet: most are never referenced
@@ -28,28 +32,44 @@ type runContext struct {
 	body []byte
 }
 
+// newRunContext is the run context of entry e; a carrier's (e.Gathered
+// set) sees the last gathered delivery as /event and all of them, e
+// first, as /events (SPEC §2.1 "A gathered run").
 func newRunContext(e *touba.Delivery) *runContext {
-	return &runContext{e: e, steps: map[string]any{}, raw: map[string]json.RawMessage{}}
+	rc := &runContext{e: e, all: []*touba.Delivery{e}, steps: map[string]any{}, raw: map[string]json.RawMessage{}}
+	if len(e.Gathered) > 0 {
+		rc.all = append(rc.all, e.Gathered...)
+		rc.e = rc.all[len(rc.all)-1]
+	}
+	return rc
 }
 
 // document returns the run context as a tree, building it on first use.
 func (rc *runContext) document() map[string]any {
 	if rc.doc == nil {
-		headers := map[string]any{}
-		for k, v := range rc.e.Headers {
-			headers[k] = v
+		events := make([]any, len(rc.all))
+		for i, d := range rc.all {
+			events[i] = eventDoc(d)
 		}
-		event := map[string]any{
-			"trigger_ref": rc.e.TriggerRef,
-			"event_id":    rc.e.EventID,
-			"queue_id":    rc.e.QueueID,
-			"received_at": touba.FormatTime(rc.e.ReceivedAt),
-			"headers":     headers,
-			"body":        parseBody(rc.e.Body),
-		}
-		rc.doc = map[string]any{"event": event, "steps": rc.steps}
+		rc.doc = map[string]any{"event": events[len(events)-1], "events": events, "steps": rc.steps}
 	}
 	return rc.doc
+}
+
+// eventDoc is one delivery as /event shows it.
+func eventDoc(d *touba.Delivery) map[string]any {
+	headers := make(map[string]any, len(d.Headers))
+	for k, v := range d.Headers {
+		headers[k] = v
+	}
+	return map[string]any{
+		"trigger_ref": d.TriggerRef,
+		"event_id":    d.EventID,
+		"queue_id":    d.QueueID,
+		"received_at": touba.FormatTime(d.ReceivedAt),
+		"headers":     headers,
+		"body":        parseBody(d.Body),
+	}
 }
 
 // parseBody is the parsed JSON body, numbers kept as written, or the raw

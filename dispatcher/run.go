@@ -25,6 +25,10 @@ const (
 	CrashAfterWake       = "after-wake"        // Wake committed, the leaser not woken
 	CrashAfterHeld       = "after-held"        // a run handed back on its binding (HoldRun committed)
 	CrashAfterHeldLeased = "after-held-leased" // a lease took runs handed back, none started
+	// CrashAfterGatherStarted: the wake loop started due gatherings
+	// (StartDue committed, carriers pending), the leaser not woken. Intake
+	// has the same point for a batch a delivery filled.
+	CrashAfterGatherStarted = "after-gather-started"
 )
 
 type action int
@@ -117,6 +121,9 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 		if v := d.pinned(ctx, t, e, done, gens, log); v != nil {
 			return v
 		}
+	}
+	if v := d.gathered(ctx, t, e); v != nil {
+		return v
 	}
 	rc := newRunContext(e)
 	ran := 0 // steps this run began

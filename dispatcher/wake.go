@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/crashpoint"
 )
 
@@ -37,6 +38,10 @@ type waker struct {
 }
 
 func (w *waker) init() { w.hint = make(chan struct{}, 1) }
+
+// WakeAt tells the wake loop that something stored on this node (a
+// gathering intake opened) wakes at t, so the loop does not sleep past it.
+func (d *Dispatcher) WakeAt(t time.Time) { d.wakeAt(t) }
 
 // wakeAt tells the loop that a wait stored on this node wakes at t.
 func (d *Dispatcher) wakeAt(t time.Time) {
@@ -112,6 +117,36 @@ func (d *Dispatcher) wakeDue(now time.Time) int64 {
 	if total > 0 {
 		crashpoint.Hit(CrashAfterWake)
 		d.log.Debug().Int64("woken", total).Msg("waiting entries woken")
+		d.Notify()
+	}
+	return total + d.startDue(now)
+}
+
+// startDue starts every gathering due at now (SPEC §2.1 debounce, batch),
+// a batch at a time, and wakes the leaser: each started carrier is
+// pending. It returns how many it started.
+func (d *Dispatcher) startDue(now time.Time) int64 {
+	gs, ok := d.opts.Waits.(touba.GatherStore)
+	if !ok {
+		return 0
+	}
+	var total int64
+	for {
+		ctx, cancel := context.WithTimeout(d.runCtx, wakeTimeout)
+		n, err := gs.StartDue(ctx, now, wakeBatch)
+		cancel()
+		total += n
+		if err != nil {
+			d.log.Error().Err(err).Msg("cannot start the due gatherings; retrying")
+			break
+		}
+		if n < wakeBatch {
+			break
+		}
+	}
+	if total > 0 {
+		crashpoint.Hit(CrashAfterGatherStarted)
+		d.log.Debug().Int64("started", total).Msg("gatherings started")
 		d.Notify()
 	}
 	return total

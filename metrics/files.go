@@ -34,7 +34,7 @@ var (
 	// Every status has a series, zero or not, so dashboards and alerts
 	// see waiting and cancelled entries before the first one exists.
 	statuses = []string{touba.StatusPending, touba.StatusRunning, touba.StatusWaiting, touba.StatusDone, touba.StatusFailed,
-		touba.StatusParked, touba.StatusCancelled}
+		touba.StatusParked, touba.StatusCancelled, touba.StatusMerged}
 	states = []string{touba.EffectPrepared, touba.EffectDispatched, touba.EffectApplied, touba.EffectNotApplied, touba.EffectUnknown}
 )
 

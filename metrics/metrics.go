@@ -31,6 +31,7 @@ type Metrics struct {
 	latency      *prometheus.HistogramVec
 	journalBatch prometheus.Histogram
 	journalTook  prometheus.Histogram
+	gathered     *prometheus.CounterVec // WatchGatherings
 }
 
 // New returns metrics on a fresh registry, with the Go runtime and process

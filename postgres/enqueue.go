@@ -60,9 +60,19 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 		}
 		return touba.EnqueueResult{}, touba.ErrQueueFull
 	}
+	if d.Gather != nil {
+		if err := d.Gather.Check(); err != nil {
+			if newID {
+				d.QueueID = ""
+			}
+			return touba.EnqueueResult{}, err
+		}
+	}
 	op := &enqueueOp{d: d, headers: string(hdr)}
 	keyed := d.ConcKey != "" && d.ConcMax > 0
-	durable := len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0
+	// A gathered delivery takes the durable path: decided now, under its
+	// gathering's lock (gather.go).
+	durable := len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0 || d.Gather != nil
 	var err error
 	backoff := 5 * time.Millisecond
 	for try := 1; ; try++ {
@@ -72,7 +82,7 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 				// Its offers, cancels and cancel keys are applied with it,
 				// under the locks of its offers' values: decided now, in
 				// the batch's transaction (waits_intake.go).
-				err := shortWait(ctx, tx, func() error { return enqueueDurable(ctx, tx, op, keyed, q.db.now()) })
+				err := shortWait(ctx, tx, func() error { return enqueueDurable(ctx, tx, op, keyed, q.db.cfg.Now()) })
 				if errors.Is(err, errKeyBusy) {
 					op.busy = true // nothing written; the batch goes on without it
 					return nil

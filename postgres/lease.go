@@ -157,7 +157,7 @@ func qualified(p string) string {
 		p + `remote_addr, ` + p + `received_at, ` + p + `status, ` + p + `attempts, COALESCE(` + p + `error_code, ''), ` +
 		p + `updated_at, ` + p + `traceparent, COALESCE(` + p + `conc_key, ''), ` + p + `conc_max, ` + p + `held, ` +
 		p + `lease_token, COALESCE(` + p + `lease_owner, ''), COALESCE(` + p + `lease_owner, ` + p + `last_node, ''), ` +
-		p + `program_digest, ` + p + `wake_at`
+		p + `program_digest, ` + p + `wake_at, COALESCE(` + p + `merged_into, '')`
 }
 
 // prefixScanner scans leading columns into extra, then the rest as an entry.
@@ -369,10 +369,18 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out = out[:0]
 		for _, id := range ids {
-			var st, ref string
+			var st, ref, carrier string
 			var cancel bool
-			err := tx.QueryRow(ctx, `SELECT status, cancel_requested IS NOT NULL, trigger_ref FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, id).
-				Scan(&st, &cancel, &ref)
+			read := func() error {
+				return tx.QueryRow(ctx, `SELECT status, cancel_requested IS NOT NULL, trigger_ref, COALESCE(merged_into, '')
+					FROM touba.entries WHERE queue_id = $1 FOR UPDATE`, id).Scan(&st, &cancel, &ref, &carrier)
+			}
+			err := read()
+			if err == nil && st == touba.StatusMerged && carrier != "" {
+				// A merged entry's run is its carrier's (SPEC §2.1).
+				id = carrier
+				err = read()
+			}
 			if errors.Is(err, pgx.ErrNoRows) {
 				out = append(out, touba.ReplayResult{QueueID: id, Reason: "no such entry"})
 				continue

@@ -95,7 +95,8 @@ func (q *Queue) QueueStats() touba.QueueStats {
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
 	status, attempts, COALESCE(error_code, ''), updated_at, traceparent, COALESCE(conc_key, ''), conc_max, held,
-	lease_token, COALESCE(lease_owner, ''), COALESCE(lease_owner, last_node, ''), program_digest, wake_at`
+	lease_token, COALESCE(lease_owner, ''), COALESCE(lease_owner, last_node, ''), program_digest, wake_at,
+	COALESCE(merged_into, '')`
 
 type scanner interface{ Scan(...any) error }
 
@@ -105,7 +106,7 @@ func scanEntry(s scanner) (*touba.Delivery, error) {
 	var wake *string
 	if err := s.Scan(&d.QueueID, &d.TriggerRef, &d.EventID, &d.Digest, &d.Body, &hdr, &d.RemoteAddr, &recv,
 		&d.Status, &d.Attempts, &d.ErrorCode, &upd, &d.TraceParent, &d.ConcKey, &d.ConcMax, &d.Held,
-		&d.LeaseToken, &d.LeaseOwner, &d.Node, &d.ProgramDigest, &wake); err != nil {
+		&d.LeaseToken, &d.LeaseOwner, &d.Node, &d.ProgramDigest, &wake, &d.MergedInto); err != nil {
 		return nil, err
 	}
 	if wake != nil {

@@ -136,9 +136,9 @@ func (q *Queue) OldestPending(ctx context.Context) (time.Time, bool, error) {
 // purgeChunk bounds one retention statement.
 const purgeChunk = 500
 
-// PurgeBodies drops the bodies and headers of entries done before cutoff,
-// and their waits, offers and cancel keys; the rows (identities and
-// digests) stay.
+// PurgeBodies drops the bodies and headers of entries done before cutoff
+// (and of merged entries whose carrier is: its run read them), and their
+// waits, offers and cancel keys; the rows (identities and digests) stay.
 func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error) {
 	before := touba.FormatTime(cutoff)
 	var total int64
@@ -155,7 +155,9 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 			// entries stays: one of them may still wait for it (SPEC §2.3).
 			err := tx.QueryRow(ctx, `WITH p AS (UPDATE touba.entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM touba.entries e
-					WHERE status = 'done' AND updated_at < $1 AND body IS NOT NULL
+					WHERE (status = 'done' OR status = 'merged' AND EXISTS (SELECT 1 FROM touba.entries c
+					    WHERE c.queue_id = e.merged_into AND c.status = 'done' AND c.updated_at < $1))
+					  AND updated_at < $1 AND body IS NOT NULL
 					  AND NOT EXISTS (SELECT 1 FROM touba.offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
 					    AND split_part(o.key, '#', 1) IN (SELECT DISTINCT trigger_ref FROM touba.entries
 					      WHERE status IN ('pending', 'running', 'waiting', 'parked')))

@@ -202,30 +202,42 @@ func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, erro
 	if limit <= 0 {
 		limit = 1000
 	}
-	var n int64
-	err := q.change("", func(ctx context.Context, tx *Tx) error {
-		tag, err := tx.Exec(ctx, qWake, touba.FormatTime(now), limit, q.db.now())
-		n = tag.RowsAffected()
-		return err
-	})
+	n, err := q.execCount(qWake, touba.FormatTime(now), limit, q.db.now())
 	if err != nil {
 		return 0, fmt.Errorf("wake: %w", err)
 	}
 	return n, nil
 }
 
-const qNextWake = `SELECT wake_at FROM touba.entries WHERE status = 'waiting' AND wake_at IS NOT NULL ORDER BY wake_at LIMIT 1`
+// execCount runs one statement as a change of its own and returns the
+// rows it changed.
+func (q *Queue) execCount(query string, args ...any) (int64, error) {
+	var n int64
+	err := q.change("", func(ctx context.Context, tx *Tx) error {
+		tag, err := tx.Exec(ctx, query, args...)
+		n = tag.RowsAffected()
+		return err
+	})
+	return n, err
+}
 
-// NextWake is the earliest wake_at of a waiting entry (touba.WaitStore).
+// qNextWake is the soonest of the waits' and the open gatherings' times
+// (gather.go), each read through its own index.
+const qNextWake = `SELECT LEAST(
+	(SELECT wake_at FROM touba.entries WHERE status = 'waiting' AND wake_at IS NOT NULL ORDER BY wake_at LIMIT 1),
+	(SELECT wake_at FROM touba.gatherings WHERE state = 'open' ORDER BY wake_at LIMIT 1))`
+
+// NextWake is the earliest wake_at of a waiting entry or an open
+// gathering (touba.WaitStore).
 func (q *Queue) NextWake(ctx context.Context) (time.Time, bool, error) {
-	var at string
+	var at *string
 	err := q.db.pool.QueryRow(ctx, qNextWake).Scan(&at)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return time.Time{}, false, nil
-	} else if err != nil {
+	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
+	} else if at == nil {
+		return time.Time{}, false, nil
 	}
-	t, err := touba.ParseTime(at)
+	t, err := touba.ParseTime(*at)
 	return t, err == nil, err
 }
 

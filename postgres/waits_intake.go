@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -60,8 +61,16 @@ func tryLockValues(ctx context.Context, tx *Tx, offers []touba.MatchValue) error
 // enqueueDurable decides and inserts one delivery carrying offers,
 // cancels or cancel keys, in tx, and applies them when it created an
 // entry. errKeyBusy: a lock it needs is held elsewhere, nothing written.
-func enqueueDurable(ctx context.Context, tx *Tx, o *enqueueOp, keyed bool, now string) error {
+func enqueueDurable(ctx context.Context, tx *Tx, o *enqueueOp, keyed bool, clock time.Time) error {
 	d := o.d
+	now := touba.FormatTime(clock)
+	if d.Gather != nil {
+		// First, before any other lock: a gathering's deliveries all take
+		// it first, and the ones after it are tried, never waited for.
+		if err := tryLockGather(ctx, tx, d); err != nil {
+			return err
+		}
+	}
 	if len(d.Offers) > 0 {
 		if err := tryLockValues(ctx, tx, d.Offers); err != nil {
 			return err
@@ -76,7 +85,15 @@ func enqueueDurable(ctx context.Context, tx *Tx, o *enqueueOp, keyed bool, now s
 	if err != nil || !o.res.Created {
 		return err
 	}
-	return applyDurable(ctx, tx, o, now)
+	if len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0 {
+		if err := applyDurable(ctx, tx, o, now); err != nil {
+			return err
+		}
+	}
+	if d.Gather != nil {
+		return gather(ctx, tx, o, clock)
+	}
+	return nil
 }
 
 // qOffer is one offer of a new entry ($1): it matches the earliest open

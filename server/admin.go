@@ -35,8 +35,10 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 			if t, ok := c.Program.Lookup(strings.TrimPrefix(e.TriggerRef, "trigger:")); ok {
 				t.SetConcurrencyKey(e)
 				// A replayed delivery is an accepted delivery like any:
-				// it is pinned, may match a wait or cancel an entry.
+				// it is pinned, may match a wait or cancel an entry, and
+				// is gathered with its key's deliveries.
 				t.SetDurable(e)
+				t.SetGather(e)
 			}
 		}
 	}

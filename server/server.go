@@ -207,6 +207,7 @@ func (s *Server) open(ctx context.Context) error {
 	s.metrics.WatchHealth(func() bool { return s.readyz(context.Background()) == nil }, dbUp)
 	s.intake = &trigger.Intake{Queue: st.Queue, Log: st.State, Logger: log.With().Str("component", "intake").Logger(),
 		Observe: s.metrics.ObserveDelivery, TrustedProxies: f.TrustedProxies}
+	s.watchGatherings(c.Program)
 	s.listenToHeldKeys(c.Program)
 	s.intake.SetConfig(c.Intake)
 	s.sched = s.newScheduler(c.Program)

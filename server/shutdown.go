@@ -121,6 +121,7 @@ func (s *Server) install(next *Loaded, nd *dispatcher.Config) {
 		s.disp.SetConfig(nd)
 	}
 	s.listenToHeldKeys(next.Program)
+	s.gatheringTriggers(next.Program)
 	s.intake.SetConfig(next.Intake)
 	if s.sched != nil && next.Program != nil {
 		s.sched.SetSpecs(scheduleSpecs(next.Program))

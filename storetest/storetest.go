@@ -94,6 +94,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Ticks", func(t *testing.T) { runTicks(t, f) })
 	t.Run("Waits", func(t *testing.T) { runWaits(t, f) })
 	t.Run("Fair", func(t *testing.T) { runFair(t, f) })
+	t.Run("Gather", func(t *testing.T) { runGather(t, f) })
 }
 
 // Epoch is where every test's clock starts: a whole second, so stored

@@ -19,7 +19,14 @@ func concKey(c *Concurrency, triggerRef, eventID string, at time.Time, headers m
 	if c == nil {
 		return ""
 	}
-	toks, _ := jsonptr.Parse(c.KeyRef)
+	return keyValue(c.KeyRef, triggerRef, eventID, at, headers, body, parsed)
+}
+
+// keyValue is the compact JSON of what keyRef (a pointer into /event,
+// checked at load) names for a delivery, "" when it resolves to nothing
+// or null: the value of a concurrency, debounce or batch key.
+func keyValue(keyRef, triggerRef, eventID string, at time.Time, headers map[string]string, body []byte, parsed any) string {
+	toks, _ := jsonptr.Parse(keyRef)
 	var root any
 	switch toks[1] {
 	case "trigger_ref":

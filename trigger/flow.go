@@ -224,25 +224,9 @@ func (w walker) concurrency(path string, raw *strictjson.Node) (*Concurrency, er
 	if err != nil {
 		return nil, err
 	}
-	km, err := w.Object(path+".key", m["key"], []string{"$ref"}, "$ref")
-	if err != nil {
-		return nil, err
-	}
 	c := &Concurrency{Max: 1}
-	at := strictjson.Child(path+".key", "$ref")
-	if c.KeyRef, err = w.Str(at, km["$ref"]); err != nil {
+	if c.KeyRef, err = w.eventKey(path+".key", m["key"], "group runs"); err != nil {
 		return nil, err
-	}
-	toks, err := jsonptr.Parse(c.KeyRef)
-	if err != nil || len(toks) < 2 || toks[0] != "event" {
-		return nil, w.Fail(at, "must be a JSON pointer into /event (for example /event/body/customer_id)")
-	}
-	switch toks[1] {
-	case "trigger_ref", "event_id", "received_at", "headers", "body":
-	case "queue_id":
-		return nil, w.Fail(at, "/event/queue_id is unique to each entry: it cannot group runs")
-	default:
-		return nil, w.Fail(at, "must point into /event/body, /event/headers, /event/event_id, /event/trigger_ref or /event/received_at")
 	}
 	if v, ok := m["max"]; ok {
 		n, err := w.Integer(path+".max", v, maxConcurrencyMax)
@@ -252,6 +236,33 @@ func (w walker) concurrency(path string, raw *strictjson.Node) (*Concurrency, er
 		c.Max = int(n)
 	}
 	return c, nil
+}
+
+// eventKey loads a key of runs ({"$ref": pointer into /event}): of
+// concurrency, debounce or batch. what says what the key does, for the
+// refusal of /event/queue_id, unique to each entry.
+func (w walker) eventKey(path string, raw *strictjson.Node, what string) (string, error) {
+	km, err := w.Object(path, raw, []string{"$ref"}, "$ref")
+	if err != nil {
+		return "", err
+	}
+	at := strictjson.Child(path, "$ref")
+	ref, err := w.Str(at, km["$ref"])
+	if err != nil {
+		return "", err
+	}
+	toks, err := jsonptr.Parse(ref)
+	if err != nil || len(toks) < 2 || toks[0] != "event" {
+		return "", w.Fail(at, "must be a JSON pointer into /event (for example /event/body/customer_id)")
+	}
+	switch toks[1] {
+	case "trigger_ref", "event_id", "received_at", "headers", "body":
+	case "queue_id":
+		return "", w.Fail(at, "/event/queue_id is unique to each entry: it cannot %s", what)
+	default:
+		return "", w.Fail(at, "must point into /event/body, /event/headers, /event/event_id, /event/trigger_ref or /event/received_at")
+	}
+	return ref, nil
 }
 
 // decodeValue decodes one JSON value with numbers kept as written.

@@ -108,6 +108,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		Headers: req.headers, ReceivedAt: req.at, RemoteAddr: r.RemoteAddr, TraceParent: tracing.TraceParent(r.Context())}
 	t.SetConcurrencyKey(d)
 	t.SetDurable(d)
+	t.SetGather(d)
 	res, err := in.Queue.Enqueue(r.Context(), d)
 	if err != nil {
 		msg := "queue unavailable, retry later"

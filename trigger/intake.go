@@ -49,6 +49,11 @@ type Intake struct {
 	// Enqueued, when set, is called after each new entry (to wake the
 	// dispatcher); it must not block.
 	Enqueued func()
+	// Gathered, when set, sees each new entry that a debounce or batch
+	// gathered (res.Gather set): for metrics, and to tell the dispatcher's
+	// wake loop when a gathering this intake opened starts. It must not
+	// block.
+	Gathered func(triggerRef string, res touba.EnqueueResult)
 	// Observe, when set, sees every answer (for metrics).
 	Observe func(triggerRef, code string, status int)
 	Logger  zerolog.Logger

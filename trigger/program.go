@@ -60,6 +60,9 @@ type Trigger struct {
 	// enqueued (flow.go).
 	Filter      []Condition
 	Concurrency *Concurrency
+	// Gather is the trigger's debounce or batch (gather.go); nil when it
+	// runs each delivery on its own.
+	Gather *Gather
 	// Weight is the trigger's share in fair dispatch (dispatch.weight,
 	// 1–100; DefaultWeight when the program names none).
 	Weight int
@@ -310,7 +313,8 @@ func (w walker) program(path string, data []byte) (*Program, error) {
 }
 
 func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
-	m, err := w.Object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency", "cancel_on", "dispatch"}, "ref", "source", "steps")
+	m, err := w.Object(path, raw, []string{"ref", "source", "steps", "retry", "filter", "concurrency", "cancel_on", "dispatch",
+		"debounce", "batch"}, "ref", "source", "steps")
 	if err != nil {
 		return nil, err
 	}
@@ -339,6 +343,9 @@ func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
 	}
 	if t.IsSchedule() && t.Filter != nil {
 		return nil, w.Fail(path+".filter", "a schedule trigger takes no filter: every tick is enqueued")
+	}
+	if err := w.gather(path, m, t); err != nil {
+		return nil, err
 	}
 	if v, ok := m["cancel_on"]; ok {
 		if t.CancelOn, err = w.cancelOn(path+".cancel_on", v); err != nil {
@@ -437,15 +444,15 @@ func (w walker) ref(path string, n *strictjson.Node, earlier map[string]bool) er
 	}
 	toks, err := jsonptr.Parse(s)
 	if err != nil || len(toks) == 0 {
-		return w.Fail(path, "must be a JSON pointer into /event or /steps")
+		return w.Fail(path, "must be a JSON pointer into /event, /events or /steps")
 	}
 	switch {
-	case toks[0] == "event":
+	case toks[0] == "event", toks[0] == "events":
 	case toks[0] == "steps" && len(toks) >= 2 && earlier[toks[1]]:
 	case toks[0] == "steps":
 		return w.Fail(path, "must name an earlier step")
 	default:
-		return w.Fail(path, "must be a JSON pointer into /event or /steps")
+		return w.Fail(path, "must be a JSON pointer into /event, /events or /steps")
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ var badPrograms = []struct{ name, src, want string }{
 
 	// The trigger.
 	{"trigger null", doc(`null`), `$.triggers[0]: must not be null`},
-	{"trigger unknown field", doc(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[],"name":"a"}`), `$.triggers[0].name: unknown field (known: cancel_on, concurrency, dispatch, filter, ref, retry, source, steps)`},
+	{"trigger unknown field", doc(`{"ref":"trigger:a","source":{"kind":"webhook"},"steps":[],"name":"a"}`), `$.triggers[0].name: unknown field (known: batch, cancel_on, concurrency, debounce, dispatch, filter, ref, retry, source, steps)`},
 	{"ref missing", doc(`{"source":{"kind":"webhook"},"steps":[]}`), `$.triggers[0].ref: required field is missing`},
 	{"source missing", doc(`{"ref":"trigger:a","steps":[]}`), `$.triggers[0].source: required field is missing`},
 	{"steps missing", doc(`{"ref":"trigger:a","source":{"kind":"webhook"}}`), `$.triggers[0].steps: required field is missing`},
@@ -143,13 +143,13 @@ var badPrograms = []struct{ name, src, want string }{
 	{"ref to itself", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":"/steps/a/output"}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must name an earlier step`},
 	{"ref to unknown step", withSteps(`[{"id":"a","tool":"tool:a/B"},{"id":"b","tool":"tool:a/B","input":{"x":{"$ref":"/steps/c/output"}}}]`), `$.triggers[0].steps[1].input.x["$ref"]: must name an earlier step`},
 	{"ref to steps root", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":"/steps"}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must name an earlier step`},
-	{"ref unknown root", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":"/env/HOME"}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must be a JSON pointer into /event or /steps`},
-	{"ref without slash", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":"event/body"}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must be a JSON pointer into /event or /steps`},
-	{"ref whole context", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":""}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must be a JSON pointer into /event or /steps`},
-	{"ref bad escape", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":"/event/~x"}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must be a JSON pointer into /event or /steps`},
+	{"ref unknown root", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":"/env/HOME"}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must be a JSON pointer into /event, /events or /steps`},
+	{"ref without slash", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":"event/body"}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must be a JSON pointer into /event, /events or /steps`},
+	{"ref whole context", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":""}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must be a JSON pointer into /event, /events or /steps`},
+	{"ref bad escape", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":"/event/~x"}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must be a JSON pointer into /event, /events or /steps`},
 	{"ref non-string", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":["/event"]}}}]`), `$.triggers[0].steps[0].input.x["$ref"]: must be a string (got array)`},
-	{"ref in array", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"l":[1,{"$ref":"/event"},{"$ref":"/nope"}]}}]`), `$.triggers[0].steps[0].input.l[2]["$ref"]: must be a JSON pointer into /event or /steps`},
-	{"ref whole input", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"$ref":"/queue"}}]`), `$.triggers[0].steps[0].input["$ref"]: must be a JSON pointer into /event or /steps`},
+	{"ref in array", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"l":[1,{"$ref":"/event"},{"$ref":"/nope"}]}}]`), `$.triggers[0].steps[0].input.l[2]["$ref"]: must be a JSON pointer into /event, /events or /steps`},
+	{"ref whole input", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"$ref":"/queue"}}]`), `$.triggers[0].steps[0].input["$ref"]: must be a JSON pointer into /event, /events or /steps`},
 
 	// Retry.
 	{"retry null", withRetry(`null`), `$.triggers[0].retry: must not be null`},
@@ -181,7 +181,7 @@ var badPrograms = []struct{ name, src, want string }{
 const (
 	refRule       = `must be "trigger:" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*`
 	toolRule      = `must be "tool:" followed by [A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*`
-	ptrRule       = `must be a JSON pointer into /event or /steps`
+	ptrRule       = `must be a JSON pointer into /event, /events or /steps`
 	oneSourceRule = `secret reference must name exactly one of "env", "file", "credential"`
 	long65        = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 )

@@ -53,6 +53,8 @@ func FuzzParseProgram(f *testing.F) {
 	}
 	f.Add([]byte(withCancelOn(`[{"trigger":"trigger:b","match":{"$ref":"/event/headers/x"},"on":"/headers/x"}]`)))
 	f.Add([]byte(waitStep(`{` + okWait + `,"timeout_ms":5,"on_timeout":"continue"}`)))
+	f.Add([]byte(withGather("debounce", `{"key":{"$ref":"/event/body/p"},"window_ms":5000,"max_wait_ms":60000}`)))
+	f.Add([]byte(withGather("batch", `{"key":{"$ref":"/event/headers/x"},"max_size":10,"window_ms":1}`)))
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := trigger.ParseProgram("f.json", data)
@@ -89,6 +91,28 @@ func checkRefusal(t *testing.T, data []byte, err error) {
 	}
 }
 
+// checkGather: an accepted debounce or batch is within the loader's bounds,
+// on a webhook trigger.
+func checkGather(t *testing.T, i int, tr *trigger.Trigger) {
+	t.Helper()
+	g := tr.Gather
+	if g == nil {
+		return
+	}
+	ok := !tr.IsSchedule() && g.WindowMS >= 1 && g.WindowMS <= 86_400_000
+	switch g.Kind {
+	case touba.GatherDebounce:
+		ok = ok && g.KeyRef != "" && g.MaxWaitMS >= g.WindowMS && g.MaxWaitMS <= 86_400_000 && g.MaxSize == 0
+	case touba.GatherBatch:
+		ok = ok && g.MaxSize >= 2 && g.MaxSize <= touba.MaxGathered && g.MaxWaitMS == 0
+	default:
+		ok = false
+	}
+	if !ok || g.KeyRef != "" && !strings.HasPrefix(g.KeyRef, "/event/") {
+		t.Fatalf("trigger %d: gather %+v accepted", i, g)
+	}
+}
+
 // checkProgram: an accepted program holds only what SPEC §2.1 allows.
 func checkProgram(t *testing.T, data []byte, p *trigger.Program) {
 	t.Helper()
@@ -113,6 +137,7 @@ func checkProgram(t *testing.T, data []byte, p *trigger.Program) {
 			t.Fatalf("Lookup(%q)=%p,%v, want trigger %d", tr.Name, got, ok, i)
 		}
 		checkSource(t, i, tr.Source)
+		checkGather(t, i, tr)
 		if len(tr.Digest) != 64 || tr.Digest != trigger.Digest(tr.Definition) || !json.Valid(tr.Definition) {
 			t.Fatalf("trigger %d: digest %q of definition %q", i, tr.Digest, tr.Definition)
 		}

@@ -12,7 +12,8 @@ import (
 )
 
 // flowSummary is what `check` prints of a trigger's flow control, one line
-// per field set: allow_from, rate_limit, filter, concurrency.
+// per field set: allow_from, rate_limit, filter, concurrency, debounce or
+// batch.
 func flowSummary(t *trigger.Trigger) []string {
 	var out []string
 	if a := t.Source.AllowFrom; len(a) > 0 {
@@ -34,6 +35,9 @@ func flowSummary(t *trigger.Trigger) []string {
 	}
 	if c := t.Concurrency; c != nil {
 		out = append(out, fmt.Sprintf("concurrency key=%s max=%d", c.KeyRef, c.Max))
+	}
+	if g := t.Gather.Describe(); g != "" {
+		out = append(out, g)
 	}
 	return out
 }

@@ -28,7 +28,7 @@ func runQueue(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		var flt admin.EntryFilter
 		var search admin.SearchRequest
 		var since time.Duration
-		fs.StringVar(&flt.Status, "status", "", "pending, running, waiting, done, failed, parked or cancelled")
+		fs.StringVar(&flt.Status, "status", "", "pending, running, waiting, done, failed, parked, cancelled or merged")
 		fs.StringVar(&flt.TriggerRef, "trigger", "", "trigger ref (trigger:NAME, or NAME)")
 		fs.IntVar(&flt.Limit, "limit", 100, "most entries listed, newest first")
 		fs.BoolVar(&flt.Held, "held", false, "only pending entries held back behind an earlier entry of their concurrency key")
@@ -223,6 +223,9 @@ func printReplay(w io.Writer, rep *admin.ReplayReport) {
 			fmt.Fprintf(w, "%s  would be replayed (%s)\n", it.QueueID, it.Status)
 			continue
 		}
+		if it.Merged != "" {
+			fmt.Fprintf(w, "%s  carrier of merged entry %s: its gathering's run is replayed\n", it.QueueID, it.Merged)
+		}
 		if it.Replayed {
 			fmt.Fprintf(w, "%s  replayed: %s -> %s\n", it.QueueID, it.From, it.Status)
 			if it.Repin != nil {
@@ -252,6 +255,9 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 	field(w, "trigger", d.TriggerRef)
 	field(w, "event id", d.EventID)
 	field(w, "status", d.Status)
+	if d.MergedInto != "" {
+		field(w, "merged into", d.MergedInto)
+	}
 	if d.ErrorCode != "" || d.ErrorMessage != "" {
 		field(w, "error", codeAndMessage(d.ErrorCode, d.ErrorMessage))
 	}
@@ -264,7 +270,9 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 	if d.NotBefore != nil {
 		field(w, "next try", tsp(d.NotBefore))
 	}
-	if d.Status == touba.StatusWaiting {
+	if g := d.Gathering; g != nil && g.Live {
+		field(w, "starts", ts(g.WakeAt)+" (its gathering's time, unless it fills first)")
+	} else if d.Status == touba.StatusWaiting {
 		field(w, "wakes", wakeColumn(d.Entry))
 	}
 	field(w, "remote", d.RemoteAddr)
@@ -303,6 +311,7 @@ func printEntry(w io.Writer, d *admin.EntryDetail) error {
 		}
 	}
 	printWaits(w, d)
+	printGathering(w, d)
 	fmt.Fprintf(w, "\ndeliveries naming this entry (%d)\n", len(d.Deliveries))
 	t = newTable(w, "  DELIVERY_ID", "AT", "STATUS", "CODE", "REMOTE")
 	for _, r := range d.Deliveries {

@@ -82,6 +82,12 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) 
 	if d.ReceivedAt.IsZero() {
 		d.ReceivedAt = q.opts.Now()
 	}
+	if d.Gather != nil {
+		// Refused here, not in the writer: an error there fails the batch.
+		if err := d.Gather.Check(); err != nil {
+			return Result{}, err
+		}
+	}
 	var res Result
 	var refused error
 	// Shared, not isolated: the hot path costs one statement, and an error
@@ -138,6 +144,11 @@ func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery
 		if len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0 {
 			if err := q.applyMatches(ctx, tx, d, &r); err != nil {
 				return Result{}, nil, err
+			}
+		}
+		if d.Gather != nil {
+			if err := q.gather(ctx, tx, d, &r); err != nil {
+				return Result{}, nil, fmt.Errorf("gather %s: %w", d.QueueID, err)
 			}
 		}
 		return r, nil, nil

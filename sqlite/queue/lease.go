@@ -240,7 +240,8 @@ type ReplayResult = touba.ReplayResult
 
 // Replay puts failed, parked and cancelled entries back to pending with
 // the same queue id, so effects already applied are read back, not
-// repeated. Ids in other states are reported, not changed.
+// repeated. Ids in other states are reported, not changed. A merged
+// entry's id replays its carrier (reported under the carrier's id).
 func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOptions) ([]ReplayResult, error) {
 	if q.w == nil {
 		return nil, sqlitex.ErrReadOnly
@@ -249,12 +250,20 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 	err := sqlitex.InTx(ctx, q.db.Write, func(tx *sql.Tx) error {
 		out = out[:0]
 		for _, id := range ids {
-			var st, ref string
+			var st, ref, carrier string
 			var key sql.NullString
 			var max int
 			var cancel bool
-			err := tx.QueryRowContext(ctx, `SELECT status, cancel_requested IS NOT NULL, trigger_ref, conc_key, conc_max
-				FROM entries WHERE queue_id = ?`, id).Scan(&st, &cancel, &ref, &key, &max)
+			read := func() error {
+				return tx.QueryRowContext(ctx, `SELECT status, cancel_requested IS NOT NULL, trigger_ref, conc_key, conc_max,
+					COALESCE(merged_into, '') FROM entries WHERE queue_id = ?`, id).Scan(&st, &cancel, &ref, &key, &max, &carrier)
+			}
+			err := read()
+			if err == nil && st == touba.StatusMerged && carrier != "" {
+				// A merged entry's run is its carrier's (SPEC §2.1).
+				id = carrier
+				err = read()
+			}
 			if err == sql.ErrNoRows {
 				out = append(out, ReplayResult{QueueID: id, Reason: "no such entry"})
 				continue

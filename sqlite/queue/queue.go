@@ -96,7 +96,7 @@ func Open(ctx context.Context, path string, opts Options) (*Queue, error) {
 	q.paused.Store(n)
 	if q.w, err = sqlitex.NewWriter(ctx, db.Write, append([]string{qInsert, qFind, activeOfKey, qFinishUnkeyed, qFinish, qFailUnkeyed, qFail, qRetry, qPostpone, releaseNext, qLease,
 		qLeaseTrigger, qLeaseByKey, qLeaseHold, qHoldRun},
-		durableStmts...), commit.Options{
+		append(durableStmts, gatherStmts...)...), commit.Options{
 		MaxBatch: opts.MaxBatch, Queue: 4096, LockThread: true, OnBatch: q.onBatch}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("queue: %w", err)

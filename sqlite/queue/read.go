@@ -14,7 +14,7 @@ import (
 
 const entryColumns = `queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
 	status, attempts, COALESCE(error_code, ''), updated_at, traceparent, COALESCE(conc_key, ''), conc_max, held, lease_token,
-	lease_token = first_token, wake_at, program_digest`
+	lease_token = first_token, wake_at, program_digest, COALESCE(merged_into, '')`
 
 type scanner interface{ Scan(...any) error }
 
@@ -58,7 +58,7 @@ func scanEntry(s scanner) (*touba.Delivery, error) {
 	var wake sql.NullString
 	if err := s.Scan(&d.QueueID, &d.TriggerRef, &d.EventID, &d.Digest, &d.Body, &hdr, &d.RemoteAddr, &recv,
 		&d.Status, &d.Attempts, &d.ErrorCode, &upd, &d.TraceParent, &d.ConcKey, &d.ConcMax, &d.Held, &d.LeaseToken,
-		&d.FirstLease, &wake, &d.ProgramDigest); err != nil {
+		&d.FirstLease, &wake, &d.ProgramDigest, &d.MergedInto); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(hdr), &d.Headers); err != nil {

@@ -14,8 +14,9 @@ import (
 // old bodies never holds the writer (and every waiting 202) for long.
 const purgeChunk = 500
 
-// PurgeBodies drops the bodies of done entries that finished before cutoff
-// and returns how many it dropped. The rows stay: their identity
+// PurgeBodies drops the bodies of done entries that finished before cutoff,
+// and of merged entries whose carrier did (its run read them), and returns
+// how many it dropped. The rows stay: their identity
 // (trigger_ref, event_id) and digest keep answering redeliveries with
 // TriggerReplayRejected or TriggerEventPayloadConflict. Only done entries are
 // touched: pending, running, failed and parked entries can still run (an
@@ -44,7 +45,9 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 			}
 			rows, err := tx.QueryContext(ctx, `UPDATE entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM entries e
-					WHERE status = 'done' AND updated_at < ?1 AND body IS NOT NULL
+					WHERE (status = 'done' OR status = 'merged' AND EXISTS (SELECT 1 FROM entries c
+					    WHERE c.queue_id = e.merged_into AND c.status = 'done' AND c.updated_at < ?1))
+					  AND updated_at < ?1 AND body IS NOT NULL
 					  AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
 					    AND substr(o.key, 1, instr(o.key, '#') - 1) IN (SELECT value FROM json_each(?3)))
 					LIMIT ?2)

@@ -123,6 +123,22 @@ func (q *Queue) beginWait(ctx context.Context, tx *sqlitex.Tx, token int64, w to
 	return w, nil
 }
 
+// queryIDs runs query, which returns queue ids, and returns them and
+// their JSON list (what json_each reads).
+func queryIDs(ctx context.Context, tx *sqlitex.Tx, query string, args ...any) ([]string, string, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, "", err
+	}
+	ids, err := scanIDs(rows)
+	rows.Close()
+	if err != nil {
+		return nil, "", err
+	}
+	list, err := json.Marshal(ids)
+	return ids, string(list), err
+}
+
 func insertWait(ctx context.Context, tx *sqlitex.Tx, w touba.Wait) error {
 	_, err := tx.ExecContext(ctx, qInsertWait, w.QueueID, w.StepID, w.Kind, w.Key, w.Value, timeOrNil(w.WakeAt),
 		w.State, w.MatchedQueueID, touba.FormatTime(w.CreatedAt), timeOrNil(w.ResolvedAt))
@@ -141,12 +157,7 @@ func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, erro
 	due := touba.FormatTime(now)
 	var n int64
 	err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
-		rows, err := tx.QueryContext(ctx, qWakeDue, q.now(), due, limit)
-		if err != nil {
-			return 0, err
-		}
-		ids, err := scanIDs(rows)
-		rows.Close()
+		ids, list, err := queryIDs(ctx, tx, qWakeDue, q.now(), due, limit)
 		if err != nil {
 			return 0, err
 		}
@@ -154,11 +165,7 @@ func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, erro
 		if n == 0 {
 			return 0, nil
 		}
-		list, err := json.Marshal(ids)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := tx.ExecContext(ctx, qEndWoken, due, string(list)); err != nil {
+		if _, err := tx.ExecContext(ctx, qEndWoken, due, list); err != nil {
 			return 0, err
 		}
 		return n, nil
@@ -169,17 +176,22 @@ func (q *Queue) Wake(ctx context.Context, now time.Time, limit int) (int64, erro
 	return n, nil
 }
 
-// NextWake is the earliest wake_at of a waiting entry.
+// NextWake is the earliest wake_at of a waiting entry or an open
+// gathering.
 func (q *Queue) NextWake(ctx context.Context) (time.Time, bool, error) {
-	var at string
-	err := q.db.Read.QueryRowContext(ctx, `SELECT wake_at FROM entries INDEXED BY entries_wake WHERE status = 'waiting' AND wake_at IS NOT NULL
-		ORDER BY wake_at LIMIT 1`).Scan(&at)
-	if errors.Is(err, sql.ErrNoRows) {
+	var next sql.NullString
+	// The soonest of the waits' and the gatherings' times (gather.go).
+	err := q.db.Read.QueryRowContext(ctx, `SELECT MIN(w) FROM (
+		SELECT (SELECT wake_at FROM entries INDEXED BY entries_wake WHERE status = 'waiting' AND wake_at IS NOT NULL
+			ORDER BY wake_at LIMIT 1) AS w
+		UNION ALL SELECT (SELECT wake_at FROM gatherings INDEXED BY gatherings_wake WHERE state = 'open'
+			ORDER BY wake_at LIMIT 1))`).Scan(&next)
+	if err == nil && !next.Valid {
 		return time.Time{}, false, nil
 	} else if err != nil {
 		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
 	}
-	t, err := touba.ParseTime(at)
+	t, err := touba.ParseTime(next.String)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
 	}

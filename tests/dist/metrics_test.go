@@ -155,12 +155,14 @@ func dashboardExprs(t *testing.T, path string) []string {
 func TestRulesAndDashboardUseExportedMetrics(t *testing.T) {
 	dir, program, manifest := quickstart(t)
 	withCircuits(t, manifest) // so that the circuits' series exist
+	withGathering(t, program) // and the gatherings'
 	scrapes := []string{scrape(t, serveArgs(dir, program, manifest,
 		"--queue", filepath.Join(dir, "q.sqlite"), "--state", filepath.Join(dir, "s.sqlite"),
 		"--effect-journal", filepath.Join(dir, "j.sqlite")))}
 	if ok, why := pgtest.Available(); ok {
 		pdir, pprog, pman := quickstart(t)
 		withCircuits(t, pman)
+		withGathering(t, pprog)
 		scrapes = append(scrapes, scrape(t, serveArgs(pdir, pprog, pman, "--database", pgtest.New(t), "--node-id", "metrics-1")))
 	} else {
 		t.Logf("no PostgreSQL (%s): touba_database_up is not checked", why)
@@ -248,6 +250,27 @@ func TestPromtoolRules(t *testing.T) {
 	run(t, prom, nil, promtool, "check", "rules", "rules.yml", "alerts.yml")
 	tests, _ := filepath.Glob(filepath.Join(prom, "tests", "*.yml"))
 	run(t, prom, nil, promtool, append([]string{"test", "rules"}, tests...)...)
+}
+
+// withGathering gives the program's first trigger a batch (SPEC §2.1), so
+// that the gatherings' series exist.
+func withGathering(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	p["triggers"].([]any)[0].(map[string]any)["batch"] = map[string]any{"max_size": 10, "window_ms": 1000}
+	if b, err = json.Marshal(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // withCircuits gives every binding of the manifest at path a circuit

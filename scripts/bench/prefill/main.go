@@ -1,7 +1,10 @@
 // Command prefill fills a queue file with N pending entries through the
 // queue package (group commit), so scripts/bench-ingest can measure intake
 // and memory with a deep backlog; with -count it prints how many entries a
-// queue file holds.
+// queue file holds. With -gather its N entries make N/-per open gatherings
+// instead (SPEC §2.1 debounce, a day's window): one entry of each key
+// opens its gathering and waits in it, the others of the key are merged
+// into it (scripts/bench-gather).
 package main
 
 import (
@@ -25,6 +28,8 @@ func main() {
 	ref := flag.String("trigger", "trigger:bench/Ingest", "trigger ref of the entries")
 	count := flag.Bool("count", false, "only print the number of entries by status")
 	pause := flag.Bool("pause", false, "pause the trigger too (scripts/bench-held)")
+	gather := flag.Bool("gather", false, "gather the entries into open debounce gatherings (scripts/bench-gather)")
+	per := flag.Int64("per", 1, "with -gather: entries per gathering (one carries it, the others are merged)")
 	flag.Parse()
 	ctx := context.Background()
 	if *count {
@@ -64,6 +69,12 @@ func main() {
 				}
 				d := &touba.Delivery{TriggerRef: *ref, EventID: fmt.Sprintf("prefill-%d", i), Digest: digest,
 					Body: body, Headers: map[string]string{"content-type": "application/json"}, RemoteAddr: "prefill"}
+				if *gather {
+					// Entries i, i+N, i+2N... share key i: the first of
+					// them opens its gathering before the others come.
+					d.Gather = &touba.GatherSpec{Kind: touba.GatherDebounce, Key: touba.GatherKeyOf(touba.GatherDebounce, "/event/body/k"),
+						Value: fmt.Sprintf(`"k%d"`, (i-1)%(*n / *per)), Window: 24 * time.Hour, MaxWait: 24 * time.Hour}
+				}
 				if _, err := q.Enqueue(ctx, d); err != nil {
 					log.Fatal(err)
 				}
