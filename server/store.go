@@ -45,6 +45,9 @@ type stores struct {
 	// Requeued the entries found running, now pending.
 	Recovered []touba.Effect
 	Requeued  int64
+	// History forgets past --history and measures the storage (SPEC
+	// §8.1); nil when the backend cannot.
+	History touba.HistoryStore
 	// Shared is true on a database other nodes use too.
 	Shared bool
 	// SchemaVersion is the database's last migration (--database).
@@ -93,7 +96,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stores{Queue: st.Queue, State: st.State, Journal: st.EffectJournal(), Lock: st.Lock,
+	return &stores{Queue: st.Queue, State: st.State, Journal: st.EffectJournal(), Lock: st.Lock, History: st.History(),
 		Recovered: st.Recovered, Requeued: st.Requeued, Close: st.Close}, nil
 }
 
