@@ -32,8 +32,9 @@ func Finished(status string) bool {
 // HistoryStore forgets and measures a backend's history. Both backends
 // implement it; storetest checks what it keeps.
 type HistoryStore interface {
-	// Prune runs one bounded pass that forgets the finished entries whose
-	// last change is before before, with their identity, runs,
+	// Prune runs one bounded pass that forgets the finished entries
+	// accepted before before (the window counts from acceptance, as a
+	// sender's redelivery window counts from sending), with their identity, runs,
 	// checkpoints, journal effects and their events. It never forgets a
 	// failed, parked or unfinished entry, one with an effect not settled
 	// (prepared, dispatched, unknown), one holding an offer an unfinished
@@ -81,10 +82,10 @@ type StorageReport struct {
 	Sizes   []StorageSize `json:"sizes"`
 	// OldestEntry is when the oldest entry was accepted (any state).
 	OldestEntry *time.Time `json:"oldest_entry,omitempty"`
-	// OldestFinished is the last change of the oldest finished entry that
-	// --history is to forget (one deliberately kept does not count): on
-	// PostgreSQL, the acceptance of the oldest entry in a time partition.
-	// Far past the window, pruning is stuck.
+	// OldestFinished is when the oldest finished entry that --history is
+	// to forget was accepted (one deliberately kept does not count): on
+	// PostgreSQL, the oldest entry in a time partition. Far past the
+	// window, pruning is stuck.
 	OldestFinished *time.Time `json:"oldest_finished,omitempty"`
 	// Forgettable is how many entries a pass would forget now (at least:
 	// counting stops at ForgettableCap); Partitions how many partitions it

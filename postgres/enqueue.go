@@ -41,7 +41,7 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	}
 	newID := d.QueueID == ""
 	if newID {
-		d.QueueID = newIDFunc()
+		d.QueueID = q.db.newEntryID()
 	}
 	if q.pendingSeen.Load() >= q.db.cfg.MaxPending {
 		// The count seen may be a second old: count again before refusing.
@@ -116,6 +116,13 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 			}
 			break
 		}
+		if noPartition(err) && try < maxTries {
+			// An id past the partitions created ahead: create them, and
+			// try again (nothing of the batch was stored).
+			if perr := q.db.ensureNow(ctx); perr == nil {
+				continue
+			}
+		}
 		// A deadlock with another node undid this delivery (op.retry) or
 		// its whole batch (err): nothing of it was stored, try again.
 		if !(op.retry || deadlocked(err)) || try == maxTries {
@@ -141,10 +148,15 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	return op.res, nil
 }
 
-var newIDFunc = newID
+// newEntryID is a new queue id, of the node's clock (cfg.Now): the time
+// partition it lands in is the one its clock names (partition.go).
+func (d *db) newEntryID() string { return d.ids.New() }
 
 // qEnqueue decides and inserts a batch of unkeyed deliveries in one
-// statement: the unique index on the identity refuses a second entry, and
+// statement, its identities locked (identity.go): a delivery is inserted
+// when no entry holds its identity, the first of the batch for each
+// identity (the others, and those another transaction inserted meanwhile
+// in the same partition, which its unique index refuses, are not), and
 // the rows that were not inserted are joined to the entry holding their
 // identity (as it was before the statement). That lookup is a LATERAL
 // subquery with LIMIT (never flattened into a join) run only for those
@@ -154,23 +166,50 @@ var newIDFunc = newID
 // growing with the table.
 const qEnqueue = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-		$8::text[], $9::text[], $11::text[]) AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
-		received_at, traceparent, program_digest)),
+		$8::text[], $9::text[], $11::text[]) WITH ORDINALITY AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
+		received_at, traceparent, program_digest, n)),
 ins AS (
 	INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status,
 		updated_at, traceparent, program_digest)
 	SELECT queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, 'pending', $10, traceparent,
 		program_digest
-	FROM input
-	ON CONFLICT (trigger_ref, event_id) WHERE event_id <> '' DO NOTHING
+	FROM (SELECT *, row_number() OVER (PARTITION BY trigger_ref, event_id ORDER BY n) AS r FROM input) i
+	WHERE i.event_id = '' OR (i.r = 1 AND ` + noOtherEntry + `)
+	ON CONFLICT DO NOTHING
 	RETURNING queue_id)
 SELECT i.queue_id, ins.queue_id IS NOT NULL, COALESCE(e.queue_id, ''), COALESCE(e.digest, ''), COALESCE(e.status, '')
 FROM input i LEFT JOIN ins ON ins.queue_id = i.queue_id
 LEFT JOIN LATERAL (SELECT x.queue_id, x.digest, x.status FROM touba.entries x
 	WHERE ins.queue_id IS NULL AND x.trigger_ref = i.trigger_ref AND x.event_id = i.event_id AND x.event_id <> '' LIMIT 1) e ON true`
 
-// flushEnqueues runs qEnqueue for ops and fills in each result.
+// flushEnqueues locks the identities of ops and runs qEnqueue for those
+// it locked, and fills in each result; an op whose identity another
+// transaction holds is left busy, unanswered (Enqueue asks again). q is
+// a transaction when an op has an event id (the locks last to COMMIT).
 func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string) error {
+	var keys []int32
+	for _, o := range ops {
+		if o.d.EventID != "" {
+			keys = append(keys, identityKey(o.d.TriggerRef, o.d.EventID))
+		}
+	}
+	busy, err := tryLockIdentities(ctx, q, keys)
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	if len(busy) > 0 {
+		free := make([]*enqueueOp, 0, len(ops))
+		for _, o := range ops {
+			if o.d.EventID != "" && busy[identityKey(o.d.TriggerRef, o.d.EventID)] {
+				o.busy = true
+				continue
+			}
+			free = append(free, o)
+		}
+		if ops = free; len(ops) == 0 {
+			return nil
+		}
+	}
 	n := len(ops)
 	ids, refs, evs, digs, hdrs, addrs, recv, tps, progs := make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)

@@ -31,10 +31,10 @@ func TestMigrationSteps(t *testing.T) {
 			t.Errorf("%s: steps %s, want %s", m.name, got, want)
 		}
 	}
-	if got := ms[len(ms)-1].name; got != "0014_fair.sql" {
+	if got := ms[len(ms)-1].name; got != "0015_history.sql" {
 		t.Fatalf("newest migration %s", got)
 	}
-	o := ms[len(ms)-1].steps[1].stmts[0]
+	o := ms[len(ms)-2].steps[1].stmts[0]
 	if !o.create || o.schema != "touba" || o.index != "entries_hold" || o.table != "entries" ||
 		!strings.HasPrefix(o.inline, "CREATE INDEX IF NOT EXISTS entries_hold ON touba.entries") {
 		t.Fatalf("0014's online statement parsed as %+v", o)

@@ -184,7 +184,7 @@ func (s *Server) open(ctx context.Context) error {
 	// meanwhile (startwait.go).
 	s.store, err = openStores(ctx, storeConfig{OnWait: s.serveWhileWaiting, Queue: f.Queue, State: f.State, Journal: f.Journal,
 		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL, DatabaseTimeout: f.DatabaseTimeout,
-		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending,
+		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending, History: f.History,
 		StateOptions: state.Options{LogMaxRows: f.LogMaxRows, LogMaxAge: logMaxAge, LogMaxBodyBytes: f.LogMaxBodyBytes,
 			LogMaxBytes: f.LogMaxBytes, Log: log.With().Str("component", "deliverylog").Logger()},
 		Secrets: c.Secrets, OnJournalCommit: s.metrics.ObserveJournalCommit, Log: log})

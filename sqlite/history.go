@@ -63,7 +63,7 @@ func (h *History) bounds() (batch, pass int) {
 }
 
 // Prune runs one pass (touba.HistoryStore): first it ends what a crashed
-// pass left, then forgets finished entries changed last before before,
+// pass left, then forgets finished entries accepted before before,
 // oldest first, batch by batch.
 func (h *History) Prune(ctx context.Context, before time.Time) (touba.PruneReport, error) {
 	batch, pass := h.bounds()

@@ -70,5 +70,5 @@ func openPG(t *testing.T, url, node string, o storetest.Options) storetest.Store
 	}
 	t.Cleanup(func() { st.Close() })
 	return storetest.Stores{Queue: st.Queue, State: st.State, Journal: st.Journal, PruneLog: st.State.Prune,
-		LeasesExpire: true, Private: &pgOpened{url: url, node: node, opts: o, st: st}}
+		History: st.History(), LeasesExpire: true, Private: &pgOpened{url: url, node: node, opts: o, st: st}}
 }

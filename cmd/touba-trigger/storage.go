@@ -64,7 +64,7 @@ func printStorage(w io.Writer, rep *admin.StorageReport, now time.Time) error {
 	}
 	fmt.Fprintf(w, "history:          %s\n", historyText(rep.History))
 	fmt.Fprintf(w, "oldest entry:     %s\n", ageText(rep.OldestEntry, now, "accepted"))
-	fmt.Fprintf(w, "oldest finished:  %s\n", ageText(rep.OldestFinished, now, "last changed"))
+	fmt.Fprintf(w, "oldest finished:  %s\n", ageText(rep.OldestFinished, now, "accepted"))
 	if rep.History > 0 {
 		more := ""
 		if rep.ForgettableCap {

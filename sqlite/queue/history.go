@@ -31,15 +31,15 @@ const unfinishedList = `('pending', 'running', 'waiting', 'parked')`
 // the entries_finished order (the pass's keyset cursor).
 type Candidate struct {
 	QueueID   string
-	UpdatedAt string
+	ReceivedAt string
 }
 
-// ForgetCandidates lists up to limit finished entries changed last before
+// ForgetCandidates lists up to limit finished entries accepted before
 // before, after the cursor (zero: from the oldest), oldest first.
 func (q *Queue) ForgetCandidates(ctx context.Context, before time.Time, after Candidate, limit int) ([]Candidate, error) {
-	rows, err := q.db.Read.QueryContext(ctx, `SELECT queue_id, updated_at FROM entries
-		WHERE `+finishedList+` AND updated_at < ?1 AND (updated_at, queue_id) > (?2, ?3)
-		ORDER BY updated_at, queue_id LIMIT ?4`, touba.FormatTime(before), after.UpdatedAt, after.QueueID, limit)
+	rows, err := q.db.Read.QueryContext(ctx, `SELECT queue_id, received_at FROM entries
+		WHERE `+finishedList+` AND received_at < ?1 AND (received_at, queue_id) > (?2, ?3)
+		ORDER BY received_at, queue_id LIMIT ?4`, touba.FormatTime(before), after.ReceivedAt, after.QueueID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("history candidates: %w", err)
 	}
@@ -47,7 +47,7 @@ func (q *Queue) ForgetCandidates(ctx context.Context, before time.Time, after Ca
 	var out []Candidate
 	for rows.Next() {
 		var c Candidate
-		if err := rows.Scan(&c.QueueID, &c.UpdatedAt); err != nil {
+		if err := rows.Scan(&c.QueueID, &c.ReceivedAt); err != nil {
 			return nil, fmt.Errorf("history candidates: %w", err)
 		}
 		out = append(out, c)
@@ -88,7 +88,7 @@ const keptClause = `NOT EXISTS (SELECT 1 FROM offers o WHERE o.queue_id = e.queu
 	AND NOT EXISTS (SELECT 1 FROM waits w JOIN entries x ON x.queue_id = w.queue_id
 		WHERE w.matched_queue_id = e.queue_id AND x.status NOT IN ('done', 'cancelled', 'merged'))`
 
-// Forget deletes, of the entries ids, those still finished, changed last
+// Forget deletes, of the entries ids, those still finished, accepted
 // before before and not kept (keptClause, awaited as AwaitedTriggers
 // gave it), with their identity, waits, offers and cancel keys, in one
 // operation of the writer. It records them as forgotten (their runs and
@@ -105,7 +105,7 @@ func (q *Queue) Forget(ctx context.Context, ids []string, before time.Time, awai
 	err = q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		gone = nil
 		rows, err := tx.QueryContext(ctx, `DELETE FROM entries AS e WHERE queue_id IN (SELECT value FROM json_each(?1))
-			AND `+finishedList+` AND updated_at < ?2 AND `+named(keptClause, "?3")+` RETURNING queue_id`,
+			AND `+finishedList+` AND received_at < ?2 AND `+named(keptClause, "?3")+` RETURNING queue_id`,
 			string(list), touba.FormatTime(before), awaited)
 		if err != nil {
 			return 0, fmt.Errorf("forget entries: %w", err)
@@ -167,7 +167,7 @@ func (q *Queue) CountForgettable(ctx context.Context, before time.Time, max int6
 	}
 	var n int64
 	err = q.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT 1 FROM entries AS e
-		WHERE `+finishedList+` AND updated_at < ?1 AND `+named(keptClause, "?2")+` LIMIT ?3)`,
+		WHERE `+finishedList+` AND received_at < ?1 AND `+named(keptClause, "?2")+` LIMIT ?3)`,
 		touba.FormatTime(before), awaited, max).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count forgettable: %w", err)
@@ -175,9 +175,9 @@ func (q *Queue) CountForgettable(ctx context.Context, before time.Time, max int6
 	return n, nil
 }
 
-// OldestFinished is the last change of the oldest finished entry that no
-// offer keeps (keptClause's first half), and OldestEntry the acceptance
-// of the oldest entry of all; ok is false on an empty queue.
+// OldestFinished is the acceptance of the oldest finished entry that no
+// offer keeps (keptClause's first half), and entry that of the oldest
+// entry of all; ok is false on an empty queue.
 func (q *Queue) OldestFinished(ctx context.Context) (finished, entry time.Time, okFinished, okEntry bool, err error) {
 	awaited, err := q.AwaitedTriggers(ctx)
 	if err != nil {
@@ -185,10 +185,10 @@ func (q *Queue) OldestFinished(ctx context.Context) (finished, entry time.Time, 
 	}
 	var f, e sql.NullString
 	err = q.db.Read.QueryRowContext(ctx, `SELECT
-		(SELECT updated_at FROM entries AS e WHERE `+finishedList+` AND NOT EXISTS (SELECT 1 FROM offers o
+		(SELECT received_at FROM entries AS e WHERE `+finishedList+` AND NOT EXISTS (SELECT 1 FROM offers o
 			WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
 			AND substr(o.key, 1, instr(o.key, '#') - 1) IN (SELECT value FROM json_each(?1)))
-		 ORDER BY updated_at LIMIT 1),
+		 ORDER BY received_at, queue_id LIMIT 1),
 		(SELECT received_at FROM entries ORDER BY queue_id LIMIT 1)`, awaited).Scan(&f, &e)
 	if err != nil {
 		err = fmt.Errorf("oldest entries: %w", err)

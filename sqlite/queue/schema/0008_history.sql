@@ -1,10 +1,10 @@
 -- Bounded storage (SPEC §8.1, issue 35): --history forgets finished entries
--- whose last change is older than the window.
+-- accepted longer ago than the window.
 
--- The finished entries by last change: a pass reads the oldest through
+-- The finished entries by acceptance: a pass reads the oldest through
 -- this, whatever the size of the rest of the queue. Entries enter it when
 -- they finish, never at intake.
-CREATE INDEX entries_finished ON entries (updated_at, queue_id) WHERE status IN ('done', 'cancelled', 'merged');
+CREATE INDEX entries_finished ON entries (received_at, queue_id) WHERE status IN ('done', 'cancelled', 'merged');
 
 -- Entries deleted from this file whose runs and checkpoints (state file)
 -- and effects (journal) are not deleted yet: the three files commit apart,
