@@ -31,10 +31,10 @@ import (
 
 // Crash points of a pass, for tests that kill the node between its steps.
 const (
-	CrashAfterFreeze = "history.pg.after_freeze"  // range frozen and what stays moved; nothing detached
-	CrashMidDetach   = "history.pg.mid_detach"    // some partitions of the range detached
-	CrashAfterDetach = "history.pg.after_detach"  // all detached, none dropped
-	CrashAfterKept   = "history.pg.after_kept"    // kept rows forgotten, commit done
+	CrashAfterFreeze = "history.pg.after_freeze" // range frozen and what stays moved; nothing detached
+	CrashMidDetach   = "history.pg.mid_detach"   // some partitions of the range detached
+	CrashAfterDetach = "history.pg.after_detach" // all detached, none dropped
+	CrashAfterKept   = "history.pg.after_kept"   // kept rows forgotten, commit done
 	forgettingMark   = "touba: being forgotten (--history)"
 )
 

@@ -88,7 +88,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 			return nil, err
 		}
 		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots, Circuits: st.Circuits, Claims: st.Claims,
-			History: st.History(),
+			History:   st.History(),
 			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, SchemaVersion: st.SchemaVersion, Close: st.Close}, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,

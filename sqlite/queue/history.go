@@ -30,7 +30,7 @@ const unfinishedList = `('pending', 'running', 'waiting', 'parked')`
 // Candidate is a finished entry a pass may forget, with its position in
 // the entries_finished order (the pass's keyset cursor).
 type Candidate struct {
-	QueueID   string
+	QueueID    string
 	ReceivedAt string
 }
 
