@@ -113,7 +113,7 @@ func PartitionWidth(window time.Duration) time.Duration {
 // least a minute, so that a node whose clock is ahead, or a pass that is
 // late, never meets an id without its partition (enqueue and the log
 // create one when they do, ensurePartitions).
-func partitionAhead(width time.Duration) time.Duration { return max(3*width, time.Minute) }
+func partitionAhead(width time.Duration) time.Duration { return max(3*width, 10*time.Second) }
 
 // leaf is one partition of a range parent.
 type leaf struct {
