@@ -217,19 +217,24 @@ func createLeaf(ctx context.Context, q querier, t ptable, name, src, from, to st
 	if err != nil {
 		return err
 	}
+	// One round trip: no argument, so the simple protocol, which takes
+	// several statements in one message.
+	stmts := tableSQL(t, name, tmpl, t.rangeParent(), fmt.Sprintf("FROM (%s) TO (%s)", from, to))
+	if _, err := q.Exec(ctx, strings.Join(stmts, ";\n")); err != nil {
+		return fmt.Errorf("create partition %s: %w", name, err)
+	}
+	return nil
+}
+
+// tableSQL creates the table name like t, with the indexes of tmpl
+// (indexTemplate), and attaches it to parent FOR VALUES bounds.
+func tableSQL(t ptable, name string, tmpl []string, parent, bounds string) []string {
 	full := Schema + "." + name
 	stmts := []string{fmt.Sprintf(`CREATE TABLE %s (LIKE %s.%s INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`, full, Schema, t.name)}
 	for _, ix := range tmpl {
 		stmts = append(stmts, fmt.Sprintf(ix, name))
 	}
-	stmts = append(stmts, fmt.Sprintf(`ALTER TABLE %s.%s ATTACH PARTITION %s FOR VALUES FROM (%s) TO (%s)`,
-		Schema, t.rangeParent(), full, from, to))
-	for _, s := range stmts {
-		if _, err := q.Exec(ctx, s); err != nil {
-			return fmt.Errorf("create partition %s: %w", name, err)
-		}
-	}
-	return nil
+	return append(stmts, fmt.Sprintf(`ALTER TABLE %s.%s ATTACH PARTITION %s FOR VALUES %s`, Schema, parent, full, bounds))
 }
 
 // quote is s as an SQL string literal.

@@ -104,10 +104,20 @@ func (d *db) convert(ctx context.Context, width time.Duration) (done bool, note 
 		return false, "tables not partitioned yet: waiting for nodes of an older release to stop: " + old, err
 	}
 	var bound string
+	var empty bool
 	ok, err := d.maintTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		bound, err = d.startConversion(ctx, tx, width)
-		return err
+		if bound, empty, err = d.startConversion(ctx, tx, width); err != nil || !empty || bound == "" {
+			return err
+		}
+		// No row: the bounds were checked as they were added, and every
+		// table is swapped in this same transaction.
+		for _, t := range ptables {
+			if err := swapTable(ctx, tx, t, bound); err != nil {
+				return fmt.Errorf("partition %s: %w", t.name, err)
+			}
+		}
+		return nil
 	})
 	if err != nil || !ok || bound == "" {
 		return false, "tables not partitioned yet: another node is partitioning them", err
@@ -124,64 +134,66 @@ func (d *db) convert(ctx context.Context, width time.Duration) (done bool, note 
 	return true, "", nil
 }
 
-// startConversion is the conversion's first transaction: under the migrations'
-// lock, checks the nodes again, raises the schema's level, and adds the
-// NOT VALID bound to the tables not partitioned yet. It returns B.
-func (d *db) startConversion(ctx context.Context, tx pgx.Tx, width time.Duration) (string, error) {
+// startConversion is the conversion's first transaction: under the
+// migrations' lock, checks the nodes again, raises the schema's level,
+// and adds the bound to the tables not partitioned yet: NOT VALID, or
+// checked at once when no table holds a row (empty). It returns B.
+func (d *db) startConversion(ctx context.Context, tx pgx.Tx, width time.Duration) (bound string, empty bool, err error) {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrateLock); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if old, err := d.gate(ctx, tx); err != nil || old != "" {
-		return "", err
+		return "", false, err
 	}
 	var level string
 	if err := tx.QueryRow(ctx, `SELECT COALESCE((SELECT value FROM touba.meta WHERE key = $1), '')`, schemacompat.KeyOldest).Scan(&level); err != nil {
-		return "", err
+		return "", false, err
 	}
 	if level < partitionMigration {
 		if _, err := tx.Exec(ctx, `INSERT INTO touba.meta (key, value) VALUES ($1, $2), ($3, $4)
 			ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
 			schemacompat.KeyOldest, partitionMigration, schemacompat.KeySetBy, newestMigration()); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
-	var bound string
+	if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM touba.entries) AND NOT EXISTS (SELECT 1 FROM touba.deliveries)`).Scan(&empty); err != nil {
+		return "", false, err
+	}
 	if err := tx.QueryRow(ctx, `SELECT COALESCE((SELECT value FROM touba.meta WHERE key = $1), '')`, metaBound).Scan(&bound); err != nil {
-		return "", err
+		return "", false, err
 	}
 	now := d.cfg.Now().UnixMilli()
 	if ms, ok := msOf(bound); ok && now > ms-convertMargin.Milliseconds()/2 {
 		// Too late to finish before B: start over with a later one.
 		for _, t := range ptables {
 			if ok, err := partitioned(ctx, tx, t.name); err != nil {
-				return "", err
+				return "", false, err
 			} else if !ok {
 				if _, err := tx.Exec(ctx, `ALTER TABLE touba.`+t.name+` DROP CONSTRAINT IF EXISTS history_bound`); err != nil {
-					return "", err
+					return "", false, err
 				}
 			}
 		}
 		bound = ""
 	}
 	if bound == "" {
-		var empty bool
-		if err := tx.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM touba.entries) AND NOT EXISTS (SELECT 1 FROM touba.deliveries)`).Scan(&empty); err != nil {
-			return "", err
-		}
-		w := width.Milliseconds()
-		at := (now/w + 1) * w // a fresh database: partitions from the next slot on
+		// A new database: <t>_old takes what comes before the first
+		// partitions a pass creates ahead; with rows: what comes while the
+		// tables are converted.
+		w, margin := width.Milliseconds(), partitionAhead(width).Milliseconds()
 		if !empty {
-			at = ((now+convertMargin.Milliseconds())/w + 1) * w
+			margin = convertMargin.Milliseconds()
 		}
+		at := ((now+margin)/w + 1) * w
 		bound = idAt(at)
 		if _, err := tx.Exec(ctx, `INSERT INTO touba.meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
 			metaBound, bound); err != nil {
-			return "", err
+			return "", false, err
 		}
 	}
 	for _, t := range ptables {
 		if ok, err := partitioned(ctx, tx, t.name); err != nil {
-			return "", err
+			return "", false, err
 		} else if ok {
 			continue
 		}
@@ -191,12 +203,12 @@ func (d *db) startConversion(ctx context.Context, tx pgx.Tx, width time.Duration
 		}
 		if _, err := tx.Exec(ctx, fmt.Sprintf(`DO $$ BEGIN
 			IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'touba.%s'::regclass AND conname = 'history_bound') THEN
-				ALTER TABLE touba.%s ADD CONSTRAINT history_bound CHECK (%s) NOT VALID;
-			END IF; END $$`, t.name, t.name, check), pgx.QueryExecModeSimpleProtocol); err != nil {
-			return "", err
+				ALTER TABLE touba.%s ADD CONSTRAINT history_bound CHECK (%s) %s;
+			END IF; END $$`, t.name, t.name, check, map[bool]string{true: "", false: "NOT VALID"}[empty]), pgx.QueryExecModeSimpleProtocol); err != nil {
+			return "", false, err
 		}
 	}
-	return bound, nil
+	return bound, empty, nil
 }
 
 // convertTable validates t's bound online, then swaps it for the
@@ -234,7 +246,8 @@ func (d *db) convertTable(ctx context.Context, t ptable, bound string) error {
 }
 
 // swapTable makes t partitioned, its rows the partition <t>_old: catalog
-// changes only, under t's ACCESS EXCLUSIVE lock for the transaction.
+// changes only, sent in one round trip, under t's ACCESS EXCLUSIVE lock
+// to the end of the transaction.
 func swapTable(ctx context.Context, tx pgx.Tx, t ptable, bound string) error {
 	if ok, err := partitioned(ctx, tx, t.name); err != nil || ok {
 		return err
@@ -248,6 +261,17 @@ func swapTable(ctx context.Context, tx pgx.Tx, t ptable, bound string) error {
 	if err != nil {
 		return err
 	}
+	tmpl, err := indexTemplate(ctx, tx, t, t.name)
+	if err != nil {
+		return err
+	}
+	// A serial column's sequence belongs to the new table, so that
+	// dropping <t>_old one day leaves it.
+	var seq string
+	if err := tx.QueryRow(ctx, `SELECT COALESCE((SELECT pg_get_serial_sequence($1, 'seq') FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname = 'seq' AND NOT attisdropped), '')`, full).Scan(&seq); err != nil {
+		return err
+	}
 	stmts := []string{
 		fmt.Sprintf(`ALTER TABLE %s RENAME TO %s`, full, old),
 		fmt.Sprintf(`CREATE TABLE %s (LIKE %s.%s INCLUDING DEFAULTS INCLUDING CONSTRAINTS) PARTITION BY %s`, full, Schema, old, by),
@@ -255,59 +279,20 @@ func swapTable(ctx context.Context, tx pgx.Tx, t ptable, bound string) error {
 	}
 	if t.kept {
 		stmts = append(stmts, fmt.Sprintf(`CREATE TABLE %s_live PARTITION OF %s FOR VALUES IN (false) PARTITION BY RANGE (%s)`, full, full, t.key))
+		stmts = append(stmts, tableSQL(t, t.name+"_kept", tmpl, t.name, "IN (true)")...)
 	}
-	for _, s := range stmts {
-		if _, err := tx.Exec(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", firstLine(s), err)
-		}
-	}
-	if t.kept {
-		if err := createKept(ctx, tx, t, old); err != nil {
-			return err
-		}
-	}
-	if err := createLeaf(ctx, tx, t, t.name+"_other", old, quote(otherFrom), "MAXVALUE"); err != nil {
-		return err
-	}
-	stmts = []string{fmt.Sprintf(`ALTER TABLE %s.%s ATTACH PARTITION %s.%s FOR VALUES FROM (MINVALUE) TO (%s)`,
-		Schema, t.rangeParent(), Schema, old, quote(bound))}
-	// A serial column's sequence belongs to the new table, so that
-	// dropping <t>_old one day leaves it.
-	var seq string
-	if err := tx.QueryRow(ctx, `SELECT COALESCE((SELECT pg_get_serial_sequence($1, 'seq') FROM pg_attribute
-		WHERE attrelid = to_regclass($1) AND attname = 'seq' AND NOT attisdropped), '')`, Schema+"."+old).Scan(&seq); err != nil {
-		return err
-	} else if seq != "" {
+	stmts = append(stmts, tableSQL(t, t.name+"_other", tmpl, t.rangeParent(), fmt.Sprintf("FROM (%s) TO (MAXVALUE)", quote(otherFrom)))...)
+	stmts = append(stmts, fmt.Sprintf(`ALTER TABLE %s.%s ATTACH PARTITION %s.%s FOR VALUES FROM (MINVALUE) TO (%s)`,
+		Schema, t.rangeParent(), Schema, old, quote(bound)))
+	if seq != "" {
 		stmts = append(stmts, fmt.Sprintf(`ALTER SEQUENCE %s OWNED BY %s.seq`, seq, full))
 	}
 	// The definitions were read before the rename: they name the new table.
 	for _, tr := range triggers {
 		stmts = append(stmts, fmt.Sprintf(`DROP TRIGGER %s ON %s.%s`, tr.name, Schema, old), tr.def)
 	}
-	for _, s := range stmts {
-		if _, err := tx.Exec(ctx, s); err != nil {
-			return fmt.Errorf("%s: %w", firstLine(s), err)
-		}
-	}
-	return nil
-}
-
-// createKept creates <t>_kept with src's indexes and attaches it.
-func createKept(ctx context.Context, tx pgx.Tx, t ptable, src string) error {
-	tmpl, err := indexTemplate(ctx, tx, t, src)
-	if err != nil {
-		return err
-	}
-	kept := Schema + "." + t.name + "_kept"
-	stmts := []string{fmt.Sprintf(`CREATE TABLE %s (LIKE %s.%s INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`, kept, Schema, t.name)}
-	for _, ix := range tmpl {
-		stmts = append(stmts, fmt.Sprintf(ix, t.name+"_kept"))
-	}
-	stmts = append(stmts, fmt.Sprintf(`ALTER TABLE %s.%s ATTACH PARTITION %s FOR VALUES IN (true)`, Schema, t.name, kept))
-	for _, s := range stmts {
-		if _, err := tx.Exec(ctx, s); err != nil {
-			return fmt.Errorf("create %s: %w", kept, err)
-		}
+	if _, err := tx.Exec(ctx, strings.Join(stmts, ";\n")); err != nil {
+		return fmt.Errorf("swap %s: %w", t.name, err)
 	}
 	return nil
 }
