@@ -191,30 +191,63 @@ func (d *db) startConversion(ctx context.Context, tx pgx.Tx, width time.Duration
 			return "", false, err
 		}
 	}
-	for _, t := range ptables {
-		if ok, err := partitioned(ctx, tx, t.name); err != nil {
-			return "", false, err
-		} else if ok {
-			continue
-		}
-		check := fmt.Sprintf(`%s < %s`, t.key, quote(bound))
-		if t.kept {
-			check = "kept = false AND " + check
-		}
-		if _, err := tx.Exec(ctx, fmt.Sprintf(`DO $$ BEGIN
-			IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'touba.%s'::regclass AND conname = 'history_bound') THEN
-				ALTER TABLE touba.%s ADD CONSTRAINT history_bound CHECK (%s) %s;
-			END IF; END $$`, t.name, t.name, check, map[bool]string{true: "", false: "NOT VALID"}[empty]), pgx.QueryExecModeSimpleProtocol); err != nil {
-			return "", false, err
+	if empty {
+		for _, t := range ptables {
+			if err := addBound(ctx, tx, t, bound, ""); err != nil {
+				return "", false, err
+			}
 		}
 	}
 	return bound, empty, nil
 }
 
-// convertTable validates t's bound online, then swaps it for the
-// partitioned table in one quick transaction, again while busy.
+// addBound adds t's bound (kept = false AND key < B), as valid as
+// given (NOT VALID: rows not read), unless t has it or is partitioned.
+func addBound(ctx context.Context, tx pgx.Tx, t ptable, bound, valid string) error {
+	if ok, err := partitioned(ctx, tx, t.name); err != nil || ok {
+		return err
+	}
+	check := fmt.Sprintf(`%s < %s`, t.key, quote(bound))
+	if t.kept {
+		check = "kept = false AND " + check
+	}
+	_, err := tx.Exec(ctx, fmt.Sprintf(`DO $$ BEGIN
+		IF NOT EXISTS (SELECT 1 FROM pg_constraint WHERE conrelid = 'touba.%s'::regclass AND conname = 'history_bound') THEN
+			ALTER TABLE touba.%s ADD CONSTRAINT history_bound CHECK (%s) %s;
+		END IF; END $$`, t.name, t.name, check, valid), pgx.QueryExecModeSimpleProtocol)
+	return err
+}
+
+// whileBusy runs fn in a maintenance transaction (maintTx) again while
+// it gives up on a lock (lock_timeout, a deadlock): a busy table is
+// tried again, up to migratePatience, and every wait of the nodes behind
+// it stays as short as the transaction's lock_timeout.
+func (d *db) whileBusy(ctx context.Context, what string, fn func(tx pgx.Tx) error) error {
+	wait, deadline := 100*time.Millisecond, time.Now().Add(migratePatience)
+	for {
+		_, err := d.maintTx(ctx, fn)
+		if err == nil || !lockBusy(err) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: too busy for %s: %w", what, migratePatience, err)
+		}
+		d.log.Warn().Err(err).Str("step", what).Dur("retry_in", wait).Msg("partitioning waited past its lock_timeout; trying again")
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// convertTable adds t's bound NOT VALID, validates it online, then swaps
+// t for the partitioned table in one quick transaction; each
+// transaction again while busy.
 func (d *db) convertTable(ctx context.Context, t ptable, bound string) error {
 	if ok, err := partitioned(ctx, d.pool, t.name); err != nil || ok {
+		return err
+	}
+	if err := d.whileBusy(ctx, "add the bound of "+t.name, func(tx pgx.Tx) error { return addBound(ctx, tx, t, bound, "NOT VALID") }); err != nil {
 		return err
 	}
 	conn, err := (&migrator{pool: d.pool, timeout: d.cfg.Timeout, pooled: d.pooled, log: d.log}).onlineConn(ctx)
@@ -228,21 +261,7 @@ func (d *db) convertTable(ctx context.Context, t ptable, bound string) error {
 		return fmt.Errorf("validate its bound: %w", err)
 	}
 	d.log.Info().Str("table", t.name).Dur("took", time.Since(start)).Msg("partitioning: bound validated")
-	wait, deadline := 100*time.Millisecond, time.Now().Add(migratePatience)
-	for {
-		_, err := d.maintTx(ctx, func(tx pgx.Tx) error { return swapTable(ctx, tx, t, bound) })
-		if err == nil || !lockBusy(err) {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("table too busy for the swap for %s: %w", migratePatience, err)
-		}
-		d.log.Warn().Err(err).Str("table", t.name).Dur("retry_in", wait).Msg("partitioning: swap waited past its lock_timeout; trying again")
-		if err := sleepCtx(ctx, wait); err != nil {
-			return err
-		}
-		wait = min(2*wait, 5*time.Second)
-	}
+	return d.whileBusy(ctx, "swap "+t.name, func(tx pgx.Tx) error { return swapTable(ctx, tx, t, bound) })
 }
 
 // swapTable makes t partitioned, its rows the partition <t>_old: catalog
