@@ -37,10 +37,10 @@ type History struct {
 	Batch, Pass int
 }
 
-// Default bounds: a batch of 128 entries is a few milliseconds of each
+// Default bounds: a batch of 32 entries is a millisecond or two of each
 // writer; a pass of 16384 leaves the loop's next pass to go on.
 const (
-	defaultBatch = 128
+	defaultBatch = 32
 	defaultPass  = 16384
 )
 
