@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -89,4 +90,19 @@ func storageRoutes(rt *httprouter.Router, api API) {
 		}
 		reply(w)(api.Storage(r.Context(), req))
 	})
+}
+
+// HumanBytes shows a size in binary units (1.5 GiB), as the CLI and the
+// console print storage.
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

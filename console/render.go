@@ -29,7 +29,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"query":       url.QueryEscape,
 		"stepOf":      stepOf,
 		"shortDigest": admin.ShortDigest,
-		"bytes":       humanBytes,
+		"bytes":       admin.HumanBytes,
 		"window":      window,
 	}
 	out := map[string]*template.Template{}
@@ -163,20 +163,6 @@ func ago(now, t time.Time) string {
 		return "in " + (-d).String()
 	}
 	return d.String() + " ago"
-}
-
-// humanBytes shows a size in binary units: 1.5 GiB.
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 // window shows --history: in days when whole days, else as Go prints it.

@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/pgtest"
 	"github.com/touba/touba-trigger/internal/uuidv7"
 )
 
@@ -124,17 +123,7 @@ func TestConversionBesideWriters(t *testing.T) {
 // year ago as every id the daemon makes.
 func atMigrationUUID(t *testing.T, last string, rows int) string {
 	t.Helper()
-	ctx := context.Background()
-	url := pgtest.New(t)
-	pool, pooled, err := connect(ctx, Config{URL: url, NodeID: "setup", Timeout: DefaultTimeout, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = newMigrator(pool, migrationsThrough(t, last), DefaultTimeout, pooled, zerolog.Nop()).run(ctx)
-	pool.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := migratedThrough(t, last)
 	conn := superConn(t, url)
 	base := time.Now().Add(-365 * 24 * time.Hour).UnixMilli()
 	id := `lpad(to_hex((` + fmt.Sprint(base) + ` + g / 30) >> 16), 8, '0') || '-' || lpad(to_hex((` + fmt.Sprint(base) +
@@ -154,43 +143,5 @@ func atMigrationUUID(t *testing.T, last string, rows int) string {
 // release writes them.
 func startUUIDWriters(t *testing.T, url string, k int, lockTimeout time.Duration) *writers {
 	t.Helper()
-	w := &writers{stop: make(chan struct{})}
-	ctx := context.Background()
-	for range k {
-		conn := superConn(t, url)
-		mustExec(t, conn, fmt.Sprintf(`SET lock_timeout = %d`, lockTimeout.Milliseconds()))
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			for j := 0; ; j++ {
-				select {
-				case <-w.stop:
-					return
-				default:
-				}
-				start := time.Now()
-				var err error
-				if j%2 == 0 {
-					_, err = conn.Exec(ctx, `INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at)
-						VALUES ($1, $1, 'c', 'prepared', '2026-01-01T00:00:00.000Z')`, uuidv7.New())
-				} else {
-					_, err = conn.Exec(ctx, `INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, headers,
-						remote_addr, received_at, status, updated_at) VALUES ($1, 'trigger:t/a', '', 'd', '{}', '',
-						'2026-01-01T00:00:00.000Z', 'pending', '2026-01-01T00:00:00.000Z')`, uuidv7.New())
-				}
-				took := time.Since(start)
-				w.n.Add(1)
-				w.mu.Lock()
-				w.slowest = max(w.slowest, took)
-				if err != nil && len(w.errs) < 10 {
-					w.errs = append(w.errs, err)
-				}
-				w.mu.Unlock()
-			}
-		}()
-	}
-	for w.n.Load() < int64(10*k) {
-		time.Sleep(time.Millisecond)
-	}
-	return w
+	return startWritersOf(t, url, k, lockTimeout, func(int, int) string { return uuidv7.New() })
 }

@@ -37,10 +37,10 @@ type History struct {
 	Batch, Pass int
 }
 
-// Default bounds: a batch of 32 entries is a millisecond or two of each
+// Default bounds: a batch of 64 entries is a few milliseconds of each
 // writer; a pass of 16384 leaves the loop's next pass to go on.
 const (
-	defaultBatch = 32
+	defaultBatch = 64
 	defaultPass  = 16384
 )
 

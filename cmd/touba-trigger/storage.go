@@ -50,15 +50,15 @@ func printStorage(w io.Writer, rep *admin.StorageReport, now time.Time) error {
 	for _, s := range rep.Sizes {
 		free, parts := "-", "-"
 		if s.Free > 0 {
-			free = bytesText(s.Free)
+			free = admin.HumanBytes(s.Free)
 		}
 		if s.Partitions > 0 {
 			parts = strconv.Itoa(s.Partitions)
 		}
-		t.row(s.Name, bytesText(s.Bytes), free, parts, s.Path)
+		t.row(s.Name, admin.HumanBytes(s.Bytes), free, parts, s.Path)
 		total += s.Bytes
 	}
-	t.row("total", bytesText(total), "", "", "")
+	t.row("total", admin.HumanBytes(total), "", "", "")
 	if err := t.flush(); err != nil {
 		return err
 	}
@@ -72,7 +72,7 @@ func printStorage(w io.Writer, rep *admin.StorageReport, now time.Time) error {
 		}
 		fmt.Fprintf(w, "next pass frees:  %d%s entries", rep.Forgettable, more)
 		if rep.Partitions > 0 {
-			fmt.Fprintf(w, " in %d partitions (%s)", rep.Partitions, bytesText(rep.FreedBytes))
+			fmt.Fprintf(w, " in %d partitions (%s)", rep.Partitions, admin.HumanBytes(rep.FreedBytes))
 		}
 		fmt.Fprintln(w)
 	}
@@ -105,18 +105,4 @@ func ageText(t *time.Time, now time.Time, what string) string {
 		return "none"
 	}
 	return fmt.Sprintf("%s %s ago (%s)", what, now.Sub(*t).Round(time.Second), t.UTC().Format(touba.TimeFormat))
-}
-
-// bytesText shows a size in binary units.
-func bytesText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/scripts/bench/procio"
 )
 
 type sample struct {
@@ -58,7 +59,7 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	written0, wal0 := writeBytes(*pid), walLSN(db)
+	written0, wal0 := procio.WriteBytes(*pid), walLSN(db)
 	client, err := admin.Dial(*socket)
 	if err != nil {
 		log.Fatal(err)
@@ -118,7 +119,7 @@ func main() {
 	wg.Wait()
 	n := float64(len(samples))
 	if *pid > 0 {
-		fmt.Printf("RESULT the daemon wrote %.0f bytes to disk per delivery\n", float64(writeBytes(*pid)-written0)/n)
+		fmt.Printf("RESULT the daemon wrote %.0f bytes to disk per delivery\n", float64(procio.WriteBytes(*pid)-written0)/n)
 	}
 	if db != nil {
 		fmt.Printf("RESULT PostgreSQL wrote %.0f bytes of WAL per delivery\n", float64(walLSN(db)-wal0)/n)
@@ -152,32 +153,10 @@ func main() {
 		len(samples), failed, len(passes), pct(outside, 50), pct(outside, 99), len(outside), pct(during, 50), pct(during, 99), len(during))
 }
 
-// writeBytes is what process pid wrote to disk so far (0 without one).
-func writeBytes(pid int) int64 {
-	if pid <= 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "write_bytes: "); ok {
-			var n int64
-			fmt.Sscan(v, &n)
-			return n
-		}
-	}
-	return 0
-}
-
 // walLSN is the database's WAL position in bytes (0 without one).
 func walLSN(db *pgx.Conn) int64 {
-	if db == nil {
-		return 0
-	}
-	var n int64
-	if err := db.QueryRow(context.Background(), `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&n); err != nil {
+	n, err := procio.WALBytes(db)
+	if err != nil {
 		log.Fatal(err)
 	}
 	return n

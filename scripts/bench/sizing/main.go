@@ -31,6 +31,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/postgres"
+	"github.com/touba/touba-trigger/scripts/bench/procio"
 	"github.com/touba/touba-trigger/sqlite"
 )
 
@@ -75,7 +76,7 @@ func main() {
 		}
 		st, closeAll = stores{f.Queue, f.State, f.EffectJournal()}, f.Close
 	}
-	written0, wal0 := written(), lsn(db)
+	written0, wal0 := procio.WriteBytes(0), lsn(db)
 	body := `{"data":"` + strings.Repeat("x", max(*bodySize-11, 0)) + `"}`
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -130,7 +131,7 @@ func main() {
 		parts = append(parts, fmt.Sprintf("%s %.0f B", map[string]string{"q": "queue", "s": "state", "j": "journal"}[f], perN(fi.Size())))
 	}
 	fmt.Printf("RESULT per delivery: %s; files %.0f B; written to disk %.0f B (WAL and checkpoints)\n",
-		strings.Join(parts, ", "), perN(total), perN(written()-written0))
+		strings.Join(parts, ", "), perN(total), perN(procio.WriteBytes(0)-written0))
 }
 
 // run takes delivery i through the daemon's steps.
@@ -183,26 +184,10 @@ func run(ctx context.Context, st stores, i int, body string, steps int) {
 	}
 }
 
-// written is what this process wrote to disk so far.
-func written() int64 {
-	b, _ := os.ReadFile("/proc/self/io")
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "write_bytes: "); ok {
-			var n int64
-			fmt.Sscan(v, &n)
-			return n
-		}
-	}
-	return 0
-}
-
 // lsn is the database's WAL position in bytes (0 without one).
 func lsn(db *pgx.Conn) int64 {
-	if db == nil {
-		return 0
-	}
-	var n int64
-	if err := db.QueryRow(context.Background(), `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&n); err != nil {
+	n, err := procio.WALBytes(db)
+	if err != nil {
 		log.Fatal(err)
 	}
 	return n
