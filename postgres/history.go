@@ -257,7 +257,9 @@ func (h *History) Storage(ctx context.Context, before time.Time) (*touba.Storage
 		t := time.UnixMilli(ms).UTC()
 		rep.OldestEntry = &t
 	}
-	if ms, ok := msOf(oldestLive); ok && all {
+	// Also before the partitioning: while it waits, nothing is forgotten,
+	// and the alert on this age says so.
+	if ms, ok := msOf(oldestLive); ok {
 		t := time.UnixMilli(ms).UTC()
 		rep.OldestFinished = &t
 	}
