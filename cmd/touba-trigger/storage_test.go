@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/internal/pgtest"
 	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/server"
 )
@@ -58,5 +59,37 @@ func TestStorageCommand(t *testing.T) {
 	code, out, errs = e.cli(t, "storage", "--history", "1ms")
 	if code != 0 || !strings.Contains(out, "next pass frees:  3 entries") {
 		t.Fatalf("storage --history 1ms on the files: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// The same on PostgreSQL: the partitioned tables and the small ones,
+// from the daemon and, with none, from the database.
+func TestStorageCommandPostgres(t *testing.T) {
+	e := newOpEnv(t, billProgram, billManifest)
+	e.db = pgtest.New(t)
+	d := e.start(t, func(c *server.Config) { c.History = time.Hour })
+	if code, _ := testkit.Post(t, d.URL()+"/triggers/ops/Bills", "b1", `{"n":1}`); code != http.StatusAccepted {
+		t.Fatalf("post: %d", code)
+	}
+	var rep admin.StorageReport
+	testkit.WaitFor(t, 10*time.Second, func() bool {
+		e.cliJSON(t, &rep, "storage")
+		return rep.LastPass != nil
+	}, "the daemon's first pass")
+	sizes := map[string]int64{}
+	for _, s := range rep.Sizes {
+		sizes[s.Name] = s.Bytes
+	}
+	// A new database is partitioned at open; its first rows are in <t>_old
+	// until the first time partitions (partition.go).
+	if rep.Backend != "postgres" || rep.Note != "" || len(sizes) != 10 || sizes["entries"] == 0 || sizes["effect_events"] == 0 || rep.OldestEntry == nil {
+		t.Fatalf("storage --json from the daemon: %+v", rep)
+	}
+	if err := d.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := e.cli(t, "storage")
+	if code != 0 || !strings.Contains(out, "TABLE") || !strings.Contains(out, "entries") || !strings.Contains(out, "2160h0m0s (90 days)") {
+		t.Fatalf("storage on the database: exit %d\n%s%s", code, out, errs)
 	}
 }
