@@ -106,7 +106,13 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 			// Another transaction holds the key (a node's batch now, or a
 			// node frozen in one until the server ends its session):
 			// asked again shortly, never waited on inside the batch, which
-			// carries every other delivery.
+			// carries every other delivery. An identity taken meanwhile
+			// (its holder committed) answers at once, from its entry:
+			// many identical deliveries at once do not queue for its lock.
+			if ex, ok := q.takenMeanwhile(ctx, d); ok {
+				op.res, op.busy = ex, false
+				break
+			}
 			select {
 			case <-time.After(backoff):
 				backoff = min(2*backoff, 200*time.Millisecond)
@@ -281,6 +287,23 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 		}
 	}
 	return nil
+}
+
+// takenMeanwhile is the entry holding d's identity when one does now,
+// committed, durable as intake's answers are (durableBarrier); ok is
+// false when none does or the database did not answer.
+func (q *Queue) takenMeanwhile(ctx context.Context, d *touba.Delivery) (touba.EnqueueResult, bool) {
+	if d.EventID == "" {
+		return touba.EnqueueResult{}, false
+	}
+	ex, ok, err := lookup(ctx, q.db.pool, d)
+	if err != nil || !ok {
+		return ex, false
+	}
+	if _, err := q.db.pool.Exec(ctx, durableBarrier); err != nil {
+		return ex, false
+	}
+	return ex, true
 }
 
 // durableBarrier writes WAL, so that the commit of the statement (or the

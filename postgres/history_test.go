@@ -236,39 +236,58 @@ func TestPartitionsDroppedNotDeleted(t *testing.T) {
 func TestIdentityAcrossPartitions(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.New(t)
-	bound := time.Now().Truncate(time.Second).Add(5 * time.Second)
-	left, right := &testClock{t: bound.Add(-time.Millisecond)}, &testClock{t: bound.Add(time.Millisecond)}
+	left, right := &testClock{t: time.Now()}, &testClock{t: time.Now()}
 	a := openNode(t, url, "a", left, 8*time.Second)
 	b := openNode(t, url, "b", right, 8*time.Second)
-	const n = 40
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*n)
-	for i := range n {
-		for _, st := range []*Store{a, b} {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				body := []byte(`{}`)
-				if _, err := st.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprint("ev-", i), Digest: "d", Body: body}); err != nil {
-					errs <- err
-				}
-			}()
-		}
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	// The bound: where the new database's <t>_old ends and its first time
+	// partition begins.
+	ls, err := leaves(ctx, a.db.pool, "entries_live")
+	if err != nil {
 		t.Fatal(err)
 	}
-	conn := superConn(t, url)
-	if got := count(t, conn, `SELECT count(*) FROM touba.entries`); got != n {
-		t.Fatalf("%d entries for %d identities delivered twice across a partition bound", got, n)
+	var bound time.Time
+	for _, l := range ls {
+		if l.name == "entries_old" {
+			bound = time.UnixMilli(l.to)
+		}
 	}
-	if got := count(t, conn, `SELECT count(DISTINCT tableoid) FROM touba.entries`); got != 2 {
-		t.Fatalf("the entries are in %d partitions, want both sides of the bound", got)
+	left.t, right.t = bound.Add(-time.Millisecond), bound.Add(time.Millisecond)
+	if _, _, err := a.db.ensureAhead(ctx, PartitionWidth(8*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	conn := superConn(t, url)
+	// Rounds until both sides won some identities (which side wins each
+	// is the race's): every round, each identity makes one entry.
+	for round := 0; count(t, conn, `SELECT count(DISTINCT tableoid) FROM touba.entries`) < 2; round++ {
+		if round == 5 {
+			t.Fatal("5 rounds and one side won every identity: the race across the bound never ran")
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*n)
+		for i := range n {
+			for _, st := range []*Store{a, b} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					d := &touba.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprintf("ev-%d-%d", round, i), Digest: "d", Body: []byte(`{}`)}
+					if _, err := st.Queue.Enqueue(ctx, d); err != nil {
+						errs <- err
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if got, want := count(t, conn, `SELECT count(*) FROM touba.entries`), int64(n*(round+1)); got != want {
+			t.Fatalf("%d entries for %d identities delivered twice across a partition bound", got, want)
+		}
 	}
 	right.Add(3 * time.Second)
-	r, err := b.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: "ev-0", Digest: "d", Body: []byte(`{}`)})
+	r, err := b.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: "ev-0-0", Digest: "d", Body: []byte(`{}`)})
 	if err != nil || r.Created {
 		t.Fatalf("redelivery a partition later: %+v, %v; want the existing entry", r, err)
 	}

@@ -26,6 +26,8 @@ func TestMigrationSteps(t *testing.T) {
 			want = "online,transaction,online"
 		case "0014_fair.sql":
 			want = "transaction,online"
+		case "0015_history.sql": // a commit (an online step with no statement) after each table
+			want = "transaction,online,transaction,online,transaction,online,transaction,online,transaction,online,transaction"
 		}
 		if got := kinds(m); got != want {
 			t.Errorf("%s: steps %s, want %s", m.name, got, want)

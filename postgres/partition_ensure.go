@@ -108,12 +108,14 @@ func (d *db) ensureNow(ctx context.Context) error {
 	width := PartitionWidth(d.cfg.History)
 	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		n, ok, err := d.ensureAhead(ctx, width)
-		if err != nil || ok {
+		if (err != nil && !lockBusy(err)) || (err == nil && ok) {
 			if n > 0 {
 				d.log.Warn().Int("created", n).Msg("created partitions an insert needed (were the nodes stopped, or a clock ahead?)")
 			}
 			return err
 		}
+		// Another node holds the maintenance lock (it creates them), or a
+		// parent was busy past the lock_timeout: again shortly.
 		if err := sleepCtx(ctx, wait); err != nil {
 			return err
 		}

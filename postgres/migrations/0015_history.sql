@@ -3,11 +3,14 @@
 -- partitioning (postgres/partition*.go) be done later, online, once no
 -- node of an older release runs. Nothing here changes what the previous
 -- release reads or writes: columns with constant defaults (no rewrite),
--- functions, and the audit triggers recreated with the same refusals.
+-- functions, and the audit triggers recreated with the same refusals;
+-- one table a transaction, so that no table the previous release writes
+-- stays locked while the next one's lock is waited for.
 
 -- The newest migration each node knows: the partitioning waits until every
 -- live node knows this one (a node of the previous release leaves it '').
 ALTER TABLE touba.nodes ADD COLUMN migration TEXT NOT NULL DEFAULT '';
+-- touba:commit
 
 -- kept: a row moved out of its time partition because --history must not
 -- forget it (a failed, parked or unfinished entry, one with an effect not
@@ -15,10 +18,11 @@ ALTER TABLE touba.nodes ADD COLUMN migration TEXT NOT NULL DEFAULT '';
 -- partitioned, kept is the first level of the partitioning (LIST): kept
 -- rows live in <table>_kept, the others in time partitions.
 ALTER TABLE touba.entries ADD COLUMN kept BOOLEAN NOT NULL DEFAULT false;
+-- touba:commit
 ALTER TABLE touba.runs ADD COLUMN kept BOOLEAN NOT NULL DEFAULT false;
+-- touba:commit
 ALTER TABLE touba.run_steps ADD COLUMN kept BOOLEAN NOT NULL DEFAULT false;
-ALTER TABLE touba.effects ADD COLUMN kept BOOLEAN NOT NULL DEFAULT false;
-ALTER TABLE touba.effect_events ADD COLUMN kept BOOLEAN NOT NULL DEFAULT false;
+-- touba:commit
 
 -- A run, checkpoint, effect or event of a kept entry is inserted kept, so
 -- it never lands in a time partition being forgotten.
@@ -40,9 +44,12 @@ BEGIN
   END IF;
   RAISE EXCEPTION '%', TG_ARGV[0];
 END $$;
+ALTER TABLE touba.effect_events ADD COLUMN kept BOOLEAN NOT NULL DEFAULT false;
 DROP TRIGGER effect_events_append_only ON touba.effect_events;
 CREATE TRIGGER effect_events_append_only BEFORE UPDATE OR DELETE ON touba.effect_events
   FOR EACH ROW EXECUTE FUNCTION touba.only_history('effect_events is append-only');
+-- touba:commit
+ALTER TABLE touba.effects ADD COLUMN kept BOOLEAN NOT NULL DEFAULT false;
 DROP TRIGGER effects_applied_final ON touba.effects;
 CREATE TRIGGER effects_applied_final BEFORE UPDATE ON touba.effects
   FOR EACH ROW WHEN (OLD.state = 'applied') EXECUTE FUNCTION touba.only_history('an applied effect is never rewritten');
