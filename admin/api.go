@@ -39,6 +39,8 @@ type API interface {
 	Search(ctx context.Context, r SearchRequest) (*SearchReport, error)
 	// Resume runs an entry again from a step (resume.go).
 	Resume(ctx context.Context, r ResumeRequest) (*ResumeReport, error)
+	// Storage measures the backend and what --history forgets (storage.go).
+	Storage(ctx context.Context, r StorageRequest) (*StorageReport, error)
 }
 
 // EntryFilter selects queue entries; empty fields match all.

@@ -20,6 +20,10 @@ type Overview struct {
 	// counts are of the newest ones only.
 	RejectedCapped bool  `json:"rejected_capped,omitempty"`
 	HeldKeys       int64 `json:"held_keys"` // -1 when the store cannot tell
+	// Storage is the daemon's last measure of its storage (SPEC §8.1),
+	// History its --history (0 keeps everything); nil when not measured.
+	Storage *touba.StorageReport `json:"storage,omitempty"`
+	History time.Duration        `json:"history,omitempty"`
 }
 
 // RejectedScan bounds how many of the last hour's rejections Overview
@@ -58,6 +62,9 @@ func (s *Service) Overview(ctx context.Context) (*Overview, error) {
 		if o.HeldKeys, err = s.HeldKeys(ctx); err != nil {
 			return nil, err
 		}
+	}
+	if s.StorageCache != nil {
+		o.Storage, o.History = s.StorageCache(), s.HistoryWindow
 	}
 	return o, nil
 }

@@ -101,6 +101,7 @@ func Handler(api API) http.Handler {
 		reply(w)(api.Health(r.Context()))
 	})
 	triggerRoutes(rt, api)
+	storageRoutes(rt, api)
 	resumeRoutes(rt, api)
 	rt.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fail(w, notFound("no admin route %s %s", r.Method, r.URL.Path))

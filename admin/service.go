@@ -61,7 +61,16 @@ type Service struct {
 	// Claims, when set, shares the entries' claims with the other nodes
 	// and CLIs on the database (see busy).
 	Claims Claims
-	Log    zerolog.Logger
+	// History forgets and measures the backend (SPEC §8.1); nil: Storage
+	// is refused. HistoryWindow is --history, 0 keeping everything.
+	History       touba.HistoryStore
+	HistoryWindow time.Duration
+	// LastPass, when set, is the daemon's last --history pass;
+	// StorageCache its last measure of the backend (the overview reads it
+	// instead of measuring on every page).
+	LastPass     func() *PassReport
+	StorageCache func() *touba.StorageReport
+	Log          zerolog.Logger
 
 	busy busy // entries an operator action is working on
 	// afterCompensateCheck, set by tests, runs between a compensation's

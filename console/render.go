@@ -33,6 +33,8 @@ func parsePages() (map[string]*template.Template, error) {
 		// gatherPlace is a merged delivery's place in its gathering: 2 for the
 		// first merged (index 0), the carrier being 1.
 		"gatherPlace": func(i int) int { return i + 2 },
+		"bytes":       admin.HumanBytes,
+		"window":      window,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -169,6 +171,17 @@ func ago(now, t time.Time) string {
 		return "in " + (-d).String()
 	}
 	return d.String() + " ago"
+}
+
+// window shows --history: in days when whole days, else as Go prints it.
+func window(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0 (keeps everything)"
+	case d%(24*time.Hour) == 0:
+		return fmt.Sprintf("%dd (%s)", d/(24*time.Hour), d)
+	}
+	return d.String()
 }
 
 // stepOf is the step id an effect id names ("<queue_id>:<step>", or

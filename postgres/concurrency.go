@@ -130,6 +130,13 @@ func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	if err := tryLockKey(ctx, tx, d.TriggerRef, d.ConcKey); err != nil {
 		return err
 	}
+	if d.EventID != "" {
+		if busy, err := tryLockIdentities(ctx, tx, []int32{identityKey(d.TriggerRef, d.EventID)}); err != nil {
+			return err
+		} else if len(busy) > 0 {
+			return errKeyBusy
+		}
+	}
 	crashpoint.Hit(CrashKeyLocked)
 	var n int
 	if err := tx.QueryRow(ctx, activeOfKey, d.TriggerRef, d.ConcKey, d.ConcMax).Scan(&n); err != nil {
@@ -142,8 +149,9 @@ func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	var id string
 	err := tx.QueryRow(ctx, `INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
 		received_at, status, updated_at, traceparent, conc_key, conc_max, held, conc_seq, program_digest)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, nextval('touba.conc_seqs'), $14)
-		ON CONFLICT (trigger_ref, event_id) WHERE event_id <> '' DO NOTHING RETURNING queue_id`,
+		SELECT $1, i.trigger_ref, i.event_id, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, nextval('touba.conc_seqs'), $14
+		FROM (SELECT $2::text AS trigger_ref, $3::text AS event_id) i WHERE i.event_id = '' OR `+noOtherEntry+`
+		ON CONFLICT DO NOTHING RETURNING queue_id`,
 		d.QueueID, d.TriggerRef, d.EventID, d.Digest, body, o.headers, d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now,
 		d.TraceParent, d.ConcKey, d.ConcMax, n >= d.ConcMax, d.ProgramDigest).Scan(&id)
 	if err == nil {

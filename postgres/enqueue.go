@@ -41,7 +41,7 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	}
 	newID := d.QueueID == ""
 	if newID {
-		d.QueueID = newIDFunc()
+		d.QueueID = q.db.newEntryID()
 	}
 	if q.pendingSeen.Load() >= q.db.cfg.MaxPending {
 		// The count seen may be a second old: count again before refusing.
@@ -116,7 +116,13 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 			// Another transaction holds the key (a node's batch now, or a
 			// node frozen in one until the server ends its session):
 			// asked again shortly, never waited on inside the batch, which
-			// carries every other delivery.
+			// carries every other delivery. An identity taken meanwhile
+			// (its holder committed) answers at once, from its entry:
+			// many identical deliveries at once do not queue for its lock.
+			if ex, ok := q.takenMeanwhile(ctx, d); ok {
+				op.res, op.busy = ex, false
+				break
+			}
 			select {
 			case <-time.After(backoff):
 				backoff = min(2*backoff, 200*time.Millisecond)
@@ -125,6 +131,13 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 				err = fmt.Errorf("key %q or a wait value of %s is locked by another transaction: %w", d.ConcKey, d.TriggerRef, ctx.Err())
 			}
 			break
+		}
+		if noPartition(err) && try < maxTries {
+			// An id past the partitions created ahead: create them, and
+			// try again (nothing of the batch was stored).
+			if perr := q.db.ensureNow(ctx); perr == nil {
+				continue
+			}
 		}
 		// A deadlock with another node undid this delivery (op.retry) or
 		// its whole batch (err): nothing of it was stored, try again.
@@ -151,10 +164,15 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	return op.res, nil
 }
 
-var newIDFunc = newID
+// newEntryID is a new queue id, of the node's clock (cfg.Now): the time
+// partition it lands in is the one its clock names (partition.go).
+func (d *db) newEntryID() string { return d.ids.New() }
 
 // qEnqueue decides and inserts a batch of unkeyed deliveries in one
-// statement: the unique index on the identity refuses a second entry, and
+// statement, its identities locked (identity.go): a delivery is inserted
+// when no entry holds its identity, the first of the batch for each
+// identity (the others, and those another transaction inserted meanwhile
+// in the same partition, which its unique index refuses, are not), and
 // the rows that were not inserted are joined to the entry holding their
 // identity (as it was before the statement). That lookup is a LATERAL
 // subquery with LIMIT (never flattened into a join) run only for those
@@ -164,23 +182,50 @@ var newIDFunc = newID
 // growing with the table.
 const qEnqueue = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-		$8::text[], $9::text[], $11::text[]) AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
-		received_at, traceparent, program_digest)),
+		$8::text[], $9::text[], $11::text[]) WITH ORDINALITY AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
+		received_at, traceparent, program_digest, n)),
 ins AS (
 	INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status,
 		updated_at, traceparent, program_digest)
 	SELECT queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, 'pending', $10, traceparent,
 		program_digest
-	FROM input
-	ON CONFLICT (trigger_ref, event_id) WHERE event_id <> '' DO NOTHING
+	FROM (SELECT *, row_number() OVER (PARTITION BY trigger_ref, event_id ORDER BY n) AS r FROM input) i
+	WHERE i.event_id = '' OR (i.r = 1 AND ` + noOtherEntry + `)
+	ON CONFLICT DO NOTHING
 	RETURNING queue_id)
 SELECT i.queue_id, ins.queue_id IS NOT NULL, COALESCE(e.queue_id, ''), COALESCE(e.digest, ''), COALESCE(e.status, '')
 FROM input i LEFT JOIN ins ON ins.queue_id = i.queue_id
 LEFT JOIN LATERAL (SELECT x.queue_id, x.digest, x.status FROM touba.entries x
 	WHERE ins.queue_id IS NULL AND x.trigger_ref = i.trigger_ref AND x.event_id = i.event_id AND x.event_id <> '' LIMIT 1) e ON true`
 
-// flushEnqueues runs qEnqueue for ops and fills in each result.
+// flushEnqueues locks the identities of ops and runs qEnqueue for those
+// it locked, and fills in each result; an op whose identity another
+// transaction holds is left busy, unanswered (Enqueue asks again). q is
+// a transaction when an op has an event id (the locks last to COMMIT).
 func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string) error {
+	var keys []int32
+	for _, o := range ops {
+		if o.d.EventID != "" {
+			keys = append(keys, identityKey(o.d.TriggerRef, o.d.EventID))
+		}
+	}
+	busy, err := tryLockIdentities(ctx, q, keys)
+	if err != nil {
+		return fmt.Errorf("enqueue: %w", err)
+	}
+	if len(busy) > 0 {
+		free := make([]*enqueueOp, 0, len(ops))
+		for _, o := range ops {
+			if o.d.EventID != "" && busy[identityKey(o.d.TriggerRef, o.d.EventID)] {
+				o.busy = true
+				continue
+			}
+			free = append(free, o)
+		}
+		if ops = free; len(ops) == 0 {
+			return nil
+		}
+	}
 	n := len(ops)
 	ids, refs, evs, digs, hdrs, addrs, recv, tps, progs := make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -252,6 +297,23 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 		}
 	}
 	return nil
+}
+
+// takenMeanwhile is the entry holding d's identity when one does now,
+// committed, durable as intake's answers are (durableBarrier); ok is
+// false when none does or the database did not answer.
+func (q *Queue) takenMeanwhile(ctx context.Context, d *touba.Delivery) (touba.EnqueueResult, bool) {
+	if d.EventID == "" {
+		return touba.EnqueueResult{}, false
+	}
+	ex, ok, err := lookup(ctx, q.db.pool, d)
+	if err != nil || !ok {
+		return ex, false
+	}
+	if _, err := q.db.pool.Exec(ctx, durableBarrier); err != nil {
+		return ex, false
+	}
+	return ex, true
 }
 
 // durableBarrier writes WAL, so that the commit of the statement (or the

@@ -36,18 +36,18 @@ func (j *Journal) prepareDispatchedMany() string {
 func (j *Journal) buildPrepareDispatchedMany() string {
 	return `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
 	WITH ORDINALITY AS i(scope, effect_id, tool_ref, operation, fingerprint, retry_mode, call_id, token, n)),
-f AS (SELECT i.n, e.queue_id, e.lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries e JOIN i
+f AS (SELECT i.n, e.queue_id, e.kept, e.lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries e JOIN i
 	ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running'
 		AND e.lease_expires_at IS NOT NULL AND e.lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE OF e),
 x AS (UPDATE touba.entries e SET lease_expires_at = ` + j.db.dbExpiry() + ` FROM f WHERE e.queue_id = f.queue_id AND f.stale),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
-		attempts, call_id, created_at, updated_at, owner, lease_token)
-	SELECT i.scope, i.effect_id, i.tool_ref, i.operation, i.fingerprint, i.retry_mode, 'dispatched', 1, i.call_id, $9, $9, $10, i.token
+		attempts, call_id, created_at, updated_at, owner, lease_token, kept)
+	SELECT i.scope, i.effect_id, i.tool_ref, i.operation, i.fingerprint, i.retry_mode, 'dispatched', 1, i.call_id, $9, $9, $10, i.token, f.kept
 	FROM i JOIN f ON f.n = i.n ORDER BY i.n
 	ON CONFLICT DO NOTHING RETURNING scope, effect_id),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
-	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), v.s, $9, v.d || ' attempt 1'
-	FROM i JOIN ins ON ins.scope = i.scope AND ins.effect_id = i.effect_id,
+ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
+	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), v.s, $9, v.d || ' attempt 1', f.kept
+	FROM i JOIN ins ON ins.scope = i.scope AND ins.effect_id = i.effect_id JOIN f ON f.n = i.n,
 		(VALUES (1, 'prepared', 'prepare'), (2, 'dispatched', 'dispatch')) AS v(k, s, d)
 	ORDER BY i.n, v.k)
 SELECT i.n, ins.scope IS NOT NULL FROM i LEFT JOIN ins ON ins.scope = i.scope AND ins.effect_id = i.effect_id ORDER BY i.n`
@@ -79,7 +79,7 @@ type finRow struct {
 const finishMany = `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
 		$7::text[], $8::text[], $9::text[], $10::text[])
 	WITH ORDINALITY AS i(scope, effect_id, token, state, receipt_ref, result, error_code, receipt_error_code, call_id, detail, n)),
-f AS (SELECT i.n FROM touba.entries e JOIN i ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running'
+f AS (SELECT i.n, e.kept FROM touba.entries e JOIN i ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running'
 	FOR UPDATE OF e),
 u AS (UPDATE touba.effects x SET state = i.state, receipt_ref = NULLIF(i.receipt_ref, ''), result = i.result,
 		error_code = NULLIF(i.error_code, ''), receipt_error_code = NULLIF(i.receipt_error_code, ''), updated_at = $11, owner = NULL
@@ -87,8 +87,9 @@ u AS (UPDATE touba.effects x SET state = i.state, receipt_ref = NULLIF(i.receipt
 	WHERE x.scope = i.scope AND x.effect_id = i.effect_id AND x.state IN ('prepared', 'dispatched') AND x.call_id = i.call_id
 		AND x.owner = $12
 	RETURNING i.n),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
-	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), i.state, $11, NULLIF(i.detail, '') FROM i JOIN u ON u.n = i.n ORDER BY i.n)
+ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
+	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), i.state, $11, NULLIF(i.detail, ''), f.kept
+	FROM i JOIN u ON u.n = i.n JOIN f ON f.n = i.n ORDER BY i.n)
 SELECT i.n, u.n IS NOT NULL FROM i LEFT JOIN u ON u.n = i.n ORDER BY i.n`
 
 // queueOutcomes queues the statement of rows on b.

@@ -28,14 +28,14 @@ import (
 // The lease is live by the database's clock (SPEC §8), as in fence.
 func (j *Journal) fusedPrepare() string {
 	return `WITH f AS (
-	SELECT 1 FROM touba.entries WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
+	SELECT kept FROM touba.entries WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
 		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
-		attempts, call_id, created_at, updated_at, owner, lease_token)
-	SELECT $1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10 WHERE EXISTS (SELECT 1 FROM f)
-	ON CONFLICT DO NOTHING RETURNING 1),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
-	SELECT $1, $2, NULLIF($7, ''), 'prepared', $8, 'prepare attempt 1' FROM ins)
+		attempts, call_id, created_at, updated_at, owner, lease_token, kept)
+	SELECT $1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10, kept FROM f
+	ON CONFLICT DO NOTHING RETURNING kept),
+ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
+	SELECT $1, $2, NULLIF($7, ''), 'prepared', $8, 'prepare attempt 1', kept FROM ins)
 SELECT EXISTS (SELECT 1 FROM f), EXISTS (SELECT 1 FROM ins)`
 }
 
@@ -52,14 +52,14 @@ func (j *Journal) prepareFused(ctx context.Context, tx *Tx, p touba.EffectPrepar
 // event's detail (the request, DispatchRequest).
 func (j *Journal) fusedDispatch() string {
 	return `WITH f AS (
-	SELECT lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
+	SELECT kept, lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
 		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE),
 x AS (UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND (SELECT stale FROM f)),
 u AS (UPDATE touba.effects SET state = 'dispatched', updated_at = $3
 	WHERE scope = $1 AND effect_id = $4 AND state = 'prepared' AND call_id = $5 AND owner = $6 AND EXISTS (SELECT 1 FROM f)
 	RETURNING attempts),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
-	SELECT $1, $4, NULLIF($5, ''), 'dispatched', $3, 'dispatch attempt ' || attempts || $7::text FROM u)
+ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
+	SELECT $1, $4, NULLIF($5, ''), 'dispatched', $3, 'dispatch attempt ' || attempts || $7::text, (SELECT kept FROM f) FROM u)
 SELECT EXISTS (SELECT 1 FROM f), COALESCE((SELECT attempts FROM u), 0)`
 }
 
@@ -73,14 +73,14 @@ func (j *Journal) dispatchFused(ctx context.Context, tx *Tx, scope, effectID, ca
 // finished is false when the fence failed or callID does not hold the
 // effect.
 const fusedFinish = `WITH f AS (
-	SELECT 1 FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE),
+	SELECT kept FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE),
 u AS (UPDATE touba.effects SET state = $3, receipt_ref = $4, result = $5, error_code = $6,
 		receipt_error_code = $7, updated_at = $8, owner = NULL
 	WHERE scope = $1 AND effect_id = $9 AND state IN ('prepared', 'dispatched') AND call_id = $10 AND owner = $11
 		AND EXISTS (SELECT 1 FROM f)
 	RETURNING 1),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
-	SELECT $1, $9, NULLIF($10, ''), $3, $8, NULLIF($12, '') FROM u)
+ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
+	SELECT $1, $9, NULLIF($10, ''), $3, $8, NULLIF($12, ''), (SELECT kept FROM f) FROM u)
 SELECT EXISTS (SELECT 1 FROM f), EXISTS (SELECT 1 FROM u)`
 
 func (j *Journal) finishFused(ctx context.Context, tx *Tx, o touba.EffectOutcome, token int64, now, detail string) (fenced, finished bool, err error) {
@@ -101,15 +101,15 @@ func (j *Journal) finishFused(ctx context.Context, tx *Tx, o touba.EffectOutcome
 // dispatched in one commit"). fenced and inserted as fusedPrepare.
 func (j *Journal) fusedPrepareDispatched() string {
 	return `WITH f AS (
-	SELECT lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
+	SELECT kept, lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
 		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE),
 x AS (UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND (SELECT stale FROM f)),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
-		attempts, call_id, created_at, updated_at, owner, lease_token)
-	SELECT $1, $2, $3, $4, $5, $6, 'dispatched', 1, $7, $8, $8, $9, $10 WHERE EXISTS (SELECT 1 FROM f)
-	ON CONFLICT DO NOTHING RETURNING 1),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
-	SELECT $1, $2, NULLIF($7, ''), s, $8, d || ' attempt 1' FROM ins,
+		attempts, call_id, created_at, updated_at, owner, lease_token, kept)
+	SELECT $1, $2, $3, $4, $5, $6, 'dispatched', 1, $7, $8, $8, $9, $10, kept FROM f
+	ON CONFLICT DO NOTHING RETURNING kept),
+ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
+	SELECT $1, $2, NULLIF($7, ''), s, $8, d || ' attempt 1', kept FROM ins,
 		(VALUES (1, 'prepared', 'prepare'), (2, 'dispatched', 'dispatch')) AS v(n, s, d) ORDER BY n)
 SELECT EXISTS (SELECT 1 FROM f), EXISTS (SELECT 1 FROM ins)`
 }

@@ -258,8 +258,8 @@ func (j *Journal) JournalStats() touba.JournalStats {
 }
 
 func appendEvent(ctx context.Context, tx *Tx, scope, effectID, callID, state, at, detail string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail)
-		VALUES ($1, $2, NULLIF($3, ''), $4, $5, NULLIF($6, ''))`, scope, effectID, callID, state, at, detail)
+	_, err := tx.Exec(ctx, `INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
+		VALUES ($1, $2, NULLIF($3, ''), $4, $5, NULLIF($6, ''), touba.entry_kept($1))`, scope, effectID, callID, state, at, detail)
 	if err != nil {
 		return fmt.Errorf("append effect event: %w", err)
 	}

@@ -17,6 +17,15 @@ package postgres
 //	CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ON touba.table ...
 //	DROP INDEX CONCURRENTLY IF EXISTS touba.name
 //
+// A line
+//
+//	-- touba:commit
+//
+// ends the transaction there: what follows runs in a new one (an online
+// step with no statement). A migration that changes several tables the
+// previous release writes commits between them, so that none of their
+// locks is held while the next one is waited for.
+//
 // A line "-- touba:oldest-compatible NAME" raises the schema's recorded
 // level (package schemacompat).
 //
@@ -74,6 +83,7 @@ type onlineStmt struct {
 const (
 	markOnline      = "-- touba:online"
 	markTransaction = "-- touba:transaction"
+	markCommit      = "-- touba:commit"
 )
 
 var (
@@ -151,6 +161,12 @@ func parseMigration(name, body string) (migration, error) {
 				return m, err
 			}
 			online = t == markOnline
+		case t == markCommit:
+			if err := flush(); err != nil {
+				return m, err
+			}
+			m.steps = append(m.steps, mstep{online: true}) // no statement: the transaction ends
+			online = false
 		case strings.HasPrefix(t, "-- touba:") && !strings.HasPrefix(t, strings.TrimSpace(schemacompat.Directive)):
 			return m, fmt.Errorf("%s: unknown directive %q", name, t)
 		default:

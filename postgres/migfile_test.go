@@ -28,15 +28,22 @@ func TestMigrationSteps(t *testing.T) {
 			want = "transaction,online"
 		case "0015_gather.sql":
 			want = "transaction,online,transaction"
+		case "0015_history.sql": // a commit (an online step with no statement) after each table
+			want = "transaction,online,transaction,online,transaction,online,transaction,online,transaction,online,transaction"
 		}
 		if got := kinds(m); got != want {
 			t.Errorf("%s: steps %s, want %s", m.name, got, want)
 		}
 	}
-	if got := ms[len(ms)-1].name; got != "0015_gather.sql" {
+	if got := ms[len(ms)-1].name; got != "0015_history.sql" {
 		t.Fatalf("newest migration %s", got)
 	}
-	o := ms[len(ms)-2].steps[1].stmts[0]
+	var o onlineStmt
+	for _, m := range ms {
+		if m.name == "0014_fair.sql" {
+			o = m.steps[1].stmts[0]
+		}
+	}
 	if !o.create || o.schema != "touba" || o.index != "entries_hold" || o.table != "entries" ||
 		!strings.HasPrefix(o.inline, "CREATE INDEX IF NOT EXISTS entries_hold ON touba.entries") {
 		t.Fatalf("0014's online statement parsed as %+v", o)

@@ -208,7 +208,7 @@ func TestMigrateTwiceIsANoOp(t *testing.T) {
 				if err != nil {
 					t.Fatalf("open %d: %v", i, err)
 				}
-				if got, want := st.SchemaVersion, "0015_gather.sql"; got != want {
+				if got, want := st.SchemaVersion, "0015_history.sql"; got != want {
 					t.Errorf("schema version %q, want %q", got, want)
 				}
 				st.Close()
@@ -243,10 +243,10 @@ func TestSchemaTooNew(t *testing.T) {
 		}
 		return level, by
 	}
-	// Honest for today's schema: 0012 changed what older binaries insert
-	// (see the migration); the previous release knows 0014 and starts.
-	if level, by := meta(); level != "0012_pgspeed_first_lease.sql" || by != "0015_gather.sql" {
-		t.Fatalf("recorded level %q set by %q, want 0012_pgspeed_first_lease.sql set by 0015_gather.sql", level, by)
+	// A new database is partitioned at once (SPEC §8.1): no release
+	// before 0015 runs on partitioned tables (partition_convert.go).
+	if level, by := meta(); level != "0015_history.sql" || by != "0015_history.sql" {
+		t.Fatalf("recorded level %q set by %q, want 0015_history.sql set by 0015_history.sql", level, by)
 	}
 
 	// Release N+1 applied an additive migration and kept the level: this
@@ -274,7 +274,7 @@ func TestSchemaTooNew(t *testing.T) {
 	if got := touba.ErrorCode(err); got != touba.ESchemaTooNew {
 		t.Fatalf("open on a schema needing 0017: %v (code %s), want %s", err, got, touba.ESchemaTooNew)
 	}
-	for _, want := range []string{"0017_contract_x or later", "0018_y", "knows up to 0015_gather"} {
+	for _, want := range []string{"0017_contract_x or later", "0018_y", "knows up to 0015_history"} {
 		if !strings.Contains(touba.ErrorMessage(err), want) {
 			t.Errorf("refusal %q does not say %q", touba.ErrorMessage(err), want)
 		}

@@ -38,11 +38,13 @@ func (d *db) register(ctx context.Context) error {
 				"by the database's clock); two nodes may not share an id; it is free %s after that node stopped",
 				d.cfg.NodeID, oPid, oHost, age, d.cfg.LeaseTTL)
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO touba.nodes (node_id, instance, host, pid, boot_id, started_at, heartbeat_at)
-			VALUES ($1, $2, $3, $4, $5, now(), now())
+		// migration: what this binary knows, so that the partitioning
+		// (partition_convert.go) waits for nodes of older releases.
+		_, err = tx.Exec(ctx, `INSERT INTO touba.nodes (node_id, instance, host, pid, boot_id, started_at, heartbeat_at, migration)
+			VALUES ($1, $2, $3, $4, $5, now(), now(), $6)
 			ON CONFLICT (node_id) DO UPDATE SET instance = EXCLUDED.instance, host = EXCLUDED.host, pid = EXCLUDED.pid,
-				boot_id = EXCLUDED.boot_id, started_at = now(), heartbeat_at = now()`,
-			d.cfg.NodeID, d.instance, host, os.Getpid(), boot)
+				boot_id = EXCLUDED.boot_id, started_at = now(), heartbeat_at = now(), migration = EXCLUDED.migration`,
+			d.cfg.NodeID, d.instance, host, os.Getpid(), boot, newestMigration())
 		if err != nil {
 			return fmt.Errorf("node registry: %w", err)
 		}

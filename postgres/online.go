@@ -46,6 +46,9 @@ const onlinePoll = 250 * time.Millisecond
 // online runs an online step's statements, each to its end, on a
 // connection of its own.
 func (r *migrator) online(ctx context.Context, st mstep) error {
+	if len(st.stmts) == 0 {
+		return nil // a commit point (migfile.go)
+	}
 	conn, err := r.onlineConn(ctx)
 	if err != nil {
 		return err

@@ -28,16 +28,7 @@ const journalRows = 1_000_000
 func atMigration(t *testing.T, last string, rows int) string {
 	t.Helper()
 	ctx := context.Background()
-	url := pgtest.New(t)
-	pool, pooled, err := connect(ctx, Config{URL: url, NodeID: "setup", Timeout: DefaultTimeout, MaxConns: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = newMigrator(pool, migrationsThrough(t, last), DefaultTimeout, pooled, zerolog.Nop()).run(ctx)
-	pool.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	url := migratedThrough(t, last)
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +41,24 @@ func atMigration(t *testing.T, last string, rows int) string {
 		status, updated_at) SELECT 'e' || lpad(g::text, 9, '0'), 'trigger:t/a', '', 'd', '{}', '', '2026-01-01T00:00:00.000Z',
 		'done', '2026-01-01T00:00:00.000Z' FROM generate_series(1, $1::int) g`, rows/10)
 	mustExec(t, conn, `VACUUM ANALYZE touba.effect_events, touba.entries`)
+	return url
+}
+
+// migratedThrough is a new database migrated up to the migration named
+// last, and no further.
+func migratedThrough(t *testing.T, last string) string {
+	t.Helper()
+	ctx := context.Background()
+	url := pgtest.New(t)
+	pool, pooled, err := connect(ctx, Config{URL: url, NodeID: "setup", Timeout: DefaultTimeout, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = newMigrator(pool, migrationsThrough(t, last), DefaultTimeout, pooled, zerolog.Nop()).run(ctx)
+	pool.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
 	return url
 }
 
@@ -106,6 +115,13 @@ type writers struct {
 
 func startWriters(t *testing.T, url string, k int, lockTimeout time.Duration) *writers {
 	t.Helper()
+	return startWritersOf(t, url, k, lockTimeout, func(i, j int) string { return fmt.Sprintf("w%d-%d", i, j) })
+}
+
+// startWritersOf is startWriters with the ids id gives writer i's j-th
+// row.
+func startWritersOf(t *testing.T, url string, k int, lockTimeout time.Duration, id func(i, j int) string) *writers {
+	t.Helper()
 	w := &writers{stop: make(chan struct{})}
 	ctx := context.Background()
 	for i := range k {
@@ -124,11 +140,11 @@ func startWriters(t *testing.T, url string, k int, lockTimeout time.Duration) *w
 				var err error
 				if j%2 == 0 {
 					_, err = conn.Exec(ctx, `INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at)
-						VALUES ($1, $1, 'c', 'prepared', '2026-01-01T00:00:00.000Z')`, fmt.Sprintf("w%d-%d", i, j))
+						VALUES ($1, $1, 'c', 'prepared', '2026-01-01T00:00:00.000Z')`, id(i, j))
 				} else {
 					_, err = conn.Exec(ctx, `INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, headers,
 						remote_addr, received_at, status, updated_at) VALUES ($1, 'trigger:t/a', '', 'd', '{}', '',
-						'2026-01-01T00:00:00.000Z', 'pending', '2026-01-01T00:00:00.000Z')`, fmt.Sprintf("w%d-%d", i, j))
+						'2026-01-01T00:00:00.000Z', 'pending', '2026-01-01T00:00:00.000Z')`, id(i, j))
 				}
 				took := time.Since(start)
 				w.n.Add(1)

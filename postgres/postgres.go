@@ -84,6 +84,9 @@ type Config struct {
 	// to it and lock_timeout to a fifth of it, so that a node frozen or
 	// cut off mid-transaction holds its locks no longer than that.
 	Timeout time.Duration
+	// History is --history (SPEC §8.1): the width of the time partitions
+	// is an eighth of it (PartitionWidth); 0 keeps everything.
+	History time.Duration
 	// Writers is how many group-commit writers (each one connection, one
 	// transaction at a time) the node runs; default 3. Intake, leasing
 	// and the delivery log go through the first; an entry's own changes
@@ -135,6 +138,8 @@ type db struct {
 	beatDone chan struct{}
 	// deferred counts the rows the writers' flushes took (deferred.go).
 	deferred deferCounts
+	// ids makes queue and delivery ids of cfg.Now's time.
+	ids uuidv7.Generator
 }
 
 // writer is the writer of an entry's own changes: always the same one for
@@ -220,6 +225,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		return nil, err
 	}
 	d := &db{pool: pool, cfg: c, log: c.Log, pooled: pooled, begin: beginSQL(c.Timeout, pooled)}
+	d.ids.Now = c.Now
 	if c.Register {
 		if err := d.register(ctx); err != nil {
 			return nil, err
@@ -248,6 +254,10 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	s.Circuits = &Circuits{db: d}
 	s.Claims = &Claims{db: d, instance: newID()}
 	if err := s.Queue.start(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if err := d.openPartitions(ctx); err != nil {
 		s.Close()
 		return nil, err
 	}

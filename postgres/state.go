@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/uuidv7"
 )
 
 // State is the run history, the step checkpoints, the delivery log and the
@@ -101,8 +100,8 @@ func insertRuns(runs []runRow) (string, []any) {
 		attempts[i] = r.attempt
 	}
 	return `INSERT INTO touba.runs (run_id, queue_id, trigger_ref, attempt, status, error_code, error_message,
-		started_at, ended_at, node_id)
-		SELECT id, qid, tr, att, st, NULLIF(code, ''), NULLIF(msg, ''), sa, ea, node
+		started_at, ended_at, node_id, kept)
+		SELECT id, qid, tr, att, st, NULLIF(code, ''), NULLIF(msg, ''), sa, ea, node, touba.entry_kept(qid)
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
 			AS u(id, qid, tr, att, st, code, msg, sa, ea, node)`,
 		[]any{cols[0], cols[1], cols[2], attempts, cols[3], cols[4], cols[5], cols[6], cols[7], cols[8]}
@@ -133,8 +132,8 @@ func (s *State) SaveStep(queueID string, token int64, stepID, runID string, outp
 				return err
 			}
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO touba.run_steps (queue_id, step_id, run_id, output, at) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (queue_id, step_id) DO NOTHING`, queueID, stepID, runID, string(output), now)
+		_, err := tx.Exec(ctx, `INSERT INTO touba.run_steps (queue_id, step_id, run_id, output, at, kept)
+			VALUES ($1, $2, $3, $4, $5, touba.entry_kept($1)) ON CONFLICT DO NOTHING`, queueID, stepID, runID, string(output), now)
 		return err
 	}))
 }
@@ -246,7 +245,7 @@ func (s *State) OperatorEvents(ctx context.Context, queueID string, limit int) (
 // Log queues one delivery-log row without waiting; a full buffer drops it.
 func (s *State) Log(d *touba.LoggedDelivery) {
 	if d.DeliveryID == "" {
-		d.DeliveryID = uuidv7.New()
+		d.DeliveryID = s.db.newEntryID()
 	}
 	if d.At.IsZero() {
 		d.At = s.db.cfg.Now()
@@ -394,6 +393,14 @@ func (s *State) writeRows(batch []*touba.LoggedDelivery) {
 	}
 	n := len(batch)
 	err := s.insertLog(batch)
+	if noPartition(err) {
+		// A delivery id past the partitions made ahead: make them.
+		ctx, cancel := s.db.bounded(context.Background())
+		if err = s.db.ensureNow(ctx); err == nil {
+			err = s.insertLog(batch)
+		}
+		cancel()
+	}
 	if err == nil {
 		s.written.Add(int64(n))
 		return

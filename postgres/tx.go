@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -109,9 +110,10 @@ func (b backend) Batch(ctx context.Context, fn func(*Tx) error) error {
 }
 
 func (b backend) commit(ctx context.Context, t *Tx) error {
-	if len(t.enq) > 0 && len(t.runs) > 0 {
+	if len(t.enq) > 0 && (len(t.runs) > 0 || slices.ContainsFunc(t.enq, func(o *enqueueOp) bool { return o.d.EventID != "" })) {
 		// Two statements: one transaction, so that no delivery commits
-		// in a batch that then fails.
+		// in a batch that then fails; and the identities' locks
+		// (identity.go) last until COMMIT.
 		if err := t.begin(ctx); err != nil {
 			return err
 		}

@@ -80,7 +80,9 @@ func enqueueDurable(ctx context.Context, tx *Tx, o *enqueueOp, keyed bool, clock
 	if keyed {
 		err = enqueueKeyed(ctx, tx, o, now)
 	} else {
-		err = flushEnqueues(ctx, tx, []*enqueueOp{o}, now)
+		if err = flushEnqueues(ctx, tx, []*enqueueOp{o}, now); err == nil && o.busy {
+			return errKeyBusy // its identity is locked elsewhere: nothing written
+		}
 	}
 	if err != nil || !o.res.Created {
 		return err

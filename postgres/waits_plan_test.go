@@ -71,13 +71,18 @@ func TestWaitPlansUseTheirIndexes(t *testing.T) {
 		}
 		plan := strings.Join(lines, "\n")
 		for _, idx := range c.want {
+			// entries is partitioned (SPEC §8.1): its rows are in
+			// entries_other, whose copy of entries_wake is entries_other_wake.
+			idx := strings.Replace(idx, "entries_", "entries_other_", 1)
 			if !strings.Contains(plan, "Index Scan using "+idx) && !strings.Contains(plan, "Index Only Scan using "+idx) &&
 				!strings.Contains(plan, "Bitmap Index Scan on "+idx) {
 				t.Errorf("%s: no index scan of %s:\n%s", c.name, idx, plan)
 			}
 		}
 		for _, table := range []string{"entries", "waits", "offers", "cancel_keys"} {
-			if strings.Contains(plan, "Seq Scan on "+table) {
+			// The rows are in entries_other (their ids are no UUIDs); the
+			// empty time partitions may be read whole: there is nothing.
+			if strings.Contains(plan, "Seq Scan on "+table+" ") || strings.Contains(plan, "Seq Scan on "+table+"_other ") {
 				t.Errorf("%s: reads all of %s:\n%s", c.name, table, plan)
 			}
 		}

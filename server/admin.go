@@ -43,6 +43,7 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 		}
 	}
 	svc.HeldKeys = st.Queue.HeldKeys
+	svc.History = st.History
 	svc.ProgramTriggers = programTriggers(current)
 	if st.Circuits != nil {
 		svc.Circuits = st.Circuits.Circuits
@@ -73,6 +74,11 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 func (s *Server) adminService() *admin.Service {
 	svc := newService(s.store, s.current.Load, s.log.With().Str("component", "admin").Logger())
 	svc.Probe = s.health.Load
+	if h := s.history; h != nil {
+		svc.HistoryWindow = h.window
+		svc.LastPass = h.last.Load
+		svc.StorageCache = h.measure.Load
+	}
 	if s.disp != nil {
 		svc.Wake = s.disp.Notify
 		svc.PausesChanged = s.disp.PausesChanged
@@ -171,6 +177,7 @@ func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
 		f.closers = append(f.closers, func() error { dcfg.CloseRunners(nil); return nil })
 	}
 	f.Service = newService(st, func() *dispatcher.Config { return dcfg }, c.Log)
+	f.Service.HistoryWindow = touba.DefaultHistory // what a daemon with the default forgets
 	if dcfg == nil {
 		f.Service.Compensator = nil // the admin API then says what to give
 	}

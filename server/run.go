@@ -170,6 +170,13 @@ func (s *Server) background(ctx context.Context) {
 			})
 		}()
 	}
+	if s.history != nil {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.history.run(ctx)
+		}()
+	}
 	if every, ok := systemd.WatchdogInterval(); ok {
 		s.bg.Add(1)
 		go func() {

@@ -41,11 +41,14 @@ type Config struct {
 	Workers                            int    // 0 runs intake only
 	MaxPending                         int64
 	Retention, ShutdownTimeout         time.Duration
-	TakeOverStaleLock                  bool
-	LogMaxRows, LogMaxBodyBytes        int64
-	LogMaxBytes                        int64
-	LogMaxAge                          time.Duration
-	TrustedProxies                     []netip.Prefix
+	// History is --history (SPEC §8.1): finished entries changed last
+	// longer ago are forgotten; 0 keeps everything.
+	History                     time.Duration
+	TakeOverStaleLock           bool
+	LogMaxRows, LogMaxBodyBytes int64
+	LogMaxBytes                 int64
+	LogMaxAge                   time.Duration
+	TrustedProxies              []netip.Prefix
 	// Database (postgres://...) keeps every store in one PostgreSQL
 	// database shared by the nodes (SPEC §8) instead of the files.
 	Database string
@@ -94,6 +97,7 @@ type Server struct {
 	onCircuit func(toolRef, from, to string)
 	intake    *trigger.Intake
 	sched     *schedule.Scheduler // the schedule triggers' ticks
+	history   *historyLoop        // --history; nil when the backend forgets nothing
 
 	httpSrv, metricsSrv *http.Server
 	waiting             *waitServer // the answers while waiting for the database at start
@@ -171,14 +175,21 @@ func (s *Server) open(ctx context.Context) error {
 			log.Warn().Str("trigger_ref", t.Ref).Str("reason", why).Msg("replayable: the signature does not cover the event id")
 		}
 	}
+	for _, w := range HistoryWarnings(c.Program, f.History, f.Retention) {
+		log.Warn().Dur("history", f.History).Msg(w)
+	}
+	logMaxAge := f.LogMaxAge
+	if f.History > 0 && (logMaxAge <= 0 || logMaxAge > f.History) {
+		logMaxAge = f.History // the delivery log is history too
+	}
 	s.metrics = metrics.NewNode(f.NodeID)
 	s.metrics.WatchTracing(s.tracing.DroppedSpans)
 	// A database that does not answer yet is waited for; the node answers
 	// meanwhile (startwait.go).
 	s.store, err = openStores(ctx, storeConfig{OnWait: s.serveWhileWaiting, Queue: f.Queue, State: f.State, Journal: f.Journal,
 		Database: f.Database, NodeID: f.NodeID, LeaseTTL: f.LeaseTTL, DatabaseTimeout: f.DatabaseTimeout,
-		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending,
-		StateOptions: state.Options{LogMaxRows: f.LogMaxRows, LogMaxAge: f.LogMaxAge, LogMaxBodyBytes: f.LogMaxBodyBytes,
+		TakeOverStaleLock: f.TakeOverStaleLock, Daemon: true, MaxPending: f.MaxPending, History: f.History,
+		StateOptions: state.Options{LogMaxRows: f.LogMaxRows, LogMaxAge: logMaxAge, LogMaxBodyBytes: f.LogMaxBodyBytes,
 			LogMaxBytes: f.LogMaxBytes, Log: log.With().Str("component", "deliverylog").Logger()},
 		Secrets: c.Secrets, OnJournalCommit: s.metrics.ObserveJournalCommit, Log: log})
 	if err != nil {
@@ -199,6 +210,7 @@ func (s *Server) open(ctx context.Context) error {
 	})
 	s.watchHeld()
 	s.watchHolds()
+	s.watchHistory()
 	var dbUp func() bool
 	if f.Database != "" {
 		// With a database the health check is its ping alone.

@@ -45,6 +45,9 @@ type stores struct {
 	// Requeued the entries found running, now pending.
 	Recovered []touba.Effect
 	Requeued  int64
+	// History forgets past --history and measures the storage (SPEC
+	// §8.1); nil when the backend cannot.
+	History touba.HistoryStore
 	// Shared is true on a database other nodes use too.
 	Shared bool
 	// SchemaVersion is the database's last migration (--database).
@@ -67,6 +70,7 @@ type storeConfig struct {
 	ReadOnly              bool // the CLI's read-only commands: SQLite files read-only, no lock
 	Daemon                bool // requeue and recover at open
 	MaxPending            int64
+	History               time.Duration // --history: the width of PostgreSQL's time partitions
 	StateOptions          state.Options
 	Secrets               *secret.Set
 	OnJournalCommit       func(int, time.Duration)
@@ -75,7 +79,7 @@ type storeConfig struct {
 
 func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	if c.Database != "" {
-		st, err := openDatabase(ctx, c, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL,
+		st, err := openDatabase(ctx, c, postgres.Config{URL: c.Database, NodeID: c.NodeID, LeaseTTL: c.LeaseTTL, History: c.History,
 			Timeout: c.DatabaseTimeout, Register: c.Daemon, RequeueRunning: c.Daemon, Recover: c.Daemon, MaxPending: c.MaxPending, Secrets: c.Secrets,
 			LogMaxRows: c.StateOptions.LogMaxRows, LogMaxAge: c.StateOptions.LogMaxAge,
 			LogMaxBytes: c.StateOptions.LogMaxBytes, LogMaxBodyBytes: c.StateOptions.LogMaxBodyBytes,
@@ -84,6 +88,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 			return nil, err
 		}
 		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots, Circuits: st.Circuits, Claims: st.Claims,
+			History:   st.History(),
 			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, SchemaVersion: st.SchemaVersion, Close: st.Close}, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,
@@ -93,7 +98,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stores{Queue: st.Queue, State: st.State, Journal: st.EffectJournal(), Lock: st.Lock,
+	return &stores{Queue: st.Queue, State: st.State, Journal: st.EffectJournal(), Lock: st.Lock, History: st.History(),
 		Recovered: st.Recovered, Requeued: st.Requeued, Close: st.Close}, nil
 }
 

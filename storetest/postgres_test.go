@@ -64,11 +64,14 @@ func openPG(t *testing.T, url, node string, o storetest.Options) storetest.Store
 		offset = func() time.Duration { return time.Until(o.Now()) }
 	}
 	st, err := postgres.Open(context.Background(), postgres.Config{URL: url, NodeID: node, Now: o.Now, ClockOffset: offset,
-		MaxPending: o.MaxPending, Secrets: &secrets, LogMaxRows: o.LogMaxRows, LogMaxAge: o.LogMaxAge, LeaseTTL: o.LeaseTTL})
+		MaxPending: o.MaxPending, Secrets: &secrets, LogMaxRows: o.LogMaxRows, LogMaxAge: o.LogMaxAge, LeaseTTL: o.LeaseTTL,
+		// Time partitions of 3 hours: the history tests' windows of a day
+		// span several.
+		History: 24 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
 	return storetest.Stores{Queue: st.Queue, State: st.State, Journal: st.Journal, PruneLog: st.State.Prune,
-		LeasesExpire: true, Private: &pgOpened{url: url, node: node, opts: o, st: st}}
+		History: st.History(), LeasesExpire: true, Private: &pgOpened{url: url, node: node, opts: o, st: st}}
 }

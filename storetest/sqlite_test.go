@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/sqlite"
 	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/sqlite/queue"
 	"github.com/touba/touba-trigger/sqlite/state"
@@ -74,5 +75,6 @@ func openFiles(t *testing.T, dir string, o storetest.Options) storetest.Stores {
 	}
 	t.Cleanup(func() { s.Close() })
 	return storetest.Stores{Queue: q, State: s, Journal: j, PruneLog: s.Prune,
+		History: &sqlite.History{Queue: q, State: s, Journal: j, Batch: 2},
 		Private: &sqliteFiles{dir: dir, opts: o, q: q, s: s, j: j}}
 }

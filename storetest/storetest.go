@@ -50,6 +50,9 @@ type Stores struct {
 	// on its own from time to time. Nil when the backend cannot be asked
 	// to: the bound test is then skipped.
 	PruneLog func(ctx context.Context) error
+	// History forgets past --history (SPEC §8.1); nil when the backend
+	// does not: the history tests are then skipped.
+	History touba.HistoryStore
 	// LeasesExpire says that a lease ends Options.LeaseTTL after it was
 	// taken or renewed, on the Options.Now clock, and that stores opened
 	// with OpenAgain are another node that may then take the entry over
@@ -95,6 +98,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Waits", func(t *testing.T) { runWaits(t, f) })
 	t.Run("Fair", func(t *testing.T) { runFair(t, f) })
 	t.Run("Gather", func(t *testing.T) { runGather(t, f) })
+	t.Run("History", func(t *testing.T) { runHistory(t, f) })
 }
 
 // Epoch is where every test's clock starts: a whole second, so stored

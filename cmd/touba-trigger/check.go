@@ -22,6 +22,8 @@ import (
 func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("check", stderr)
 	manifestPath := fs.String("manifest", "", "the touba-manifest-v1 file")
+	history := fs.Duration("history", touba.DefaultHistory, "serve's --history, to warn where it is shorter than a wait_for timeout or a schedule's catch-up")
+	retention := fs.Duration("retention", 168*time.Hour, "serve's --retention (how far a schedule's catch-up looks back)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -53,6 +55,9 @@ func runCheck(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		if why := t.UnsignedEventID(); why != "" {
 			fmt.Fprintf(stdout, "warning: %s: %s\n", t.Ref, why)
 		}
+	}
+	for _, w := range server.HistoryWarnings(c.Program, *history, *retention) {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
 	}
 	for _, ref := range idleTriggers(c.Program) {
 		fmt.Fprintf(stdout, "warning: %s: no steps, and no wait_for or cancel_on names it: its entries do nothing\n", ref)

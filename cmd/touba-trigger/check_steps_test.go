@@ -76,12 +76,14 @@ func TestCheckPrintsWaitWithoutTimeout(t *testing.T) {
 	for _, want := range []string{
 		`    step w: wait_for trigger:b on=/headers/x-k match="lit" timeout=none` + "\n    step s: sleep 1.5s\n",
 		"warning: trigger:idle: no steps, and no wait_for or cancel_on names it: its entries do nothing\n",
+		// No timeout is longer than --history (SPEC §8.1).
+		"warning: trigger:a: step w waits for trigger:b with timeout none, longer than --history 2160h0m0s",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("check output lacks\n%s\nin\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "warning: "); n != 1 {
+	if n := strings.Count(out, "warning: "); n != 2 {
 		t.Errorf("%d warnings:\n%s", n, out)
 	}
 }

@@ -63,7 +63,7 @@ func addCLIFlags(fs *flag.FlagSet, f *cliFlags, stateFileFlag bool) {
 // command selects or records.
 var envFlags = map[string]bool{"admin-socket": true, "queue": true, "state": true, "state-file": true,
 	"effect-journal": true, "database": true, "take-over-stale-lock": true, "json": true, "program": true, "manifest": true,
-	"allow-unisolated-handlers": true, "egress-deny": true}
+	"allow-unisolated-handlers": true, "egress-deny": true, "history": true}
 
 // parseCLI parses an operator command's flags; see envFlags. In the
 // effects commands --state is a filter, so it never reads TOUBA_STATE.

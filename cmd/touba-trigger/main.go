@@ -60,6 +60,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runTriggers(ctx, args[1:], stdout, stderr)
 	case "journal":
 		err = runJournal(ctx, args[1:], stdout, stderr)
+	case "storage":
+		err = runStorage(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		err = runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -96,6 +98,7 @@ func usageText() string {
   touba-trigger effects compensate SCOPE EFFECT_ID
   touba-trigger triggers ls | pause REF [--reason TEXT] | resume REF [--reason TEXT]
   touba-trigger journal unlock --effect-journal FILE
+  touba-trigger storage [--history D]      # sizes, oldest entries, what --history forgets next
 The operator commands talk to the daemon on --admin-socket or, when none runs, open the files
 (--queue, --state, --effect-journal): read-only without the lock for ls and show, under the journal lock
 for the commands that change something (each takes --reason TEXT for the audit trail); each prints a

@@ -49,7 +49,7 @@ func TestServeRefusesSchemaTooNew(t *testing.T) {
 	if exit != exitUsage || !strings.HasPrefix(line, touba.ESchemaTooNew+": ") {
 		t.Fatalf("serve: exit %d, last line %q; want exit %d and %s\n%s", exit, line, exitUsage, touba.ESchemaTooNew, out)
 	}
-	for _, want := range []string{"0009_contract or later", "0010_next", "knows up to 0008_gather"} {
+	for _, want := range []string{"0009_contract or later", "0010_next", "knows up to 0008_history"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("refusal %q does not say %q", line, want)
 		}

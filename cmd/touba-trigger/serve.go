@@ -50,6 +50,7 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.IntVar(&f.Workers, "workers", dispatcher.DefaultWorkers, "runs in progress at once (dispatcher workers); 0 runs intake only")
 	fs.Int64Var(&f.MaxPending, "max-pending", 1_000_000, "pending entries above which intake answers 503")
 	fs.DurationVar(&f.Retention, "retention", 168*time.Hour, "how long bodies of done entries are kept; 0 keeps them")
+	fs.DurationVar(&f.History, "history", touba.DefaultHistory, "finished entries whose last change is older than this are forgotten, with their runs and effects; 0 keeps everything")
 	fs.DurationVar(&f.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "time running handlers get at shutdown")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.logFormat, "log-format", "json", "json or console")
@@ -94,8 +95,8 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	if f.Database != "" && (f.LeaseTTL <= 0 || f.DatabaseTimeout <= 0) {
 		return usageError{err: errors.New("--lease-ttl and --database-timeout must be positive")}
 	}
-	if f.Retention < 0 || f.ShutdownTimeout < 0 {
-		return usageError{err: errors.New("--retention and --shutdown-timeout must not be negative")}
+	if f.Retention < 0 || f.ShutdownTimeout < 0 || f.History < 0 {
+		return usageError{err: errors.New("--retention, --history and --shutdown-timeout must not be negative")}
 	}
 	return nil
 }

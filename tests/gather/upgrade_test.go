@@ -221,8 +221,11 @@ func TestUpgradePreviousReleaseLeavesGatheringsAlone(t *testing.T) {
 func TestUpgradePGNodesSideBySide(t *testing.T) {
 	t.Parallel()
 	u := newUpgrade(t, true)
-	cur := u.node("node-new")
+	// The previous release creates the database: one created by this
+	// release is partitioned at once (SPEC §8.1), which no older release
+	// runs on, whereas one it migrates waits for them (docs/storage.md).
 	prev := u.startPrevious("node-old")
+	cur := u.node("node-new")
 	u.d = cur
 	carrier := u.post(refProducts, "u-1", "u", 1)
 	merged := []string{u.post(refProducts, "u-2", "u", 2), u.post(refProducts, "u-3", "u", 3)}
