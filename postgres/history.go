@@ -14,8 +14,8 @@ import (
 // History is --history on the database (SPEC §8.1), behind
 // touba.HistoryStore. Every node runs passes; the one that holds the
 // maintenance lock does the work: it partitions the tables once every
-// node knows how (partition_convert.go), creates partitions ahead,
-// forgets the ranges wholly past the window (forget.go), and deletes,
+// node knows how (history_partition_convert.go), creates partitions ahead,
+// forgets the ranges wholly past the window (history_forget.go), and deletes,
 // in small batches, what was kept and has since finished, and the rows of
 // the small unpartitioned tables (waits, offers, cancel keys, audit
 // events) whose entry is gone.

@@ -39,7 +39,7 @@ func (d *db) register(ctx context.Context) error {
 				d.cfg.NodeID, oPid, oHost, age, d.cfg.LeaseTTL)
 		}
 		// migration: what this binary knows, so that the partitioning
-		// (partition_convert.go) waits for nodes of older releases.
+		// (history_partition_convert.go) waits for nodes of older releases.
 		_, err = tx.Exec(ctx, `INSERT INTO touba.nodes (node_id, instance, host, pid, boot_id, started_at, heartbeat_at, migration)
 			VALUES ($1, $2, $3, $4, $5, now(), now(), $6)
 			ON CONFLICT (node_id) DO UPDATE SET instance = EXCLUDED.instance, host = EXCLUDED.host, pid = EXCLUDED.pid,

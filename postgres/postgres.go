@@ -13,6 +13,17 @@
 // checkpoints and its effects checks that token in the same statement, so a
 // node whose lease was taken over changes nothing (LeaseLost). The node
 // taking over first turns the entry's dispatched effects unknown.
+//
+// One package, its files named by the store they hold, where package
+// sqlite has a package per store: queue_*.go (entries, identities, leases,
+// holds, waits, gatherings), state_*.go (runs, checkpoints, the delivery
+// log), journal_*.go (effects and their events), history_*.go (--history
+// and the time partitions), schema_*.go (migrations), tx*.go and pool.go
+// (the group commit's transactions and the connections). The SQLite
+// stores are three files with a writer each; here every store writes in
+// one transaction of the same batch (a run's end, its checkpoint and its
+// effect's outcome commit together), so they share the Tx and its
+// statements and cannot be packages of their own without exporting them.
 package postgres
 
 import (
@@ -104,7 +115,7 @@ type Store struct {
 	Journal *Journal
 	// Slots are the bindings' max_concurrency slots, shared by the nodes.
 	Slots *Slots
-	// Circuits are the bindings' circuits, shared by the nodes (holds.go).
+	// Circuits are the bindings' circuits, shared by the nodes (queue_holds.go).
 	Circuits *Circuits
 	// Claims are the operator actions' claims on entries, shared too.
 	Claims *Claims
@@ -136,7 +147,7 @@ type db struct {
 	begin    string
 	stopBeat chan struct{}
 	beatDone chan struct{}
-	// deferred counts the rows the writers' flushes took (deferred.go).
+	// deferred counts the rows the writers' flushes took (tx_deferred.go).
 	deferred deferCounts
 	// ids makes queue and delivery ids of cfg.Now's time.
 	ids uuidv7.Generator
@@ -146,7 +157,7 @@ type db struct {
 // a queue id, so that they commit in the order they were made.
 // The first writer, intake's, takes none: a batch with a delivery in it
 // is not redo-safe, so it would run every entry change beside it under a
-// savepoint, with no statement deferred (deferred.go).
+// savepoint, with no statement deferred (tx_deferred.go).
 func (d *db) writer(queueID string) *commit.Writer[*Tx] {
 	if queueID == "" || len(d.ws) == 1 {
 		return d.w

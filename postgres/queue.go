@@ -21,7 +21,7 @@ type Queue struct {
 	// cost a count per request.
 	pendingSeen atomic.Int64
 	// takenOverAt is when a lease last looked for expired leases (unix
-	// ns): a full lease looks at most every takeOverEvery (lease.go).
+	// ns): a full lease looks at most every takeOverEvery (queue_lease.go).
 	takenOverAt atomic.Int64
 	stop        chan struct{}
 	wg          sync.WaitGroup

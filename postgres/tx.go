@@ -28,7 +28,7 @@ type Tx struct {
 	// spOpen: the last operation's savepoint is not released yet.
 	spOpen bool
 	// deferOK: an optimistic run, whose operations may defer their
-	// statements (deferred.go); d holds them.
+	// statements (tx_deferred.go); d holds them.
 	deferOK bool
 	d       deferred
 }
@@ -90,7 +90,7 @@ type backend struct {
 	begin   string        // beginSQL
 	set     string        // setLocal behind a pooler; "" when the session has the bounds
 	timeout time.Duration // a rollback's bound
-	dc      *deferCounts  // what flushes took (deferred.go)
+	dc      *deferCounts  // what flushes took (tx_deferred.go)
 }
 
 // Batch runs fn on a transaction begun when its first statement needs it
@@ -113,7 +113,7 @@ func (b backend) commit(ctx context.Context, t *Tx) error {
 	if len(t.enq) > 0 && (len(t.runs) > 0 || slices.ContainsFunc(t.enq, func(o *enqueueOp) bool { return o.d.EventID != "" })) {
 		// Two statements: one transaction, so that no delivery commits
 		// in a batch that then fails; and the identities' locks
-		// (identity.go) last until COMMIT.
+		// (queue_identity.go) last until COMMIT.
 		if err := t.begin(ctx); err != nil {
 			return err
 		}

@@ -23,7 +23,7 @@ ALTER TABLE touba.entries ADD COLUMN merged_into TEXT, ADD COLUMN merged_seq INT
 -- while open and its carrier waits in it, never leased. At most one open
 -- row per (trigger, key, value): two nodes receiving deliveries of a key
 -- at once make one gathering (intake also holds the value's advisory
--- lock, gather.go).
+-- lock, queue_gather.go).
 CREATE TABLE touba.gatherings (
   carrier     TEXT PRIMARY KEY,
   trigger_ref TEXT NOT NULL,

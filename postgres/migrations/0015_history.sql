@@ -56,7 +56,7 @@ CREATE TRIGGER effects_applied_final BEFORE UPDATE ON touba.effects
 
 -- A time partition being forgotten takes no new row and no entry of it
 -- runs again: the pass has moved what must stay, and what is left goes
--- whole. Attached to those partitions only (postgres/forget.go).
+-- whole. Attached to those partitions only (postgres/history_forget.go).
 CREATE FUNCTION touba.forgetting() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'UPDATE' THEN

@@ -13,7 +13,7 @@ import (
 
 // Paused triggers (touba.HoldStore) and the bindings' circuits
 // (touba.CircuitStore), in tables every node reads (migrations/0003_holds).
-// The lease statement skips the entries of paused triggers (lease.go), so
+// The lease statement skips the entries of paused triggers (queue_lease.go), so
 // a pause made through one node holds on all of them from their next lease.
 
 var _ touba.HoldStore = (*Queue)(nil)

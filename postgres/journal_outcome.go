@@ -28,7 +28,7 @@ func (j *Journal) DispatchRequest(ctx context.Context, scope, effectID, callID, 
 	return j.submit(scope, func(ctx context.Context, tx *Tx) error {
 		c, ok := j.holds(scope, effectID, callID)
 		if ok && c.token != 0 {
-			// Fence, update and event in one statement (jfused.go).
+			// Fence, update and event in one statement (journal_fused.go).
 			fenced, attempts, err := j.dispatchFused(ctx, tx, scope, effectID, callID, c.token, note)
 			if err != nil {
 				return fmt.Errorf("dispatch effect: %w", err)
@@ -125,7 +125,7 @@ func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
 		c, ok := j.holds(o.Scope, o.EffectID, o.CallID)
 		fenced := false
 		if ok && c.token != 0 {
-			// Fence, outcome and event in one statement (jfused.go); a
+			// Fence, outcome and event in one statement (journal_fused.go); a
 			// failed fence takes the path below, which explains it.
 			var finished bool
 			var err error
@@ -168,7 +168,7 @@ func (j *Journal) Finish(ctx context.Context, o touba.EffectOutcome) error {
 	err := j.submit(o.Scope, func(ctx context.Context, tx *Tx) error {
 		lost, derr = nil, nil
 		if c, ok := j.holds(o.Scope, o.EffectID, o.CallID); ok && c.token != 0 && tx.deferring(ctx, o.Scope) {
-			// One statement with the batch's other outcomes (jbatch.go);
+			// One statement with the batch's other outcomes (journal_batch.go);
 			// one it could not write takes the path above.
 			tx.d.jr = j
 			tx.d.fin = append(tx.d.fin, finRow{o: o, token: c.token, detail: detail, done: func(ctx context.Context, ok bool) error {

@@ -12,7 +12,7 @@ import (
 
 // The PostgreSQL side of durable steps that the backend-independent suite
 // (storetest) cannot see: the SQL end to end on one node here; several
-// nodes racing in waits_race_test.go; the plans in waits_plan_test.go.
+// nodes racing in queue_waits_race_test.go; the plans in queue_waits_plan_test.go.
 
 const (
 	waiterRef  = "trigger:orders/Placed"

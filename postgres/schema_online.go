@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Online steps (migfile.go) build and drop indexes CONCURRENTLY: the build
+// Online steps (schema_migfile.go) build and drop indexes CONCURRENTLY: the build
 // takes SHARE UPDATE EXCLUSIVE on its table, which no read or write waits
 // for, so the nodes of both releases go on writing while it runs (a plain
 // CREATE INDEX holds SHARE, which every INSERT waits for, to its end).
@@ -47,7 +47,7 @@ const onlinePoll = 250 * time.Millisecond
 // connection of its own.
 func (r *migrator) online(ctx context.Context, st mstep) error {
 	if len(st.stmts) == 0 {
-		return nil // a commit point (migfile.go)
+		return nil // a commit point (schema_migfile.go)
 	}
 	conn, err := r.onlineConn(ctx)
 	if err != nil {

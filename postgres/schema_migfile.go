@@ -6,13 +6,13 @@ package postgres
 //	-- touba:transaction
 //
 // is transactional: it runs in the migration's transaction, under the
-// advisory lock, search_path touba, with a short lock_timeout (migrate.go),
+// advisory lock, search_path touba, with a short lock_timeout (schema_migrate.go),
 // together with the record that the step ran. After a line
 //
 //	-- touba:online
 //
 // each statement (up to its ';') runs alone, outside any transaction
-// (online.go), and is one of
+// (schema_online.go), and is one of
 //
 //	CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS name ON touba.table ...
 //	DROP INDEX CONCURRENTLY IF EXISTS touba.name

@@ -15,7 +15,7 @@ import (
 // Intake's side of durable steps (SPEC §2.3): a delivery's Offers, Cancels
 // and CancelKeys are applied in the transaction that stores it, only when
 // it created an entry. A delivery with none of them takes the batched path
-// of enqueue.go unchanged: no statement more.
+// of queue_enqueue.go unchanged: no statement more.
 //
 // An offer and a wait of one (key, value) never miss each other across
 // nodes: intake and BeginWait both take the transaction-level advisory
@@ -24,7 +24,7 @@ import (
 // see whatever the other committed under the lock.
 
 // valueLock is the advisory lock key of a (key, value) pair ($1, $2), in
-// another space (seed) than the concurrency keys' (concurrency.go).
+// another space (seed) than the concurrency keys' (queue_concurrency.go).
 const valueLock = `hashtextextended(length($1) || ':' || $1 || $2, 25)`
 
 // lockValue takes the lock of (key, value) until the transaction ends,

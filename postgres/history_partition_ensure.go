@@ -126,7 +126,7 @@ func (d *db) ensureNow(ctx context.Context) error {
 // yet (a new one) is partitioned at once, when every live node knows how
 // (no row is then in the way: it takes an instant); partitions are made
 // ahead when it is partitioned. A database with rows is partitioned by a
-// --history pass, online (partition_convert.go).
+// --history pass, online (history_partition_convert.go).
 func (d *db) openPartitions(ctx context.Context) error {
 	width := PartitionWidth(d.cfg.History)
 	all, err := allPartitioned(ctx, d.pool)

@@ -71,7 +71,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 		}
 		if pending == pickAround {
 			// Some trigger is paused: its entries whose lease expired are
-			// taken over to wait pending, not run again (holds.go).
+			// taken over to wait pending, not run again (queue_holds.go).
 			parked, err := q.takeOverPaused(ctx, tx, now)
 			if err != nil {
 				return err
@@ -181,7 +181,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 	default:
 		return fmt.Errorf("finish %s: bad status %q", queueID, status)
 	}
-	var derr error // a deferred run's own error (deferred.go)
+	var derr error // a deferred run's own error (tx_deferred.go)
 	single := func(ctx context.Context, tx *Tx) error {
 		var ref, final string
 		var key *string
@@ -207,7 +207,7 @@ func (q *Queue) Finish(ctx context.Context, queueID string, token int64, status,
 	err := q.change(queueID, func(ctx context.Context, tx *Tx) error {
 		derr = nil
 		if tx.deferring(ctx, queueID) {
-			// One statement with the batch's other ends (jbatch.go).
+			// One statement with the batch's other ends (journal_batch.go).
 			tx.d.ends = append(tx.d.ends, endRow{queueID: queueID, token: token, status: status, code: code, message: message,
 				done: func(ctx context.Context, e *endedRow) error {
 					if e == nil {

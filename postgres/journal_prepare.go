@@ -36,11 +36,11 @@ func (j *Journal) prepare(ctx context.Context, p touba.EffectPrepare, dispatch b
 	}
 	var out *touba.Effect
 	var refused *touba.RefusedError
-	var derr error // a deferred run's own error (deferred.go)
+	var derr error // a deferred run's own error (tx_deferred.go)
 	single := func(ctx context.Context, tx *Tx) error {
 		out, refused = nil, nil
 		if _, comp := touba.IsCompensation(p.EffectID); p.LeaseToken != 0 && !comp {
-			// A new identity in one statement, fence included (jfused.go).
+			// A new identity in one statement, fence included (journal_fused.go).
 			now := j.db.now()
 			fused, state := j.prepareFused, touba.EffectPrepared
 			if dispatch {
@@ -75,7 +75,7 @@ func (j *Journal) prepare(ctx context.Context, p touba.EffectPrepare, dispatch b
 	err := j.submit(p.Scope, func(ctx context.Context, tx *Tx) error {
 		out, refused, derr = nil, nil, nil
 		if _, comp := touba.IsCompensation(p.EffectID); dispatch && p.LeaseToken != 0 && !comp && tx.deferring(ctx, p.Scope) {
-			// One statement with the batch's other new effects (jbatch.go);
+			// One statement with the batch's other new effects (journal_batch.go);
 			// one it could not write whole takes the path above.
 			tx.d.jr = j
 			tx.d.pd = append(tx.d.pd, pdRow{p: p, done: func(ctx context.Context, now string, ok bool) error {

@@ -141,7 +141,7 @@ func probeDirect(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration)
 const beginRC = `BEGIN ISOLATION LEVEL READ COMMITTED`
 
 // beginSQL begins a writer's transaction: READ COMMITTED whatever the
-// database's default (the per-key decisions in concurrency.go need a new
+// database's default (the per-key decisions in queue_concurrency.go need a new
 // snapshot after each lock), with the server-side bounds set for this
 // transaction only (SET LOCAL: nothing stays on a connection a pooler
 // hands to someone else), in the BEGIN's own round trip.

@@ -40,7 +40,7 @@ func migrateLockTimeout(timeout time.Duration) time.Duration {
 }
 
 // migrator applies migrations: transactional steps under the advisory
-// lock, online steps between those transactions (online.go).
+// lock, online steps between those transactions (schema_online.go).
 type migrator struct {
 	pool    *pgxpool.Pool
 	ms      []migration

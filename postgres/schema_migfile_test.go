@@ -67,7 +67,7 @@ func TestParseMigrationRefuses(t *testing.T) {
 	}
 }
 
-// The rules of migfile.go for what a migration may do beside the previous
+// The rules of schema_migfile.go for what a migration may do beside the previous
 // release, from 0013 on (the ones before ran in one transaction before
 // rolling upgrades were promised, and stay as databases applied them).
 // Checked on the text of each transactional step; the old form of 0013

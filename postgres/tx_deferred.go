@@ -14,7 +14,7 @@ import (
 // every operation redo-safe) the three transitions every effect makes, its
 // prepare-and-dispatch, its outcome and its entry's end, do not each send
 // their statement: they leave a row, and the batch runs each kind as one
-// statement for all its rows (jbatch.go) before any other statement and
+// statement for all its rows (journal_batch.go) before any other statement and
 // before its commit. One statement for many is one round trip and one
 // executor start for many, the bulk of what a single-row statement costs.
 //

@@ -244,7 +244,7 @@ func TestSchemaTooNew(t *testing.T) {
 		return level, by
 	}
 	// A new database is partitioned at once (SPEC §8.1): no release
-	// before 0015 runs on partitioned tables (partition_convert.go).
+	// before 0015 runs on partitioned tables (history_partition_convert.go).
 	if level, by := meta(); level != "0015_history.sql" || by != "0015_history.sql" {
 		t.Fatalf("recorded level %q set by %q, want 0015_history.sql set by 0015_history.sql", level, by)
 	}

@@ -17,7 +17,7 @@ import (
 // touba.waits. Any node's Wake ends it (FOR UPDATE SKIP LOCKED: nodes
 // waking at once share the work), so a dead node's sleeping entries wake
 // elsewhere; intake matches waits in its own transaction
-// (waits_intake.go).
+// (queue_waits_intake.go).
 
 var _ touba.WaitStore = (*Queue)(nil)
 
@@ -222,7 +222,7 @@ func (q *Queue) execCount(query string, args ...any) (int64, error) {
 }
 
 // qNextWake is the soonest of the waits' and the open gatherings' times
-// (gather.go), each read through its own index.
+// (queue_gather.go), each read through its own index.
 const qNextWake = `SELECT LEAST(
 	(SELECT wake_at FROM touba.entries WHERE status = 'waiting' AND wake_at IS NOT NULL ORDER BY wake_at LIMIT 1),
 	(SELECT wake_at FROM touba.gatherings WHERE state = 'open' ORDER BY wake_at LIMIT 1))`

@@ -71,7 +71,7 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	op := &enqueueOp{d: d, headers: string(hdr)}
 	keyed := d.ConcKey != "" && d.ConcMax > 0
 	// A gathered delivery takes the durable path: decided now, under its
-	// gathering's lock (gather.go).
+	// gathering's lock (queue_gather.go).
 	durable := len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0 || d.Gather != nil
 	var err error
 	backoff := 5 * time.Millisecond
@@ -81,7 +81,7 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 			if durable {
 				// Its offers, cancels and cancel keys are applied with it,
 				// under the locks of its offers' values: decided now, in
-				// the batch's transaction (waits_intake.go).
+				// the batch's transaction (queue_waits_intake.go).
 				err := shortWait(ctx, tx, func() error { return enqueueDurable(ctx, tx, op, keyed, q.db.cfg.Now()) })
 				if errors.Is(err, errKeyBusy) {
 					op.busy = true // nothing written; the batch goes on without it
@@ -165,11 +165,11 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 }
 
 // newEntryID is a new queue id, of the node's clock (cfg.Now): the time
-// partition it lands in is the one its clock names (partition.go).
+// partition it lands in is the one its clock names (history_partition.go).
 func (d *db) newEntryID() string { return d.ids.New() }
 
 // qEnqueue decides and inserts a batch of unkeyed deliveries in one
-// statement, its identities locked (identity.go): a delivery is inserted
+// statement, its identities locked (queue_identity.go): a delivery is inserted
 // when no entry holds its identity, the first of the batch for each
 // identity (the others, and those another transaction inserted meanwhile
 // in the same partition, which its unique index refuses, are not), and

@@ -10,7 +10,7 @@ import (
 var claimSets = []string{`SET LOCAL enable_bitmapscan = off`, `SET LOCAL enable_sort = off`, `SET LOCAL jit = off`}
 
 // claimPlan chooses the pick of pending entries for a lease in tx (around
-// the paused triggers when there are any: holds.go) and keeps the claim on the ordered index scan of entries_ready
+// the paused triggers when there are any: queue_holds.go) and keeps the claim on the ordered index scan of entries_ready
 // (status, held, queue_id), which stops after the batch, for the rest of
 // the lease's transaction (SET LOCAL: nothing stays on a pooled session).
 // Right after a burst of intake the table's statistics still say there

@@ -29,7 +29,7 @@ import (
 // RANGE (delivery_id) directly. Indexes are each leaf's own (a unique
 // index on a partitioned table must hold the partition key: the identity
 // (trigger_ref, event_id) cannot be one), copied from the newest leaf when
-// a leaf is created; uniqueness across leaves is intake's (identity.go).
+// a leaf is created; uniqueness across leaves is intake's (queue_identity.go).
 
 // ptable is one partitioned table.
 type ptable struct {

@@ -9,8 +9,8 @@ import (
 	touba "github.com/touba/touba-trigger"
 )
 
-// The multi-row forms of jfused.go's statements and of an entry's end,
-// for the rows a batch deferred (deferred.go). Each takes its rows as
+// The multi-row forms of journal_fused.go's statements and of an entry's end,
+// for the rows a batch deferred (tx_deferred.go). Each takes its rows as
 // arrays (unnest WITH ORDINALITY numbers them), writes for each what the
 // single-row statement would, and answers per row whether it did, in the
 // rows' order. Rows name distinct entries, so no entry row is matched
