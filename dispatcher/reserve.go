@@ -1,0 +1,93 @@
+package dispatcher
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// slotCounter is a shared slot store that can say how many of a
+// binding's slots the cluster's live leases hold (postgres.Slots).
+type slotCounter interface {
+	SlotsInUse(ctx context.Context, toolRef string) (int, error)
+}
+
+// clusterSlots is how many of b's slots the cluster holds, read at most
+// once a poll interval; ok false without a shared store (or when it does
+// not answer: this node's semaphore alone bounds the lease then).
+func (d *Dispatcher) clusterSlots(b *Binding) (int, bool) {
+	sc, ok := d.opts.Slots.(slotCounter)
+	if !ok {
+		return 0, false
+	}
+	f := d.fair
+	if u, ok := f.inUse[b.Ref]; ok && time.Since(u.at) < d.opts.PollInterval {
+		return u.n, true
+	}
+	ctx, cancel := context.WithTimeout(d.runCtx, time.Second)
+	defer cancel()
+	n, err := sc.SlotsInUse(ctx, b.Ref)
+	if err != nil {
+		return 0, false
+	}
+	if f.inUse == nil {
+		f.inUse = map[string]slotsRead{}
+	}
+	f.inUse[b.Ref] = slotsRead{n: n, at: time.Now()}
+	return n, true
+}
+
+type slotsRead struct {
+	n  int
+	at time.Time
+}
+
+// reservation is a leased run's claim on one of its gate's free slots
+// (or its due probe), held until the run reaches its call or ends, so
+// the next lease does not count the same slot free twice.
+type reservation struct {
+	sem     *sem
+	circuit *circuit
+	done    atomic.Bool
+}
+
+func (d *Dispatcher) reserve(b *Binding) *reservation {
+	if b == nil {
+		return nil
+	}
+	r := &reservation{sem: d.slots.of(b), circuit: d.circuits.of(b)}
+	if r.sem != nil {
+		r.sem.reserved.Add(1)
+	}
+	if r.circuit != nil {
+		r.circuit.reserved.Add(1)
+	}
+	return r
+}
+
+// drop ends the reservation; idempotent, nil-safe.
+func (r *reservation) drop() {
+	if r == nil || !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	if r.sem != nil {
+		r.sem.reserved.Add(-1)
+	}
+	if r.circuit != nil {
+		r.circuit.reserved.Add(-1)
+	}
+}
+
+type reservationKey struct{}
+
+func withReservation(ctx context.Context, r *reservation) context.Context {
+	if r == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, reservationKey{}, r)
+}
+
+func reservationOf(ctx context.Context) *reservation {
+	r, _ := ctx.Value(reservationKey{}).(*reservation)
+	return r
+}
