@@ -43,7 +43,7 @@ func TestOperatorClaimsAcrossNodes(t *testing.T) {
 	if held, _ := short.Claims.Claim(ctx, "q-2", "compensation"); held != "" {
 		t.Fatal(held)
 	}
-	time.Sleep(1200 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond) // the claim's 1 s left to expire in real time
 	if held, err := a.Claims.Claim(ctx, "q-2", "replay"); err != nil || held != "" {
 		t.Fatalf("a's claim of an expired one: %q, %v", held, err)
 	}

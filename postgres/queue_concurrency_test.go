@@ -118,7 +118,7 @@ func TestKeysAcrossThreeNodes(t *testing.T) {
 					return
 				}
 				if len(got) == 0 {
-					time.Sleep(time.Millisecond) // a poll, as the dispatcher's
+					time.Sleep(time.Millisecond) // simulated work: an idle worker's poll, as the dispatcher's
 					continue
 				}
 				var wg sync.WaitGroup
@@ -142,7 +142,7 @@ func TestKeysAcrossThreeNodes(t *testing.T) {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						time.Sleep(2 * time.Millisecond) // the call
+						time.Sleep(2 * time.Millisecond) // simulated work: the call
 						mu.Lock()
 						running[e.ConcKey]-- // before the end commits: the next may start at once
 						mu.Unlock()
@@ -184,18 +184,14 @@ func TestKeysAcrossThreeNodes(t *testing.T) {
 		}()
 	}
 	posts.Wait()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	halt := sync.OnceFunc(func() { close(stop); workers.Wait() })
+	defer halt()
+	waitFor(t, 60*time.Second, func() bool {
 		mu.Lock()
-		n := ended
-		mu.Unlock()
-		if n == nKeys*perKey || time.Now().After(deadline) || t.Failed() {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	close(stop)
-	workers.Wait()
+		defer mu.Unlock()
+		return ended == nKeys*perKey || t.Failed()
+	}, "every entry to end")
+	halt()
 
 	mu.Lock()
 	defer mu.Unlock()

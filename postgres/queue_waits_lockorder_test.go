@@ -63,20 +63,13 @@ func TestCancelLocksTheWaitBeforeTheEntry(t *testing.T) {
 		done <- result{res, err}
 	}()
 	// The cancel's transaction is waiting for the wait's row, which r holds.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitFor(t, 10*time.Second, func() bool {
 		var waiting int
 		if err := conn.QueryRow(ctx, `SELECT COUNT(*) FROM pg_locks WHERE NOT granted`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the cancel never waited for the wait's row")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return waiting > 0
+	}, "the cancel to wait for the wait's row")
 	if _, err := r.Exec(ctx, `UPDATE touba.entries SET updated_at = updated_at WHERE queue_id = $1`, w.QueueID); err != nil {
 		t.Fatalf("an offer locking the wait, then the entry, met the cancel: %v", err)
 	}

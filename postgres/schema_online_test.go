@@ -70,16 +70,16 @@ func copyDB(t *testing.T, url string) string {
 	c := pgtest.Shared(t)
 	src := url[strings.LastIndex(url, "/")+1 : strings.Index(url, "?")]
 	name := src + "_copy"
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		err := c.Exec(ctx, "postgres", `CREATE DATABASE `+name+` TEMPLATE `+src)
-		if err == nil {
-			break
+	var err error
+	defer func() {
+		if err != nil {
+			t.Logf("copy database %s: %v", src, err)
 		}
-		if time.Now().After(deadline) { // autovacuum may be on it for a moment
-			t.Fatalf("copy database %s: %v", src, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	waitFor(t, 10*time.Second, func() bool { // autovacuum may be on it for a moment
+		err = c.Exec(ctx, "postgres", `CREATE DATABASE `+name+` TEMPLATE `+src)
+		return err == nil
+	}, "a copy of database "+src)
 	t.Cleanup(func() {
 		if err := c.Exec(context.Background(), "postgres", `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`); err != nil {
 			t.Logf("drop database %s: %v", name, err)
@@ -158,9 +158,14 @@ func startWritersOf(t *testing.T, url string, k int, lockTimeout time.Duration, 
 		}()
 	}
 	// Writing before the migration starts, so it meets them.
-	for w.n.Load() < int64(10*k) {
-		time.Sleep(time.Millisecond)
-	}
+	writing := false
+	defer func() {
+		if !writing {
+			w.end()
+		}
+	}()
+	waitFor(t, 30*time.Second, func() bool { return w.n.Load() >= int64(10*k) }, "the writers' first statements")
+	writing = true
 	return w
 }
 
@@ -253,29 +258,18 @@ func TestInterruptedIndexBuildIsRebuilt(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- runMigrations(ctx, t, url, embeddedMigrations(t), DefaultTimeout) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var pid int
+	var pid int
+	waitOrEnd(t, done, "the build of entries_hold to wait for the older transaction", func() bool {
 		err := conn.QueryRow(ctx, `SELECT p.pid FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid)
 			WHERE p.index_relid = to_regclass('touba.entries_hold') AND a.wait_event_type = 'Lock'`).Scan(&pid)
-		if err == nil {
-			// The node's session dies mid-build (its node killed and the
-			// server ending the backend, a failover, an operator).
-			mustExec(t, conn, `SELECT pg_terminate_backend($1)`, pid)
-			break
-		} else if !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			t.Fatal(err)
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("migration ended (%v) before its build of entries_hold waited", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the build of entries_hold never waited for the older transaction")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil
+	})
+	// The node's session dies mid-build (its node killed and the server
+	// ending the backend, a failover, an operator).
+	mustExec(t, conn, `SELECT pg_terminate_backend($1)`, pid)
 	if err := <-done; err == nil {
 		t.Fatal("the interrupted migration reported success")
 	}
@@ -371,7 +365,7 @@ func TestNodeWaitsForAnotherNodesBuild(t *testing.T) {
 
 	aDone := make(chan error, 1)
 	go func() { aDone <- runMigrations(ctx, t, url, embeddedMigrations(t), DefaultTimeout) }()
-	waitFor(t, aDone, "node a's build to wait", func() bool {
+	waitOrEnd(t, aDone, "node a's build to wait", func() bool {
 		var n int
 		if err := conn.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_progress_create_index p JOIN pg_stat_activity a USING (pid)
 			WHERE p.index_relid = to_regclass('touba.entries_hold') AND a.wait_event_type = 'Lock'`).Scan(&n); err != nil {
@@ -389,7 +383,7 @@ func TestNodeWaitsForAnotherNodesBuild(t *testing.T) {
 		}
 		bDone <- err
 	}()
-	waitFor(t, bDone, "node b to wait for node a's build", func() bool {
+	waitOrEnd(t, bDone, "node b to wait for node a's build", func() bool {
 		return strings.Contains(log.String(), "waiting for another session's build")
 	})
 	mustExec(t, blocker, `ROLLBACK`)
@@ -407,19 +401,19 @@ func TestNodeWaitsForAnotherNodesBuild(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds; a report on done before it holds, or
-// 30 s without, fails t.
-func waitFor(t *testing.T, done <-chan error, what string, cond func() bool) {
+// waitOrEnd waits for cond (waitFor); a report on done before it holds,
+// or 30 s without, fails t.
+func waitOrEnd(t *testing.T, done <-chan error, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
+	waitFor(t, 30*time.Second, func() bool {
+		if cond() {
+			return true
+		}
 		select {
 		case err := <-done:
 			t.Fatalf("ended (%v) before %s", err, what)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within 30s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	}, what)
 }

@@ -32,8 +32,7 @@ func TestDuplicateWaitsForTheSynchronousStandby(t *testing.T) {
 		}
 		// pg_reload_conf only signals the postmaster: wait until it has
 		// reloaded (a new session sees the setting).
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		waitFor(t, 30*time.Second, func() bool {
 			conn, err := pgx.Connect(ctx, c.URL("postgres"))
 			if err != nil {
 				t.Fatal(err)
@@ -44,14 +43,8 @@ func TestDuplicateWaitsForTheSynchronousStandby(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got == names {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("synchronous_standby_names is %q 30 s after the reload, want %q", got, names)
-			}
-			time.Sleep(10 * time.Millisecond) // polling a condition, with a deadline
-		}
+			return got == names
+		}, "synchronous_standby_names to be '"+names+"' after the reload")
 	}
 	t.Cleanup(func() { syncTo("") }) // before the database is dropped
 	st, err := Open(ctx, Config{URL: url, NodeID: "n", Timeout: time.Second})
