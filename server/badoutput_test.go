@@ -120,16 +120,10 @@ func TestHandlerOutputNotUTF8(t *testing.T) {
 	check := func(t *testing.T, r *rawRemote, read func() outcome) {
 		t.Helper()
 		var got outcome
-		for end := time.Now().Add(pgWait); ; time.Sleep(20 * time.Millisecond) {
-			got = read()
-			if settled(got.read) && settled(got.write) {
-				break
-			}
-			if time.Now().After(end) {
-				t.Fatalf("after %v: read entry %q, write entry %q, write effect %q; remote called %d times for read, %d for write",
-					pgWait, got.read, got.write, got.effect, r.count("/read"), r.count("/write"))
-			}
-		}
+		testkit.WaitForReport(t, pgWait, func() bool { got = read(); return settled(got.read) && settled(got.write) }, "both entries to end", func() {
+			t.Logf("read entry %q, write entry %q, write effect %q; remote called %d times for read, %d for write",
+				got.read, got.write, got.effect, r.count("/read"), r.count("/write"))
+		})
 		if got.read != "done " || got.write != "done " || got.effect != "applied" {
 			t.Fatalf("read entry %q, write entry %q, write effect %q; want done, done, applied; remote called %d times for read, %d for write",
 				got.read, got.write, got.effect, r.count("/read"), r.count("/write"))
