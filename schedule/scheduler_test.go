@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/schedule"
 )
 
@@ -52,15 +53,10 @@ func (q *fakeQueue) ticks(ref string) []time.Time {
 	return append([]time.Time{}, q.entries[ref]...)
 }
 
+// waitFor is testkit.WaitFor with this package's deadline.
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 10*time.Second, cond, what)
 }
 
 func TestSchedulerTicksOnTheClock(t *testing.T) {

@@ -25,8 +25,9 @@ func TestBoundedWaits(t *testing.T) {
 	// A batch stuck until its deadline; meanwhile a caller with a shorter
 	// deadline gives up, and one whose context ends before it is taken
 	// is never run.
-	go w.Do(context.Background(), stuck)
-	time.Sleep(20 * time.Millisecond)
+	taken := make(chan struct{})
+	go w.Do(context.Background(), func(ctx context.Context, tx *memTx) error { close(taken); return stuck(ctx, tx) })
+	<-taken
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	ran := false

@@ -276,10 +276,10 @@ func TestOptimisticBatchRunsAgainIsolatedOnAFailure(t *testing.T) {
 			}
 		}()
 	}
-	for deadline := time.Now().Add(5 * time.Second); w.Stats().Pending < 7 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-	close(release)
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce()
+	testkit.WaitFor(t, 5*time.Second, func() bool { return w.Stats().Pending >= 7 }, "the six operations behind the held batch")
+	releaseOnce()
 	wg.Wait()
 	for i, err := range errs {
 		if (err != nil) != (i == 2 || i == 4) {
