@@ -6,19 +6,6 @@
 -- a merged entry (not pending) and answers a merged entry's redelivery
 -- 200 consumed (past pending).
 
--- Entry states gain merged. The wider CHECK is added NOT VALID (no scan
--- under the ACCESS EXCLUSIVE lock DROP and ADD take for an instant) and
--- validated in the last step, under a lock reads and writes pass.
-ALTER TABLE touba.entries DROP CONSTRAINT entries_status_check,
-  ADD CONSTRAINT entries_status_check
-  CHECK (status IN ('pending','running','waiting','done','failed','parked','cancelled','merged')) NOT VALID;
-
--- merged_into: the carrier's queue id, for a merged entry (the history
--- pruning reads it: a merged entry goes with its finished carrier);
--- merged_seq: its place in the gathering (the carrier is 1), the order its
--- run sees the deliveries in. No default: adding them rewrites nothing.
-ALTER TABLE touba.entries ADD COLUMN merged_into TEXT, ADD COLUMN merged_seq INTEGER;
-
 -- One row per gathering, by its carrier (see the SQLite migration): live
 -- while open and its carrier waits in it, never leased. At most one open
 -- row per (trigger, key, value): two nodes receiving deliveries of a key
@@ -40,6 +27,21 @@ CREATE TABLE touba.gatherings (
 CREATE UNIQUE INDEX gatherings_open ON touba.gatherings (trigger_ref, key, value) WHERE state = 'open';
 -- StartDue and NextWake: the open gatherings, soonest first.
 CREATE INDEX gatherings_wake ON touba.gatherings (wake_at) WHERE state = 'open';
+
+-- Last in this step, then its commit: the ACCESS EXCLUSIVE lock the ALTER
+-- takes on entries (for an instant: no rewrite, no scan) is held to the
+-- commit, so nothing else runs while the previous release's writes wait.
+-- Entry states gain merged. The wider CHECK is added NOT VALID (no scan
+-- under that lock) and validated in the last step, under a lock reads and
+-- writes pass. merged_into: the carrier's queue id, for a merged entry
+-- (the history pruning reads it: a merged entry goes with its finished
+-- carrier); merged_seq: its place in the gathering (the carrier is 1), the
+-- order its run sees the deliveries in. No default: adding them rewrites
+-- nothing.
+ALTER TABLE touba.entries DROP CONSTRAINT entries_status_check,
+  ADD CONSTRAINT entries_status_check
+  CHECK (status IN ('pending','running','waiting','done','failed','parked','cancelled','merged')) NOT VALID,
+  ADD COLUMN merged_into TEXT, ADD COLUMN merged_seq INTEGER;
 
 -- A carrier's merged deliveries, in order (Gathered, `queue show`).
 -- touba:online

@@ -49,10 +49,6 @@ DROP TRIGGER effect_events_append_only ON touba.effect_events;
 CREATE TRIGGER effect_events_append_only BEFORE UPDATE OR DELETE ON touba.effect_events
   FOR EACH ROW EXECUTE FUNCTION touba.only_history('effect_events is append-only');
 -- touba:commit
-ALTER TABLE touba.effects ADD COLUMN kept BOOLEAN NOT NULL DEFAULT false;
-DROP TRIGGER effects_applied_final ON touba.effects;
-CREATE TRIGGER effects_applied_final BEFORE UPDATE ON touba.effects
-  FOR EACH ROW WHEN (OLD.state = 'applied') EXECUTE FUNCTION touba.only_history('an applied effect is never rewritten');
 
 -- A time partition being forgotten takes no new row and no entry of it
 -- runs again: the pass has moved what must stay, and what is left goes
@@ -71,3 +67,9 @@ BEGIN
   END IF;
   RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = format('HistoryForgetting: partition %s is past --history and being forgotten', TG_TABLE_NAME);
 END $$;
+
+-- Last, then the commit: the lock on effects is held to it.
+ALTER TABLE touba.effects ADD COLUMN kept BOOLEAN NOT NULL DEFAULT false;
+DROP TRIGGER effects_applied_final ON touba.effects;
+CREATE TRIGGER effects_applied_final BEFORE UPDATE ON touba.effects
+  FOR EACH ROW WHEN (OLD.state = 'applied') EXECUTE FUNCTION touba.only_history('an applied effect is never rewritten');
