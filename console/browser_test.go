@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 const chromium = "/usr/bin/chromium"
@@ -111,18 +113,12 @@ func text(t *testing.T, ctx context.Context, id string) string {
 // waitText reloads the page until the element #id holds want.
 func waitText(t *testing.T, ctx context.Context, id, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var got string
+	testkit.WaitForReport(t, 30*time.Second, testkit.Every(100*time.Millisecond, func() bool {
 		do(t, ctx, "reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.ID(id)))
-		got := text(t, ctx, id)
-		if strings.Contains(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("#%s shows %q, never %q", id, got, want)
-		}
-		time.Sleep(100 * time.Millisecond) // polling a condition, with a deadline
-	}
+		got = text(t, ctx, id)
+		return strings.Contains(got, want)
+	}), fmt.Sprintf("#%s to show %q", id, want), func() { t.Logf("#%s shows %q", id, got) })
 }
 
 // TestBrowser drives Debian's Chromium through the console of a real
@@ -246,18 +242,12 @@ func TestBrowser(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[any](`document.body.setAttribute("style", "color: red"); 1`)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var got []string
+	testkit.WaitForReport(t, 10*time.Second, testkit.Every(50*time.Millisecond, func() bool {
 		flush(t, ctx)
-		got := probs.take()
-		if strings.Contains(fmt.Sprint(got), "Content Security Policy") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a deliberate CSP violation was not reported (got %v): the check above proves nothing", got)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
-	}
+		got = probs.take()
+		return strings.Contains(fmt.Sprint(got), "Content Security Policy")
+	}), "the report of a deliberate CSP violation (without it the check above proves nothing)", func() { t.Logf("reported: %v", got) })
 }
 
 // flush makes a round trip to the page, so the events it sent before have

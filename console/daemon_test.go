@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/server"
 )
 
@@ -97,17 +99,12 @@ func (d *daemon) send(t *testing.T, eventID, body string) int {
 // holds want, within a deadline.
 func (d *daemon) waitPage(t *testing.T, path, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, body := plain(t, http.MethodGet, d.console+path, map[string]string{"Authorization": "Bearer " + token})
-		if strings.Contains(body, want) {
-			return body
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never showed %q:\n%s", path, want, body)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
-	}
+	var body string
+	testkit.WaitForReport(t, 30*time.Second, testkit.Every(50*time.Millisecond, func() bool {
+		_, body = plain(t, http.MethodGet, d.console+path, map[string]string{"Authorization": "Bearer " + token})
+		return strings.Contains(body, want)
+	}), fmt.Sprintf("%s to show %q", path, want), func() { t.Logf("%s shows:\n%s", path, body) })
+	return body
 }
 
 // waitParked waits until the run is parked, not only its effect unknown:

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // hostileNexts are "next" values that would leave the console if a login
@@ -72,19 +74,12 @@ func TestBrowserLoginWithHostileNext(t *testing.T) {
 		}
 		do(t, ctx, "log in", chromedp.SendKeys(chromedp.ID("token"), token), chromedp.Click(chromedp.ID("login")))
 		// Wait for the browser to leave the login page, wherever it goes.
-		deadline := time.Now().Add(20 * time.Second)
 		var href string
-		for {
-			var err error
+		var err error
+		testkit.WaitForReport(t, 20*time.Second, testkit.Every(50*time.Millisecond, func() bool {
 			href, err = chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`))
-			if err == nil && !strings.HasPrefix(href, f.srv.URL+"/login") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("still at %s 20s after logging in (%v)", href, err)
-			}
-			time.Sleep(50 * time.Millisecond) // polling a condition, with a deadline
-		}
+			return err == nil && !strings.HasPrefix(href, f.srv.URL+"/login")
+		}), "the browser to leave the login page", func() { t.Logf("still at %s (%v)", href, err) })
 		if href != f.srv.URL+"/" {
 			t.Fatalf("after login with next=%q the browser is at %s, want %s/", next, href, f.srv.URL)
 		}

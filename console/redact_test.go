@@ -20,6 +20,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/server"
 	"github.com/touba/touba-trigger/tracing"
 )
@@ -111,18 +112,14 @@ func TestWebhookURLSecretIsNotShown(t *testing.T) {
 	}
 	// The call tries 6 times with the webhook's own backoff (0.5s, 1s,
 	// ... with jitter), about 15 seconds, then the run fails.
-	var queueID string
-	deadline := time.Now().Add(2 * time.Minute)
-	for queueID == "" {
-		_, body := plain(t, http.MethodGet, d.console+"/entries?status=failed", map[string]string{"Authorization": "Bearer " + token})
+	var queueID, body string
+	testkit.WaitForReport(t, 2*time.Minute, testkit.Every(200*time.Millisecond, func() bool {
+		_, body = plain(t, http.MethodGet, d.console+"/entries?status=failed", map[string]string{"Authorization": "Bearer " + token})
 		if m := regexp.MustCompile(`href="/entries/([^"?]+)"`).FindStringSubmatch(body); m != nil {
 			queueID = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("no failed entry within 2 minutes:\n%s", body)
-		} else {
-			time.Sleep(200 * time.Millisecond) // polling a condition, with a deadline
 		}
-	}
+		return queueID != ""
+	}), "a failed entry", func() { t.Logf("the failed entries' page:\n%s", body) })
 	// The console: the entry's run history shows the error, and names
 	// the host.
 	var pages strings.Builder
