@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/cli"
 )
 
 // TestConsoleFlags: --console-listen needs a token, from
@@ -41,8 +42,8 @@ func TestConsoleFlags(t *testing.T) {
 				t.Fatalf("code %q (%v), want %q", got, err, tc.code)
 			}
 			if tc.code != "" {
-				if ec := exitCode(err, io.Discard); ec != exitUsage {
-					t.Fatalf("exit %d, want %d", ec, exitUsage)
+				if ec := cli.ExitCode(err, io.Discard); ec != cli.ExitUsage {
+					t.Fatalf("exit %d, want %d", ec, cli.ExitUsage)
 				}
 				return
 			}

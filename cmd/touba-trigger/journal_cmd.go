@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/touba/touba-trigger/cli"
 	"github.com/touba/touba-trigger/server"
 )
 
@@ -15,20 +16,20 @@ import (
 // take-over (this host, this boot, its pid gone); a live holder is refused
 // with exit 3.
 func runJournal(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	verb, args, err := subcommand("journal", args, "unlock")
+	verb, args, err := usage.Verb("journal", args, "unlock")
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("journal "+verb, stderr)
-	path := fs.String("effect-journal", filepath.Join(defaultDir("STATE_DIRECTORY"), defaultJournalFile), "the effect journal whose lock to remove")
-	pos, err := parseArgs(fs, args)
+	fs := usage.FlagSet("journal "+verb, stderr)
+	path := fs.String("effect-journal", filepath.Join(cli.DefaultDir("STATE_DIRECTORY"), cli.DefaultJournalFile), "the effect journal whose lock to remove")
+	pos, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
 	} else if len(pos) > 0 {
-		return usageError{err: fmt.Errorf("journal unlock takes no arguments, got %q", pos)}
+		return cli.Usagef("journal unlock takes no arguments, got %q", pos)
 	}
 	if *path == "" {
-		return usageError{err: errors.New("--effect-journal is required")}
+		return cli.UsageError{Err: errors.New("--effect-journal is required")}
 	}
 	rec, err := server.UnlockJournal(*path)
 	if err != nil {

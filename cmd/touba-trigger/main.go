@@ -6,24 +6,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
 
-	touba "github.com/touba/touba-trigger"
-)
-
-// Exit codes of SPEC §3.
-const (
-	exitOK      = 0
-	exitRuntime = 1
-	exitUsage   = 2
-	exitLocked  = 3
+	"github.com/touba/touba-trigger/cli"
 )
 
 func main() {
@@ -42,7 +32,7 @@ func main() {
 // process.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		return exitCode(usageError{err: errors.New("no command given"), usage: usageText()}, stderr)
+		return cli.ExitCode(cli.UsageError{Err: errors.New("no command given"), Usage: string(usage)}, stderr)
 	}
 	var err error
 	switch args[0] {
@@ -65,20 +55,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "version", "--version":
 		err = runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
-		usage(stdout)
+		fmt.Fprint(stdout, usage)
 	default:
-		err = usageError{err: fmt.Errorf("unknown command %q", args[0]), usage: usageText()}
+		err = cli.UsageError{Err: fmt.Errorf("unknown command %q", args[0]), Usage: string(usage)}
 	}
-	if printGroupHelp(err, stdout) {
-		return exitOK
-	}
-	return exitCode(err, stderr)
+	return usage.Exit(err, stdout, stderr)
 }
 
-func usage(w io.Writer) { fmt.Fprint(w, usageText()) }
-
-func usageText() string {
-	return `usage:
+// usage is the whole usage text; each command's -h and each group's help
+// are cut from it.
+const usage cli.Usage = `usage:
   touba-trigger serve PROGRAM --manifest FILE [--queue FILE] [--state FILE] [--effect-journal FILE] [flags]
   touba-trigger serve PROGRAM --manifest FILE --database postgres://... [--node-id NAME] [--lease-ttl 60s] [flags]
       flags: [--listen 127.0.0.1:8080] [--metrics-listen 127.0.0.1:9464] [--admin-socket PATH] [--workers N]
@@ -105,59 +91,3 @@ for the commands that change something (each takes --reason TEXT for the audit t
 table, or JSON with --json.
 Run "touba-trigger COMMAND -h" for the flags. Every flag also reads TOUBA_<FLAG> from the environment.
 `
-}
-
-// usageError marks bad usage or configuration: exit 2, code UsageInvalid
-// unless err carries its own (ConfigInvalid). usage, when set, is printed
-// after the refusal.
-type usageError struct {
-	err   error
-	usage string
-}
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-// exitCode prints err as a refusal and returns the exit code of SPEC §3.
-func exitCode(err error, stderr io.Writer) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
-		return exitOK
-	}
-	code, msg := refusal(err)
-	fmt.Fprintln(stderr, code+": "+msg)
-	var ue usageError
-	if errors.As(err, &ue) && ue.usage != "" {
-		fmt.Fprint(stderr, ue.usage)
-	}
-	switch {
-	case code == touba.EJournalLocked || code == touba.EJournalLockStale:
-		return exitLocked
-	case errors.As(err, &ue), code == touba.EUsage, code == touba.ECONFIG, code == touba.EEffectJournalRequired,
-		code == touba.EConsoleTokenRequired, code == touba.ENetworkIsolationUnavailable, code == touba.ENodeIdInUse,
-		code == touba.ESchemaTooNew:
-		return exitUsage
-	}
-	return exitRuntime
-}
-
-// refusal returns the public code of err and its message: every refusal
-// the CLI or serve prints starts with "Code: " (SPEC §3), so scripts can
-// match on it. An error without a code is a usage error (UsageInvalid) or
-// a runtime failure (Internal).
-func refusal(err error) (code, msg string) {
-	msg = err.Error()
-	var te *touba.Error
-	var ue usageError
-	switch {
-	case errors.As(err, &te):
-		code = te.Code
-		// A wrapped *touba.Error renders as "touba error: code=...
-		// message=..."; the code leads the line already.
-		msg = strings.Replace(msg, te.Error(), te.Message, 1)
-	case errors.As(err, &ue):
-		code = touba.EUsage
-	default:
-		code = touba.EINTERNAL
-	}
-	return code, strings.TrimPrefix(msg, code+": ")
-}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/cli"
 	"github.com/touba/touba-trigger/sqlite/journal"
 	"github.com/touba/touba-trigger/sqlite/queue"
 	"github.com/touba/touba-trigger/sqlite/state"
@@ -75,7 +76,7 @@ func TestEveryRefusalStartsWithItsCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	cli := func(args ...string) []string {
+	onFiles := func(args ...string) []string {
 		return append(args, "--admin-socket", filepath.Join(offline, "none.sock"), "--queue", filepath.Join(offline, "q"),
 			"--state-file", filepath.Join(offline, "s"), "--effect-journal", filepath.Join(offline, "j"))
 	}
@@ -94,32 +95,32 @@ func TestEveryRefusalStartsWithItsCode(t *testing.T) {
 		exit int
 		want string // in the refusal line
 	}{
-		{"no command", nil, "", touba.EUsage, exitUsage, "no command given"},
-		{"unknown command", []string{"frobnicate"}, "", touba.EUsage, exitUsage, `unknown command "frobnicate"`},
-		{"unknown flag", []string{"serve", "--no-such-flag"}, "", touba.EUsage, exitUsage, "no-such-flag"},
-		{"serve without program", []string{"serve"}, "", touba.EUsage, exitUsage, "one PROGRAM"},
-		{"serve bad workers", serve("w", "--workers", "-1"), "", touba.EUsage, exitUsage, "--workers"},
-		{"serve bad log level", serve("l", "--log-level", "loud"), "", touba.EUsage, exitUsage, "--log-level"},
-		{"flag from the environment", serve("e"), "TOUBA_WORKERS=many", touba.EUsage, exitUsage, "TOUBA_WORKERS"},
-		{"check without manifest", []string{"check", prog}, "", touba.EUsage, exitUsage, "--manifest is required"},
-		{"check bad program", []string{"check", badProg, "--manifest", man}, "", touba.ECONFIG, exitUsage, badProg},
-		{"check unresolved secret", []string{"check", secretProg, "--manifest", man}, "", touba.ECONFIG, exitUsage, "TOUBA_REFUSAL_UNSET_SECRET"},
-		{"serve without journal", append(serve("nj"), "--effect-journal", ""), "", touba.EEffectJournalRequired, exitUsage, ""},
-		{"serve journal locked", append(serve("h"), "--effect-journal", held), "", touba.EJournalLocked, exitLocked, "is held by pid"},
-		{"serve journal lock stale", append(serve("st"), "--effect-journal", stale), "", touba.EJournalLockStale, exitLocked, "pid 999999999"},
-		{"serve port taken", append(serve("p"), "--listen", ln.Addr().String()), "", touba.EINTERNAL, exitRuntime, ln.Addr().String()},
-		{"journal unlock without journal", []string{"journal", "unlock", "--effect-journal", ""}, "", touba.EUsage, exitUsage, "--effect-journal"},
-		{"journal unlock live holder", []string{"journal", "unlock", "--effect-journal", held}, "", touba.EJournalLocked, exitLocked, ""},
-		{"queue unknown verb", []string{"queue", "frob"}, "", touba.EUsage, exitUsage, "queue frob"},
-		{"queue show without id", cli("queue", "show"), "", touba.EUsage, exitUsage, "QUEUE_ID"},
+		{"no command", nil, "", touba.EUsage, cli.ExitUsage, "no command given"},
+		{"unknown command", []string{"frobnicate"}, "", touba.EUsage, cli.ExitUsage, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"serve", "--no-such-flag"}, "", touba.EUsage, cli.ExitUsage, "no-such-flag"},
+		{"serve without program", []string{"serve"}, "", touba.EUsage, cli.ExitUsage, "one PROGRAM"},
+		{"serve bad workers", serve("w", "--workers", "-1"), "", touba.EUsage, cli.ExitUsage, "--workers"},
+		{"serve bad log level", serve("l", "--log-level", "loud"), "", touba.EUsage, cli.ExitUsage, "--log-level"},
+		{"flag from the environment", serve("e"), "TOUBA_WORKERS=many", touba.EUsage, cli.ExitUsage, "TOUBA_WORKERS"},
+		{"check without manifest", []string{"check", prog}, "", touba.EUsage, cli.ExitUsage, "--manifest is required"},
+		{"check bad program", []string{"check", badProg, "--manifest", man}, "", touba.ECONFIG, cli.ExitUsage, badProg},
+		{"check unresolved secret", []string{"check", secretProg, "--manifest", man}, "", touba.ECONFIG, cli.ExitUsage, "TOUBA_REFUSAL_UNSET_SECRET"},
+		{"serve without journal", append(serve("nj"), "--effect-journal", ""), "", touba.EEffectJournalRequired, cli.ExitUsage, ""},
+		{"serve journal locked", append(serve("h"), "--effect-journal", held), "", touba.EJournalLocked, cli.ExitLocked, "is held by pid"},
+		{"serve journal lock stale", append(serve("st"), "--effect-journal", stale), "", touba.EJournalLockStale, cli.ExitLocked, "pid 999999999"},
+		{"serve port taken", append(serve("p"), "--listen", ln.Addr().String()), "", touba.EINTERNAL, cli.ExitRuntime, ln.Addr().String()},
+		{"journal unlock without journal", []string{"journal", "unlock", "--effect-journal", ""}, "", touba.EUsage, cli.ExitUsage, "--effect-journal"},
+		{"journal unlock live holder", []string{"journal", "unlock", "--effect-journal", held}, "", touba.EJournalLocked, cli.ExitLocked, ""},
+		{"queue unknown verb", []string{"queue", "frob"}, "", touba.EUsage, cli.ExitUsage, "queue frob"},
+		{"queue show without id", onFiles("queue", "show"), "", touba.EUsage, cli.ExitUsage, "QUEUE_ID"},
 		{"no daemon, no files", []string{"queue", "ls", "--admin-socket", filepath.Join(dir, "none.sock"),
-			"--queue", filepath.Join(dir, "absent-q"), "--state", filepath.Join(dir, "absent-s")}, "", touba.EDaemonUnavailable, exitRuntime, "no daemon answers"},
-		{"nothing replayed", cli("queue", "replay", "no-such-entry"), "", touba.ENothingReplayed, exitRuntime, ""},
-		{"effects resolve both verdicts", cli("effects", "resolve", "s", "e", "--applied", "--not-applied"), "", touba.EUsage, exitUsage, "exactly one"},
-		{"effects resolve unreadable result", cli("effects", "resolve", "s", "e", "--applied", "--receipt-ref", "r",
-			"--result", filepath.Join(dir, "absent.json")), "", touba.EUsage, exitUsage, "--result"},
-		{"effects resolve without a journal", cli("effects", "resolve", "s", "e", "--not-applied"), "", touba.EEffectJournalRequired, exitUsage, ""},
-		{"deliveries show without id", cli("deliveries", "show"), "", touba.EUsage, exitUsage, "DELIVERY_ID"},
+			"--queue", filepath.Join(dir, "absent-q"), "--state", filepath.Join(dir, "absent-s")}, "", touba.EDaemonUnavailable, cli.ExitRuntime, "no daemon answers"},
+		{"nothing replayed", onFiles("queue", "replay", "no-such-entry"), "", touba.ENothingReplayed, cli.ExitRuntime, ""},
+		{"effects resolve both verdicts", onFiles("effects", "resolve", "s", "e", "--applied", "--not-applied"), "", touba.EUsage, cli.ExitUsage, "exactly one"},
+		{"effects resolve unreadable result", onFiles("effects", "resolve", "s", "e", "--applied", "--receipt-ref", "r",
+			"--result", filepath.Join(dir, "absent.json")), "", touba.EUsage, cli.ExitUsage, "--result"},
+		{"effects resolve without a journal", onFiles("effects", "resolve", "s", "e", "--not-applied"), "", touba.EEffectJournalRequired, cli.ExitUsage, ""},
+		{"deliveries show without id", onFiles("deliveries", "show"), "", touba.EUsage, cli.ExitUsage, "DELIVERY_ID"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if name, value, ok := strings.Cut(tt.env, "="); ok {
@@ -144,7 +145,7 @@ func TestEveryRefusalStartsWithItsCode(t *testing.T) {
 // A usage refusal is followed by the usage, after the code line.
 func TestUsageFollowsTheRefusal(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if exit := Run(context.Background(), []string{"check", "--bogus"}, &stdout, &stderr); exit != exitUsage {
+	if exit := Run(context.Background(), []string{"check", "--bogus"}, &stdout, &stderr); exit != cli.ExitUsage {
 		t.Fatalf("exit %d", exit)
 	}
 	want := touba.EUsage + ": flag provided but not defined: -bogus\n"
@@ -152,7 +153,7 @@ func TestUsageFollowsTheRefusal(t *testing.T) {
 		t.Fatalf("stderr %q, want %q then the flags", got, want)
 	}
 	stderr.Reset()
-	if exit := Run(context.Background(), []string{"check", "-h"}, &stdout, &stderr); exit != exitOK || !strings.Contains(stderr.String(), "-manifest") {
+	if exit := Run(context.Background(), []string{"check", "-h"}, &stdout, &stderr); exit != cli.ExitOK || !strings.Contains(stderr.String(), "-manifest") {
 		t.Fatalf("-h: exit %d, %q", exit, stderr.String())
 	}
 	fmt.Fprint(&stdout) // stdout carries no refusal

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/cli"
 	"github.com/touba/touba-trigger/sqlite"
 )
 
@@ -46,8 +47,8 @@ func TestServeRefusesSchemaTooNew(t *testing.T) {
 		"--effect-journal", c.Journal, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-socket", file("admin.sock")}, &stdout, &stderr)
 	out := strings.TrimRight(stderr.String(), "\n")
 	line := out[strings.LastIndex(out, "\n")+1:]
-	if exit != exitUsage || !strings.HasPrefix(line, touba.ESchemaTooNew+": ") {
-		t.Fatalf("serve: exit %d, last line %q; want exit %d and %s\n%s", exit, line, exitUsage, touba.ESchemaTooNew, out)
+	if exit != cli.ExitUsage || !strings.HasPrefix(line, touba.ESchemaTooNew+": ") {
+		t.Fatalf("serve: exit %d, last line %q; want exit %d and %s\n%s", exit, line, cli.ExitUsage, touba.ESchemaTooNew, out)
 	}
 	for _, want := range []string{"0009_contract or later", "0010_next", "knows up to 0008_history"} {
 		if !strings.Contains(line, want) {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -14,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/cli"
 	"github.com/touba/touba-trigger/dispatcher"
 	"github.com/touba/touba-trigger/handler/egress"
 	"github.com/touba/touba-trigger/server"
@@ -27,26 +26,18 @@ type ServeCommand struct {
 	logLevel, logFormat string
 }
 
-// Default file names (SPEC §3), under $STATE_DIRECTORY or ./.touba.
-const (
-	defaultQueueFile   = "touba.trigger-queue.sqlite"
-	defaultStateFile   = "touba.triggers.sqlite"
-	defaultJournalFile = "touba.effect-journal.sqlite"
-	defaultAdminSocket = "admin.sock"
-)
-
 // ParseFlags reads the flags and the PROGRAM argument.
 func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	f := &c.cfg
-	stateDir, runDir := defaultDir("STATE_DIRECTORY"), defaultDir("RUNTIME_DIRECTORY")
-	fs := newFlagSet("serve", stderr)
+	stateDir, runDir := cli.DefaultDir("STATE_DIRECTORY"), cli.DefaultDir("RUNTIME_DIRECTORY")
+	fs := usage.FlagSet("serve", stderr)
 	fs.StringVar(&f.Manifest, "manifest", "", "the touba-manifest-v1 file (required)")
-	fs.StringVar(&f.Queue, "queue", filepath.Join(stateDir, defaultQueueFile), "queue file")
-	fs.StringVar(&f.State, "state", filepath.Join(stateDir, defaultStateFile), "state file (run checkpoints, delivery log)")
-	fs.StringVar(&f.Journal, "effect-journal", filepath.Join(stateDir, defaultJournalFile), "effect journal file; empty for none")
+	fs.StringVar(&f.Queue, "queue", filepath.Join(stateDir, cli.DefaultQueueFile), "queue file")
+	fs.StringVar(&f.State, "state", filepath.Join(stateDir, cli.DefaultStateFile), "state file (run checkpoints, delivery log)")
+	fs.StringVar(&f.Journal, "effect-journal", filepath.Join(stateDir, cli.DefaultJournalFile), "effect journal file; empty for none")
 	fs.StringVar(&f.Listen, "listen", "127.0.0.1:8080", "HTTP address for webhooks (unused under socket activation)")
 	fs.StringVar(&f.MetricsListen, "metrics-listen", "127.0.0.1:9464", "HTTP address for /metrics; empty to disable")
-	fs.StringVar(&f.AdminSocket, "admin-socket", filepath.Join(runDir, defaultAdminSocket), "admin unix socket (mode 0600); empty to disable")
+	fs.StringVar(&f.AdminSocket, "admin-socket", filepath.Join(runDir, cli.DefaultAdminSocket), "admin unix socket (mode 0600); empty to disable")
 	fs.IntVar(&f.Workers, "workers", dispatcher.DefaultWorkers, "runs in progress at once (dispatcher workers); 0 runs intake only")
 	fs.Int64Var(&f.MaxPending, "max-pending", 1_000_000, "pending entries above which intake answers 503")
 	fs.DurationVar(&f.Retention, "retention", 168*time.Hour, "how long bodies of done entries are kept; 0 keeps them")
@@ -68,7 +59,7 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.BoolVar(&f.AllowUnisolatedHandlers, "allow-unisolated-handlers", false, "where this host cannot run a process handler without network, run the bindings without the network grant with the host's network (logged at every start) instead of refusing to start")
 	egressDeny := fs.String("egress-deny", "", "CIDRs the webhook and http bindings must never reach (for example 10.0.0.0/8,172.16.0.0/12,192.168.0.0/16), comma-separated, on top of the link-local, metadata, multicast and reserved ranges always refused; a binding's options.allow_addresses still allows its own")
 	tokenFile := fs.String("console-token-file", "", "file holding the console's token; default: the systemd credential console-token")
-	pos, err := parseArgs(fs, args)
+	pos, err := cli.Parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -78,43 +69,27 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 		}
 	}
 	if f.TrustedProxies, err = trigger.ParseCIDRList(*proxies); err != nil {
-		return usageError{err: fmt.Errorf("--trusted-proxies: %w", err)}
+		return cli.Usagef("--trusted-proxies: %w", err)
 	}
 	if f.EgressDeny, err = egress.ParseList(*egressDeny); err != nil {
-		return usageError{err: fmt.Errorf("--egress-deny: %w", err)}
+		return cli.Usagef("--egress-deny: %w", err)
 	}
 	if len(pos) != 1 {
-		return usageError{err: fmt.Errorf("serve takes one PROGRAM file, got %d", len(pos))}
+		return cli.Usagef("serve takes one PROGRAM file, got %d", len(pos))
 	}
 	f.Program = pos[0]
 	// --workers 0 runs intake only (no dispatcher): for benchmarks and for
 	// holding deliveries while handlers are being fixed.
 	if f.Workers < 0 || f.MaxPending < 1 {
-		return usageError{err: errors.New("--workers must be 0 or more and --max-pending at least 1")}
+		return cli.Usagef("--workers must be 0 or more and --max-pending at least 1")
 	}
 	if f.Database != "" && (f.LeaseTTL <= 0 || f.DatabaseTimeout <= 0) {
-		return usageError{err: errors.New("--lease-ttl and --database-timeout must be positive")}
+		return cli.Usagef("--lease-ttl and --database-timeout must be positive")
 	}
 	if f.Retention < 0 || f.ShutdownTimeout < 0 || f.History < 0 {
-		return usageError{err: errors.New("--retention, --history and --shutdown-timeout must not be negative")}
+		return cli.Usagef("--retention, --history and --shutdown-timeout must not be negative")
 	}
 	return nil
-}
-
-func newLogger(level, format string, w io.Writer) (zerolog.Logger, error) {
-	lvl, err := zerolog.ParseLevel(level)
-	if err != nil || level == "" {
-		return zerolog.Nop(), usageError{err: fmt.Errorf("--log-level %q: want debug, info, warn or error", level)}
-	}
-	switch format {
-	case "json":
-	case "console":
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !isTerminal(w)}
-	default:
-		return zerolog.Nop(), usageError{err: fmt.Errorf("--log-format %q: want json or console", format)}
-	}
-	zerolog.TimeFieldFormat = "2006-01-02T15:04:05.000Z07:00"
-	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
 }
 
 // runServe runs the daemon until ctx ends, then drains and exits cleanly
@@ -134,7 +109,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer)
 
 // Run runs the daemon until ctx ends, then drains it.
 func (c *ServeCommand) Run(ctx context.Context, stderr io.Writer) error {
-	log, err := newLogger(c.logLevel, c.logFormat, stderr)
+	log, err := cli.NewLogger(c.logLevel, c.logFormat, stderr)
 	if err != nil {
 		return err
 	}
@@ -195,6 +170,6 @@ func forceExitOnSecondSignal(log zerolog.Logger) {
 	go func() {
 		sig := <-ch
 		log.Error().Str("signal", sig.String()).Msg("second signal during shutdown; exiting now")
-		os.Exit(exitRuntime)
+		os.Exit(cli.ExitRuntime)
 	}()
 }

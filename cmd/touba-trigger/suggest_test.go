@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/touba/touba-trigger/cli"
 )
 
 func run(args ...string) (int, string, string) {
@@ -18,7 +20,7 @@ func TestGroupHelp(t *testing.T) {
 	for _, group := range []string{"queue", "deliveries", "effects", "journal"} {
 		for _, h := range []string{"-h", "--help", "help"} {
 			exit, stdout, stderr := run(group, h)
-			if exit != exitOK || stderr != "" || !strings.Contains(stdout, "touba-trigger "+group+" ") {
+			if exit != cli.ExitOK || stderr != "" || !strings.Contains(stdout, "touba-trigger "+group+" ") {
 				t.Fatalf("%s %s: exit %d, stdout %q, stderr %q", group, h, exit, stdout, stderr)
 			}
 		}
@@ -39,7 +41,7 @@ func TestDidYouMean(t *testing.T) {
 	} {
 		exit, _, stderr := run(c.args...)
 		line, _, _ := strings.Cut(stderr, "\n")
-		if exit != exitUsage || !strings.HasPrefix(line, "UsageInvalid: ") || !strings.HasSuffix(line, c.want) {
+		if exit != cli.ExitUsage || !strings.HasPrefix(line, "UsageInvalid: ") || !strings.HasSuffix(line, c.want) {
 			t.Errorf("%v: exit %d, first line %q, want it to end %q", c.args, exit, line, c.want)
 		}
 	}
@@ -54,20 +56,9 @@ func TestDidYouMean(t *testing.T) {
 func TestMissingProgramSaysItOnce(t *testing.T) {
 	for _, cmd := range []string{"check"} {
 		exit, _, stderr := run(cmd, "/nonexistent/program.air.json", "--manifest", "/nonexistent/m.json")
-		if exit != exitUsage || strings.Count(stderr, "no such file or directory") != 1 ||
+		if exit != cli.ExitUsage || strings.Count(stderr, "no such file or directory") != 1 ||
 			!strings.HasPrefix(stderr, "ConfigInvalid: ") {
 			t.Errorf("%s: exit %d, stderr %q", cmd, exit, stderr)
-		}
-	}
-}
-
-func TestEditDistance(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"ls", "lss", 1}, {"limit", "limt", 1}, {"kitten", "sitting", 3}, {"", "abc", 3}} {
-		if got := editDistance(c.a, c.b); got != c.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.d)
 		}
 	}
 }

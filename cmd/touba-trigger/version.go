@@ -1,23 +1,19 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
-	"fmt"
 	"io"
-	"regexp"
-	"runtime"
 	"runtime/debug"
+
+	"github.com/touba/touba-trigger/cli"
 )
 
 // Version is the release version, set by scripts/release (and
 // scripts/install) with -ldflags "-X main.Version=...". At start-up it is
-// replaced by the resolved version (see resolveVersion), so that every user
-// of it (the version command, the traces' service.version) sees the same.
+// replaced by the resolved version (see cli.BuildVersion), so that every
+// user of it (the version command, the traces' service.version) sees the
+// same.
 var Version = ""
-
-// develVersion is the version of a build that carries none.
-const develVersion = "devel"
 
 // ldflagsVersion keeps the value the linker set, before init resolves
 // Version.
@@ -26,57 +22,7 @@ var ldflagsVersion string
 func init() {
 	ldflagsVersion = Version
 	bi, _ := debug.ReadBuildInfo()
-	Version = buildVersion(bi, ldflagsVersion).Version
-}
-
-// versionInfo is what `touba-trigger version` prints (SPEC §9), and its
-// --json form.
-type versionInfo struct {
-	Version   string `json:"version"`
-	Revision  string `json:"revision,omitempty"` // VCS revision, when the build recorded one
-	Time      string `json:"time,omitempty"`     // its commit time, RFC 3339
-	Modified  bool   `json:"modified"`           // the work tree had uncommitted changes
-	GoVersion string `json:"go_version"`
-	Platform  string `json:"platform"` // GOOS/GOARCH
-}
-
-// pseudoVersion matches the versions the go command makes up from a
-// commit (v0.0.0-20261201193311-abcdef123456, +dirty): not a release.
-var pseudoVersion = regexp.MustCompile(`(^|[-.])(0\.)?\d{14}-[0-9a-f]{12}(\+dirty)?$`)
-
-// buildVersion reads the version from the build info bi (nil when the
-// binary has none) and the -ldflags value ldflags: the module's version
-// when it is a release (`go install ...@v1.2.3`), else the release
-// script's value, else "devel". The revision, its time and the modified
-// flag come from the VCS stamp the go command records (-buildvcs).
-func buildVersion(bi *debug.BuildInfo, ldflags string) versionInfo {
-	v := versionInfo{Version: develVersion, GoVersion: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if bi == nil {
-		if ldflags != "" {
-			v.Version = ldflags
-		}
-		return v
-	}
-	if bi.GoVersion != "" {
-		v.GoVersion = bi.GoVersion
-	}
-	switch mv := bi.Main.Version; {
-	case mv != "" && mv != "(devel)" && !pseudoVersion.MatchString(mv):
-		v.Version = mv
-	case ldflags != "":
-		v.Version = ldflags
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Revision = s.Value
-		case "vcs.time":
-			v.Time = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
-	}
-	return v
+	Version = cli.BuildVersion(bi, ldflagsVersion).Version
 }
 
 // runVersion is `touba-trigger version [--json]` (and `--version`).
@@ -85,35 +31,11 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
-		return usageError{err: err}
+		return cli.UsageError{Err: err}
 	}
 	if fs.NArg() > 0 {
-		return usageError{err: fmt.Errorf("version takes no arguments (got %q)", fs.Arg(0))}
+		return cli.Usagef("version takes no arguments (got %q)", fs.Arg(0))
 	}
 	bi, _ := debug.ReadBuildInfo()
-	v := buildVersion(bi, ldflagsVersion)
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	}
-	printVersion(stdout, v)
-	return nil
-}
-
-// printVersion writes v for people: the first line is
-// "touba-trigger VERSION", as scripts that grep it expect.
-func printVersion(w io.Writer, v versionInfo) {
-	fmt.Fprintln(w, "touba-trigger", v.Version)
-	rev := v.Revision
-	if rev == "" {
-		rev = "unknown (built without VCS information)"
-	} else if v.Modified {
-		rev += " (modified)"
-	}
-	fmt.Fprintf(w, "  revision  %s\n", rev)
-	if v.Time != "" {
-		fmt.Fprintf(w, "  time      %s\n", v.Time)
-	}
-	fmt.Fprintf(w, "  go        %s %s\n", v.GoVersion, v.Platform)
+	return cli.PrintVersion(stdout, cli.BuildVersion(bi, ldflagsVersion), *asJSON)
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main
+package cli
 
 import (
 	"io"
@@ -9,10 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isTerminal reports whether w is a terminal: colours are for a person
+// IsTerminal reports whether w is a terminal: colours are for a person
 // reading a terminal, and are escape codes in a file, a pipe or journald.
 // NO_COLOR (no-color.org) turns them off even there.
-func isTerminal(w io.Writer) bool {
+func IsTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok || os.Getenv("NO_COLOR") != "" {
 		return false
@@ -21,9 +21,9 @@ func isTerminal(w io.Writer) bool {
 	return err == nil
 }
 
-// isTTY reports whether f is a terminal, whatever NO_COLOR says: whether
+// IsTTY reports whether f is a terminal, whatever NO_COLOR says: whether
 // someone is there to answer a question.
-func isTTY(f *os.File) bool {
+func IsTTY(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
 }

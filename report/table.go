@@ -1,4 +1,12 @@
-package main
+// Package report is what touba-trigger's operator commands (queue,
+// deliveries, effects, triggers, storage) say of the admin API's answers:
+// tables and detail views for a person, with every cell escaped and cut
+// short so a hostile event id or body cannot break the layout or act on
+// the terminal, or the answer itself as JSON with --json. Where a command
+// changes how an entry runs again (queue replay --repin, queue resume
+// --new-effects), it shows the plan of a dry run and asks first. It lives
+// apart from cmd/touba-trigger, which keeps the flags and the wiring.
+package report
 
 import (
 	"encoding/json"
@@ -13,11 +21,23 @@ import (
 	"github.com/touba/touba-trigger/admin"
 )
 
-// printJSON writes v indented, for --json: the admin API's own documents.
-func printJSON(w io.Writer, v any) error {
+// JSON writes v indented, for --json: the admin API's own documents.
+func JSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// Answer prints an admin API answer v: nothing when err is set (the
+// command refuses with it), JSON with asJSON, else text's view of it.
+func Answer[T any](w io.Writer, asJSON bool, v T, err error, text func(io.Writer, T) error) error {
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return JSON(w, v)
+	}
+	return text(w, v)
 }
 
 // table writes aligned columns; cells are made printable and cut short so
@@ -126,16 +146,4 @@ func printBody(w io.Writer, label string, b *admin.Body, purged bool) {
 // field prints one "name   value" line of a detail view.
 func field(w io.Writer, name, value string) {
 	fmt.Fprintf(w, "%-12s %s\n", name, cell(value, 200))
-}
-
-// keyColumn shows an entry's concurrency key, marked "(held)" while the
-// entry waits behind an earlier one of that key.
-func keyColumn(e admin.Entry) string {
-	if e.ConcurrencyKey == "" {
-		return "-"
-	}
-	if e.Held {
-		return e.ConcurrencyKey + " (held)"
-	}
-	return e.ConcurrencyKey
 }

@@ -1,4 +1,4 @@
-package main
+package report_test
 
 import (
 	"bytes"
@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/admin"
+	"github.com/touba/touba-trigger/report"
 )
 
-// columns splits a table printed by newTable into its cells by the
+// columns splits a table printed by report.Triggers into its cells by the
 // headers' positions (cells may hold spaces), keyed by header.
 func columns(tb testing.TB, out string) []map[string]string {
 	tb.Helper()
@@ -49,7 +50,7 @@ func TestTriggersTablePrintsTheWeight(t *testing.T) {
 		{TriggerRef: "trigger:gone", Pending: 1, Runnable: 1, Waiting: 2},
 	}
 	var out bytes.Buffer
-	if err := printTriggers(&out, rows); err != nil {
+	if err := report.Triggers(&out, rows); err != nil {
 		t.Fatal(err)
 	}
 	if head := strings.Fields(strings.SplitN(out.String(), "\n", 2)[0]); strings.Join(head, " ") !=
@@ -74,7 +75,7 @@ func TestTriggersTablePrintsTheWeight(t *testing.T) {
 	}
 
 	var js bytes.Buffer
-	if err := printJSON(&js, rows); err != nil {
+	if err := report.JSON(&js, rows); err != nil {
 		t.Fatal(err)
 	}
 	var back []map[string]any

@@ -1,4 +1,4 @@
-package main
+package report_test
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/report"
 )
 
 // A compensation's receipt, error message and ids come from a handler or
@@ -16,7 +17,7 @@ func TestPrintCompensationEscapesControls(t *testing.T) {
 	c := &touba.Compensation{Scope: "q" + esc, EffectID: "q:bill" + esc, CompensationID: "q:bill:compensate" + esc,
 		State: touba.EffectUnknown, Attempt: 1, ReceiptRef: "r\r\n" + esc, ErrorCode: "Code" + esc, Message: "msg\u202e" + esc}
 	var out bytes.Buffer
-	err := printCompensation(&out, c)
+	err := report.Compensation(&out, c)
 	if err == nil {
 		t.Fatal("an unknown compensation printed without an error")
 	}

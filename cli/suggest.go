@@ -1,42 +1,10 @@
-package main
+package cli
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 )
-
-// groupHelp is `queue -h` and the like: the group's lines of the usage,
-// printed to stdout by exitCode, exit 0.
-type groupHelp string
-
-func (g groupHelp) Error() string        { return "help for " + string(g) }
-func (g groupHelp) Is(target error) bool { return target == flag.ErrHelp }
-
-// groupUsage is the lines of usageText about group's verbs, and how to
-// see a verb's flags.
-func groupUsage(group string) string {
-	var b strings.Builder
-	b.WriteString("usage:\n")
-	for _, line := range strings.Split(usageText(), "\n") {
-		if strings.HasPrefix(strings.TrimSpace(line), "touba-trigger "+group+" ") {
-			b.WriteString(line + "\n")
-		}
-	}
-	fmt.Fprintf(&b, "Run \"touba-trigger %s VERB -h\" for a verb's flags.\n", group)
-	return b.String()
-}
-
-func printGroupHelp(err error, stdout io.Writer) bool {
-	var g groupHelp
-	if !errors.As(err, &g) {
-		return false
-	}
-	fmt.Fprint(stdout, groupUsage(string(g)))
-	return true
-}
 
 // suggestFlag adds "did you mean --x?" to the flag package's refusal of
 // an undefined flag when one defined flag is within two edits of it.
@@ -48,15 +16,15 @@ func suggestFlag(fs *flag.FlagSet, err error) error {
 	}
 	var names []string
 	fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
-	if near := closest(strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-"), names); near != "" {
+	if near := Closest(strings.TrimLeft(strings.TrimPrefix(msg, undefined), "-"), names); near != "" {
 		return fmt.Errorf("%w (did you mean --%s?)", err, near)
 	}
 	return err
 }
 
-// closest is the candidate nearest to s by edit distance, if it is within
+// Closest is the candidate nearest to s by edit distance, if it is within
 // two edits and no other is as near; "" otherwise.
-func closest(s string, candidates []string) string {
+func Closest(s string, candidates []string) string {
 	best, bestD, tie := "", 3, false
 	for _, c := range candidates {
 		switch d := editDistance(s, c); {
