@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	touba "github.com/touba/touba-trigger"
 )
 
@@ -37,17 +39,8 @@ func (j *Journal) Recover(ctx context.Context) ([]touba.Effect, error) {
 		if err != nil {
 			return fmt.Errorf("recover effects: %w", err)
 		}
-		var found []*row
-		for rows.Next() {
-			r, err := scanEffect(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			found = append(found, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		found, err := scanEffects(rows)
+		if err != nil {
 			return err
 		}
 		for _, r := range found {
@@ -78,17 +71,8 @@ func (d *db) takeOverEffects(ctx context.Context, tx *Tx, took []takeOver, now s
 		if err != nil {
 			return err
 		}
-		var found []*row
-		for rows.Next() {
-			r, err := scanEffect(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			found = append(found, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		found, err := scanEffects(rows)
+		if err != nil {
 			return err
 		}
 		why := fmt.Sprintf("take-over by node %s: the lease of node %s expired with the effect dispatched, outcome unknown; ",
@@ -132,17 +116,8 @@ func (j *Journal) abandon(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("close effect journal: %w", err)
 	}
-	var found []*row
-	for rows.Next() {
-		r, err := scanEffect(rows)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		found = append(found, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	found, err := scanEffects(rows)
+	if err != nil {
 		return err
 	}
 	now := j.db.now()
@@ -156,4 +131,19 @@ func (j *Journal) abandon(ctx context.Context) error {
 		return err
 	}
 	return errors.Join(tx.Commit(ctx))
+}
+
+// scanEffects reads every row of rows as an effect, and closes rows: the
+// caller then writes to the effects it locked, on the same connection.
+func scanEffects(rows pgx.Rows) ([]*row, error) {
+	defer rows.Close()
+	var found []*row
+	for rows.Next() {
+		r, err := scanEffect(rows)
+		if err != nil {
+			return nil, err
+		}
+		found = append(found, r)
+	}
+	return found, rows.Err()
 }
