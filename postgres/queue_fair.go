@@ -98,13 +98,7 @@ func (q *Queue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*toub
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
-	if drained {
-		q.takenOverAt.Store(time.Now().UnixNano())
-	}
-	for _, t := range took {
-		q.db.log.Warn().Str("event", "lease.taken_over").Str("queue_id", t.queueID).Str("previous_node", t.oldOwner).
-			Msg("lease expired; entry taken over from another node")
-	}
+	q.leased(drained, took)
 	return out, nil
 }
 

@@ -103,6 +103,13 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: %w", err)
 	}
+	q.leased(drained, took)
+	return out, nil
+}
+
+// leased notes a lease's look for expired leases and logs what it took
+// over from other nodes.
+func (q *Queue) leased(drained bool, took []takeOver) {
 	if drained {
 		// None left: the next look can wait. One that filled the lease
 		// leaves the next lease due, so a dead node's entries are taken
@@ -113,7 +120,6 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 		q.db.log.Warn().Str("event", "lease.taken_over").Str("queue_id", t.queueID).Str("previous_node", t.oldOwner).
 			Msg("lease expired; entry taken over from another node")
 	}
-	return out, nil
 }
 
 // claim leases the entries pick selects (its $1 the time, $2 the limit,
