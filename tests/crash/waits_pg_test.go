@@ -198,7 +198,7 @@ func TestWaitPGOfferRacesWait(t *testing.T) {
 				}
 				// Spread the payments over the window in which the run
 				// reaches its wait (the write's handler call).
-				time.Sleep(time.Duration(n%8) * 5 * time.Millisecond)
+				time.Sleep(time.Duration(n%8) * 5 * time.Millisecond) // simulated work: the sender's pace
 				if _, ok, err := w.post(b, paymentsPath, paymentEvent(n), orderID(n), orderRefBody(n)); !ok {
 					t.Errorf("payment %d: %v", n, err)
 				}
@@ -229,29 +229,26 @@ func TestWaitPGOfferRacesWait(t *testing.T) {
 // prevents.
 func (w *waitWorld) waitSettledOrReport(timeout time.Duration) {
 	w.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		entries := w.liveEntries()
-		if settledEntries(entries) {
-			return
-		}
-		if time.Now().After(deadline) {
-			for qid, e := range entries {
-				if e.Status == touba.StatusDone {
-					continue
-				}
-				var n int
-				fmt.Sscanf(e.EventID, "order-%d", &n)
-				for _, x := range w.waitsOf(qid)[qid] {
-					w.t.Errorf("%s is %s after %v, its wait %s; its payment %s was acknowledged as %s",
-						e.EventID, e.Status, timeout, waitString(x), paymentEvent(n), w.qid(paymentEvent(n)))
-				}
-				if len(w.waitsOf(qid)[qid]) == 0 {
-					w.t.Errorf("%s is %s after %v", e.EventID, e.Status, timeout)
-				}
+	var entries map[string]*touba.Delivery
+	// Each look opens a database session: a slower poll than
+	// testkit.WaitFor's leaves the nodes their machine.
+	testkit.WaitForReport(w.t, timeout, testkit.Every(20*time.Millisecond, func() bool {
+		entries = w.liveEntries()
+		return settledEntries(entries)
+	}), "every entry to end", func() {
+		for qid, e := range entries {
+			if e.Status == touba.StatusDone {
+				continue
 			}
-			w.t.FailNow()
+			var n int
+			fmt.Sscanf(e.EventID, "order-%d", &n)
+			for _, x := range w.waitsOf(qid)[qid] {
+				w.t.Errorf("%s is %s after %v, its wait %s; its payment %s was acknowledged as %s",
+					e.EventID, e.Status, timeout, waitString(x), paymentEvent(n), w.qid(paymentEvent(n)))
+			}
+			if len(w.waitsOf(qid)[qid]) == 0 {
+				w.t.Errorf("%s is %s after %v", e.EventID, e.Status, timeout)
+			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling the database: nothing to wait on
-	}
+	})
 }

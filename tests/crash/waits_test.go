@@ -256,23 +256,20 @@ func entryByEvent(entries map[string]*touba.Delivery, eventID string) *touba.Del
 // store shows them now (the daemon may run).
 func (w *world) waitEntries(what string, cond func(map[string]*touba.Delivery) bool) map[string]*touba.Delivery {
 	w.t.Helper()
-	deadline := time.Now().Add(pgWait)
-	for {
-		last := w.liveEntries()
-		if cond(last) {
-			return last
+	var last map[string]*touba.Delivery
+	// Each look opens the queue (or a database session): a slower poll
+	// than testkit.WaitFor's leaves the daemon its machine.
+	testkit.WaitForReport(w.t, pgWait, testkit.Every(25*time.Millisecond, func() bool {
+		last = w.liveEntries()
+		return cond(last)
+	}), what, func() {
+		counts := map[string]int{}
+		for _, e := range last {
+			counts[e.TriggerRef+" "+e.Status]++
 		}
-		if time.Now().After(deadline) {
-			counts := map[string]int{}
-			for _, e := range last {
-				counts[e.TriggerRef+" "+e.Status]++
-			}
-			w.t.Fatalf("waited %v for %s; the queue holds %v", pgWait, what, counts)
-		}
-		// Each look opens the queue (or a database session): a slower
-		// poll than testkit.WaitFor's leaves the daemon its machine.
-		time.Sleep(25 * time.Millisecond)
-	}
+		w.t.Logf("the queue holds %v", counts)
+	})
+	return last
 }
 
 // allStatus is a waitEntries condition: every entry of eventIDs exists

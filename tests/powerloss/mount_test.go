@@ -67,7 +67,7 @@ func serveLazyFS(spec string) int {
 			fmt.Fprintf(os.Stderr, "unmount %s: %v\n", mountPath, err)
 			return 1
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // a poll: the mount child has no testing.TB for testkit.WaitFor
 	}
 }
 
