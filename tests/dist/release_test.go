@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // releaseVersion is the version the tests release under.
@@ -366,18 +367,17 @@ func serveWithoutSystemd(t *testing.T, r string) <-chan struct{} {
 		close(done)
 	}()
 	t.Cleanup(func() { cmd.Process.Kill(); <-done })
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(log.String(), `"message":"listening"`) {
+	testkit.WaitForReport(t, 30*time.Second, func() bool {
+		if strings.Contains(log.String(), `"message":"listening"`) {
+			return true
+		}
 		select {
 		case <-done:
-			t.Fatalf("serve-without-systemd exited before listening:\n%s", log.String())
+			t.Fatal("serve-without-systemd exited before listening")
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve-without-systemd did not listen within 30 s:\n%s", log.String())
-		}
-		time.Sleep(20 * time.Millisecond) // polling its log, with a deadline
-	}
+		return false
+	}, "serve-without-systemd to listen", func() { t.Logf("its log:\n%s", log.String()) })
 	return done
 }
 
