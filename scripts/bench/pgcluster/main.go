@@ -28,12 +28,13 @@ import (
 	"github.com/touba/touba-trigger/dedupe"
 	"github.com/touba/touba-trigger/internal/pgtest"
 	"github.com/touba/touba-trigger/postgres"
+	"github.com/touba/touba-trigger/trigger"
 )
 
 func main() {
 	log.SetFlags(0)
 	if len(os.Args) < 2 {
-		log.Fatal("usage: pgcluster serve | fresh URL NAME | count URL [STATUS] | prefill URL N | wait URL N")
+		log.Fatal("usage: pgcluster serve | fresh URL NAME | count URL [STATUS] | prefill URL N [PROGRAM] | wait URL N")
 	}
 	ctx := context.Background()
 	switch os.Args[1] {
@@ -52,7 +53,11 @@ func main() {
 		}
 		fmt.Println(count(ctx, connect(ctx, os.Args[2]), status))
 	case "prefill":
-		prefill(ctx, os.Args[2], atoi(os.Args[3]))
+		program := ""
+		if len(os.Args) > 4 {
+			program = os.Args[4]
+		}
+		prefill(ctx, os.Args[2], atoi(os.Args[3]), program)
 	case "wait":
 		wait(ctx, os.Args[2], atoi(os.Args[3]))
 	default:
@@ -110,8 +115,22 @@ func serve() {
 }
 
 // prefill enqueues n entries through the store's group commit, from 64
-// goroutines, as the daemon's intake would.
-func prefill(ctx context.Context, url string, n int) {
+// goroutines, as the daemon's intake would: under the definition of the
+// trigger in program, when given, as intake pins it (an entry of another
+// definition costs its run a read or two: the reload checks of SPEC §2.3).
+func prefill(ctx context.Context, url string, n int, program string) {
+	pinned := ""
+	if program != "" {
+		p, err := trigger.LoadProgram(program)
+		if err != nil {
+			log.Fatal(err)
+		}
+		t, ok := p.Lookup("bench/Ingest")
+		if !ok {
+			log.Fatalf("%s has no trigger:bench/Ingest", program)
+		}
+		pinned = t.Digest
+	}
 	st, err := postgres.Open(ctx, postgres.Config{URL: url, NodeID: "prefill", Log: zerolog.Nop()})
 	if err != nil {
 		log.Fatal(err)
@@ -127,7 +146,7 @@ func prefill(ctx context.Context, url string, n int) {
 			for i := g; i < n; i += 64 {
 				d := &touba.Delivery{TriggerRef: "trigger:bench/Ingest", EventID: fmt.Sprintf("prefill-%d", i), Digest: digest,
 					Body: body, Headers: map[string]string{"content-type": "application/json"}, RemoteAddr: "prefill",
-					ReceivedAt: time.Now()}
+					ReceivedAt: time.Now(), ProgramDigest: pinned}
 				if _, err := st.Queue.Enqueue(ctx, d); err != nil {
 					log.Fatal(err)
 				}
