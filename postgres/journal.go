@@ -259,7 +259,7 @@ func (j *Journal) JournalStats() touba.JournalStats {
 
 func appendEvent(ctx context.Context, tx *Tx, scope, effectID, callID, state, at, detail string) error {
 	_, err := tx.Exec(ctx, `INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
-		VALUES ($1, $2, NULLIF($3, ''), $4, $5, NULLIF($6, ''), touba.entry_kept($1))`, scope, effectID, callID, state, at, detail)
+		VALUES ($1, $2, NULLIF($3, ''), $4, $5, NULLIF($6, ''), EXISTS (SELECT 1 FROM touba.entries k WHERE k.queue_id = $1 AND k.kept))`, scope, effectID, callID, state, at, detail)
 	if err != nil {
 		return fmt.Errorf("append effect event: %w", err)
 	}

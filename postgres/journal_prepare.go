@@ -126,7 +126,7 @@ func (j *Journal) prepareTx(ctx context.Context, tx *Tx, p touba.EffectPrepare) 
 	if r == nil {
 		tag, err := tx.Exec(ctx, `INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
 			attempts, call_id, created_at, updated_at, owner, lease_token, kept)
-			VALUES ($1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10, touba.entry_kept($1)) ON CONFLICT DO NOTHING`,
+			VALUES ($1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10, EXISTS (SELECT 1 FROM touba.entries k WHERE k.queue_id = $1 AND k.kept)) ON CONFLICT DO NOTHING`,
 			p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, j.owner, p.LeaseToken)
 		if err != nil {
 			return nil, fmt.Errorf("prepare effect: %w", err)
