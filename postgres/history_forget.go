@@ -67,7 +67,10 @@ const unfinishedSQL = `('pending', 'running', 'waiting', 'failed', 'parked')`
 // trigger in $3 (one with unfinished entries: one of them may still wait
 // for it, SPEC §2.3), or matched by the wait of an unfinished entry (its
 // output is read from the entry when the wait ends), or merged into a
-// carrier that is kept or not finished (its run reads them in /events).
+// carrier not finished (its run reads them in /events). A finished carrier
+// kept for another reason (an effect not settled) keeps only itself, as on
+// SQLite: asking for its kept state here would find, after this range's
+// carriers moved, merged rows left behind, and the range would never go.
 // Each through an index: the partition itself is not read.
 func keepOf(entries, effects string) string {
 	q := `SELECT queue_id FROM touba.` + entries + ` WHERE status IN ` + unfinishedSQL
@@ -79,7 +82,7 @@ func keepOf(entries, effects string) string {
 		UNION SELECT w.matched_queue_id FROM touba.waits w JOIN touba.entries x ON x.queue_id = w.queue_id
 			WHERE w.matched_queue_id >= $1 AND w.matched_queue_id < $2 AND x.status NOT IN ` + finishedSQL + `
 		UNION SELECT m.queue_id FROM touba.` + entries + ` m JOIN touba.entries c ON c.queue_id = m.merged_into
-			WHERE m.merged_into IS NOT NULL AND (c.kept OR c.status NOT IN ` + finishedSQL + `)`
+			WHERE m.merged_into IS NOT NULL AND c.status NOT IN ` + finishedSQL
 }
 
 // awaited lists the triggers with an unfinished entry.
