@@ -55,22 +55,13 @@ func (q *Queue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*toub
 		out, took, drained = out[:0], took[:0], false
 		plan.Reset()
 		now := q.db.now()
-		around, err := claimPlan(ctx, tx)
+		_, parked, err := q.leaseBegin(ctx, tx, now)
 		if err != nil {
 			return err
 		}
-		if around == pickAround {
-			parked, err := q.takeOverPaused(ctx, tx, now)
-			if err != nil {
-				return err
-			}
-			took = append(took, parked...)
-		}
+		took = append(took, parked...)
 		if n := plan.Free(); takeOverDue && n > 0 {
-			expired := `SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
-				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
-				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`
-			if out, took, err = q.claim(ctx, tx, expired, n, out, took); err != nil {
+			if out, took, err = q.claim(ctx, tx, q.expiredPick(), n, out, took); err != nil {
 				return err
 			}
 			drained = len(out) < n

@@ -65,22 +65,12 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took, drained = out[:0], took[:0], false
 		now := q.db.now()
-		pending, err := claimPlan(ctx, tx)
+		pending, parked, err := q.leaseBegin(ctx, tx, now)
 		if err != nil {
 			return err
 		}
-		if pending == pickAround {
-			// Some trigger is paused: its entries whose lease expired are
-			// taken over to wait pending, not run again (queue_holds.go).
-			parked, err := q.takeOverPaused(ctx, tx, now)
-			if err != nil {
-				return err
-			}
-			took = append(took, parked...)
-		}
-		expired := `SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
-				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
-				ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`
+		took = append(took, parked...)
+		expired := q.expiredPick()
 		picks := []string{expired, pending}
 		if !takeOverDue {
 			picks = []string{pending, expired}
@@ -105,6 +95,25 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	}
 	q.leased(drained, took)
 	return out, nil
+}
+
+// leaseBegin reads the pick of pending entries for a lease (claimPlan)
+// and, while some trigger is paused, takes over that trigger's entries
+// whose lease expired, to wait pending, not run again (queue_holds.go).
+func (q *Queue) leaseBegin(ctx context.Context, tx *Tx, now string) (pending string, took []takeOver, err error) {
+	if pending, err = claimPlan(ctx, tx); err != nil || pending != pickAround {
+		return pending, nil, err
+	}
+	took, err = q.takeOverPaused(ctx, tx, now)
+	return pending, took, err
+}
+
+// expiredPick selects, for claim, the running entries whose lease expired
+// by the database's clock, oldest expiry first, but a paused trigger's.
+func (q *Queue) expiredPick() string {
+	return `SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
+		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
+		ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`
 }
 
 // leased notes a lease's look for expired leases and logs what it took
