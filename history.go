@@ -55,12 +55,17 @@ type PruneReport struct {
 	Kept       int64 `json:"kept"`              // rows past the window kept (failed, parked, unsettled, offers)
 	Created    int   `json:"created,omitempty"` // PostgreSQL: partitions created ahead
 	More       bool  `json:"more"`              // stopped at its bound with work left
+	// Skipped counts the steps not taken because the maintenance lock
+	// was held elsewhere (PostgreSQL: another node's pass, or an insert
+	// creating its partition); what they would have forgotten stays
+	// whole until a later pass.
+	Skipped int `json:"skipped,omitempty"`
 }
 
 // Add sums two reports.
 func (r PruneReport) Add(o PruneReport) PruneReport {
 	return PruneReport{Entries: r.Entries + o.Entries, Effects: r.Effects + o.Effects, Partitions: r.Partitions + o.Partitions,
-		Kept: r.Kept + o.Kept, Created: r.Created + o.Created, More: o.More}
+		Kept: r.Kept + o.Kept, Created: r.Created + o.Created, More: o.More, Skipped: r.Skipped + o.Skipped}
 }
 
 // StorageSize is the size of one file (SQLite) or table (PostgreSQL, all

@@ -38,10 +38,13 @@ func (m *Metrics) WatchStorage(kind string, read func() *touba.StorageReport, hi
 		Help: "PostgreSQL partitions --history dropped whole."})
 	failed := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "history_pass_failures_total",
 		Help: "--history passes that failed (the next one tries again)."})
-	m.r.MustRegister(entries, parts, failed)
+	skipped := prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "history_skipped_total",
+		Help: "Steps of --history passes not taken because the maintenance lock was held elsewhere (PostgreSQL: another node's pass, one a pass on every node but the maintaining one; or an insert creating its partition): what they would have forgotten stays until a later pass."})
+	m.r.MustRegister(entries, parts, failed, skipped)
 	return func(r touba.PruneReport, err error) {
 		entries.Add(float64(r.Entries))
 		parts.Add(float64(r.Partitions))
+		skipped.Add(float64(r.Skipped))
 		if err != nil {
 			failed.Inc()
 		}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,10 +46,20 @@ func (h *History) Prune(ctx context.Context, before time.Time) (touba.PruneRepor
 		}
 		return rep, err
 	}
+	// Before the partitions ahead: a table all of whose partitions an
+	// earlier build detached has no index to copy for them.
+	if _, _, err := d.reattachOrphans(ctx); err != nil {
+		return rep, err
+	}
 	created, ok, err := d.ensureAhead(ctx, width)
 	rep.Created = created
 	if err != nil || !ok {
-		return rep, err // !ok: another node maintains
+		if err == nil {
+			// Another node maintains: the normal case of every node but
+			// one, so only counted.
+			rep.Skipped++
+		}
+		return rep, err
 	}
 	if rep.Partitions, err = d.finishLeftovers(ctx); err != nil {
 		return rep, err
@@ -67,6 +78,13 @@ func (h *History) Prune(ctx context.Context, before time.Time) (touba.PruneRepor
 			d.log.Info().Str("range", r.leaves["entries"]).Msg(err.Error())
 			continue
 		}
+		if err == errMaintBusy {
+			// Nothing of the range was frozen, so nothing of it goes.
+			rep.Skipped++
+			rep.More = true
+			d.log.Info().Str("range", r.leaves["entries"]).Msg(err.Error())
+			break
+		}
 		rep.Entries, rep.Kept, rep.Partitions = rep.Entries+n, rep.Kept+kept, rep.Partitions+dropped
 		if err != nil {
 			return rep, err
@@ -75,7 +93,10 @@ func (h *History) Prune(ctx context.Context, before time.Time) (touba.PruneRepor
 	n, more, err := d.forgetKept(ctx, before)
 	rep.Entries += n
 	rep.More = rep.More || more
-	if err != nil {
+	if err == errMaintBusy {
+		rep.Skipped++
+		d.log.Info().Msg(err.Error())
+	} else if err != nil {
 		return rep, err
 	}
 	return rep, d.sweep(ctx)
@@ -127,7 +148,7 @@ func (d *db) forgetKept(ctx context.Context, before time.Time) (n int64, more bo
 	cut := touba.FormatTime(before)
 	for range keptPerPass {
 		var ids []string
-		_, err := d.maintTx(ctx, func(tx pgx.Tx) error {
+		ok, err := d.maintTx(ctx, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SET LOCAL touba.history = 'on'`); err != nil {
 				return err
 			}
@@ -156,6 +177,9 @@ func (d *db) forgetKept(ctx context.Context, before time.Time) (n int64, more bo
 		})
 		if err != nil {
 			return n, false, fmt.Errorf("forget kept entries: %w", err)
+		}
+		if !ok {
+			return n, true, errMaintBusy
 		}
 		crashpoint.Hit(CrashAfterKept)
 		n += int64(len(ids))
@@ -231,6 +255,16 @@ func (h *History) Storage(ctx context.Context, before time.Time) (*touba.Storage
 		} else {
 			rep.Note = "tables not partitioned yet: the next pass partitions them"
 		}
+	}
+	if os, err := orphans(ctx, d.pool); err != nil {
+		return nil, err
+	} else if len(os) > 0 {
+		var names []string
+		for _, o := range os {
+			names = append(names, o.name)
+		}
+		rep.Note = strings.TrimPrefix(rep.Note+"; ", "; ") + "detached tables whose rows no pass froze, attached again by the next pass " +
+			"(the log says why when it cannot): " + strings.Join(names, ", ")
 	}
 	for _, t := range ptables {
 		s := touba.StorageSize{Name: t.name, Kind: "table"}

@@ -105,9 +105,22 @@ var errRangeBusy = errors.New("a row to keep is locked by a run; the range waits
 // rangeLeaves are the partitions of one range, by table.
 type rangeLeaves map[string]string
 
-// freezeRange is step 1 for the range r.
+// errMaintBusy: the maintenance lock was held elsewhere (another node's
+// pass, or an insert creating the partition it needs) when a step of the
+// pass needed it; the pass stops there, and the next one goes on.
+var errMaintBusy = errors.New("the maintenance lock is held elsewhere; the pass stops and the next one goes on")
+
+// beforeFreeze is a test's hook, run before each range's freeze.
+var beforeFreeze func()
+
+// freezeRange is step 1 for the range r. It returns errMaintBusy, having
+// done nothing, when it could not take the maintenance lock: then the
+// range is neither frozen nor marked, and detachLeaf refuses it.
 func (d *db) freezeRange(ctx context.Context, r rangeLeaves, from, to int64) (moved int64, err error) {
-	_, err = d.maintTx(ctx, func(tx pgx.Tx) error {
+	if beforeFreeze != nil {
+		beforeFreeze()
+	}
+	ok, err := d.maintTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SET LOCAL touba.history = 'on'`); err != nil {
 			return err
 		}
@@ -160,13 +173,28 @@ func (d *db) freezeRange(ctx context.Context, r rangeLeaves, from, to int64) (mo
 		}
 		return nil
 	})
+	if err == nil && !ok {
+		return 0, errMaintBusy
+	}
 	return moved, err
 }
 
 // detachLeaf is step 2 for one partition, on a connection of its own
 // (DETACH ... CONCURRENTLY runs in no transaction); a detach left pending
-// by a pass that stopped is finalized.
+// by a pass that stopped is finalized. It detaches only a partition that
+// a freeze committed, as its mark says: one not frozen may hold rows that
+// must stay, and a detached table is read by nothing.
 func (d *db) detachLeaf(ctx context.Context, t ptable, leaf string, pending bool) error {
+	if !pending {
+		var frozen bool
+		if err := d.pool.QueryRow(ctx, `SELECT COALESCE(obj_description(to_regclass($1), 'pg_class') = $2, false)`,
+			Schema+"."+leaf, forgettingMark).Scan(&frozen); err != nil {
+			return fmt.Errorf("detach %s: %w", leaf, err)
+		}
+		if !frozen {
+			return fmt.Errorf("detach %s: refused, the partition is not frozen", leaf)
+		}
+	}
 	conn, err := (&migrator{pool: d.pool, timeout: d.cfg.Timeout, pooled: d.pooled, log: d.log}).onlineConn(ctx)
 	if err != nil {
 		return err

@@ -143,6 +143,13 @@ func (d *db) openPartitions(ctx context.Context) error {
 		}
 		return nil
 	}
+	// At start-up, not only at the first pass: a node run without
+	// --history has no pass, and the entries of such a table are an
+	// operator's to see. First: a table all of whose partitions were
+	// detached has no index to copy for the ones ahead.
+	if _, _, err := d.reattachOrphans(ctx); err != nil {
+		d.log.Warn().Err(err).Msg("attach again partitions detached without their freeze")
+	}
 	if _, _, err := d.ensureAhead(ctx, width); err != nil {
 		d.log.Warn().Err(err).Msg("create partitions ahead")
 	}

@@ -31,7 +31,7 @@ func (c *testClock) Add(d time.Duration) {
 // clock's time.
 func openNode(t testing.TB, url, node string, clk *testClock, window time.Duration) *Store {
 	t.Helper()
-	st, err := Open(context.Background(), Config{URL: url, NodeID: node, Now: clk.Now, History: window})
+	st, err := Open(context.Background(), Config{URL: url, NodeID: node, Now: clk.Now, History: window, Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,9 +87,9 @@ func (h *historyLoop) pass(ctx context.Context) bool {
 	if err != nil {
 		pr.Error = err.Error()
 		h.log.Error().Err(err).Msg("history pass failed")
-	} else if rep.Entries > 0 || rep.Partitions > 0 || rep.Created > 0 {
+	} else if rep.Entries > 0 || rep.Partitions > 0 || rep.Created > 0 || (rep.Skipped > 0 && rep.More) {
 		h.log.Info().Int64("entries", rep.Entries).Int64("effects", rep.Effects).Int("partitions_dropped", rep.Partitions).
-			Int("partitions_created", rep.Created).Int64("kept", rep.Kept).Bool("more", rep.More).Dur("took", time.Since(start)).
+			Int("partitions_created", rep.Created).Int64("kept", rep.Kept).Int("skipped", rep.Skipped).Bool("more", rep.More).Dur("took", time.Since(start)).
 			Dur("history", h.window).Msg("forgot what is past --history")
 	}
 	h.last.Store(pr)
