@@ -25,7 +25,7 @@ func TestKilledMidPass(t *testing.T) {
 			ctx := context.Background()
 			url := pgtest.New(t)
 			clk := &testClock{t: time.Now()}
-			window := 8 * time.Second
+			window := 80 * time.Second
 			st := openNode(t, url, "n1", clk, window)
 			done := ranEntries(t, st, "done", 20, touba.StatusDone)
 			parked := ranEntries(t, st, "parked", 2, touba.StatusParked)

@@ -186,13 +186,18 @@ func (d *db) freezeRange(ctx context.Context, r rangeLeaves, from, to int64) (mo
 // must stay, and a detached table is read by nothing.
 func (d *db) detachLeaf(ctx context.Context, t ptable, leaf string, pending bool) error {
 	if !pending {
-		var frozen bool
-		if err := d.pool.QueryRow(ctx, `SELECT COALESCE(obj_description(to_regclass($1), 'pg_class') = $2, false)`,
-			Schema+"."+leaf, forgettingMark).Scan(&frozen); err != nil {
+		var frozen, attached bool
+		if err := d.pool.QueryRow(ctx, `SELECT COALESCE(obj_description(c.oid, 'pg_class') = $2, false), c.relispartition
+			FROM pg_class c WHERE c.oid = to_regclass($1)`, Schema+"."+leaf, forgettingMark).Scan(&frozen, &attached); err == pgx.ErrNoRows {
+			return nil // dropped by another node's pass, which froze it again
+		} else if err != nil {
 			return fmt.Errorf("detach %s: %w", leaf, err)
 		}
 		if !frozen {
 			return fmt.Errorf("detach %s: refused, the partition is not frozen", leaf)
+		}
+		if !attached {
+			return nil // detached by another node's pass
 		}
 	}
 	conn, err := (&migrator{pool: d.pool, timeout: d.cfg.Timeout, pooled: d.pooled, log: d.log}).onlineConn(ctx)

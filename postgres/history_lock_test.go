@@ -48,7 +48,7 @@ func TestFreezeWithoutLockDetachesNothing(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.New(t)
 	clk := &testClock{t: time.Now()}
-	window := 8 * time.Second
+	window := 80 * time.Second
 	st := openNode(t, url, "n1", clk, window)
 	done := ranEntries(t, st, "done", 10, touba.StatusDone)
 	failed := ranEntries(t, st, "failed", 3, touba.StatusFailed)
@@ -93,7 +93,7 @@ func TestOrphanedPartitionsAttachedAgain(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.New(t)
 	clk := &testClock{t: time.Now()}
-	window := 8 * time.Second
+	window := 80 * time.Second
 	st := openNode(t, url, "n1", clk, window)
 	done := ranEntries(t, st, "done", 10, touba.StatusDone)
 	failed := ranEntries(t, st, "failed", 3, touba.StatusFailed)

@@ -97,17 +97,26 @@ func leafName(t ptable, ms int64) string {
 }
 
 // PartitionWidth is the width of a time partition under --history
-// window: an eighth of it (from one second to 31 days; a day when
-// nothing is forgotten), so that about nine partitions hold the window,
+// window: an eighth of it, so that about nine partitions hold the window,
 // and an entry is forgotten between window and window+width after its
 // acceptance. Fewer, wider partitions keep intake's identity check (one
 // index probe per partition) cheap.
+//
+// At least minWidth: each range costs a pass a freeze, whose CREATE
+// TRIGGER waits for the leases' locks, and one-second partitions were
+// created faster than passes could forget them (issue 42). At most 31
+// days, which is also the width when nothing is forgotten (0): a dozen
+// partitions a year, not one a day.
 func PartitionWidth(window time.Duration) time.Duration {
+	const maxWidth = 31 * 24 * time.Hour
 	if window <= 0 {
-		return 24 * time.Hour
+		return maxWidth
 	}
-	return min(max((window/8).Truncate(time.Second), time.Second), 31*24*time.Hour)
+	return min(max((window/8).Truncate(time.Second), minWidth), maxWidth)
 }
+
+// minWidth is the narrowest partition.
+const minWidth = 10 * time.Second
 
 // partitionAhead is how far past now partitions exist: three widths, at
 // least a minute, so that a node whose clock is ahead, or a pass that is

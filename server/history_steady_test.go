@@ -204,14 +204,17 @@ func tableBytes(t *testing.T, conn *pgx.Conn) (size, dead int64) {
 // partitioned tables' size and their dead row versions do not grow over
 // two windows once the window is full (partitions dropped whole, nothing
 // left for vacuum). A new database's first rows are in <t>_old, which
-// spans the first partitions ahead (10 s here) and goes whole after it:
+// spans the first partitions ahead (30 s here) and goes whole after it:
 // the windows counted start after it, at the end of the second window
 // past it (the fourth of the run) and of the fourth (the sixth).
 func TestHistorySteadyTables(t *testing.T) {
 	skipUnderRace(t)
 	dsn := pgtest.New(t)
 	prog, man := quickstart(t)
-	window := 4 * time.Second
+	// Partitions are at least 10 s wide (postgres.PartitionWidth): a
+	// window of four of them, measured at times a whole number of widths
+	// apart, so that each measure sees the same part of the newest one.
+	window := 40 * time.Second
 	s := testkit.StartServer(t, server.Config{Program: prog, Manifest: man, Workers: 4, History: window, Database: dsn,
 		NodeID: "steady", LeaseTTL: 10 * time.Second})
 	conn, err := pgx.Connect(context.Background(), dsn)
