@@ -9,7 +9,8 @@ import (
 )
 
 // tickQueue is what package schedule needs of a queue beyond
-// touba.QueueStore: the newest tick of a schedule trigger.
+// touba.QueueStore: the newest tick of a schedule trigger, which
+// --history never makes older.
 type tickQueue interface {
 	LatestTickID(ctx context.Context, triggerRef string) (string, error)
 }
