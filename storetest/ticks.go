@@ -19,7 +19,12 @@ type tickQueue interface {
 // up from at start.
 func runTicks(t *testing.T, f Factory) {
 	t.Run("Latest", func(t *testing.T) { testTicksLatest(t, f) })
-	t.Run("ForgottenByHistory", func(t *testing.T) { testTicksForgotten(t, f) })
+	t.Run("ForgottenByHistory", func(t *testing.T) { testTicksForgotten(t, f, nil) })
+	// A schedule with "concurrency" (ticks never overlap) takes the keyed
+	// path of Enqueue: its cursor moves all the same.
+	t.Run("KeyedForgottenByHistory", func(t *testing.T) {
+		testTicksForgotten(t, f, func(d *touba.Delivery) { d.ConcKey, d.ConcMax = `"trigger:t"`, 2 })
+	})
 }
 
 // latestTick reads the newest tick of ref, skipping a queue without
@@ -82,11 +87,18 @@ func testTicksLatest(t *testing.T, f Factory) {
 // restart does not take N-1 for the newest and enqueue N again. The
 // cursor only moves forward: an older tick, or one enqueued again, leaves
 // it where it is.
-func testTicksForgotten(t *testing.T, f Factory) {
+func testTicksForgotten(t *testing.T, f Factory, with func(*touba.Delivery)) {
 	e := open(t, f, Options{})
 	h := historyStore(t, e)
 	if got := e.latestTick(t, "trigger:t"); got != "" {
 		t.Fatalf("latest tick of an empty queue = %q, want none", got)
+	}
+	tick := func(id string) *touba.Delivery {
+		d := tick(id)
+		if with != nil {
+			with(d)
+		}
+		return d
 	}
 	const prev, last = "2026-03-01T11:59:00Z", "2026-03-01T12:00:00Z"
 	a, b := e.enqueue(t, tick(prev)), e.enqueue(t, tick(last))
