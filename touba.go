@@ -113,6 +113,13 @@ type Delivery struct {
 	// Gather is intake's input to Enqueue for a delivery of a trigger with
 	// debounce or batch (gather.go); nil otherwise, and not read back.
 	Gather *GatherSpec
+	// Tick is intake's input to Enqueue for a schedule's tick (EventID is
+	// its time, RFC 3339 UTC; SPEC §2.3), not read back: the queue moves
+	// the trigger's schedule cursor to it in the same transaction, forward
+	// only, whether the tick is new or already there. The cursor is never
+	// forgotten by --history, so a tick forgotten after it ran is still
+	// known as enqueued (LatestTickID).
+	Tick bool
 	// MergedInto is, for a merged entry, the queue id of the entry that
 	// carries its run; "" otherwise.
 	MergedInto string

@@ -216,7 +216,8 @@ func deleteSmall(ctx context.Context, tx pgx.Tx, ids []string) error {
 
 // sweep deletes, in batches, the rows of the small tables whose entry a
 // dropped partition took: those below the oldest time partition whose
-// queue id is no entry's (the kept ones stay).
+// queue id is no entry's (the kept ones stay). schedule_cursors is never
+// swept: a schedule's newest tick outlives its entry (issue 42).
 func (d *db) sweep(ctx context.Context) error {
 	var floor string
 	err := d.pool.QueryRow(ctx, `SELECT COALESCE(MIN(queue_id), '') FROM (SELECT queue_id FROM touba.entries WHERE NOT kept

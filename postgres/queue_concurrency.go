@@ -156,7 +156,7 @@ func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 		d.TraceParent, d.ConcKey, d.ConcMax, n >= d.ConcMax, d.ProgramDigest).Scan(&id)
 	if err == nil {
 		o.res = touba.EnqueueResult{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}
-		return nil
+		return moveCursors(ctx, tx, []*enqueueOp{o})
 	} else if !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
@@ -167,7 +167,7 @@ func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 		return fmt.Errorf("entry for %s/%s neither inserted nor found", d.TriggerRef, d.EventID)
 	}
 	o.res = ex
-	return nil
+	return moveCursors(ctx, tx, []*enqueueOp{o})
 }
 
 // release lets the next entries of a key go after one left the active set.

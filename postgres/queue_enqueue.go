@@ -287,6 +287,9 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 			o.res = ex
 		}
 	}
+	if err := moveCursors(ctx, q, ops); err != nil {
+		return err
+	}
 	// Answers taken from entries already there wait, with this commit, for
 	// the synchronous standby (durableBarrier); an entry inserted here
 	// wrote WAL already, so its commit waits anyway.

@@ -30,12 +30,14 @@ func TestMigrationSteps(t *testing.T) {
 			want = "transaction,online,transaction"
 		case "0015_history.sql": // a commit (an online step with no statement) after each table
 			want = "transaction,online,transaction,online,transaction,online,transaction,online,transaction,online,transaction"
+		case "0016_schedule_cursor.sql": // the new table committed before the backfill reads entries
+			want = "transaction,online,transaction"
 		}
 		if got := kinds(m); got != want {
 			t.Errorf("%s: steps %s, want %s", m.name, got, want)
 		}
 	}
-	if got := ms[len(ms)-1].name; got != "0015_history.sql" {
+	if got := ms[len(ms)-1].name; got != "0016_schedule_cursor.sql" {
 		t.Fatalf("newest migration %s", got)
 	}
 	var o onlineStmt

@@ -43,7 +43,7 @@ func (s *Scheduler) stepDue(ctx context.Context, st *state, now time.Time) {
 }
 
 // read sets st's cursor on its first pass: the newest tick the queue
-// holds of it (on any node), else since. False when the queue cannot say.
+// knows of it (on any node, its entry forgotten or not), else since. False when the queue cannot say.
 func (s *Scheduler) read(ctx context.Context, st *state, now time.Time) bool {
 	if st.known {
 		return true
@@ -144,8 +144,10 @@ func (s *Scheduler) enqueue(ctx context.Context, st *state, due []time.Time, now
 		case status != touba.IntakeEnqueued:
 			s.opts.Log.Debug().Str("trigger_ref", st.spec.Ref).Time("scheduled_for", at).Str("status", status).Msg("tick already enqueued")
 		default:
-			// Enqueued, not yet the cursor: a restart finds the tick in
-			// the queue (LatestTickID) and enqueues it no second time.
+			// Enqueued, not yet the cursor here: a restart finds the
+			// tick in the queue's schedule cursor, which moved in the
+			// tick's own transaction (LatestTickID), and enqueues it no
+			// second time.
 			crashpoint.Hit(CrashAfterTick)
 			if !st.caught {
 				st.caughtUp++

@@ -38,7 +38,9 @@ type Enqueuer interface {
 }
 
 // TickStore finds the newest tick a trigger ever enqueued, on any node:
-// the queue's LatestTickID.
+// the queue's LatestTickID, which reads the schedule's cursor (moved in
+// each tick's enqueue, never forgotten by --history) as well as the
+// entries, so a tick forgotten after it ran is still known (issue 42).
 type TickStore interface {
 	LatestTickID(ctx context.Context, triggerRef string) (string, error)
 }
@@ -80,7 +82,8 @@ const (
 //
 // For each schedule it keeps a cursor: every tick up to it was handled.
 // At start (New, and SetSpecs for a schedule new to the program) the
-// cursor is the newest tick the queue holds for the trigger; ticks after
+// cursor is the newest tick the queue knows of the trigger (TickStore:
+// whether or not --history forgot its entry since); ticks after
 // it and up to that start were missed and are enqueued per catch_up (a
 // tick at most Grace old is on time, not missed). Every tick after the
 // start comes due while this daemon runs: each one is enqueued, none is

@@ -118,10 +118,12 @@ func (h *historyLoop) measureNow(ctx context.Context) {
 // HistoryWarnings says where --history (window) is shorter than what the
 // program may still need of an older entry: a wait_for timeout (an entry
 // awaited or a redelivery of it may be forgotten while the wait goes on),
-// and the catch-up of a schedule (catch_up last or all looks back as far
-// as --retention for the newest tick: a shorter window may forget it, and
-// the catch-up then starts over from nothing). window 0 keeps everything.
-func HistoryWarnings(p *trigger.Program, window, retention time.Duration) []string {
+// and twice a schedule's period (its ticks' entries are forgotten about
+// as soon as the next tick comes: the schedule cursor alone, which
+// --history never forgets, keeps a tick from being enqueued again, and a
+// node of a release before the cursor reads entries alone; issue 42).
+// window 0 keeps everything.
+func HistoryWarnings(p *trigger.Program, window time.Duration) []string {
 	if window <= 0 || p == nil {
 		return nil
 	}
@@ -140,10 +142,14 @@ func HistoryWarnings(p *trigger.Program, window, retention time.Duration) []stri
 				}
 			}
 		}
-		if sc := t.Source.Schedule; sc != nil && sc.CatchUp != trigger.CatchUpNone && retention > window {
-			out = append(out, fmt.Sprintf("%s: catch_up %s looks back --retention %s, longer than --history %s: "+
-				"after a stop longer than the window its newest tick may be forgotten and the missed ticks not caught up",
-				t.Ref, sc.CatchUp, retention, window))
+		if sc := t.Source.Schedule; sc != nil {
+			if period := sc.Cron.Period(time.Now(), sc.Location); window < 2*period {
+				out = append(out, fmt.Sprintf("%s: --history %s is shorter than twice the period %s of its schedule %q: "+
+					"a tick's entry is forgotten about when the next one comes; the schedule's cursor still keeps it "+
+					"from being enqueued twice, but a node of a release without schedule cursors would enqueue it again, "+
+					"and the queue shows no earlier tick",
+					t.Ref, window, period, sc.Cron.String()))
+			}
 		}
 	}
 	return out

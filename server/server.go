@@ -175,7 +175,7 @@ func (s *Server) open(ctx context.Context) error {
 			log.Warn().Str("trigger_ref", t.Ref).Str("reason", why).Msg("replayable: the signature does not cover the event id")
 		}
 	}
-	for _, w := range HistoryWarnings(c.Program, f.History, f.Retention) {
+	for _, w := range HistoryWarnings(c.Program, f.History) {
 		log.Warn().Dur("history", f.History).Msg(w)
 	}
 	logMaxAge := f.LogMaxAge

@@ -23,8 +23,9 @@ type queueStore interface {
 	touba.HoldStore
 	HeldKeys(ctx context.Context) (int64, error)
 	RunRetention(ctx context.Context, retention time.Duration, report func(purged int64, err error))
-	// LatestTickID is the newest schedule tick of a trigger (package
-	// schedule catches up from it).
+	// LatestTickID is the newest schedule tick of a trigger, its entry
+	// forgotten by --history or not (package schedule catches up from
+	// it).
 	LatestTickID(ctx context.Context, triggerRef string) (string, error)
 }
 

@@ -24,10 +24,10 @@ import (
 	"github.com/touba/touba-trigger/verify"
 )
 
-// Write prints the summary of c, warning where serve's --history and
-// --retention (history, retention) are shorter than a wait or a
-// schedule's catch-up, and ends with "ok".
-func Write(w io.Writer, c *server.Loaded, history, retention time.Duration) {
+// Write prints the summary of c, warning where serve's --history
+// (history) is shorter than a wait or twice a schedule's period, and ends
+// with "ok".
+func Write(w io.Writer, c *server.Loaded, history time.Duration) {
 	fmt.Fprintf(w, "program %s: %d trigger(s)\n", c.Program.Path, len(c.Program.Triggers))
 	for _, t := range c.Program.Triggers {
 		if sc := t.Source.Schedule; sc != nil {
@@ -49,7 +49,7 @@ func Write(w io.Writer, c *server.Loaded, history, retention time.Duration) {
 			fmt.Fprintf(w, "warning: %s: %s\n", t.Ref, why)
 		}
 	}
-	for _, warning := range server.HistoryWarnings(c.Program, history, retention) {
+	for _, warning := range server.HistoryWarnings(c.Program, history) {
 		fmt.Fprintf(w, "warning: %s\n", warning)
 	}
 	for _, ref := range idleTriggers(c.Program) {

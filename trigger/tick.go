@@ -30,6 +30,9 @@ func TickBody(at time.Time) []byte {
 // address). It returns intake's status (enqueued, duplicate, consumed) and
 // the entry's queue id; a tick already enqueued, by this node before a
 // restart or by another node, is a duplicate or consumed, not an error.
+// The queue moves the schedule's cursor to the tick in the same
+// transaction (touba.Delivery.Tick), so LatestTickID knows it after
+// --history forgot its entry.
 // An error has code TriggerNotFound when ref is no longer a schedule of
 // the program, or TriggerUnavailable when the queue did not take it.
 func (in *Intake) EnqueueTick(ctx context.Context, ref string, at time.Time) (status, queueID string, err error) {
@@ -45,7 +48,7 @@ func (in *Intake) EnqueueTick(ctx context.Context, ref string, at time.Time) (st
 		return "", "", touba.Errorf(touba.ETriggerNotFound, "%s is not a schedule trigger of the program", ref)
 	}
 	d := &touba.Delivery{TriggerRef: t.Ref, EventID: id, Digest: req.digest, Body: body,
-		Headers: req.headers, ReceivedAt: req.at}
+		Headers: req.headers, ReceivedAt: req.at, Tick: true}
 	t.SetConcurrencyKey(d)
 	t.SetDurable(d)
 	res, err := in.Queue.Enqueue(ctx, d)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -85,5 +87,44 @@ func TestCheckPrintsWaitWithoutTimeout(t *testing.T) {
 	}
 	if n := strings.Count(out, "warning: "); n != 2 {
 		t.Errorf("%d warnings:\n%s", n, out)
+	}
+}
+
+// check --history warns of a schedule whose period is more than half the
+// window (issue 42: a per-minute cron under --history 15s), not of one
+// whose ticks stay in the queue until the next ones.
+func TestCheckWarnsOfShortHistoryForSchedules(t *testing.T) {
+	dir := t.TempDir()
+	pp, mp := filepath.Join(dir, "p.json"), filepath.Join(dir, "m.json")
+	if err := os.WriteFile(pp, []byte(`{"air_version": "touba-air-v1", "triggers": [
+	  {"ref": "trigger:every/Minute", "source": {"kind": "schedule", "cron": "* * * * *", "catch_up": "last"}, "steps": [{"id": "s", "tool": "tool:t/Do"}]},
+	  {"ref": "trigger:every/Five", "source": {"kind": "schedule", "cron": "*/5 * * * *"}, "steps": [{"id": "s", "tool": "tool:t/Do"}]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mp, []byte(`{"manifest_version": "touba-manifest-v1", "bindings": {
+	  "tool:t/Do": {"handler": {"kind": "accounting_stub"}, "effect_contract": {"kind": "none"}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		history string
+		want    []string
+	}{
+		{"15s", []string{`warning: trigger:every/Minute: --history 15s is shorter than twice the period 1m0s of its schedule "* * * * *"`,
+			`warning: trigger:every/Five: --history 15s is shorter than twice the period 5m0s of its schedule "*/5 * * * *"`}},
+		{"5m", []string{`warning: trigger:every/Five: --history 5m0s is shorter than twice the period 5m0s`}},
+		{"10m", nil},
+	} {
+		var out, errOut bytes.Buffer
+		if err := runCheck(context.Background(), []string{"--manifest", mp, "--history", tc.history, pp}, &out, &errOut); err != nil {
+			t.Fatalf("check --history %s: %v %s", tc.history, err, errOut.String())
+		}
+		for _, want := range tc.want {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("check --history %s lacks %q:\n%s", tc.history, want, out.String())
+			}
+		}
+		if n := strings.Count(out.String(), "warning: "); n != len(tc.want) {
+			t.Errorf("check --history %s: %d warnings, want %d:\n%s", tc.history, n, len(tc.want), out.String())
+		}
 	}
 }

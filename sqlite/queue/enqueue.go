@@ -151,6 +151,9 @@ func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery
 				return Result{}, nil, fmt.Errorf("gather %s: %w", d.QueueID, err)
 			}
 		}
+		if err := moveCursor(ctx, tx, d); err != nil {
+			return Result{}, nil, err
+		}
 		return r, nil, nil
 	}
 	ex, ok, err := lookup(ctx, tx, d)
@@ -158,6 +161,11 @@ func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery
 		return Result{}, nil, err
 	} else if !ok {
 		return Result{}, nil, fmt.Errorf("entry for %s/%s neither inserted nor found", d.TriggerRef, d.EventID)
+	}
+	// A tick already there (a restart, or an entry the previous release
+	// wrote, with no cursor) moves the cursor as well.
+	if err := moveCursor(ctx, tx, d); err != nil {
+		return Result{}, nil, err
 	}
 	d.QueueID = ""
 	return ex, nil, nil

@@ -17,7 +17,9 @@ import (
 // candidates from the reader pool, leaves out those whose effects are not
 // settled (the journal's say), and deletes the rest here, through the
 // writer, in small batches: each batch is one operation among intake's
-// enqueues, never a long write transaction.
+// enqueues, never a long write transaction. The schedule cursors
+// (tick.go) are never deleted: a schedule's newest tick outlives its
+// entry (issue 42).
 
 // finishedList is touba.FinishedStatuses as SQL, written exactly as the
 // entries_finished index's predicate so that SQLite uses it.
