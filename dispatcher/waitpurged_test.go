@@ -1,6 +1,7 @@
 package dispatcher_test
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"testing"
@@ -51,6 +52,27 @@ func TestWaitForMatchPurged(t *testing.T) {
 			}
 			if cs := calls(t, cf); len(cs) != 0 {
 				t.Fatalf("calls %+v: the step after the wait ran", cs)
+			}
+			if c.name != "body purged" {
+				return
+			}
+			// A purge takes the delivery's offers with its body; resumed
+			// from the wait, the entry waits for a new delivery.
+			w.queueSQL(`DELETE FROM offers WHERE queue_id = ?`, pay)
+			ctx := context.Background()
+			if _, err := w.mustWaits().Resume(ctx, touba.ResumeRequest{QueueID: qid, Steps: []string{"paid", "then"}}); err != nil {
+				t.Fatal(err)
+			}
+			w.d.Notify()
+			w.wait(qid, touba.StatusWaiting)
+			again := w.post(payTrig, `{"order": "o-1", "amount": 6}`)
+			w.wait(qid, touba.StatusDone)
+			var out matchedOutput
+			if err := json.Unmarshal(w.steps(qid)["paid"].Output, &out); err != nil {
+				t.Fatal(err)
+			}
+			if out.QueueID != again || out.Body.Amount != 6 {
+				t.Fatalf("paid output after the resume %+v, want delivery %s", out, again)
 			}
 		})
 	}
