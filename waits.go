@@ -42,6 +42,11 @@ const (
 const (
 	// EWaitTimedOut: a wait_for with on_timeout "fail" saw no match in time.
 	EWaitTimedOut = "WaitTimedOut"
+	// EWaitMatchPurged: the delivery a wait_for matched lost its body and
+	// headers to --retention, or left the queue, before the waiting entry
+	// read it; the run fails rather than give the next steps an empty
+	// delivery (issue 42). `queue resume --from STEP` waits anew.
+	EWaitMatchPurged = "WaitMatchPurged"
 	// EProgramChanged: a reload changed a step the entry already completed
 	// (its id or tool); parked for an operator's replay or resume.
 	EProgramChanged = "ProgramChanged"

@@ -63,6 +63,12 @@ func (w *world) notify() {
 // entry's queue id; the answer must be 202-ish "enqueued".
 func (w *world) post(name, body string) string {
 	w.tb.Helper()
+	return w.postWith(name, body, nil)
+}
+
+// postWith is post with headers besides Content-Type: application/json.
+func (w *world) postWith(name, body string, headers map[string]string) string {
+	w.tb.Helper()
 	if w.in == nil {
 		w.in = &trigger.Intake{Queue: w.q, Log: w.st, Enqueued: w.notify}
 		w.in.SetConfig(w.intakeConfig())
@@ -74,6 +80,9 @@ func (w *world) post(name, body string) string {
 		w.tb.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		w.tb.Fatal(err)

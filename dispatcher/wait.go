@@ -127,32 +127,47 @@ func matchOf(cfg *Config, rc *runContext, match json.RawMessage) (string, error)
 
 // matched is the output of a wait_for a delivery matched: that delivery's
 // queue id, event id, headers and body (parsed, or the raw string when not
-// JSON).
+// JSON). A delivery whose body and headers are gone (purged by
+// --retention, or the entry forgotten, before the waiting entry read it)
+// fails the step WaitMatchPurged: its output would be an empty delivery
+// that the next steps take for the real one (issue 42). A body that was
+// empty when accepted is stored empty, not absent, and is output as "".
 func (d *Dispatcher) matched(ctx context.Context, e *touba.Delivery, st trigger.Step, w touba.Wait, log zerolog.Logger) (json.RawMessage, *verdict) {
 	g, ok := d.opts.Waits.(entryGetter)
 	if !ok {
 		g, ok = d.queue.(entryGetter)
 	}
-	var m *touba.Delivery
-	if ok {
-		var err error
-		if m, err = g.Get(ctx, w.MatchedQueueID); err != nil {
-			return nil, &verdict{action: later, code: touba.EINTERNAL, message: "matched delivery of step " + st.ID + ": " + err.Error()}
+	if !ok {
+		return nil, stop(fail, touba.EINTERNAL, "step %s: the store cannot read the matched delivery %s", st.ID, w.MatchedQueueID)
+	}
+	m, err := g.Get(ctx, w.MatchedQueueID)
+	if err != nil {
+		return nil, &verdict{action: later, code: touba.EINTERNAL, message: "matched delivery of step " + st.ID + ": " + err.Error()}
+	}
+	if gone := m == nil; gone || bodyPurged(m) {
+		what := "its body and headers were purged by --retention"
+		if gone {
+			what = "it is no longer in the queue"
 		}
+		log.Warn().Str("step", st.ID).Str("matched_queue_id", w.MatchedQueueID).Bool("gone", gone).
+			Msg("matched delivery unreadable; the step fails")
+		return nil, stop(fail, touba.EWaitMatchPurged, "step %s matched delivery %s, but %s before this entry read it",
+			st.ID, w.MatchedQueueID, what)
 	}
-	out := map[string]any{"queue_id": w.MatchedQueueID, "event_id": nil, "headers": nil, "body": nil}
-	if m == nil {
-		// Pruned by retention since it matched: its identity is all there is.
-		log.Warn().Str("step", st.ID).Str("matched_queue_id", w.MatchedQueueID).Msg("matched delivery not found; output holds its queue id only")
-	} else {
-		out["event_id"], out["headers"], out["body"] = m.EventID, m.Headers, parseBody(m.Body)
-	}
+	out := map[string]any{"queue_id": w.MatchedQueueID, "event_id": m.EventID, "headers": m.Headers, "body": parseBody(m.Body)}
 	b, err := canonical(out)
 	if err != nil {
 		return nil, stop(fail, touba.EHandlerProtocolError, "matched delivery of step %s: %v", st.ID, err)
 	}
 	d.auditMatch(ctx, e, st, w, log)
 	return b, nil
+}
+
+// bodyPurged says whether retention dropped m's body: the stores keep a
+// finished entry's body absent (nil) once purged, and empty (not nil) when
+// it was accepted empty.
+func bodyPurged(m *touba.Delivery) bool {
+	return m.Body == nil && (m.Status == touba.StatusDone || m.Status == touba.StatusMerged)
 }
 
 // auditMatch records the match in the audit trail of both entries, which

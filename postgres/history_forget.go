@@ -41,18 +41,31 @@ const (
 // finishedSQL is touba.FinishedStatuses in SQL.
 const finishedSQL = `('done', 'cancelled', 'merged')`
 
-// forgettable is the condition under which the kept entry e goes: it has
-// finished, was accepted before $1, has no effect unsettled, no
-// unconsumed offer for a trigger in $2 (those with unfinished entries:
-// one of them may still wait for it, SPEC §2.3), and no wait of an
-// unfinished entry matched it (its output is read from e when the wait
-// ends).
-const forgettable = `e.status IN ` + finishedSQL + ` AND e.received_at < $1
-	AND NOT EXISTS (SELECT 1 FROM touba.effects f WHERE f.scope = e.queue_id AND f.state IN ('prepared', 'dispatched', 'unknown'))
-	AND NOT EXISTS (SELECT 1 FROM touba.offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
-		AND split_part(o.key, '#', 1) = ANY ($2::text[]))
+// awaitedSQL lists the triggers with an unfinished entry: one of them may
+// still reach a wait_for and take an offer made for it (SPEC §2.3).
+const awaitedSQL = `SELECT DISTINCT trigger_ref FROM touba.entries WHERE status IN ('pending', 'running', 'waiting', 'parked')`
+
+// unread is the condition, on the finished entry e, that no wait may still
+// read its body and headers: it holds no unconsumed offer for a trigger in
+// awaited (an array or a subquery, awaitedSQL: an entry of one may still
+// take it, SPEC §2.3), and no wait of an unfinished entry matched it (the
+// wait's output is read from e when its entry runs again, SPEC §2.3 and
+// issue 42). --history (forgettable) and --retention (PurgeBodies) both
+// keep what it refuses.
+func unread(awaited string) string {
+	return `NOT EXISTS (SELECT 1 FROM touba.offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
+		AND split_part(o.key, '#', 1) = ANY (` + awaited + `))
 	AND NOT EXISTS (SELECT 1 FROM touba.waits w JOIN touba.entries x ON x.queue_id = w.queue_id
-		WHERE w.matched_queue_id = e.queue_id AND x.status NOT IN ` + finishedSQL + `)
+		WHERE w.matched_queue_id = e.queue_id AND x.status NOT IN ` + finishedSQL + `)`
+}
+
+// forgettable is the condition under which the kept entry e goes: it has
+// finished, was accepted before $1, has no effect unsettled, no wait may
+// still read it (unread, with $2 the triggers with unfinished entries),
+// and it is not merged into an unfinished carrier.
+var forgettable = `e.status IN ` + finishedSQL + ` AND e.received_at < $1
+	AND NOT EXISTS (SELECT 1 FROM touba.effects f WHERE f.scope = e.queue_id AND f.state IN ('prepared', 'dispatched', 'unknown'))
+	AND ` + unread(`$2::text[]`) + `
 	AND NOT EXISTS (SELECT 1 FROM touba.entries c WHERE c.queue_id = e.merged_into AND c.status NOT IN ` + finishedSQL + `)`
 
 // unfinishedSQL are the states of entries that may still run: a
@@ -87,7 +100,7 @@ func keepOf(entries, effects string) string {
 
 // awaited lists the triggers with an unfinished entry.
 func awaited(ctx context.Context, q querier) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT DISTINCT trigger_ref FROM touba.entries WHERE status IN ('pending', 'running', 'waiting', 'parked')`)
+	rows, err := q.Query(ctx, awaitedSQL)
 	if err != nil {
 		return nil, fmt.Errorf("awaited triggers: %w", err)
 	}

@@ -139,6 +139,10 @@ const purgeChunk = 500
 // PurgeBodies drops the bodies and headers of entries done before cutoff
 // (and of merged entries whose carrier is: its run read them), and their
 // waits, offers and cancel keys; the rows (identities and digests) stay.
+// A body a wait may still read is kept, by the rule --history keeps an
+// entry by (unread): one matched by the wait of an unfinished entry, or
+// holding an unconsumed offer for a trigger with unfinished entries (SPEC
+// §2.3, issue 42).
 func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error) {
 	before := touba.FormatTime(cutoff)
 	var total int64
@@ -150,17 +154,13 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 		err := q.change("", func(ctx context.Context, tx *Tx) error {
 			// The entries' waits, the offers they made or consumed and
 			// their cancel keys go with their bodies: a done entry is never
-			// cancelled, and a wait given its offer would find no body. One
-			// with an unconsumed offer for a trigger with unfinished
-			// entries stays: one of them may still wait for it (SPEC §2.3).
+			// cancelled, and a wait given its offer would find no body.
 			err := tx.QueryRow(ctx, `WITH p AS (UPDATE touba.entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM touba.entries e
 					WHERE (status = 'done' OR status = 'merged' AND EXISTS (SELECT 1 FROM touba.entries c
 					    WHERE c.queue_id = e.merged_into AND c.status = 'done' AND c.updated_at < $1))
 					  AND updated_at < $1 AND body IS NOT NULL
-					  AND NOT EXISTS (SELECT 1 FROM touba.offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
-					    AND split_part(o.key, '#', 1) IN (SELECT DISTINCT trigger_ref FROM touba.entries
-					      WHERE status IN ('pending', 'running', 'waiting', 'parked')))
+					  AND `+unread(awaitedSQL)+`
 					LIMIT $2 FOR UPDATE SKIP LOCKED)
 				RETURNING queue_id),
 			w AS (DELETE FROM touba.waits WHERE queue_id IN (SELECT queue_id FROM p)),

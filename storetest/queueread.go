@@ -19,6 +19,9 @@ func runQueueReads(t *testing.T, f Factory) {
 	t.Run("Detail", func(t *testing.T) { testDetail(t, f) })
 	t.Run("PurgeBodiesOnlyOldDone", func(t *testing.T) { testPurgeBodies(t, f) })
 	t.Run("PurgeBodiesMany", func(t *testing.T) { testPurgeMany(t, f) })
+	t.Run("PurgeBodiesKeepsMatched", func(t *testing.T) { testPurgeKeepsMatched(t, f) })
+	t.Run("PurgeBodiesKeepsOffered", func(t *testing.T) { testPurgeKeepsOffered(t, f) })
+	t.Run("PurgeBodiesLeavesNil", func(t *testing.T) { testPurgeLeavesNil(t, f) })
 	t.Run("Ping", func(t *testing.T) {
 		if err := open(t, f, Options{}).Queue.Ping(t.Context()); err != nil {
 			t.Fatal(err)

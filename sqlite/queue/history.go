@@ -81,17 +81,22 @@ func (q *Queue) AwaitedTriggers(ctx context.Context) (string, error) {
 	return string(b), err
 }
 
-// keptClause leaves out, of the finished entries e, those something still
-// needs: one holding an unconsumed offer for a trigger in ?awaited (a
-// JSON array, AwaitedTriggers), one a wait of an unfinished entry
-// matched (its output is read from the entry when the wait ends), and a
-// merged delivery whose carrier has not finished (its run reads it in
-// /events: a failed carrier replayed must see every delivery it
-// gathered).
-const keptClause = `NOT EXISTS (SELECT 1 FROM offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
+// unreadClause leaves out, of the finished entries e, those a wait may
+// still read: one holding an unconsumed offer for a trigger in ?awaited
+// (a JSON array, AwaitedTriggers: an entry of one may still take it, SPEC
+// §2.3), and one a wait of an unfinished entry matched (the wait's output
+// is read from the entry when its entry runs again, issue 42). --history
+// (keptClause) and --retention (PurgeBodies) both keep what it leaves out.
+const unreadClause = `NOT EXISTS (SELECT 1 FROM offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
 		AND substr(o.key, 1, instr(o.key, '#') - 1) IN (SELECT value FROM json_each(?awaited)))
 	AND NOT EXISTS (SELECT 1 FROM waits w JOIN entries x ON x.queue_id = w.queue_id
-		WHERE w.matched_queue_id = e.queue_id AND x.status NOT IN ('done', 'cancelled', 'merged'))
+		WHERE w.matched_queue_id = e.queue_id AND x.status NOT IN ('done', 'cancelled', 'merged'))`
+
+// keptClause leaves out, of the finished entries e, those something still
+// needs: one a wait may still read (unreadClause), and a merged delivery
+// whose carrier has not finished (its run reads it in /events: a failed
+// carrier replayed must see every delivery it gathered).
+const keptClause = unreadClause + `
 	AND NOT EXISTS (SELECT 1 FROM entries c WHERE c.queue_id = e.merged_into AND c.status NOT IN ('done', 'cancelled', 'merged'))`
 
 // Forget deletes, of the entries ids, those still finished, accepted

@@ -25,8 +25,10 @@ const purgeChunk = 500
 // The durable steps' rows of a purged entry go with its body: its waits,
 // the offers it made or consumed and its cancel keys (a done entry is
 // never cancelled, and a wait given its offer now would find no body).
-// An entry with an unconsumed offer for a trigger that has unfinished
-// entries is not purged: one of them may still wait for it (SPEC §2.3).
+// A body a wait may still read is kept, by the rule --history keeps an
+// entry by (unreadClause): one matched by the wait of an unfinished entry,
+// or holding an unconsumed offer for a trigger with unfinished entries
+// (SPEC §2.3, issue 42).
 //
 // The work goes through the writer in chunks, each one state change among
 // the enqueues of its batch.
@@ -48,8 +50,7 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 					WHERE (status = 'done' OR status = 'merged' AND EXISTS (SELECT 1 FROM entries c
 					    WHERE c.queue_id = e.merged_into AND c.status = 'done' AND c.updated_at < ?1))
 					  AND updated_at < ?1 AND body IS NOT NULL
-					  AND NOT EXISTS (SELECT 1 FROM offers o WHERE o.queue_id = e.queue_id AND o.consumed_by IS NULL
-					    AND substr(o.key, 1, instr(o.key, '#') - 1) IN (SELECT value FROM json_each(?3)))
+					  AND `+named(unreadClause, "?3")+`
 					LIMIT ?2)
 				RETURNING queue_id`, before, purgeChunk, awaiting)
 			if err != nil {
@@ -116,9 +117,9 @@ func (q *Queue) RunRetention(ctx context.Context, retention time.Duration, repor
 // not finished (pending, running, waiting or parked): an entry of one may
 // still reach a wait_for and take an offer made for it (SPEC §2.3), so a
 // done entry whose offer to such a trigger is unconsumed keeps its body
-// and its offer whatever --retention says.
+// and its offer whatever --retention says (unreadClause's ?awaited).
 func unfinishedTriggers(ctx context.Context, tx *sqlitex.Tx) (string, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT trigger_ref FROM entries WHERE status IN ('pending', 'running', 'waiting', 'parked')`)
+	rows, err := tx.QueryContext(ctx, `SELECT DISTINCT trigger_ref FROM entries WHERE status IN `+unfinishedList)
 	if err != nil {
 		return "", err
 	}
