@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 
@@ -71,5 +72,23 @@ func testOversizedKeysRefusedAlone(t *testing.T, f Factory) {
 	}
 	if len(es) != ordinary {
 		t.Fatalf("%d entries, want the %d ordinary ones", len(es), ordinary)
+	}
+}
+
+// testBeginWaitKeyTooLong: a wait whose value is over touba.MaxKeyBytes
+// is refused with KeyTooLong and stores nothing; the entry stays running
+// under its lease, so the dispatcher can fail the step.
+func testBeginWaitKeyTooLong(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	ws := waitStore(t, e)
+	a := e.waiter(t, "a", "")
+	long := `"` + strings.Repeat("v", touba.MaxKeyBytes-1) + `"`
+	_, err := ws.BeginWait(e.ctx, e.tok(a), eventWait(a, "paid", touba.WaitKey("trigger:a", "paid"), long, nil))
+	if got, want := touba.ErrorCode(err), touba.EKeyTooLong; got != want {
+		t.Fatalf("begin wait of %d bytes: %v, want %s", len(long), err, want)
+	}
+	e.wantStatus(t, a, touba.StatusRunning, "")
+	if all, err := ws.Waits(e.ctx, a); err != nil || len(all) != 0 {
+		t.Fatalf("waits after a refused begin: %+v, %v", all, err)
 	}
 }
