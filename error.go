@@ -29,6 +29,7 @@ const (
 	ETriggerUnavailable           = "TriggerUnavailable"
 	ETriggerSourceForbidden       = "TriggerSourceForbidden"
 	ETriggerRateLimited           = "TriggerRateLimited"
+	EKeyTooLong                   = "KeyTooLong" // a key value over MaxKeyBytes of JSON (keylimit.go): 422, nothing enqueued
 	EMethodNotAllowed             = "MethodNotAllowed"
 	EStepInputUnresolved          = "StepInputUnresolved"
 	EEffectJournalRequired        = "EffectJournalRequired"
@@ -136,6 +137,7 @@ var statuses = map[string]int{
 	ETriggerUnavailable:          http.StatusServiceUnavailable,
 	ETriggerSourceForbidden:      http.StatusForbidden,
 	ETriggerRateLimited:          http.StatusTooManyRequests,
+	EKeyTooLong:                  http.StatusUnprocessableEntity,
 	EINTERNAL:                    http.StatusInternalServerError,
 }
 

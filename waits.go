@@ -172,6 +172,10 @@ func (w Wait) Check() error {
 		return fmt.Errorf("begin wait %s/%s: an event wait needs its key", w.QueueID, w.StepID)
 	case w.Kind != WaitSleep && w.Kind != WaitEvent:
 		return fmt.Errorf("begin wait %s/%s: bad kind %q", w.QueueID, w.StepID, w.Kind)
+	case w.Kind == WaitEvent && !KeyFits(w.Value):
+		// Refused before the writer: an index refusing it would fail
+		// the batch (issue 43). The dispatcher checks first.
+		return CheckKeyValue("wait_for match of step "+w.StepID, w.Value)
 	}
 	return nil
 }

@@ -326,6 +326,9 @@ func (s *Service) ReplayDelivery(ctx context.Context, r DeliveryReplayRequest) (
 		return refuse(touba.ETriggerUnavailable, "the queue is at --max-pending; try again later")
 	case errors.Is(err, touba.ErrClosed):
 		return refuse(touba.ETriggerUnavailable, "the daemon is shutting down")
+	case touba.ErrorCode(err) == touba.EKeyTooLong:
+		// A key over the limit under the running program (issue 43).
+		return refuse(touba.EKeyTooLong, touba.ErrorMessage(err))
 	case err != nil:
 		return nil, err
 	}

@@ -43,6 +43,11 @@ func (d *Dispatcher) durable(ctx context.Context, cfg *Config, t *trigger.Trigge
 		if err != nil {
 			return nil, fromError(touba.Errorf(touba.EStepInputUnresolved, "match of step %s: %s", st.ID, touba.ErrorMessage(err)))
 		}
+		// An oversized value fails the step, not the store's batch or the
+		// lease (issue 43); no delivery could offer it anyway.
+		if err := touba.CheckKeyValue("wait_for.match of step "+st.ID, v); err != nil {
+			return nil, stop(fail, touba.EKeyTooLong, "%s", touba.ErrorMessage(err))
+		}
 		w.Kind, w.Key, w.Value = touba.WaitEvent, wf.Key(t.Ref, st.ID), v
 		if wf.TimeoutMS > 0 {
 			at := now.Add(time.Duration(wf.TimeoutMS) * time.Millisecond)

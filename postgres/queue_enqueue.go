@@ -60,20 +60,24 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 		}
 		return touba.EnqueueResult{}, touba.ErrQueueFull
 	}
-	if d.Gather != nil {
-		if err := d.Gather.Check(); err != nil {
-			if newID {
-				d.QueueID = ""
-			}
-			return touba.EnqueueResult{}, err
+	// Refused here, not in the writer: a btree index refuses a row over
+	// about 2,700 bytes, and that error is the batch's transaction's, which
+	// failed every delivery of the batch (issue 43).
+	err := d.CheckKeys()
+	if err == nil && d.Gather != nil {
+		err = d.Gather.Check()
+	}
+	if err != nil {
+		if newID {
+			d.QueueID = ""
 		}
+		return touba.EnqueueResult{}, err
 	}
 	op := &enqueueOp{d: d, headers: string(hdr)}
 	keyed := d.ConcKey != "" && d.ConcMax > 0
 	// A gathered delivery takes the durable path: decided now, under its
 	// gathering's lock (queue_gather.go).
 	durable := len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0 || d.Gather != nil
-	var err error
 	backoff := 5 * time.Millisecond
 	for try := 1; ; try++ {
 		op.retry, op.busy = false, false

@@ -21,6 +21,7 @@ func runQueue(t *testing.T, f Factory) {
 	t.Run("ConcurrentDigestsMakeOneEntry", func(t *testing.T) { testConcurrentEnqueue(t, f, true) })
 	t.Run("MaxPending", func(t *testing.T) { testMaxPending(t, f) })
 	t.Run("Durable", func(t *testing.T) { testEnqueueDurable(t, f) })
+	t.Run("OversizedKeysRefusedAlone", func(t *testing.T) { testOversizedKeysRefusedAlone(t, f) })
 }
 
 // enqueue enqueues d and fails the test on an error.

@@ -27,6 +27,7 @@ func runWaits(t *testing.T, f Factory) {
 	t.Run("Resume", func(t *testing.T) { testResume(t, f) })
 	t.Run("ResumeReleasesOffers", func(t *testing.T) { testResumeOffers(t, f) })
 	t.Run("BeginWaitLostLease", func(t *testing.T) { testBeginWaitLeaseLost(t, f) })
+	t.Run("BeginWaitKeyTooLong", func(t *testing.T) { testBeginWaitKeyTooLong(t, f) })
 	t.Run("NextWakeAndLimit", func(t *testing.T) { testNextWake(t, f) })
 	t.Run("Programs", func(t *testing.T) { testPrograms(t, f) })
 	t.Run("WaitingHoldsItsKey", func(t *testing.T) { testWaitingHoldsKey(t, f) })

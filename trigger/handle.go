@@ -109,7 +109,17 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	t.SetConcurrencyKey(d)
 	t.SetDurable(d)
 	t.SetGather(d)
+	if err := t.CheckKeys(d); err != nil {
+		// Refused alone, before the queue: an oversized key in a commit
+		// batch failed every delivery of it on PostgreSQL (issue 43).
+		in.reject(w, r, req, touba.EKeyTooLong, touba.ErrorMessage(err), "")
+		return
+	}
 	res, err := in.Queue.Enqueue(r.Context(), d)
+	if touba.ErrorCode(err) == touba.EKeyTooLong {
+		in.reject(w, r, req, touba.EKeyTooLong, touba.ErrorMessage(err), "")
+		return
+	}
 	if err != nil {
 		msg := "queue unavailable, retry later"
 		if errors.Is(err, touba.ErrQueueFull) {

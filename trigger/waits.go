@@ -133,7 +133,8 @@ func (t *Trigger) Durable() bool { return t.listeners != nil || len(t.CancelOn) 
 // awaiting t, a Cancel per cancel_on naming t, and a CancelKey per cancel_on
 // of t's own (its match resolved against {"event": ...}). A value that is
 // absent (or null) gives none, as does any body pointer of a body that is
-// not JSON. For a trigger that is not Durable it allocates nothing: this
+// not JSON, and an Offer or Cancel over touba.MaxKeyBytes (its own
+// CancelKeys are CheckKeys' to refuse). For a trigger that is not Durable it allocates nothing: this
 // is on intake's hot path. Intake calls it; so must any other path that
 // enqueues a delivery (an operator's replay of a stored delivery).
 func (t *Trigger) SetDurable(d *touba.Delivery) {
@@ -167,7 +168,11 @@ func values(out []touba.MatchValue, ls []Listener, headers map[string]string, b 
 		if !ok {
 			continue
 		}
-		if s, ok := CanonicalValue(v); ok {
+		// A value over touba.MaxKeyBytes is left out: no wait or cancel
+		// key can hold one (the dispatcher and intake refuse them), so it
+		// could match nothing, and it is not the delivery's own key to
+		// refuse it for (issue 43).
+		if s, ok := CanonicalValue(v); ok && touba.KeyFits(s) {
 			out = append(out, touba.MatchValue{Key: l.Key, Value: s})
 		}
 	}

@@ -88,6 +88,12 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) 
 			return Result{}, err
 		}
 	}
+	// Keys over touba.MaxKeyBytes are refused here too, as on PostgreSQL
+	// (where the index would refuse them in the batch), though SQLite's
+	// indexes would take them: a program behaves alike on both.
+	if err := d.CheckKeys(); err != nil {
+		return Result{}, err
+	}
 	var res Result
 	var refused error
 	// Shared, not isolated: the hot path costs one statement, and an error
