@@ -99,6 +99,14 @@ type StorageReport struct {
 	ForgettableCap bool  `json:"forgettable_capped,omitempty"`
 	Partitions     int   `json:"partitions,omitempty"`
 	FreedBytes     int64 `json:"freed_bytes,omitempty"`
+	// Offers are the deliveries kept for a later wait_for that none has
+	// taken yet (SPEC §2.3), OldestOffer when the oldest was made: kept
+	// while any entry of the awaiting trigger is unfinished, whatever
+	// --history and --retention say, so their count is bounded by the
+	// matching deliveries that trigger's senders send while one of its
+	// entries stays failed or parked (docs/storage.md).
+	Offers      int64      `json:"offers"`
+	OldestOffer *time.Time `json:"oldest_offer,omitempty"`
 	// Note says what is pending (PostgreSQL: tables not yet partitioned,
 	// and why).
 	Note string `json:"note,omitempty"`

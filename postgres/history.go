@@ -291,6 +291,15 @@ func (h *History) Storage(ctx context.Context, before time.Time) (*touba.Storage
 		}
 		rep.Sizes = append(rep.Sizes, s)
 	}
+	var first *string
+	if err := d.pool.QueryRow(ctx, `SELECT COUNT(*), MIN(created_at) FROM touba.offers WHERE consumed_by IS NULL`).Scan(&rep.Offers, &first); err != nil {
+		return nil, fmt.Errorf("offers: %w", err)
+	}
+	if first != nil {
+		if t, err := touba.ParseTime(*first); err == nil {
+			rep.OldestOffer = &t
+		}
+	}
 	var oldest, oldestLive string
 	if err := d.pool.QueryRow(ctx, `SELECT COALESCE((SELECT queue_id FROM touba.entries ORDER BY queue_id LIMIT 1), ''),
 		COALESCE((SELECT queue_id FROM touba.entries WHERE NOT kept ORDER BY queue_id LIMIT 1), '')`).Scan(&oldest, &oldestLive); err != nil {

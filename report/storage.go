@@ -53,9 +53,17 @@ func printStorage(w io.Writer, rep *admin.StorageReport, now time.Time) error {
 		}
 		fmt.Fprintln(w)
 	}
+	fmt.Fprintf(w, "offers awaited:   %d", rep.Offers)
+	if rep.OldestOffer != nil {
+		fmt.Fprintf(w, ", the oldest %s", ageText(rep.OldestOffer, now, "made"))
+	}
+	fmt.Fprintln(w)
 	if p := rep.LastPass; p != nil {
 		fmt.Fprintf(w, "last pass:        %s: forgot %d entries, %d effects, dropped %d partitions, kept %d (%.3fs)",
 			p.At.UTC().Format(time.RFC3339), p.Entries, p.Effects, p.Partitions, p.Kept, p.Took)
+		if p.Skipped > 0 {
+			fmt.Fprintf(w, "; %d steps skipped, the maintenance lock held elsewhere", p.Skipped)
+		}
 		if p.Error != "" {
 			fmt.Fprintf(w, "; failed: %s", p.Error)
 		}

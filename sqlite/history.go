@@ -194,6 +194,13 @@ func (h *History) Storage(ctx context.Context, before time.Time) (*touba.Storage
 	if okE {
 		rep.OldestEntry = &entry
 	}
+	n, first, ok, err := h.Queue.Offers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Offers = n; ok {
+		rep.OldestOffer = &first
+	}
 	if !before.IsZero() {
 		if rep.Forgettable, err = h.Queue.CountForgettable(ctx, before, forgettableCap); err != nil {
 			return nil, err

@@ -220,6 +220,11 @@ func testHistoryOffers(t *testing.T, f Factory) {
 		t.Fatalf("plain delivery kept")
 	}
 	e.get(t, offer)
+	// storage counts the offer kept for the sleeper (issue 42: kept
+	// without bound while the sleeper is unfinished, so shown).
+	if rep, err := h.Storage(e.ctx, time.Time{}); err != nil || rep.Offers != 1 || rep.OldestOffer == nil {
+		t.Fatalf("storage: %+v (%v), want the one offer awaited and its age", rep, err)
+	}
 	// Matched by the sleeper's wait, which is not over: its output is
 	// read from the delivery.
 	e.wake(t, ws, e.clock.Now(), 0, 1)

@@ -220,5 +220,19 @@ func (q *Queue) OldestFinished(ctx context.Context) (finished, entry time.Time, 
 	return
 }
 
+// Offers counts the unconsumed offers and returns when the oldest was
+// made (ok false when none).
+func (q *Queue) Offers(ctx context.Context) (n int64, oldest time.Time, ok bool, err error) {
+	var first sql.NullString
+	if err = q.db.Read.QueryRowContext(ctx, `SELECT COUNT(*), MIN(created_at) FROM offers WHERE consumed_by IS NULL`).Scan(&n, &first); err != nil {
+		return 0, oldest, false, fmt.Errorf("offers: %w", err)
+	}
+	if first.Valid {
+		oldest, _ = touba.ParseTime(first.String)
+		ok = true
+	}
+	return n, oldest, ok, nil
+}
+
 // Size is the queue file's size on disk (with its WAL) and its free pages.
 func (q *Queue) Size(ctx context.Context) (onDisk, free int64, err error) { return q.db.Size(ctx) }
