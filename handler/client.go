@@ -24,7 +24,8 @@ type Outbound struct {
 	// nil is the default.
 	TLS *tls.Config
 	// Client, when set, sends the requests as it is, without the guard: for
-	// tests only.
+	// tests only. Its transport must report httptrace's GotConn, as
+	// net/http's does: an error before it counts as never sent.
 	Client *http.Client
 }
 
