@@ -123,11 +123,7 @@ func (w *httpWire) addHeader(h Header, secrets map[string]string) error {
 		if !ok {
 			return touba.Errorf(touba.ECONFIG, "http handler: header %s names secret %s, which the binding does not have", name, h.Secret)
 		}
-		format := h.Format
-		if format == "" {
-			format = "%s"
-		}
-		v = strings.ReplaceAll(strings.Replace(format, "%s", s, 1), "%%", "%")
+		v = formatSecret(h.Format, s)
 		w.masked[name] = "<secret " + h.Secret + ">"
 	}
 	if !ValidHeaderValue(v) {
@@ -136,6 +132,32 @@ func (w *httpWire) addHeader(h Header, secrets map[string]string) error {
 	}
 	w.header.Set(name, v)
 	return nil
+}
+
+// formatSecret puts secret where format's %s is and a percent sign where
+// it has %% ("" is "%s"), in one pass over format: the secret itself is
+// never read as a format, so a "%%" in it stays "%%".
+func formatSecret(format, secret string) string {
+	if format == "" {
+		return secret
+	}
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		if format[i] == '%' && i+1 < len(format) {
+			switch format[i+1] {
+			case 's':
+				b.WriteString(secret)
+				i++
+				continue
+			case '%':
+				b.WriteByte('%')
+				i++
+				continue
+			}
+		}
+		b.WriteByte(format[i])
+	}
+	return b.String()
 }
 
 // tlsConfig is the TLS of an http binding: roots from ca, and the client

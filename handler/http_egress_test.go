@@ -135,7 +135,9 @@ func TestEgressDenyAndAllow(t *testing.T) {
 }
 
 // With a proxy the guard checks the proxy's address (the one dialled) and
-// leaves the target's name to the proxy.
+// the target, resolved here, before the proxy is used (issue 44: it used to
+// leave the target's name to the proxy, which then reached the metadata
+// address with the request's credentials).
 func TestEgressThroughAProxy(t *testing.T) {
 	var target atomic.Value
 	proxy := newAPI(t, func(_ int, w http.ResponseWriter, r *http.Request) {
@@ -143,22 +145,26 @@ func TestEgressThroughAProxy(t *testing.T) {
 		w.WriteHeader(http.StatusCreated)
 	})
 	proxyURL, _ := url.Parse(proxy.URL)
-	lookups := &answers{addrs: []string{"169.254.169.254"}}
-	call := func(guard *egress.Guard) *handler.Result {
+	call := func(guard *egress.Guard, lookups *answers) *handler.Result {
 		guard.Resolver = lookups
 		r := mustHTTP(t, "http://orders.test/orders/{/id}", func(sp *handler.HTTPSpec) {
 			sp.Outbound = handler.Outbound{Guard: guard, Proxy: http.ProxyURL(proxyURL)}
 		})
 		return r.Call(context.Background(), newRequest(t, `{"id": "o 1"}`, touba.RetryNone), func() error { return nil })
 	}
-	res := call(&egress.Guard{Deny: prefixes(t, "127.0.0.0/8")})
+	public := &answers{addrs: []string{"93.184.216.34"}}
+	res := call(&egress.Guard{Deny: prefixes(t, "127.0.0.0/8")}, public)
+	check(t, res, touba.EffectNotApplied, touba.EEgressForbidden, nil, 0)
+	metadata := &answers{addrs: []string{"169.254.169.254"}}
+	res = call(&egress.Guard{}, metadata)
 	check(t, res, touba.EffectNotApplied, touba.EEgressForbidden, nil, 0)
 	if n := len(proxy.received()); n != 0 {
-		t.Fatalf("the denied proxy received %d requests", n)
+		t.Fatalf("the proxy received %d requests, want none", n)
 	}
-	res = call(&egress.Guard{})
-	if !res.OK || target.Load() != "PUT http://orders.test/orders/o%201" || lookups.n.Load() != 0 {
-		t.Fatalf("through the proxy: %+v (%v), proxy saw %v, %d lookups of the target", res, res.Err, target.Load(), lookups.n.Load())
+	res = call(&egress.Guard{}, public)
+	if !res.OK || target.Load() != "PUT http://orders.test/orders/o%201" || public.n.Load() != 2 {
+		t.Fatalf("through the proxy: %+v (%v), proxy saw %v, %d lookups of the target (want 2: the refused call's and this one's)",
+			res, res.Err, target.Load(), public.n.Load())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"sync/atomic"
 	"time"
 
@@ -207,9 +208,17 @@ func (o *outbound) send(ctx context.Context, out *outRequest, retry409 bool) try
 	// Without GetBody the transport cannot replay the request by itself on
 	// a reused connection, so every try on the wire is one counted here.
 	hreq.GetBody = nil
+	// The transport writes a request only on a connection it got: until
+	// GotConn, whatever failed (the dial, a proxy's refusal of the
+	// connection or of the CONNECT, the TLS handshake) failed before the
+	// request left.
+	var connected atomic.Bool
+	hreq = hreq.WithContext(httptrace.WithClientTrace(tctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+	}))
 	resp, err := o.client.Do(hreq)
 	if err != nil {
-		return classify(ctx, err, o.Timeout, out.label+" "+RedactURL(out.url))
+		return classify(ctx, err, o.Timeout, out.label+" "+RedactURL(out.url), connected.Load())
 	}
 	defer resp.Body.Close()
 	t := tryResult{status: resp.StatusCode, retryAfter: -1}
@@ -219,7 +228,7 @@ func (o *outbound) send(ctx context.Context, out *outRequest, retry409 bool) try
 		if err != nil {
 			// The server answered 2xx and the body was cut: it may well
 			// have applied the write.
-			return classify(ctx, err, o.Timeout, out.label+" "+RedactURL(out.url))
+			return classify(ctx, err, o.Timeout, out.label+" "+RedactURL(out.url), true)
 		}
 		t.kind, t.body, t.header = tryAnswered, b, resp.Header
 		if int64(len(b)) > o.MaxPayload {

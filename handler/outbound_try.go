@@ -95,9 +95,15 @@ func (t tryResult) judge(req *Request, o *outbound, out *outRequest, earlier boo
 	}
 }
 
-// classify sorts a transport error (at is the redacted URL): was the request certainly never sent,
-// did the try run out of time, or did the connection break?
-func classify(ctx context.Context, err error, timeout time.Duration, at string) tryResult {
+// classify sorts a transport error (at is the redacted URL): was the
+// request certainly never sent, did the try run out of time, or did the
+// connection break? connected tells whether the transport got a connection
+// for the request: without one, nothing was written, whatever the error
+// (a dial refused, wrapped "proxyconnect" when it was the proxy's; a
+// proxy's refused CONNECT; a TLS handshake the server refused, which Go
+// reports before the request is written in TLS 1.2, and in TLS 1.3 only
+// when the server refuses in its first flight).
+func classify(ctx context.Context, err error, timeout time.Duration, at string, connected bool) tryResult {
 	t := tryResult{err: err, retryAfter: -1}
 	var op *net.OpError
 	var dns *net.DNSError
@@ -106,7 +112,7 @@ func classify(ctx context.Context, err error, timeout time.Duration, at string) 
 	switch {
 	case errors.As(err, &forbidden):
 		t.kind, t.err = tryForbidden, forbidden
-	case errors.As(err, &op) && op.Op == "dial", errors.As(err, &dns), errors.As(err, &cert):
+	case !connected, errors.As(err, &op) && op.Op == "dial", errors.As(err, &dns), errors.As(err, &cert):
 		t.kind = tryNeverLeft
 	case ctx.Err() != nil:
 		t.kind, t.err = tryTimeout, errors.New("call cancelled while "+at+" was answering: "+context.Cause(ctx).Error())

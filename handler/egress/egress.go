@@ -8,7 +8,9 @@
 // Refused unless a binding's allow list names them: link-local addresses
 // (cloud metadata services live there), the unspecified address, multicast,
 // broadcast and reserved ranges, in IPv4, IPv6 and IPv4-mapped IPv6 form,
-// plus whatever the operator denies daemon-wide (--egress-deny). Loopback
+// plus whatever the operator denies daemon-wide (--egress-deny). An IPv6
+// address that embeds an IPv4 address (IPv4-compatible, 6to4, NAT64) is
+// checked as that IPv4 address too (embed.go). Loopback
 // and private ranges are allowed unless denied: users call local services.
 package egress
 
@@ -43,12 +45,13 @@ var Refused = []Range{
 	{netip.MustParsePrefix("ff00::/8"), "multicast"},
 	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "reserved (shared address space, carrier-grade NAT)"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "reserved (IETF protocol assignments)"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "reserved (benchmarking)"},
 	{netip.MustParsePrefix("fec0::/10"), "reserved (site-local)"},
+	{netip.MustParsePrefix("2001:2::/48"), "reserved (benchmarking)"},
+	{netip.MustParsePrefix("2001::/23"), "reserved (IETF protocol assignments)"},
 }
-
-// nat64 is the well-known NAT64 prefix (RFC 6052): its addresses reach the
-// IPv4 address in their last 32 bits, which is checked as well.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
 
 // Resolver finds the addresses of a name; *net.Resolver is one. Tests
 // inject their own.
@@ -94,14 +97,15 @@ func (g *Guard) Check(host string, a netip.Addr) error {
 	if why := g.refused(a.Unmap()); why != "" {
 		return &ForbiddenError{Host: host, Addr: a, Why: why}
 	}
-	if a.Is6() && nat64.Contains(a) {
-		b := a.As16()
-		v4 := netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})
-		if g.allowed(v4) {
-			return nil
+	// An address that embeds an IPv4 address reaches that address too
+	// (through a NAT64, a 6to4 relay, or the host's own IPv4 stack): it is
+	// checked as it.
+	for _, e := range embedded(a.Unmap()) {
+		if g.allowed(e.v4) {
+			continue
 		}
-		if why := g.refused(v4); why != "" {
-			return &ForbiddenError{Host: host, Addr: a, Why: why + " through NAT64 (" + v4.String() + ")"}
+		if why := g.refused(e.v4); why != "" {
+			return &ForbiddenError{Host: host, Addr: a, Why: why + " through " + e.form + " (" + e.v4.String() + ")"}
 		}
 	}
 	return nil
@@ -164,6 +168,24 @@ func (g *Guard) DialContext(ctx context.Context, network, address string) (net.C
 		}
 	}
 	return nil, errors.Join(errs...)
+}
+
+// CheckHost resolves host (an address is itself) and checks every address
+// of the answer: nil when all are allowed, else a *ForbiddenError, or the
+// lookup's error. It is for a connection someone else makes: a proxy that
+// will connect to host (handler.Outbound). The proxy resolves host again,
+// so this check, unlike DialContext's, is of this host's answer.
+func (g *Guard) CheckHost(ctx context.Context, network, host string) error {
+	addrs, err := g.resolve(ctx, network, host)
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		if err := g.Check(host, a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resolve is host's addresses: the address itself when host is one.

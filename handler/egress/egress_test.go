@@ -178,3 +178,98 @@ func mustList(t *testing.T, s string) []netip.Prefix {
 	}
 	return p
 }
+
+// Issue 44: IPv6 forms that embed an IPv4 address are checked as that
+// address (IPv4-compatible, 6to4, NAT64 well-known and local-use), and the
+// reserved ranges 100.64.0.0/10, 192.0.0.0/24 and 198.18.0.0/15 (and the
+// IPv6 counterparts) are refused by default.
+func TestCheckEmbeddedAndReserved(t *testing.T) {
+	g := &egress.Guard{Deny: mustList(t, "127.0.0.0/8")}
+	allowing := &egress.Guard{Deny: mustList(t, "127.0.0.0/8"), Allow: mustList(t, "169.254.169.254, 100.64.0.0/10")}
+	for _, tc := range []struct {
+		addr string
+		why  string // "" allowed
+	}{
+		{"::127.0.0.1", "--egress-deny 127.0.0.0/8 through an IPv4-compatible address (127.0.0.1)"},
+		{"::169.254.169.254", "cloud metadata (link-local) through an IPv4-compatible address"},
+		{"2002:a9fe:a9fe::", "cloud metadata (link-local) through 6to4 (169.254.169.254)"},
+		{"2002:7f00:1::1", "--egress-deny 127.0.0.0/8 through 6to4 (127.0.0.1)"},
+		{"64:ff9b::7f00:1", "--egress-deny 127.0.0.0/8 through NAT64 (127.0.0.1)"},
+		{"64:ff9b:1::a9fe:a9fe", "cloud metadata (link-local) through NAT64 (169.254.169.254)"},
+		{"64:ff9b:1:a9fe:a9:fe00::", "through NAT64 /48 (169.254.169.254)"},
+		{"64:ff9b:1:a9:fe:a9fe::", "through NAT64 /56 (169.254.169.254)"},
+		{"64:ff9b:1:0:a9:fea9:fe00:0", "through NAT64 /64 (169.254.169.254)"},
+		{"100.64.0.1", "reserved (shared address space"},
+		{"100.127.255.254", "reserved (shared address space"},
+		{"192.0.0.8", "reserved (IETF protocol assignments)"},
+		{"198.18.0.1", "reserved (benchmarking)"},
+		{"198.19.255.255", "reserved (benchmarking)"},
+		{"::ffff:198.18.0.1", "reserved (benchmarking)"},
+		{"2001:2::1", "reserved (benchmarking)"},
+		{"2001:1::1", "reserved (IETF protocol assignments)"},
+		{"2002:6440:1::", "reserved (shared address space"}, // 6to4 of 100.64.0.1
+		// Allowed: what they embed is allowed, and the neighbours of the
+		// reserved ranges.
+		{"::1", ""},
+		{"2002:5db8:d822::1", ""},        // 6to4 of 93.184.216.34
+		{"64:ff9b::5db8:d822", ""},       // NAT64 of 93.184.216.34
+		{"64:ff9b:1::5db8:d822", ""},     // local NAT64 (/96) of 93.184.216.34
+		{"64:ff9b:1:5db8:d8:2200::", ""}, // local NAT64 (/48) of 93.184.216.34
+		{"100.63.255.255", ""},
+		{"100.128.0.0", ""},
+		{"192.0.1.1", ""},
+		{"198.17.255.255", ""},
+		{"198.20.0.0", ""},
+		{"2001:db8::1", ""},
+		{"2606:4700::1111", ""},
+	} {
+		err := g.Check("", netip.MustParseAddr(tc.addr))
+		var fe *egress.ForbiddenError
+		switch {
+		case tc.why == "" && err != nil:
+			t.Errorf("%s: refused (%v), want allowed", tc.addr, err)
+		case tc.why != "" && !errors.As(err, &fe):
+			t.Errorf("%s: %v, want a ForbiddenError", tc.addr, err)
+		case tc.why != "" && !strings.Contains(err.Error(), tc.why):
+			t.Errorf("%s: %q, want it to say %q", tc.addr, err, tc.why)
+		}
+	}
+	// A binding's allow list allows the embedded address too.
+	for _, addr := range []string{"2002:a9fe:a9fe::", "64:ff9b::a9fe:a9fe", "::ffff:100.64.0.1", "100.64.0.1"} {
+		if err := allowing.Check("", netip.MustParseAddr(addr)); err != nil {
+			t.Errorf("%s with its IPv4 address allowed: %v", addr, err)
+		}
+	}
+}
+
+// CheckHost checks every address a name resolves to, or a literal one.
+func TestCheckHost(t *testing.T) {
+	g := &egress.Guard{Resolver: fixedResolver{"metadata.test": {"93.184.216.34", "169.254.169.254"}, "ok.test": {"93.184.216.34"}}}
+	ctx := context.Background()
+	var fe *egress.ForbiddenError
+	for host, refused := range map[string]bool{"metadata.test": true, "ok.test": false, "169.254.169.254": true,
+		"[::127.0.0.1]": false, "::169.254.169.254": true, "93.184.216.34": false} {
+		err := g.CheckHost(ctx, "tcp", host)
+		if got := errors.As(err, &fe); got != refused || !refused && err != nil {
+			t.Errorf("%s: %v, want refused %v", host, err, refused)
+		}
+	}
+	var dns *net.DNSError
+	if err := g.CheckHost(ctx, "tcp", "unknown.test"); !errors.As(err, &dns) {
+		t.Errorf("unknown.test: %v, want a DNS error", err)
+	}
+}
+
+// fixedResolver answers names from a map.
+type fixedResolver map[string][]string
+
+func (r fixedResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	var out []netip.Addr
+	for _, a := range r[host] {
+		out = append(out, netip.MustParseAddr(a))
+	}
+	if out == nil {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	return out, nil
+}

@@ -166,10 +166,13 @@ func (t *Template) Base() string { return t.base }
 // Expand fills the placeholders from input, a decoded JSON document
 // (encoding/json with UseNumber, or plain any trees). A placeholder that
 // resolves to nothing, to null or to an object or array is an error naming
-// the pointer, never a request; so is a path segment that would be empty,
-// "." or "..".
+// the pointer, never a request; so is a path placeholder that resolves to
+// "", and a path segment holding a placeholder that is "." or ".." once
+// expanded ({/a}{/b} with "." and ".", {/a}. with "."), which would move
+// the request to another path.
 func (t *Template) Expand(input any) (string, error) {
 	var b strings.Builder
+	var spans []span // where path placeholders' values are in b
 	for _, p := range t.parts {
 		if !p.ptr {
 			b.WriteString(p.text)
@@ -186,9 +189,50 @@ func (t *Template) Expand(input any) (string, error) {
 		if p.inPath && (s == "" || p.segment && (s == "." || s == "..")) {
 			return "", fmt.Errorf("placeholder {%s} resolves to %q, which is no path segment", p.text, s)
 		}
+		start := b.Len()
 		b.WriteString(Escape(s))
+		if p.inPath {
+			spans = append(spans, span{start, b.Len(), p.text})
+		}
 	}
-	return b.String(), nil
+	out := b.String()
+	if err := checkDotSegments(out, len(t.base), spans); err != nil {
+		return "", err
+	}
+	return out, nil
+}
+
+// span is where a path placeholder's value stands in an expanded URL.
+type span struct {
+	start, end int
+	ptr        string
+}
+
+// checkDotSegments refuses a path segment of u (its path starts at from)
+// that holds a placeholder's value and is "." or "..", percent-encoded
+// dots included (a server decodes %2E before it resolves dot segments).
+// The rule holds on the whole segment, after expansion: the value of one
+// placeholder may be no dot segment while the segment it makes with its
+// neighbours is.
+func checkDotSegments(u string, from int, spans []span) error {
+	path := u[from:]
+	if i := strings.IndexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	start := from
+	for _, seg := range strings.Split(path, "/") {
+		end := start + len(seg)
+		for _, sp := range spans {
+			if sp.start < end && sp.end > start {
+				if d, err := url.PathUnescape(seg); err == nil && (d == "." || d == "..") {
+					return fmt.Errorf("placeholder {%s} makes the path segment %q, which is no path segment", sp.ptr, d)
+				}
+				break
+			}
+		}
+		start = end + 1
+	}
+	return nil
 }
 
 // scalar is v as text, or an error naming what it is.

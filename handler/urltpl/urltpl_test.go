@@ -23,7 +23,8 @@ func decode(t *testing.T, s string) any {
 
 func TestExpand(t *testing.T) {
 	input := decode(t, `{"id": "a/b c", "n": 42, "f": 1.5e3, "ok": true, "u": "é?&=#", "obj": {"k": "v"},
-		"arr": [1], "nul": null, "empty": "", "dots": "..", "tilde~key": "t", "sl/ash": "s"}`)
+		"arr": [1], "nul": null, "empty": "", "dots": "..", "tilde~key": "t", "sl/ash": "s",
+		"a": ".", "b": "."}`)
 	for _, tc := range []struct{ tpl, want, err string }{
 		{"https://api.test/orders/{/id}", "https://api.test/orders/a%2Fb%20c", ""},
 		{"https://api.test:8443/o/{/n}/x/{/ok}?q={/u}&lit=a%20b", "https://api.test:8443/o/42/x/true?q=%C3%A9%3F%26%3D%23&lit=a%20b", ""},
@@ -38,6 +39,16 @@ func TestExpand(t *testing.T) {
 		{"http://h/x/{/empty}/y", "", "no path segment"},
 		{"http://h/x/{/dots}", "", "no path segment"},
 		{"http://h/x/v{/dots}", "http://h/x/v..", ""},
+		// Issue 44: the dot-segment rule holds on the segment once
+		// expanded, not on each value alone.
+		{"https://h/api/users/{/a}{/b}/delete", "", "makes the path segment \"..\""},
+		{"https://h/api/users/{/a}./delete", "", "makes the path segment \"..\""},
+		{"https://h/api/users/.{/a}/delete", "", "makes the path segment \"..\""},
+		{"https://h/api/users/%2E{/a}/delete", "", "makes the path segment \"..\""},
+		{"https://h/api/{/a}{/a}", "", "no path segment"},
+		{"https://h/api/users/{/a}{/b}{/a}/x", "https://h/api/users/.../x", ""},
+		{"https://h/api/users/{/a}x/y?q={/a}{/b}", "https://h/api/users/.x/y?q=..", ""},
+		{"https://h/api/./users/{/n}", "https://h/api/./users/42", ""}, // a literal segment is the template's own
 	} {
 		tpl, err := urltpl.Parse(tc.tpl)
 		if err != nil {

@@ -4,6 +4,8 @@ package journal
 var (
 	ParseRecord = parseRecord
 	BootID      = bootID
+	ProcStart   = procStart
+	ParseProc   = parseProcStart
 )
 
 // ResultHoldsSecret exposes the result check to the fuzz test.

@@ -35,6 +35,10 @@ type LockRecord struct {
 	Host      string    `json:"host"`
 	BootID    string    `json:"boot_id"`
 	StartedAt time.Time `json:"started_at"`
+	// ProcStart is the holder's start time as /proc/<pid>/stat gives it
+	// (field 22, clock ticks since boot), so that a pid reused by another
+	// process is not taken for the holder; 0 in records of older versions.
+	ProcStart uint64 `json:"proc_start,omitempty"`
 }
 
 // String describes the holder for messages.
@@ -123,7 +127,7 @@ func AcquireLock(journalPath string, o LockOptions) (*Lock, error) {
 	}
 	host, _ := os.Hostname()
 	l := &Lock{Path: path, TookOver: prev, f: f,
-		Record: LockRecord{PID: os.Getpid(), Host: host, BootID: bootID(), StartedAt: time.Now().UTC()}}
+		Record: LockRecord{PID: os.Getpid(), Host: host, BootID: bootID(), StartedAt: time.Now().UTC(), ProcStart: selfStart()}}
 	if err := writeRecord(f, l.Record); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("journal lock %s: %w", path, err)
@@ -191,8 +195,8 @@ func Unlock(journalPath string) (*LockRecord, error) {
 }
 
 // staleRefusal says why a record may not be taken over or removed, or ""
-// when it is provably dead: this host, this boot, and no process with its
-// pid.
+// when it is provably dead: this host, this boot, and no process that is
+// its holder (holderAlive).
 func staleRefusal(r *LockRecord) string {
 	host, _ := os.Hostname()
 	boot := bootID()
@@ -203,21 +207,10 @@ func staleRefusal(r *LockRecord) string {
 		return "refused: this machine's boot id cannot be read, so the record cannot be proven stale"
 	case r.BootID != boot:
 		return fmt.Sprintf("refused: it was written in boot %s, this is boot %s; remove it by hand after checking", r.BootID, boot)
-	case pidAlive(r.PID):
-		return fmt.Sprintf("refused: a process with pid %d is alive", r.PID)
+	case holderAlive(r):
+		return fmt.Sprintf("refused: a process with pid %d is alive and may be its holder", r.PID)
 	}
 	return ""
-}
-
-// pidAlive reports whether a process with this pid exists; EPERM means it
-// does (someone else's). A pid that cannot be a process counts as alive, so
-// that it is never taken as proof of death.
-func pidAlive(pid int) bool {
-	if pid <= 0 {
-		return true
-	}
-	err := syscall.Kill(pid, 0)
-	return !errors.Is(err, syscall.ESRCH)
 }
 
 // bootID is this boot's id, or "" where the kernel does not give one.

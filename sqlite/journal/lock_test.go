@@ -131,7 +131,10 @@ func TestLockRefusesWhatItCannotProveDead(t *testing.T) {
 	}{
 		{"other host", journal.LockRecord{PID: dead, Host: host + "-elsewhere", BootID: journal.BootID()}},
 		{"other boot", journal.LockRecord{PID: dead, Host: host, BootID: "00000000-0000-0000-0000-000000000000"}},
-		{"live pid", journal.LockRecord{PID: os.Getpid(), Host: host, BootID: journal.BootID()}},
+		// Our parent is alive; a record with its start time, or an older
+		// record (no start time) written after it started, may be its.
+		{"live pid", journal.LockRecord{PID: os.Getppid(), Host: host, BootID: journal.BootID(), ProcStart: procStart(t, os.Getppid())}},
+		{"live pid, older record", journal.LockRecord{PID: os.Getppid(), Host: host, BootID: journal.BootID()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -235,4 +238,80 @@ func FuzzParseRecord(f *testing.F) {
 			t.Fatalf("round trip of %+v: %+v, %v", r, r2, err)
 		}
 	})
+}
+
+func procStart(tb testing.TB, pid int) uint64 {
+	tb.Helper()
+	start, err := journal.ProcStart(pid)
+	if err != nil || start == 0 {
+		tb.Fatalf("start time of pid %d: %d, %v", pid, start, err)
+	}
+	return start
+}
+
+// A live pid is the holder only with the holder's start time, and our own
+// pid is never it: in a container the daemon is pid 1 at every start, so
+// after a kill -9 the record names the new daemon's own pid (issue 44).
+func TestLockTakeOverReusedPID(t *testing.T) {
+	host, _ := os.Hostname()
+	self, parent := procStart(t, os.Getpid()), procStart(t, os.Getppid())
+	tests := []struct {
+		name string
+		rec  journal.LockRecord
+	}{
+		{"our pid, another start", journal.LockRecord{PID: os.Getpid(), ProcStart: self + 1}},
+		{"our pid, our start", journal.LockRecord{PID: os.Getpid(), ProcStart: self}},
+		{"our pid, older record", journal.LockRecord{PID: os.Getpid()}},
+		{"live pid, another start", journal.LockRecord{PID: os.Getppid(), ProcStart: parent + 1}},
+		{"live pid, older record written before it started", journal.LockRecord{PID: os.Getppid(),
+			StartedAt: time.Unix(1, 0).UTC()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, unlock := range []bool{false, true} {
+				path := journalPath(t)
+				tt.rec.Host, tt.rec.BootID = host, journal.BootID()
+				if tt.rec.StartedAt.IsZero() {
+					tt.rec.StartedAt = time.Now().UTC()
+				}
+				writeRecord(t, path, tt.rec)
+				if unlock {
+					if r, err := journal.Unlock(path); err != nil || r == nil || *r != tt.rec {
+						t.Fatalf("unlock: %+v, %v; want %+v removed", r, err, tt.rec)
+					}
+					continue
+				}
+				if _, err := journal.AcquireLock(path, journal.LockOptions{}); touba.ErrorCode(err) != touba.EJournalLockStale {
+					t.Fatalf("without --take-over-stale-lock: %v, want JournalLockStale", err)
+				}
+				l := mustAcquire(t, path, journal.LockOptions{TakeOverStale: true})
+				if l.TookOver == nil || *l.TookOver != tt.rec {
+					t.Fatalf("took over %+v, want %+v", l.TookOver, tt.rec)
+				}
+				if got, want := l.Record.ProcStart, self; got != want {
+					t.Fatalf("our record's start=%d, want %d", got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestParseProcStart(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    uint64
+		wantErr bool
+	}{
+		{"1 (touba-trigger) S 0 1 1 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 8 0 123456 0 0", 123456, false},
+		{"77 (a) b) (c) R 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 42 9 9", 42, false},
+		{"77 (x y) R 1 2 3", 0, true},
+		{"no parenthesis", 0, true},
+		{"7 (x) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 -5 0", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := journal.ParseProc(tt.in)
+		if (err != nil) != tt.wantErr || got != tt.want {
+			t.Errorf("%q: %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.wantErr)
+		}
+	}
 }

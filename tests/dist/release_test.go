@@ -108,7 +108,7 @@ func TestReleaseArchives(t *testing.T) {
 		name := "touba-trigger-" + releaseVersion + "-linux-" + arch
 		run(t, x, nil, "tar", "-xzf", filepath.Join(dir, name+".tar.gz"))
 		top := filepath.Join(x, name)
-		for _, f := range []string{"touba-trigger", "systemd/touba-trigger.service", "systemd/touba-trigger.socket",
+		for _, f := range []string{"touba-trigger", "serve-without-systemd", "systemd/touba-trigger.service", "systemd/touba-trigger.socket",
 			"examples/quickstart/program.air.json", "examples/quickstart/touba.manifest.json", "README.md", "CHANGELOG.md", "SECURITY.md"} {
 			if _, err := os.Stat(filepath.Join(top, f)); err != nil {
 				t.Errorf("%s: %v", name, err)

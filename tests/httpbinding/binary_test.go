@@ -110,24 +110,30 @@ func TestEgressDenyThroughTheBinary(t *testing.T) {
 	}
 }
 
-// HTTP_PROXY is honoured: the daemon sends the request to the proxy, which
-// resolves the target itself (orders.invalid has no address), and the
-// guard checks the proxy's address: with loopback denied, nothing reaches
-// the proxy.
+// HTTP_PROXY is honoured: the daemon sends the request to the proxy, and
+// the guard checks the proxy's address (with loopback denied, nothing
+// reaches the proxy) and, before the proxy is used, the target: a refused
+// target (here the metadata address, issue 44) never reaches the proxy,
+// nor its Authorization header. The allowed target is a literal address
+// (TEST-NET-2) the counting proxy answers for: a name must resolve here.
 func TestProxyThroughTheBinary(t *testing.T) {
 	proxy := newCounting(t)
-	url := "http://orders.invalid/orders/{/order_id}/payment"
+	url := "http://198.51.100.7/orders/{/order_id}/payment"
 	env := []string{"HTTP_PROXY=" + proxy.URL, "http_proxy=" + proxy.URL}
 	if e, show := run(t, url, env, "--egress-deny", "127.0.0.0/8"); e.Status != touba.StatusFailed || e.ErrorCode != touba.EEgressForbidden {
 		t.Fatalf("denied proxy: entry %s %s\n%s", e.Status, e.ErrorCode, show)
 	}
+	if e, show := run(t, "http://169.254.169.254/latest/meta-data/{/order_id}", env); e.Status != touba.StatusFailed ||
+		e.ErrorCode != touba.EEgressForbidden || !strings.Contains(show, "cloud metadata") {
+		t.Fatalf("refused target: entry %s %s\n%s", e.Status, e.ErrorCode, show)
+	}
 	if n := proxy.conns.Load(); n != 0 {
-		t.Fatalf("the denied proxy accepted %d connections", n)
+		t.Fatalf("the proxy accepted %d connections, want none", n)
 	}
 	if e, show := run(t, url, env); e.Status != touba.StatusDone {
 		t.Fatalf("through the proxy: entry %s %s\n%s", e.Status, e.ErrorCode, show)
 	}
-	if got := proxy.last.Load(); got != "PUT http://orders.invalid/orders/A-1/payment Bearer "+ordersToken {
+	if got := proxy.last.Load(); got != "PUT http://198.51.100.7/orders/A-1/payment Bearer "+ordersToken {
 		t.Fatalf("the proxy received %v", got)
 	}
 }
