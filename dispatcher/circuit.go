@@ -23,10 +23,12 @@ import (
 // one call probes. Its success closes the circuit; its failure opens it
 // again for open_ms.
 //
-// With Options.Circuits set (PostgreSQL), the open, probing and closed
-// states are the cluster's: each node counts its own calls (no write per
-// call) and writes only transitions; it reads the shared state of a
-// circuit-bound binding at most once per poll interval.
+// With Options.Circuits set (the queue file on SQLite, the database on
+// PostgreSQL), the open, probing and closed states are stored: they
+// outlive a restart, and on PostgreSQL they are the cluster's. Each node
+// counts its own calls (no write per call) and writes only transitions;
+// it reads the stored state of a circuit-bound binding at most once per
+// poll interval.
 
 // CircuitConfig is a binding's circuit; zero MinCalls is none.
 type CircuitConfig struct {

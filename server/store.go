@@ -38,7 +38,8 @@ type stores struct {
 	Lock    *journal.Lock       // the SQLite journal's lock; nil otherwise
 	// Slots holds max_concurrency across nodes; nil for one process.
 	Slots touba.SlotStore
-	// Circuits holds the bindings' circuits across nodes; nil for one process.
+	// Circuits keeps the bindings' circuits (across restarts, and on
+	// PostgreSQL across nodes).
 	Circuits touba.CircuitStore
 	// Claims shares operator actions' claims across nodes; nil for files.
 	Claims admin.Claims
@@ -99,8 +100,10 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The circuits in the queue file: an open circuit outlives a restart
+	// (issue 43), as on PostgreSQL.
 	return &stores{Queue: st.Queue, State: st.State, Journal: st.EffectJournal(), Lock: st.Lock, History: st.History(),
-		Recovered: st.Recovered, Requeued: st.Requeued, Close: st.Close}, nil
+		Circuits: st.Queue.Circuits(), Recovered: st.Recovered, Requeued: st.Requeued, Close: st.Close}, nil
 }
 
 // openDatabase opens the PostgreSQL stores; the daemon (not the CLI)
