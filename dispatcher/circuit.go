@@ -226,12 +226,19 @@ type passKey struct{}
 // through a closed circuit also gates the call's further tries: once the
 // circuit opens, a call in flight sends no more (SPEC §2.2); the probe's
 // tries are its own.
+//
+// Each try that failed on the host's side and is tried again counts in
+// the window at once, as a failed call would (handler.WithFailedTry): the
+// circuit counts tries, not only calls. With calls of six tries each,
+// counting only ended calls let about 1,250 tries reach a failing remote
+// before the circuit could open (issue 43).
 func withPass(ctx context.Context, p *circuitPass) context.Context {
 	if p == nil {
 		return ctx
 	}
 	if !p.probe {
 		c := p.c
+		ctx = handler.WithFailedTry(ctx, func() { p.d.recordCall(c, false, true) })
 		ctx = handler.WithTryGate(ctx, func() bool {
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -289,7 +296,8 @@ func (c *circuit) reset() {
 	}
 }
 
-// recordCall counts one ended call of c and moves its state.
+// recordCall counts one ended call (or one failed try of a call going
+// on, withPass) of c and moves its state.
 func (d *Dispatcher) recordCall(c *circuit, probe, fail bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

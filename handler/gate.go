@@ -30,3 +30,25 @@ func TryAllowed(ctx context.Context) bool {
 	allow, ok := ctx.Value(tryGateKey{}).(func() bool)
 	return !ok || allow()
 }
+
+type tryFailedKey struct{}
+
+// WithFailedTry returns ctx carrying failed, which a runner that retries
+// within one call calls for each try that failed on the host's side (a
+// 5xx, a 429, a timeout, a connection refused or lost) and that it will
+// try again: a circuit counts tries, not only calls (SPEC §2.2, issue 43).
+// The call's last try is the call's result, counted by the caller.
+func WithFailedTry(ctx context.Context, failed func()) context.Context {
+	if failed == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, tryFailedKey{}, failed)
+}
+
+// tryFailed tells ctx's observer (if any) that a try failed and another
+// may follow.
+func tryFailed(ctx context.Context) {
+	if f, ok := ctx.Value(tryFailedKey{}).(func()); ok {
+		f()
+	}
+}

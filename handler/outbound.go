@@ -151,6 +151,9 @@ func (o *outbound) Call(ctx context.Context, req *Request, dispatched func() err
 		if final || !repeatable && !t.neverApplied() || n >= o.MaxTries || ctx.Err() != nil {
 			return ended(log, out.label, n, res)
 		}
+		if res.Err != nil && (res.Err.Code == touba.EHandlerFailed || res.Err.Code == touba.EHandlerTimeout) {
+			tryFailed(ctx) // what a circuit counts as a failure (dispatcher.failed)
+		}
 		// A circuit that opened while the call was in flight sends no
 		// further try (SPEC §2.2): asked before the wait and again right
 		// before sending, the call ends with this try's result, as if

@@ -44,3 +44,28 @@ func testCircuitOutlivesRestart(t *testing.T, b backend) {
 func TestCircuitOutlivesRestartSQLite(t *testing.T) { testCircuitOutlivesRestart(t, newSQLite(t)) }
 
 func TestCircuitOutlivesRestartPostgres(t *testing.T) { testCircuitOutlivesRestart(t, newPostgres(t)) }
+
+// testCircuitCountsTries (SPEC §2.2 circuit, issue 43): one delivery of A,
+// whose webhook retries a 503 inside the call (six tries at most), and a
+// circuit of min_calls 5. Each failed try counts as it fails, so the fifth
+// opens the circuit and the call sends no sixth. Counting only ended calls,
+// one call of six tries never reached min_calls, and a backlog sent
+// min_calls times six tries before the circuit could open.
+func testCircuitCountsTries(t *testing.T, b backend) {
+	r := newRemote(t, 0, http.StatusServiceUnavailable, false)
+	w := newWorld(t, b, stallProgram, stallManifest(r.url("/a"),
+		`"circuit": {"failure_ratio": 0.5, "min_calls": 5, "window_ms": 60000, "open_ms": 60000},`))
+	w.start()
+	if _, err := w.post("fair/A", "a-1", `{"n": 1}`); err != nil {
+		t.Fatal(err)
+	}
+	w.daemon.WaitLog(`"event":"circuit.open"`, circuitOpenWait)
+	w.daemon.WaitLog(`"message":"webhook call failed"`, circuitOpenWait)
+	if n := r.count("/a"); n != 5 {
+		t.Fatalf("%s: the remote got %d tries of the one call, want 5: the circuit opens at the fifth failed try and stops the call", b.name(), n)
+	}
+}
+
+func TestCircuitCountsTriesSQLite(t *testing.T) { testCircuitCountsTries(t, newSQLite(t)) }
+
+func TestCircuitCountsTriesPostgres(t *testing.T) { testCircuitCountsTries(t, newPostgres(t)) }
