@@ -1,10 +1,6 @@
 package fair
 
-import (
-	"sort"
-
-	touba "github.com/touba/touba-trigger"
-)
+import "sort"
 
 // Lease is what the dispatcher knows when it plans a lease: its free
 // workers, the triggers that may have work, what each binding lets start
@@ -33,55 +29,51 @@ type Trigger struct {
 	ByKey bool
 }
 
-// budget is what b lets start, negative for no bound.
-func (l *Lease) budget(b string) int {
-	if n, ok := l.Budgets[b]; ok && b != "" {
-		return max(n, 0)
-	}
-	return -1
-}
-
-// PlanLease plans l: holds first, then the triggers by weight.
+// PlanLease plans l as one round over every trigger's work: its fresh
+// entries and its runs handed back on any binding, at any step, by its
+// weight. A paused trigger is given nothing, and its held runs count for
+// no one: they neither take nor hold back anyone's share of a binding. A
+// trigger with held runs that l.Triggers does not name (a reload removed
+// it) is a candidate at the default weight, so its runs end.
 func (s *Scheduler) PlanLease(l Lease) *Round {
-	var holds []touba.LeaseAsk
-	heldOn := map[string]int64{}
-	for hold, by := range l.Held {
-		for _, n := range by {
-			heldOn[hold] += n
-		}
+	holds := make([]string, 0, len(l.Held))
+	for hold := range l.Held {
+		holds = append(holds, hold)
 	}
-	refs := make([]string, 0, len(heldOn))
-	for hold := range heldOn {
-		refs = append(refs, hold)
-	}
-	sort.Strings(refs)
-	for _, hold := range refs {
-		n := heldOn[hold]
-		if n <= 0 {
-			continue
-		}
-		if can := l.budget(hold); can != 0 {
-			if can > 0 {
-				n = min(n, int64(can))
-			}
-			holds = append(holds, touba.LeaseAsk{Hold: hold, N: int(n)})
-		}
-	}
+	sort.Strings(holds)
 	cands := make([]Candidate, 0, len(l.Triggers))
-	for _, t := range l.Triggers {
+	named := map[string]bool{}
+	add := func(t Trigger) {
+		named[t.Ref] = true
 		if l.Paused[t.Ref] {
 			cands = append(cands, Candidate{Ref: t.Ref, Weight: t.Weight, Limit: 0})
-			continue
+			return
 		}
-		limit := -1
-		if t.Gate != "" {
-			if heldOn[t.Gate] > 0 {
-				limit = 0
-			} else {
-				limit = l.budget(t.Gate)
+		c := Candidate{Ref: t.Ref, Weight: t.Weight, Limit: -1, Gate: t.Gate, ByKey: t.ByKey}
+		for _, hold := range holds {
+			if n := l.Held[hold][t.Ref]; n > 0 {
+				c.Held = append(c.Held, Held{Hold: hold, N: int(min(n, 1<<30))})
 			}
 		}
-		cands = append(cands, Candidate{Ref: t.Ref, Weight: t.Weight, Limit: limit, ByKey: t.ByKey})
+		cands = append(cands, c)
 	}
-	return s.Plan(l.Free, holds, cands)
+	for _, t := range l.Triggers {
+		if !named[t.Ref] {
+			add(t)
+		}
+	}
+	var rest []string
+	for _, hold := range holds {
+		for ref, n := range l.Held[hold] {
+			if n > 0 && !named[ref] {
+				named[ref] = true
+				rest = append(rest, ref)
+			}
+		}
+	}
+	sort.Strings(rest)
+	for _, ref := range rest {
+		add(Trigger{Ref: ref, Weight: DefaultWeight})
+	}
+	return s.Plan(l.Free, l.Budgets, cands)
 }
