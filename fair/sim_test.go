@@ -346,3 +346,36 @@ func TestLaterStepBindingSharedByWeight(t *testing.T) {
 		t.Fatalf("A/C = %.2f (A %d, C %d), want 10 ±20%%", ratio, da, dc)
 	}
 }
+
+// TestLaterStepBindingSharedWhileFed: as above, with C fed more than
+// Remote can run (4 deliveries every 100 ms): its fresh runs, which reach
+// Remote at their second step unplanned, take no slot promised to A, and
+// A keeps its share for as long as C is fed.
+func TestLaterStepBindingSharedWhileFed(t *testing.T) {
+	s := newSim(t, 256, map[string]*simBinding{
+		"stub":   {},
+		"remote": {slots: 2, call: 50 * time.Millisecond},
+	}, &simTrigger{ref: "c", weight: 10, steps: []string{"stub", "remote"}},
+		&simTrigger{ref: "a", weight: 100, steps: []string{"remote"}})
+	s.post("a", 2000)
+	feed := func(d time.Duration) {
+		end := s.now + d
+		for s.now < end {
+			if s.now%(100*time.Millisecond) == 0 {
+				s.post("c", 4)
+			}
+			s.step()
+		}
+	}
+	feed(time.Second)
+	a0, c0 := s.calls["remote"]["a"], s.calls["remote"]["c"]
+	feed(10 * time.Second)
+	da, dc := s.calls["remote"]["a"]-a0, s.calls["remote"]["c"]-c0
+	t.Logf("in 10 s: A %d calls, C %d (C held: %d)", da, dc, s.heldCount("remote", "c"))
+	if dc == 0 || da == 0 {
+		t.Fatalf("in 10 s: A %d calls, C %d; want both, 10:1", da, dc)
+	}
+	if ratio := float64(da) / float64(dc); ratio < 8 || ratio > 12 {
+		t.Fatalf("A/C = %.2f (A %d, C %d), want 10 ±20%%", ratio, da, dc)
+	}
+}
