@@ -92,8 +92,9 @@ type LeaseAsk struct {
 	// oldest first, that no key, pause or binding holds back.
 	TriggerRef string
 	// Hold, instead, asks for up to N entries handed back on that hold
-	// (a binding's tool ref), oldest first, whatever their trigger, when
-	// their trigger is not paused.
+	// (a binding's tool ref), oldest first, when their trigger is not
+	// paused: TriggerRef's only when it is set, whatever their trigger
+	// otherwise.
 	Hold string
 	N    int
 	// ByKey takes a trigger's entries by turns among the values of its
@@ -135,8 +136,9 @@ type FairQueue interface {
 	// spending the attempt its lease counted; no lease takes it but an
 	// ask naming hold. An entry asked to cancel ends cancelled instead.
 	HoldRun(ctx context.Context, queueID string, token int64, hold, code, message string) error
-	// HeldRuns counts the entries handed back, by hold.
-	HeldRuns(ctx context.Context) (map[string]int64, error)
+	// HeldRuns counts the entries handed back, by hold and trigger
+	// (paused triggers' included).
+	HeldRuns(ctx context.Context) (map[string]map[string]int64, error)
 	// ReadyTriggers lists the triggers with entries no key or binding
 	// holds back (due or not, paused or not), by ref: the lease's
 	// candidates beside the program's own triggers.

@@ -149,7 +149,7 @@ func New(q Queue, s State, j Journal, cfg *Config, opts Options) *Dispatcher {
 	d.runCtx, d.cancel = context.WithCancel(context.Background())
 	d.waker.init()
 	if fq, ok := q.(touba.FairQueue); ok {
-		d.fair = &fairLease{fq: fq, sched: fair.New(), held: map[string]int64{}}
+		d.fair = &fairLease{fq: fq, sched: fair.New(), held: map[string]map[string]int64{}}
 	}
 	d.cfg.Store(cfg)
 	return d

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,26 +15,37 @@ import (
 )
 
 // Fair dispatch (SPEC §2.1 dispatch, §2.2 "Holds take nothing"). With a
-// store that plans leases (touba.FairQueue), each lease is a round of the
-// fair scheduler: first the runs handed back on a binding that can take
-// them again (a slot free, a probe due), then each trigger's share of the
-// free workers by weight, each trigger bounded by what its first bound
-// binding can start now. A run that still meets a full binding or an open
-// circuit at a step is handed back (HoldRun) instead of waiting in its
-// worker, and a lease asks for it once the binding frees: no worker and
-// no lease is spent on a held run, and nothing polls it.
+// store that plans leases (touba.FairQueue), each lease is one round of
+// the fair scheduler (fair.PlanLease) over every trigger's work, fresh
+// entries and runs handed back on a binding alike, by weight; a bounded
+// binding's budget (its free slots less those promised, its due probe) is
+// shared by the triggers that start on it, fresh or handed back, by
+// weight too. A run that meets a full binding or an open circuit at a
+// step is handed back (HoldRun) instead of waiting in its worker, and a
+// lease asks for it at its trigger's turn once the binding frees: no
+// worker and no lease is spent on a held run, and nothing polls it.
 
-// holdsRefresh is how often the leaser reads the store's count of runs
-// handed back and its triggers with leasable entries: what other nodes
-// changed, and triggers the program no longer names.
+// holdsRefresh is how often the leaser reads the paused triggers and its
+// triggers with leasable entries (what other nodes changed, and triggers
+// the program no longer names), and, with a store other nodes share, the
+// runs handed back.
 const holdsRefresh = time.Second
+
+// heldRecount is how often the leaser recounts the runs handed back when
+// it is the only node of its store: it counts them itself meanwhile (each
+// one it hands back, each one a lease takes, none left when an ask finds
+// fewer than counted), so the store's count, a read of every handed-back
+// run, is only a safety net.
+const heldRecount = 30 * time.Second
 
 // fairLease is the leaser's state for planned leases; only the leaser
 // goroutine touches it, but held, which runs also move.
 type fairLease struct {
 	fq    touba.FairQueue
 	sched *fair.Scheduler
-	read  time.Time // when held and others were last read
+	read  time.Time // when paused and others were last read
+	// counted is when held was last read from the store.
+	counted time.Time
 	// others are triggers with leasable entries that the program does not
 	// name (removed by a reload): leased like any other, so they end.
 	others []string
@@ -43,7 +55,7 @@ type fairLease struct {
 	// touba.HeldCircuit): their pending entries wait for it, unleased.
 	gated atomic.Pointer[map[string]string]
 	// paused are the paused triggers as last read (holdsRefresh), for
-	// runs between two steps (pausedNow).
+	// runs between two steps (pausedNow) and the plan.
 	paused atomic.Pointer[map[string]bool]
 
 	// stale asks the leaser to read again at its next lease, not
@@ -51,7 +63,10 @@ type fairLease struct {
 	stale atomic.Bool
 
 	mu   sync.Mutex
-	held map[string]int64 // runs handed back, by hold (binding ref)
+	held map[string]map[string]int64 // runs handed back, by hold (binding ref) and trigger
+	// handed counts the runs handed back on this node, so a lease knows
+	// whether one was handed back while it ran (drained).
+	handed int64
 }
 
 // PausesChanged tells the dispatcher that a trigger was paused or resumed
@@ -65,18 +80,42 @@ func (d *Dispatcher) PausesChanged() {
 	d.Notify()
 }
 
-func (f *fairLease) addHeld(hold string, n int64) {
+func (f *fairLease) addHeld(hold, ref string, n int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.held[hold] += n; f.held[hold] <= 0 {
-		delete(f.held, hold)
+	if n > 0 {
+		f.handed++
+	}
+	m := f.held[hold]
+	if m == nil {
+		m = map[string]int64{}
+		f.held[hold] = m
+	}
+	if m[ref] += n; m[ref] <= 0 {
+		delete(m, ref)
+		if len(m) == 0 {
+			delete(f.held, hold)
+		}
 	}
 }
 
-func (f *fairLease) heldOn(hold string) int64 {
+// drained forgets the runs counted on each (hold, trigger) of asks whose
+// ask found fewer: none is left, unless a run was handed back since the
+// lease began (handed moved past since), which the next ask finds.
+func (f *fairLease) drained(asks []touba.LeaseAsk, since int64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.held[hold]
+	if f.handed != since {
+		return
+	}
+	for _, a := range asks {
+		if m := f.held[a.Hold]; m != nil {
+			delete(m, a.TriggerRef)
+			if len(m) == 0 {
+				delete(f.held, a.Hold)
+			}
+		}
+	}
 }
 
 // Held is the number of runs handed back on each binding, as this node
@@ -88,8 +127,10 @@ func (d *Dispatcher) Held() map[string]int64 {
 	}
 	d.fair.mu.Lock()
 	defer d.fair.mu.Unlock()
-	for k, v := range d.fair.held {
-		out[k] = v
+	for hold, m := range d.fair.held {
+		for _, n := range m {
+			out[hold] += n
+		}
 	}
 	return out
 }
@@ -138,50 +179,46 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 	}
 	d.refreshFair()
 	cfg := d.cfg.Load()
-	var holds []touba.LeaseAsk
-	f.mu.Lock()
-	for hold, n := range f.held {
-		if n <= 0 {
-			continue
+	l := fair.Lease{Free: free, Budgets: map[string]int{}, Held: map[string]map[string]int64{}}
+	if p := f.paused.Load(); p != nil {
+		l.Paused = *p
+	}
+	budget := func(ref string) {
+		if _, ok := l.Budgets[ref]; ok {
+			return
 		}
-		if can := d.passable(cfg.Bindings[hold]); can != 0 {
-			if can > 0 {
-				n = min(n, int64(can))
-			}
-			holds = append(holds, touba.LeaseAsk{Hold: hold, N: int(n)})
+		if can := d.passable(cfg.Bindings[ref]); can >= 0 {
+			l.Budgets[ref] = can
 		}
 	}
+	f.mu.Lock()
+	since := f.handed
+	for hold, m := range f.held {
+		l.Held[hold] = maps.Clone(m)
+	}
 	f.mu.Unlock()
-	cands := make([]fair.Candidate, 0, len(cfg.Program.Triggers)+len(f.others))
+	for hold := range l.Held {
+		budget(hold)
+	}
 	gated := map[string]string{}
 	gates := map[string]*Binding{} // each trigger's gate, for the reservations below
 	for _, t := range cfg.Program.Triggers {
-		limit := -1
-		if d.pausedNow(t.Ref) {
-			// Not asked for while paused (the store skips it anyway; a
-			// pause newer than the last read is the store's to see).
-			cands = append(cands, fair.Candidate{Ref: t.Ref, Weight: t.Weight, Limit: 0})
-			continue
-		}
+		ft := fair.Trigger{Ref: t.Ref, Weight: t.Weight,
+			ByKey: t.Concurrency != nil && t.Concurrency.Max > 1} // with max 1, oldest first is in turn already
 		if b := d.gate(cfg, t.Ref); b != nil {
-			gates[t.Ref] = b
-			if f.heldOn(b.Ref) > 0 {
-				limit = 0 // the runs handed back on it go first
-			} else {
-				limit = d.passable(b)
-			}
-			if limit == 0 {
+			gates[t.Ref], ft.Gate = b, b.Ref
+			budget(b.Ref)
+			if n, ok := l.Budgets[b.Ref]; ok && n == 0 && !l.Paused[t.Ref] {
 				gated[t.Ref] = d.gateReason(b)
 			}
 		}
-		byKey := t.Concurrency != nil && t.Concurrency.Max > 1 // with max 1, oldest first is in turn already
-		cands = append(cands, fair.Candidate{Ref: t.Ref, Weight: t.Weight, Limit: limit, ByKey: byKey})
+		l.Triggers = append(l.Triggers, ft)
 	}
 	for _, ref := range f.others {
-		cands = append(cands, fair.Candidate{Ref: ref, Weight: trigger.DefaultWeight, Limit: -1})
+		l.Triggers = append(l.Triggers, fair.Trigger{Ref: ref, Weight: trigger.DefaultWeight})
 	}
 	f.gated.Store(&gated)
-	round := f.sched.Plan(free, holds, cands)
+	round := f.sched.PlanLease(l)
 	entries, err := f.fq.LeasePlanned(d.runCtx, round)
 	if err != nil {
 		return nil, nil, err
@@ -199,7 +236,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 			if a.N > 0 {
 				crashpoint.Hit(CrashAfterHeldLeased)
 			}
-			f.addHeld(a.Hold, -int64(a.N))
+			f.addHeld(a.Hold, a.TriggerRef, -int64(a.N))
 			b = cfg.Bindings[a.Hold]
 		} else {
 			b = gates[a.TriggerRef]
@@ -209,26 +246,48 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 			i++
 		}
 	}
+	f.drained(round.Drained(), since)
 	return entries, res, nil
 }
 
-// refreshFair reads, at most every holdsRefresh, the runs handed back
-// (by any node) and the triggers with leasable entries the program does
-// not name.
+// refreshFair reads, at most every holdsRefresh, the paused triggers and
+// the triggers with leasable entries the program does not name, and the
+// runs handed back: every holdsRefresh with a store other nodes share,
+// every heldRecount when this node alone hands runs back, and at once
+// after a pause or resume through this node.
 func (d *Dispatcher) refreshFair() {
 	f := d.fair
-	if !f.stale.Swap(false) && time.Since(f.read) < holdsRefresh {
+	stale := f.stale.Swap(false)
+	if !stale && time.Since(f.read) < holdsRefresh {
 		return
 	}
 	f.read = time.Now()
 	ctx, cancel := context.WithTimeout(d.runCtx, wakeTimeout)
 	defer cancel()
-	if held, err := f.fq.HeldRuns(ctx); err == nil {
+	if recount := heldRecount; stale || d.opts.Slots != nil || time.Since(f.counted) >= recount {
 		f.mu.Lock()
-		f.held = held
+		since := f.handed
 		f.mu.Unlock()
-	} else {
-		d.log.Warn().Err(err).Msg("cannot count the runs handed back on their bindings; retrying")
+		if held, err := f.fq.HeldRuns(ctx); err == nil {
+			f.mu.Lock()
+			// A run handed back while the count ran may be missing from
+			// it: keep the larger of the two until the next count.
+			if f.handed != since {
+				for hold, m := range f.held {
+					for ref, n := range m {
+						if held[hold] == nil {
+							held[hold] = map[string]int64{}
+						}
+						held[hold][ref] = max(held[hold][ref], n)
+					}
+				}
+			}
+			f.held = held
+			f.counted = f.read
+			f.mu.Unlock()
+		} else {
+			d.log.Warn().Err(err).Msg("cannot count the runs handed back on their bindings; retrying")
+		}
 	}
 	if hs, ok := f.fq.(touba.HoldStore); ok {
 		if ps, err := hs.PausedTriggers(ctx); err == nil {

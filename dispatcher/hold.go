@@ -15,14 +15,16 @@ import (
 // binding as its hold, no attempt spent, nothing of the step written.
 
 // tryAcquire takes b's circuit pass and slot for the run of e without
-// waiting; a held verdict says which hold stopped it.
-func (d *Dispatcher) tryAcquire(ctx context.Context, b *Binding, e *touba.Delivery) (release func(), pass *circuitPass, v *verdict) {
+// waiting; a held verdict says which hold stopped it. own: the run holds
+// a reservation of b (its lease was planned on b); without one it takes
+// only a slot no leased run was promised.
+func (d *Dispatcher) tryAcquire(ctx context.Context, b *Binding, e *touba.Delivery, own bool) (release func(), pass *circuitPass, v *verdict) {
 	pass, ok := d.tryCircuit(ctx, b)
 	if !ok {
 		return nil, nil, &verdict{action: held, hold: b.Ref, code: touba.ECircuitOpen,
 			message: fmt.Sprintf("the circuit of %s is open; the run waits for its probe", b.Ref)}
 	}
-	free, ok := d.trySlot(ctx, b, e)
+	free, ok := d.trySlot(ctx, b, e, own)
 	if !ok {
 		pass.release()
 		return nil, nil, &verdict{action: held, hold: b.Ref, code: touba.EBindingBusy,
@@ -40,11 +42,15 @@ func (d *Dispatcher) tryAcquire(ctx context.Context, b *Binding, e *touba.Delive
 }
 
 // trySlot takes one of b's slots if one is free, on this node and, with
-// a shared store, in the cluster.
-func (d *Dispatcher) trySlot(ctx context.Context, b *Binding, e *touba.Delivery) (release func(), ok bool) {
+// a shared store, in the cluster; not one promised to a leased run unless
+// own (the run is that leased run).
+func (d *Dispatcher) trySlot(ctx context.Context, b *Binding, e *touba.Delivery, own bool) (release func(), ok bool) {
 	s := d.slots.of(b)
 	if s == nil {
 		return func() {}, true
+	}
+	if !own && s.max-len(s.ch)-int(s.reserved.Load()) <= 0 {
+		return nil, false
 	}
 	select {
 	case s.ch <- struct{}{}:
@@ -88,7 +94,7 @@ func (d *Dispatcher) hold(e *touba.Delivery, v *verdict) error {
 	err := d.fair.fq.HoldRun(context.Background(), e.QueueID, e.LeaseToken, v.hold, v.code, v.message)
 	if err == nil {
 		crashpoint.Hit(CrashAfterHeld)
-		d.fair.addHeld(v.hold, 1)
+		d.fair.addHeld(v.hold, e.TriggerRef, 1)
 	}
 	return err
 }

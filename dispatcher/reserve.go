@@ -42,10 +42,14 @@ type slotsRead struct {
 	at time.Time
 }
 
-// reservation is a leased run's claim on one of its gate's free slots
-// (or its due probe), held until the run reaches its call or ends, so
-// the next lease does not count the same slot free twice.
+// reservation is a leased run's claim on one of its binding's free slots
+// (or its due probe): the binding its ask was planned on, its gate or the
+// one it was handed back on. It is held until the run reaches that
+// binding's step or ends, so the next lease does not count the same slot
+// free twice, and a run that reaches the binding without one (a later
+// step it was not planned on) does not take a slot promised to another.
 type reservation struct {
+	ref     string
 	sem     *sem
 	circuit *circuit
 	done    atomic.Bool
@@ -55,7 +59,7 @@ func (d *Dispatcher) reserve(b *Binding) *reservation {
 	if b == nil {
 		return nil
 	}
-	r := &reservation{sem: d.slots.of(b), circuit: d.circuits.of(b)}
+	r := &reservation{ref: b.Ref, sem: d.slots.of(b), circuit: d.circuits.of(b)}
 	if r.sem != nil {
 		r.sem.reserved.Add(1)
 	}

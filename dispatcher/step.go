@@ -46,8 +46,12 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	var pass *circuitPass
 	if d.fair != nil {
 		var hv *verdict
-		release, pass, hv = d.tryAcquire(ctx, b, e)
-		reservationOf(ctx).drop()
+		r := reservationOf(ctx)
+		own := r != nil && r.ref == b.Ref
+		release, pass, hv = d.tryAcquire(ctx, b, e, own)
+		if own {
+			r.drop()
+		}
 		if hv != nil {
 			return nil, false, hv
 		}

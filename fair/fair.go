@@ -7,11 +7,20 @@
 // It is stride scheduling over the runs started: each trigger has a pass
 // that grows by 1/weight with every run it is given, and every free
 // worker goes to the trigger with the lowest pass. A trigger that had no
-// runnable work (its ask took less than it asked) is not owed what it did
-// not use: when it has work again, its pass starts at the lowest pass of
-// the triggers still backlogged, so idling banks no credit. The package
-// does no I/O and keeps no clock: the dispatcher hands it the candidates
-// (with what their holds allow) and the store reports what each ask took.
+// runnable work (its ask took less than it asked), or whose work no
+// binding let start, is not owed what it did not use: when it can run
+// again, its pass starts at the lowest pass of the triggers still
+// backlogged, so idling and waiting on a binding bank no credit.
+//
+// A trigger's work is its fresh entries and its runs handed back on a
+// binding at any step (SPEC §2.2 "Holds take nothing"): one plan for
+// both, the held runs first within the trigger's share (they are older).
+// A bounded binding (max_concurrency, circuit) lets only so many runs
+// start in a lease (its budget); the triggers that start on it, fresh or
+// handed back, share it by a second stride pass per binding and trigger,
+// with the same rule against banked credit. The package does no I/O and
+// keeps no clock: the dispatcher hands it the candidates and budgets
+// (PlanLease) and the store reports what each ask took.
 package fair
 
 import (
@@ -27,30 +36,47 @@ const DefaultWeight = 10
 type Candidate struct {
 	Ref    string
 	Weight int
-	// Limit bounds the runs it may start in this lease (what its first
-	// binding's free slots allow, 0 behind an open circuit); negative is
-	// no bound.
+	// Limit bounds the fresh runs it may start in this lease (0 while
+	// paused); negative is no bound.
 	Limit int
+	// Gate is the binding its fresh runs start on first, whose budget
+	// bounds them; "" for none.
+	Gate string
 	// ByKey: its asks share its runs among its concurrency key's values
 	// in turn (touba.LeaseAsk.ByKey).
 	ByKey bool
+	// Held are its runs handed back, by binding: asked for before its
+	// fresh entries, each within its binding's budget.
+	Held []Held
+}
+
+// Held is how many of a trigger's runs were handed back on a hold.
+type Held struct {
+	Hold string
+	N    int
 }
 
 // Scheduler keeps the triggers' passes from lease to lease. It is used
 // by one leaser goroutine: not safe for concurrent use.
 type Scheduler struct {
 	shares map[string]*share
+	// slots are the passes of the triggers on each bounded binding.
+	slots map[string]map[string]*share
 }
 
 type share struct {
 	pass float64
-	// backlogged: at its last lease the trigger took all it asked for,
-	// or was not asked (others came first): it still has work waiting.
+	// backlogged: at its last lease the trigger could have taken more
+	// than it was given (it took all it asked, or was not asked: others
+	// came first); for a binding's share, its runs on the binding were
+	// not all taken.
 	backlogged bool
 }
 
 // New returns a scheduler with no history.
-func New() *Scheduler { return &Scheduler{shares: map[string]*share{}} }
+func New() *Scheduler {
+	return &Scheduler{shares: map[string]*share{}, slots: map[string]map[string]*share{}}
+}
 
 // Backlogged reports whether ref had work left at its last lease.
 func (s *Scheduler) Backlogged(ref string) bool {
@@ -65,13 +91,40 @@ func (s *Scheduler) Forget(keep func(ref string) bool) {
 			delete(s.shares, ref)
 		}
 	}
+	for b, m := range s.slots {
+		for ref := range m {
+			if !keep(ref) {
+				delete(m, ref)
+			}
+		}
+		if len(m) == 0 {
+			delete(s.slots, b)
+		}
+	}
 }
 
-// Plan starts a lease of at most free entries: first the holds' asks,
-// in the order given (each cut to what is still free), then the
-// candidates by weight. The Round it returns is the store's LeasePlan.
-func (s *Scheduler) Plan(free int, holds []touba.LeaseAsk, cands []Candidate) *Round {
-	r := &Round{s: s, free0: free, holds: holds}
+func (s *Scheduler) slotShare(binding, ref string) *share {
+	m := s.slots[binding]
+	if m == nil {
+		m = map[string]*share{}
+		s.slots[binding] = m
+	}
+	sh := m[ref]
+	if sh == nil {
+		sh = &share{}
+		m[ref] = sh
+	}
+	return sh
+}
+
+// Plan starts a lease of at most free entries among cands. budgets is
+// how many runs may start on each bounded binding (a binding not named
+// bounds nothing). The Round it returns is the store's LeasePlan.
+func (s *Scheduler) Plan(free int, budgets map[string]int, cands []Candidate) *Round {
+	r := &Round{s: s, free0: free, budget0: map[string]int{}}
+	for b, n := range budgets {
+		r.budget0[b] = max(n, 0)
+	}
 	floor, anyBacklogged := math.Inf(1), false
 	for _, c := range cands {
 		sh := s.shares[c.Ref]
@@ -84,6 +137,8 @@ func (s *Scheduler) Plan(free int, holds []touba.LeaseAsk, cands []Candidate) *R
 			floor = math.Min(floor, sh.pass)
 		}
 	}
+	onBinding := map[string][]*share{} // the shares of each bounded binding's contenders
+	seen := map[*share]bool{}
 	for _, c := range cands {
 		sh := s.shares[c.Ref]
 		if !anyBacklogged {
@@ -95,7 +150,49 @@ func (s *Scheduler) Plan(free int, holds []touba.LeaseAsk, cands []Candidate) *R
 		if w <= 0 {
 			w = DefaultWeight
 		}
-		r.cands = append(r.cands, &entry{Candidate: c, sh: sh, step: 1 / float64(w), pass0: sh.pass})
+		e := &entry{Candidate: c, sh: sh, step: 1 / float64(w), pass0: sh.pass}
+		for _, h := range c.Held {
+			if h.N > 0 {
+				e.srcs = append(e.srcs, &source{e: e, hold: h.Hold, binding: h.Hold, n: h.N})
+			}
+		}
+		e.srcs = append(e.srcs, &source{e: e, binding: c.Gate, n: c.Limit})
+		for _, src := range e.srcs {
+			if src.binding == "" {
+				continue
+			}
+			if _, bounded := r.budget0[src.binding]; !bounded {
+				// Unbounded now: its share starts afresh when it is
+				// bounded again, whatever this trigger did meanwhile.
+				if m := s.slots[src.binding]; m != nil && m[c.Ref] != nil {
+					m[c.Ref].backlogged = false
+				}
+				continue
+			}
+			src.q = s.slotShare(src.binding, c.Ref)
+			if !seen[src.q] {
+				seen[src.q] = true
+				onBinding[src.binding] = append(onBinding[src.binding], src.q)
+			}
+		}
+		r.cands = append(r.cands, e)
+	}
+	for _, shares := range onBinding {
+		floor, anyBacklogged := math.Inf(1), false
+		for _, q := range shares {
+			if q.backlogged {
+				anyBacklogged = true
+				floor = math.Min(floor, q.pass)
+			}
+		}
+		for _, q := range shares {
+			if !anyBacklogged {
+				q.pass = 0
+			} else if !q.backlogged {
+				q.pass = math.Max(q.pass, floor)
+			}
+			r.q0 = append(r.q0, qpass{q, q.pass})
+		}
 	}
 	r.Reset()
 	return r
@@ -103,15 +200,22 @@ func (s *Scheduler) Plan(free int, holds []touba.LeaseAsk, cands []Candidate) *R
 
 // Round is one lease's plan (touba.LeasePlan).
 type Round struct {
-	s     *Scheduler
-	free0 int
-	holds []touba.LeaseAsk
-	cands []*entry
+	s       *Scheduler
+	free0   int
+	budget0 map[string]int
+	cands   []*entry
+	q0      []qpass
 
-	free  int
-	held  int // holds asked so far
-	queue []*entry
-	taken []touba.LeaseAsk // the asks answered, in order (for tests)
+	free    int
+	budget  map[string]int
+	queue   []*source
+	taken   []touba.LeaseAsk // the asks answered, in order
+	drained []touba.LeaseAsk // the held runs' asks that took less than asked
+}
+
+type qpass struct {
+	sh   *share
+	pass float64
 }
 
 type entry struct {
@@ -119,6 +223,17 @@ type entry struct {
 	sh    *share
 	step  float64 // 1/weight
 	pass0 float64 // the pass at Plan, for Reset
+	srcs  []*source
+}
+
+// source is one kind of a trigger's work: its runs handed back on a hold,
+// or its fresh entries (hold "").
+type source struct {
+	e       *entry
+	hold    string
+	binding string // the binding it starts on ("" none)
+	n       int    // bound on what it may take this lease; negative none
+	q       *share // its trigger's share of binding, when bounded
 
 	asked     int // queued, not yet answered
 	took      int
@@ -129,92 +244,152 @@ var _ touba.LeasePlan = (*Round)(nil)
 
 // Reset starts the round again, as if no ask had been answered.
 func (r *Round) Reset() {
-	r.free, r.held, r.queue, r.taken = r.free0, 0, r.queue[:0], r.taken[:0]
+	r.free, r.queue, r.taken, r.drained = r.free0, r.queue[:0], r.taken[:0], r.drained[:0]
+	r.budget = make(map[string]int, len(r.budget0))
+	for b, n := range r.budget0 {
+		r.budget[b] = n
+	}
 	for _, e := range r.cands {
-		e.sh.pass, e.asked, e.took, e.exhausted = e.pass0, 0, 0, false
+		e.sh.pass = e.pass0
+		for _, src := range e.srcs {
+			src.asked, src.took, src.exhausted = 0, 0, false
+		}
+	}
+	for _, q := range r.q0 {
+		q.sh.pass = q.pass
 	}
 }
 
 // Next is the next ask of the lease.
 func (r *Round) Next() (touba.LeaseAsk, bool) {
-	for r.held < len(r.holds) {
-		a := r.holds[r.held]
-		r.held++
-		if a.N = min(a.N, r.free); a.N > 0 {
-			return a, true
-		}
-	}
 	if len(r.queue) == 0 {
 		r.allocate()
 	}
 	if len(r.queue) == 0 {
 		return touba.LeaseAsk{}, false
 	}
-	e := r.queue[0]
+	src := r.queue[0]
 	r.queue = r.queue[1:]
-	return touba.LeaseAsk{TriggerRef: e.Ref, N: e.asked, ByKey: e.ByKey}, true
+	return touba.LeaseAsk{TriggerRef: src.e.Ref, Hold: src.hold, N: src.asked, ByKey: src.e.ByKey && src.hold == ""}, true
 }
 
-// Took records what an ask leased. A trigger's ask that took less than
-// it asked had no more runnable entries: its unused runs are given back
-// to its pass, and it is asked no more this round.
+// Took records what an ask leased. An ask that took less than it asked
+// found no more runnable entries of its kind: its unused runs are given
+// back to its passes and its binding's budget, and it is asked no more
+// this round.
 func (r *Round) Took(a touba.LeaseAsk, n int) {
 	r.taken = append(r.taken, touba.LeaseAsk{TriggerRef: a.TriggerRef, Hold: a.Hold, N: n})
 	r.free -= n
-	if a.Hold != "" {
+	if a.Hold == touba.HoldTakeOver {
 		return
 	}
 	for _, e := range r.cands {
-		if e.Ref != a.TriggerRef || e.asked == 0 {
+		if e.Ref != a.TriggerRef {
 			continue
 		}
-		e.took += n
-		if n < e.asked {
-			e.exhausted = true
-			e.sh.pass -= float64(e.asked-n) * e.step
+		for _, src := range e.srcs {
+			if src.hold != a.Hold || src.asked == 0 {
+				continue
+			}
+			src.took += n
+			if unused := src.asked - n; unused > 0 {
+				src.exhausted = true
+				e.sh.pass -= float64(unused) * e.step
+				if src.q != nil {
+					src.q.pass -= float64(unused) * e.step
+					r.budget[src.binding] += unused
+				}
+				if src.hold != "" {
+					r.drained = append(r.drained, touba.LeaseAsk{TriggerRef: e.Ref, Hold: src.hold})
+				}
+			}
+			src.asked = 0
+			return
 		}
-		e.asked = 0
-		return
 	}
+}
+
+// available tells whether src may be given one more run, whoever's turn
+// it is on its binding.
+func (r *Round) available(src *source) bool {
+	if src.exhausted || src.n >= 0 && src.took+src.asked >= src.n {
+		return false
+	}
+	return src.q == nil || r.budget[src.binding] > 0
 }
 
 // allocate gives the free workers, one at a time, to the candidate with
 // the lowest pass among those that may take more, and queues one ask per
-// candidate given any. It runs when the queue is empty: every earlier ask
-// is answered.
+// source given any. A source on a bounded binding may take a run only at
+// its trigger's turn there: the lowest pass on the binding among the
+// triggers that may start a run on it. It runs when the queue is empty:
+// every earlier ask is answered.
 func (r *Round) allocate() {
 	r.queue = r.queue[:0]
-	for budget := r.free; budget > 0; budget-- {
-		var best *entry
+	for left := r.free; left > 0; left-- {
+		turn := map[string]*share{}
 		for _, e := range r.cands {
-			if e.exhausted || e.Limit >= 0 && e.took+e.asked >= e.Limit {
+			for _, src := range e.srcs {
+				if src.q == nil || !r.available(src) {
+					continue
+				}
+				if t := turn[src.binding]; t == nil || src.q.pass < t.pass {
+					turn[src.binding] = src.q
+				}
+			}
+		}
+		var best *entry
+		var bestSrc *source
+		for _, e := range r.cands {
+			if best != nil && e.sh.pass >= best.sh.pass {
 				continue
 			}
-			if best == nil || e.sh.pass < best.sh.pass {
-				best = e
+			for _, src := range e.srcs {
+				if r.available(src) && (src.q == nil || turn[src.binding] == src.q) {
+					best, bestSrc = e, src
+					break
+				}
 			}
 		}
 		if best == nil {
 			return
 		}
-		if best.asked == 0 {
-			r.queue = append(r.queue, best)
+		if bestSrc.asked == 0 {
+			r.queue = append(r.queue, bestSrc)
 		}
-		best.asked++
+		bestSrc.asked++
 		best.sh.pass += best.step
+		if bestSrc.q != nil {
+			bestSrc.q.pass += best.step
+			r.budget[bestSrc.binding]--
+		}
 	}
 }
 
 // Done ends the round: what each candidate left decides how it starts
-// the next one.
+// the next one. A trigger that could still take a run (only the workers
+// ran out) keeps its pass; one with nothing runnable, or held back by its
+// bindings' budgets, starts the next round at the backlogged triggers'
+// lowest. On each bounded binding, a trigger whose runs there were not
+// all taken keeps its pass, so the binding's budget goes by the weights
+// from lease to lease.
 func (r *Round) Done() {
 	for _, e := range r.cands {
-		switch {
-		case e.exhausted, e.Limit == 0:
-			e.sh.backlogged = false
-		default:
-			// Took all it asked, or was never asked: work may be waiting.
-			e.sh.backlogged = true
+		e.sh.backlogged = false
+		for _, src := range e.srcs {
+			if r.available(src) {
+				e.sh.backlogged = true
+			}
+			if src.q != nil {
+				src.q.backlogged = false
+			}
+		}
+	}
+	for _, e := range r.cands {
+		for _, src := range e.srcs {
+			if src.q != nil && !src.exhausted && src.n != 0 {
+				src.q.backlogged = true
+			}
 		}
 	}
 }
@@ -224,3 +399,8 @@ func (r *Round) Free() int { return r.free }
 
 // Taken lists the asks answered so far and what each took.
 func (r *Round) Taken() []touba.LeaseAsk { return r.taken }
+
+// Drained lists the held runs' asks (TriggerRef, Hold) that found fewer
+// runs than they asked: that trigger has no more runnable runs on that
+// hold.
+func (r *Round) Drained() []touba.LeaseAsk { return r.drained }

@@ -13,13 +13,14 @@ import (
 type world map[string]int
 
 // lease runs one round of s against w and returns what each trigger got.
-func (w world) lease(s *fair.Scheduler, free int, holds []touba.LeaseAsk, cands ...fair.Candidate) map[string]int {
-	r := s.Plan(free, holds, cands)
+// A trigger's runs handed back on a hold are under "held:hold/trigger".
+func (w world) lease(s *fair.Scheduler, free int, budgets map[string]int, cands ...fair.Candidate) map[string]int {
+	r := s.Plan(free, budgets, cands)
 	got := map[string]int{}
 	for a, ok := r.Next(); ok; a, ok = r.Next() {
 		key := a.TriggerRef
 		if a.Hold != "" {
-			key = "hold:" + a.Hold
+			key = "held:" + a.Hold + "/" + a.TriggerRef
 		}
 		n := min(a.N, w[key])
 		w[key] -= n
@@ -106,16 +107,51 @@ func TestLimitBoundsATriggerAndTheRestGoesElsewhere(t *testing.T) {
 	}
 }
 
-func TestHoldsAreAskedFirstWithinTheFreeWorkers(t *testing.T) {
+func TestHeldRunsAreTheirTriggersShare(t *testing.T) {
 	s := fair.New()
-	w := world{"hold:tool:x": 7, "a": 100}
-	got := w.lease(s, 10, []touba.LeaseAsk{{Hold: "tool:x", N: 3}}, fair.Candidate{Ref: "a", Weight: 10, Limit: -1})
-	if got["hold:tool:x"] != 3 || got["a"] != 7 {
-		t.Fatalf("got %v, want 3 held runs then 7 of a", got)
+	w := world{"held:tool:x/a": 7, "a": 100, "b": 100}
+	a := fair.Candidate{Ref: "a", Weight: 10, Limit: -1, Held: []fair.Held{{Hold: "tool:x", N: 7}}}
+	b := fair.Candidate{Ref: "b", Weight: 10, Limit: -1}
+	got := w.lease(s, 10, nil, a, b)
+	if got["held:tool:x/a"] != 5 || got["a"] != 0 || got["b"] != 5 {
+		t.Fatalf("got %v, want a's share (5) from its held runs first, and b 5", got)
 	}
-	got = w.lease(s, 2, []touba.LeaseAsk{{Hold: "tool:x", N: 3}}, fair.Candidate{Ref: "a", Weight: 10, Limit: -1})
-	if got["hold:tool:x"] != 2 || got["a"] != 0 {
-		t.Fatalf("got %v, want the hold cut to the 2 free workers", got)
+	a.Held[0].N = 2
+	got = w.lease(s, 10, map[string]int{"tool:x": 1}, a, b)
+	if got["held:tool:x/a"] != 1 || got["a"] != 4 || got["b"] != 5 {
+		t.Fatalf("got %v, want a's held runs cut to tool:x's budget of 1, the rest of its share fresh, b 5", got)
+	}
+}
+
+func TestABindingsBudgetGoesByWeight(t *testing.T) {
+	s := fair.New()
+	w := world{"held:tool:x/c": 1 << 30, "a": 1 << 30, "c": 0}
+	total := map[string]int{}
+	for range 440 {
+		a := fair.Candidate{Ref: "a", Weight: 100, Limit: -1, Gate: "tool:x"}
+		c := fair.Candidate{Ref: "c", Weight: 10, Limit: -1, Held: []fair.Held{{Hold: "tool:x", N: 1 << 20}}}
+		other := fair.Candidate{Ref: "other", Weight: 10, Limit: -1}
+		w["other"] = 1 << 30
+		for k, n := range w.lease(s, 16, map[string]int{"tool:x": 1}, a, c, other) {
+			total[k] += n
+		}
+	}
+	if total["a"] != 400 || total["held:tool:x/c"] != 40 {
+		t.Fatalf("got %v, want tool:x's 440 runs shared 10:1 (a 400, c's held 40)", total)
+	}
+}
+
+func TestWaitingOnABindingBanksNoCredit(t *testing.T) {
+	s := fair.New()
+	w := world{"held:tool:x/a": 1 << 30, "b": 1 << 30}
+	a := fair.Candidate{Ref: "a", Weight: 10, Limit: -1, Held: []fair.Held{{Hold: "tool:x", N: 1 << 30}}}
+	b := fair.Candidate{Ref: "b", Weight: 10, Limit: -1}
+	for range 50 {
+		w.lease(s, 10, map[string]int{"tool:x": 0}, a, b) // tool:x's circuit is open
+	}
+	got := w.lease(s, 10, nil, a, b) // closed
+	if got["held:tool:x/a"] != 5 || got["b"] != 5 {
+		t.Fatalf("after a waited on its binding, got %v; want equal shares, not a's 500 runs of back credit", got)
 	}
 }
 

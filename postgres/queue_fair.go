@@ -39,8 +39,9 @@ const (
 			ORDER BY e.queue_id COLLATE "C" LIMIT $5 FOR UPDATE SKIP LOCKED) w) r
 		ORDER BY turn, queue_id COLLATE "C" LIMIT $2`
 	// pickHold is a hold's ask ($4 the binding): its oldest entries, of
-	// triggers not paused.
+	// triggers not paused (of trigger $5 only, when not '').
 	pickHold = `SELECT queue_id FROM touba.entries e WHERE e.hold_on = $4 AND e.status = 'pending'
+		AND ($5::text = '' OR e.trigger_ref = $5)
 		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 		ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED`
 )
@@ -72,7 +73,7 @@ func (q *Queue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*toub
 			pick, args := pickTrigger, []any{a.TriggerRef}
 			switch {
 			case a.Hold != "":
-				pick, args = pickHold, []any{a.Hold}
+				pick, args = pickHold, []any{a.Hold, a.TriggerRef}
 			case a.ByKey:
 				pick, args = pickByKey, []any{a.TriggerRef, touba.KeyScan(a.N)}
 			}
@@ -126,22 +127,25 @@ func (q *Queue) HoldRun(ctx context.Context, queueID string, token int64, hold, 
 	})
 }
 
-// HeldRuns counts the entries handed back, by hold.
-func (q *Queue) HeldRuns(ctx context.Context) (map[string]int64, error) {
-	rows, err := q.db.pool.Query(ctx, `SELECT hold_on, COUNT(*) FROM touba.entries
-		WHERE status = 'pending' AND hold_on IS NOT NULL GROUP BY hold_on`)
+// HeldRuns counts the entries handed back, by hold and trigger.
+func (q *Queue) HeldRuns(ctx context.Context) (map[string]map[string]int64, error) {
+	rows, err := q.db.pool.Query(ctx, `SELECT hold_on, trigger_ref, COUNT(*) FROM touba.entries
+		WHERE status = 'pending' AND hold_on IS NOT NULL GROUP BY hold_on, trigger_ref`)
 	if err != nil {
 		return nil, fmt.Errorf("held runs: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int64{}
+	out := map[string]map[string]int64{}
 	for rows.Next() {
-		var hold string
+		var hold, ref string
 		var n int64
-		if err := rows.Scan(&hold, &n); err != nil {
+		if err := rows.Scan(&hold, &ref, &n); err != nil {
 			return nil, fmt.Errorf("held runs: %w", err)
 		}
-		out[hold] = n
+		if out[hold] == nil {
+			out[hold] = map[string]int64{}
+		}
+		out[hold][ref] = n
 	}
 	return out, rows.Err()
 }

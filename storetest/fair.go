@@ -23,6 +23,7 @@ func runFair(t *testing.T, f Factory) {
 	t.Run("HoldAskOldestOfAnyTrigger", func(t *testing.T) { testHoldAskOrder(t, f) })
 	t.Run("HoldRunLeaseLost", func(t *testing.T) { testHoldRunLeaseLost(t, f) })
 	t.Run("HoldAskSkipsPaused", func(t *testing.T) { testHoldAskSkipsPaused(t, f) })
+	t.Run("HoldAskOfOneTrigger", func(t *testing.T) { testHoldAskOfOneTrigger(t, f) })
 	t.Run("HeldRunKeepsItsKey", func(t *testing.T) { testHeldKeepsKey(t, f) })
 	t.Run("HeldRunKeepsItsKeyAtReplay", func(t *testing.T) { testHeldKeepsKeyAtReplay(t, f) })
 	t.Run("HoldRunCancelRequested", func(t *testing.T) { testHoldRunCancel(t, f) })
@@ -83,6 +84,11 @@ func (s *script) Free() int { return s.free }
 
 func ask(ref string, n int) touba.LeaseAsk      { return touba.LeaseAsk{TriggerRef: ref, N: n} }
 func holdAsk(hold string, n int) touba.LeaseAsk { return touba.LeaseAsk{Hold: hold, N: n} }
+
+// heldAsk asks for ref's runs handed back on hold.
+func heldAsk(hold, ref string, n int) touba.LeaseAsk {
+	return touba.LeaseAsk{Hold: hold, TriggerRef: ref, N: n}
+}
 
 // leasePlan leases through a script of asks and returns what each ask
 // leased, checking what every planned lease must be: Took told of each
@@ -152,11 +158,18 @@ func (e *env) handBack(t *testing.T, fq touba.FairQueue, id, hold, code string) 
 	}
 }
 
+// wantHeldRuns checks HeldRuns, summed over the triggers of each hold.
 func (e *env) wantHeldRuns(t *testing.T, fq touba.FairQueue, want map[string]int64) {
 	t.Helper()
-	got, err := fq.HeldRuns(e.ctx)
+	by, err := fq.HeldRuns(e.ctx)
 	if err != nil {
 		t.Fatalf("held runs: %v", err)
+	}
+	got := map[string]int64{}
+	for hold, refs := range by {
+		for _, n := range refs {
+			got[hold] += n
+		}
 	}
 	if len(got) != len(want) {
 		t.Fatalf("held runs %v, want %v", got, want)

@@ -299,3 +299,36 @@ func testReplayClearsHold(t *testing.T, f Factory) {
 	e.finish(t, k2, touba.StatusDone)
 	e.planned(t, fq, []touba.LeaseAsk{holdAsk("tool:x", 10), ask("trigger:k", 10)}, nil, []string{k1})
 }
+
+// testHoldAskOfOneTrigger: HeldRuns counts the runs handed back by hold
+// and trigger (a paused trigger's too), and a hold's ask that names a
+// trigger takes only that trigger's, oldest first, none of a paused one.
+func testHoldAskOfOneTrigger(t *testing.T, f Factory) {
+	e := open(t, f, Options{})
+	fq := fairQueue(t, e)
+	holds(t, e)
+	a1 := e.putOf(t, "trigger:a", "a1", nil).QueueID
+	c1 := e.putOf(t, "trigger:c", "c1", nil).QueueID
+	a2 := e.putOf(t, "trigger:a", "a2", nil).QueueID
+	c2 := e.putOf(t, "trigger:c", "c2", nil).QueueID
+	p := e.putOf(t, "trigger:p", "p", nil).QueueID
+	e.planned(t, fq, []touba.LeaseAsk{ask("trigger:a", 10), ask("trigger:c", 10), ask("trigger:p", 10)},
+		[]string{a1, a2}, []string{c1, c2}, []string{p})
+	for _, id := range []string{c2, a2, p, c1, a1} {
+		e.handBack(t, fq, id, "tool:x", touba.EBindingBusy)
+	}
+	e.pause(t, "trigger:p")
+	got, err := fq.HeldRuns(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got["tool:x"]) != 3 || got["tool:x"]["trigger:a"] != 2 || got["tool:x"]["trigger:c"] != 2 || got["tool:x"]["trigger:p"] != 1 {
+		t.Fatalf("held runs %v, want tool:x: a 2, c 2, p 1", got)
+	}
+	e.planned(t, fq, []touba.LeaseAsk{heldAsk("tool:x", "trigger:c", 1), heldAsk("tool:y", "trigger:a", 10), heldAsk("tool:x", "trigger:p", 10)},
+		[]string{c1}, nil, nil)
+	e.planned(t, fq, []touba.LeaseAsk{heldAsk("tool:x", "trigger:a", 10), heldAsk("tool:x", "trigger:c", 10)}, []string{a1, a2}, []string{c2})
+	e.wantHeldRuns(t, fq, map[string]int64{"tool:x": 1})
+	e.resume(t, "trigger:p")
+	e.planned(t, fq, []touba.LeaseAsk{heldAsk("tool:x", "trigger:a", 10), heldAsk("tool:x", "trigger:p", 10)}, nil, []string{p})
+}

@@ -43,11 +43,12 @@ const (
 	  ORDER BY turn, queue_id LIMIT ?)
 	RETURNING ` + entryColumns
 	// qLeaseHold is a hold's ask: the oldest entries handed back on it,
-	// of triggers not paused. Leased, they are no longer held.
+	// of triggers not paused (of one trigger, ? not ''). Leased, they are
+	// no longer held.
 	qLeaseHold = `UPDATE entries SET status = 'running', attempts = attempts + 1, lease_token = lease_token + 1, updated_at = ?,
 		held = 0, hold_on = NULL
 	WHERE queue_id IN (SELECT queue_id FROM entries e INDEXED BY entries_hold
-	                   WHERE hold_on = ? AND status = 'pending'
+	                   WHERE hold_on = ? AND status = 'pending' AND (? = '' OR e.trigger_ref = ?)
 	                     AND NOT EXISTS (SELECT 1 FROM paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 	                   ORDER BY queue_id LIMIT ?)
 	RETURNING ` + entryColumns
@@ -75,7 +76,7 @@ func (q *Queue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*toub
 			var err error
 			switch {
 			case a.Hold != "":
-				rows, err = tx.QueryContext(ctx, qLeaseHold, now, a.Hold, a.N)
+				rows, err = tx.QueryContext(ctx, qLeaseHold, now, a.Hold, a.TriggerRef, a.TriggerRef, a.N)
 			case a.ByKey:
 				rows, err = tx.QueryContext(ctx, qLeaseByKey, now, a.TriggerRef, a.TriggerRef, now, touba.KeyScan(a.N), a.N)
 			default:
@@ -108,22 +109,27 @@ func (q *Queue) HoldRun(ctx context.Context, queueID string, token int64, hold, 
 	return q.transition(queueID, token, 1, qHoldRun, hold, code, message, q.now(), queueID, token)
 }
 
-// HeldRuns counts the entries handed back, by hold.
-func (q *Queue) HeldRuns(ctx context.Context) (map[string]int64, error) {
-	rows, err := q.db.Read.QueryContext(ctx, `SELECT hold_on, COUNT(*) FROM entries INDEXED BY entries_hold
-		WHERE status = 'pending' AND hold_on IS NOT NULL GROUP BY hold_on`)
+// HeldRuns counts the entries handed back, by hold and trigger: every
+// handed-back entry's row is read (the trigger is not in entries_hold),
+// which is why the dispatcher reads it seldom on SQLite (fairlease.go).
+func (q *Queue) HeldRuns(ctx context.Context) (map[string]map[string]int64, error) {
+	rows, err := q.db.Read.QueryContext(ctx, `SELECT hold_on, trigger_ref, COUNT(*) FROM entries INDEXED BY entries_hold
+		WHERE status = 'pending' AND hold_on IS NOT NULL GROUP BY hold_on, trigger_ref`)
 	if err != nil {
 		return nil, fmt.Errorf("held runs: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int64{}
+	out := map[string]map[string]int64{}
 	for rows.Next() {
-		var hold string
+		var hold, ref string
 		var n int64
-		if err := rows.Scan(&hold, &n); err != nil {
+		if err := rows.Scan(&hold, &ref, &n); err != nil {
 			return nil, fmt.Errorf("held runs: %w", err)
 		}
-		out[hold] = n
+		if out[hold] == nil {
+			out[hold] = map[string]int64{}
+		}
+		out[hold][ref] = n
 	}
 	return out, rows.Err()
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -33,20 +34,23 @@ var hmacEnv = []string{"FAIR_HMAC=fairness-test-secret"}
 // shuts down promptly whatever the daemon still has in flight.
 type remote struct {
 	srv    *httptest.Server
-	delay  time.Duration
-	status int
+	delay  atomic.Int64  // nanoseconds; setDelay changes it
+	status atomic.Int64  // setStatus changes it
 	gate   chan struct{} // nil: no gate
 	done   chan struct{}
 
-	mu    sync.Mutex
-	calls map[string]int // URL path -> calls answered
+	mu        sync.Mutex
+	calls     map[string]int // URL path -> calls answered
+	byTrigger map[string]int // the request's context.trigger_ref -> calls answered
 }
 
 // newRemote starts a remote answering status after delay. Its cleanup is
 // registered before the daemon's, so it runs after the daemon is killed.
 func newRemote(t *testing.T, delay time.Duration, status int, gated bool) *remote {
 	t.Helper()
-	r := &remote{delay: delay, status: status, done: make(chan struct{}), calls: map[string]int{}}
+	r := &remote{done: make(chan struct{}), calls: map[string]int{}, byTrigger: map[string]int{}}
+	r.status.Store(int64(status))
+	r.delay.Store(int64(delay))
 	if gated {
 		r.gate = make(chan struct{})
 	}
@@ -60,7 +64,13 @@ func newRemote(t *testing.T, delay time.Duration, status int, gated bool) *remot
 }
 
 func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
-	io.Copy(io.Discard, io.LimitReader(req.Body, 1<<20))
+	var body struct {
+		Context struct {
+			TriggerRef string `json:"trigger_ref"`
+		} `json:"context"`
+	}
+	raw, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
+	json.Unmarshal(raw, &body)
 	if r.gate != nil {
 		select {
 		case <-r.gate:
@@ -70,8 +80,8 @@ func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
 			return
 		}
 	}
-	if r.delay > 0 {
-		timer := time.NewTimer(r.delay)
+	if delay := time.Duration(r.delay.Load()); delay > 0 {
+		timer := time.NewTimer(delay)
 		defer timer.Stop()
 		select {
 		case <-timer.C:
@@ -82,11 +92,25 @@ func (r *remote) serve(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(r.status)
+	w.WriteHeader(int(r.status.Load()))
 	io.WriteString(w, `{"stored": true}`) // not a protocol response: applied, the body as output
 	r.mu.Lock()
 	r.calls[req.URL.Path]++
+	r.byTrigger[body.Context.TriggerRef]++
 	r.mu.Unlock()
+}
+
+// setDelay makes the remote answer after delay from now on.
+func (r *remote) setDelay(delay time.Duration) { r.delay.Store(int64(delay)) }
+
+// setStatus makes the remote answer status from now on.
+func (r *remote) setStatus(status int) { r.status.Store(int64(status)) }
+
+// countOf is how many calls of trigger ref the remote has answered.
+func (r *remote) countOf(ref string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byTrigger[ref]
 }
 
 // open opens the remote's gate: the calls waiting at it go on.
@@ -108,6 +132,8 @@ type backend interface {
 	name() string
 	args(dir string) []string // the storage flags of serve
 	statuses(ctx context.Context, ids []string) (map[string]string, error)
+	// held counts trigger ref's runs handed back on a binding.
+	held(ctx context.Context, ref string) (int, error)
 }
 
 type sqliteBackend struct {
@@ -155,6 +181,15 @@ func (b *sqliteBackend) statuses(ctx context.Context, ids []string) (map[string]
 		return nil, err
 	}
 	return scanStatuses(rows)
+}
+
+func (b *sqliteBackend) held(ctx context.Context, ref string) (int, error) {
+	if _, err := b.statuses(ctx, []string{""}); err != nil { // opens b.db
+		return 0, err
+	}
+	var n int
+	err := b.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM entries WHERE trigger_ref = ? AND status = 'pending' AND hold_on IS NOT NULL`, ref).Scan(&n)
+	return n, err
 }
 
 type pgBackend struct {
@@ -206,6 +241,15 @@ func (b *pgBackend) statuses(ctx context.Context, ids []string) (map[string]stri
 	return out, rows.Err()
 }
 
+func (b *pgBackend) held(ctx context.Context, ref string) (int, error) {
+	if _, err := b.statuses(ctx, []string{""}); err != nil { // opens b.conn
+		return 0, err
+	}
+	var n int
+	err := b.conn.QueryRow(ctx, `SELECT COUNT(*) FROM touba.entries WHERE trigger_ref = $1 AND status = 'pending' AND hold_on IS NOT NULL`, ref).Scan(&n)
+	return n, err
+}
+
 func scanStatuses(rows *sql.Rows) (map[string]string, error) {
 	defer rows.Close()
 	out := map[string]string{}
@@ -254,6 +298,15 @@ func (w *world) start(extra ...string) {
 	args = append(args, "--listen", "127.0.0.1:0", "--metrics-listen", "",
 		"--admin-socket", filepath.Join(w.dir, "admin.sock"), "--log-level", "info")
 	w.daemon = testkit.Start(w.t, hmacEnv, append(args, extra...)...)
+}
+
+// cli runs a touba-trigger command against the daemon's admin socket.
+func (w *world) cli(args ...string) {
+	w.t.Helper()
+	out, err := exec.Command(testkit.Binary(w.t), append(args, "--admin-socket", filepath.Join(w.dir, "admin.sock"))...).CombinedOutput()
+	if err != nil {
+		w.t.Fatalf("touba-trigger %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
 }
 
 // post sends one delivery to trigger (the part of its ref after
