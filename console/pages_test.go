@@ -157,3 +157,19 @@ func TestPagination(t *testing.T) {
 		}
 	}
 }
+
+// TestOverviewFailedCard: failed entries have a card of their own on the
+// overview, linking to them and marked as an alert while there is any, as
+// parked ones are; none is a plain card.
+func TestOverviewFailedCard(t *testing.T) {
+	f := newFixture(t, 50)
+	f.entry(t, "trigger:orders", "ord-1", `{}`, touba.StatusDone)
+	b := f.login(t)
+	if _, body := b.get("/"); !strings.Contains(body, `<div class="card"><a href="/entries?status=failed"><b id="failed-count">0</b> failed entries</a>`) {
+		t.Errorf("no plain failed card with none failed:\n%s", body)
+	}
+	f.entry(t, "trigger:orders", "ord-2", `{}`, touba.StatusFailed)
+	if _, body := b.get("/"); !strings.Contains(body, `<div class="card alert"><a href="/entries?status=failed"><b id="failed-count">1</b> failed entry</a>`) {
+		t.Errorf("no failed card marked as an alert with one failed:\n%s", body)
+	}
+}
