@@ -235,6 +235,9 @@ type DeliveryFilter struct {
 	Since      time.Time `json:"since,omitempty"`
 	Before     string    `json:"before,omitempty"` // keyset cursor: rows logged before this delivery_id
 	Limit      int       `json:"limit,omitempty"`  // default 100
+	// Refused: only requests answered 400 and above (not a redelivery
+	// of a consumed entry answered 200), as the console counts them.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // DeliveryDetail is one delivery log row with its stored body, and whether

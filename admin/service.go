@@ -162,7 +162,7 @@ func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
 
 // Deliveries lists delivery log rows, newest first.
 func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]touba.LoggedDelivery, error) {
-	rows, err := s.State.Deliveries(ctx, touba.LogFilter{Rejected: f.Rejected, Code: f.Code,
+	rows, err := s.State.Deliveries(ctx, touba.LogFilter{Rejected: f.Rejected, Refused: f.Refused, Code: f.Code,
 		TriggerRef: TriggerRef(f.TriggerRef), Since: f.Since, Before: f.Before, Limit: f.Limit})
 	if err != nil {
 		return nil, err

@@ -173,3 +173,43 @@ func TestOverviewFailedCard(t *testing.T) {
 		t.Errorf("no failed card marked as an alert with one failed:\n%s", body)
 	}
 }
+
+// TestRedeliveriesAreNotRejections: a sender's redelivery of a consumed
+// entry is answered 200 (logged TriggerReplayRejected, SPEC §3.1): the
+// overview's rejections of the last hour and the Deliveries page's
+// "rejected only" count the real refusal (a 409) and not the redeliveries;
+// the code filter alone still finds them.
+func TestRedeliveriesAreNotRejections(t *testing.T) {
+	f := newFixture(t, 50)
+	q := f.entry(t, "trigger:orders", "ord-1", `{"order":1}`, touba.StatusDone)
+	var redeliveries []string
+	for range 3 {
+		redeliveries = append(redeliveries, f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:orders", EventID: "ord-1",
+			Digest: dedupe.Digest([]byte(`{"order":1}`)), StatusCode: 200, ErrorCode: touba.ETriggerReplayRejected, QueueID: q}))
+	}
+	conflict := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:orders", EventID: "ord-1", Digest: dedupe.Digest([]byte(`{"order":2}`)),
+		StatusCode: 409, ErrorCode: touba.ETriggerEventPayloadConflict, QueueID: q})
+	b := f.login(t)
+	_, body := b.get("/")
+	if !strings.Contains(body, touba.ETriggerEventPayloadConflict) {
+		t.Errorf("the overview does not count the 409")
+	}
+	if strings.Contains(body, touba.ETriggerReplayRejected) {
+		t.Errorf("the overview counts redeliveries answered 200 as rejections")
+	}
+	_, body = b.get("/deliveries?rejected=1")
+	if !strings.Contains(body, conflict) {
+		t.Errorf("rejected only does not list the 409")
+	}
+	for _, id := range redeliveries {
+		if strings.Contains(body, id) {
+			t.Errorf("rejected only lists the redelivery %s answered 200", id)
+		}
+	}
+	_, body = b.get("/deliveries?code=" + touba.ETriggerReplayRejected)
+	for _, id := range redeliveries {
+		if !strings.Contains(body, id) {
+			t.Errorf("the code filter does not find the redelivery %s", id)
+		}
+	}
+}
