@@ -86,6 +86,16 @@ type Entry struct {
 	// MergedInto is, for a merged entry, the entry that carries its run
 	// (SPEC §2.1 debounce, batch).
 	MergedInto string `json:"merged_into,omitempty"`
+	// Gathers is, for a carrier waiting in its live gathering (debounce,
+	// batch), the gathering's kind and when its run starts unless it
+	// fills first: the carrier waits for that, not for an event.
+	Gathers *EntryGathering `json:"gathers,omitempty"`
+}
+
+// EntryGathering is what a waiting carrier gathers and until when.
+type EntryGathering struct {
+	Kind   string    `json:"kind"` // touba.GatherDebounce or touba.GatherBatch
+	WakeAt time.Time `json:"wake_at"`
 }
 
 // Body is a stored request body: as text when it is UTF-8, always as

@@ -157,6 +157,11 @@ func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
 		}
 		out = append(out, entryOf(d, purged))
 	}
+	for i := range out {
+		if err := s.carries(ctx, &out[i]); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 
