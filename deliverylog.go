@@ -39,6 +39,9 @@ type LogFilter struct {
 	// matches nothing.
 	Before string
 	Limit  int // default 100
+	// Refused: only requests answered 400 and above, the sender's
+	// delivery refused; a redelivery answered 200 is not one.
+	Refused bool
 }
 
 // OperatorEvent is one entry of the operators' audit trail: who did what to

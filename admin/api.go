@@ -86,6 +86,16 @@ type Entry struct {
 	// MergedInto is, for a merged entry, the entry that carries its run
 	// (SPEC §2.1 debounce, batch).
 	MergedInto string `json:"merged_into,omitempty"`
+	// Gathers is, for a carrier waiting in its live gathering (debounce,
+	// batch), the gathering's kind and when its run starts unless it
+	// fills first: the carrier waits for that, not for an event.
+	Gathers *EntryGathering `json:"gathers,omitempty"`
+}
+
+// EntryGathering is what a waiting carrier gathers and until when.
+type EntryGathering struct {
+	Kind   string    `json:"kind"` // touba.GatherDebounce or touba.GatherBatch
+	WakeAt time.Time `json:"wake_at"`
 }
 
 // Body is a stored request body: as text when it is UTF-8, always as
@@ -235,6 +245,9 @@ type DeliveryFilter struct {
 	Since      time.Time `json:"since,omitempty"`
 	Before     string    `json:"before,omitempty"` // keyset cursor: rows logged before this delivery_id
 	Limit      int       `json:"limit,omitempty"`  // default 100
+	// Refused: only requests answered 400 and above (not a redelivery
+	// of a consumed entry answered 200), as the console counts them.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // DeliveryDetail is one delivery log row with its stored body, and whether

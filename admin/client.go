@@ -148,7 +148,8 @@ func (c *Client) Deliveries(ctx context.Context, f DeliveryFilter) ([]touba.Logg
 	if !f.Since.IsZero() {
 		since = f.Since.UTC().Format(time.RFC3339Nano)
 	}
-	return get[[]touba.LoggedDelivery](ctx, c, "/v1/deliveries"+queryOf("rejected", strconv.FormatBool(f.Rejected), "code", f.Code,
+	return get[[]touba.LoggedDelivery](ctx, c, "/v1/deliveries"+queryOf("rejected", strconv.FormatBool(f.Rejected),
+		"refused", strconv.FormatBool(f.Refused), "code", f.Code,
 		"trigger_ref", f.TriggerRef, "since", since, "before", f.Before, "limit", strconv.Itoa(f.Limit)))
 }
 

@@ -34,6 +34,9 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 	if d.Body != nil {
 		out.Body = bodyOf(d.Body)
 	}
+	if err := s.carries(ctx, &out.Entry); err != nil {
+		return nil, err
+	}
 	if runs, err := s.State.Runs(ctx, queueID); err != nil {
 		return nil, err
 	} else if runs != nil {

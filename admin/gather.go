@@ -33,6 +33,23 @@ func (s *Service) gatherStore() touba.GatherStore {
 	return gs
 }
 
+// carries sets e.Gathers when e is a carrier waiting in its live
+// gathering. Only a waiting entry with no wake of its own (a durable
+// sleep's or a wait's timeout) can be one, so a listing asks the store
+// for those only.
+func (s *Service) carries(ctx context.Context, e *Entry) error {
+	gs := s.gatherStore()
+	if gs == nil || e.Status != touba.StatusWaiting || e.WakeAt != nil {
+		return nil
+	}
+	g, err := gs.Gathering(ctx, e.QueueID)
+	if err != nil || g == nil || !g.Live {
+		return err
+	}
+	e.Gathers = &EntryGathering{Kind: g.Kind, WakeAt: g.WakeAt}
+	return nil
+}
+
 // gathering fills det.Gathering for a carrier.
 func (s *Service) gathering(ctx context.Context, d *touba.Delivery, det *EntryDetail) error {
 	gs := s.gatherStore()

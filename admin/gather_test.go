@@ -9,6 +9,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 	"github.com/touba/touba-trigger/dedupe"
+	"github.com/touba/touba-trigger/report"
 )
 
 // gathered enqueues a delivery of trigger:t batched by two on key "k".
@@ -60,5 +61,48 @@ func TestGatheringShownAndReplayed(t *testing.T) {
 	if _, err := f.svc.Resume(ctx, admin.ResumeRequest{QueueID: m, From: "s"}); touba.ErrorCode(err) != touba.EEntryNotResumable ||
 		!strings.Contains(touba.ErrorMessage(err), "queue resume "+carrier) {
 		t.Fatalf("resume of a merged entry: %v, want EntryNotResumable naming its carrier", err)
+	}
+}
+
+// `queue ls` of a debounce or batch carrier says when its gathering starts,
+// not that it waits "on its event (no timeout)": it waits for no event.
+func TestCarrierListedWithItsGathering(t *testing.T) {
+	f := mustFiles(t)
+	ctx := context.Background()
+	body := `{"id":"d1"}`
+	r, err := f.q.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: "d1", Digest: dedupe.Digest([]byte(body)),
+		Body: []byte(body), Gather: &touba.GatherSpec{Kind: touba.GatherDebounce,
+			Key: touba.GatherKeyOf(touba.GatherDebounce, "/event/body/k"), Value: `"k"`, Window: time.Minute, MaxWait: time.Hour}})
+	if err != nil || !r.Created {
+		t.Fatalf("enqueue: %v %+v", err, r)
+	}
+	batch := f.gathered(t, "b1").QueueID
+	list, err := f.svc.Entries(ctx, admin.EntryFilter{Status: touba.StatusWaiting})
+	if err != nil || len(list) != 2 {
+		t.Fatalf("waiting entries: %+v, %v", list, err)
+	}
+	for _, e := range list {
+		want := touba.GatherDebounce
+		if e.QueueID == batch {
+			want = touba.GatherBatch
+		}
+		if e.Gathers == nil || e.Gathers.Kind != want || e.Gathers.WakeAt.IsZero() {
+			t.Errorf("carrier %s: gathers %+v, want its %s gathering's start", e.QueueID, e.Gathers, want)
+		}
+	}
+	var out strings.Builder
+	if err := report.Entries(&out, list); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"(debounce gathering)", "(batch gathering, or when full)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("queue ls lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "on its event") {
+		t.Errorf("queue ls shows a carrier waiting on its event:\n%s", out.String())
+	}
+	if d, err := f.svc.Entry(ctx, r.QueueID); err != nil || d.Gathers == nil || d.Gathers.Kind != touba.GatherDebounce {
+		t.Fatalf("queue show of the carrier: %+v, %v", d, err)
 	}
 }

@@ -15,7 +15,7 @@ type Overview struct {
 	Entries        map[string]int64 `json:"entries"` // by status
 	OldestPending  *time.Time       `json:"oldest_pending,omitempty"`
 	Effects        map[string]int64 `json:"effects,omitempty"` // by state; nil without a journal
-	RejectedByCode map[string]int64 `json:"rejected_by_code"`  // the last hour
+	RejectedByCode map[string]int64 `json:"rejected_by_code"`  // the last hour; answered 400 and above
 	// RejectedCapped: more than RejectedScan rejections in the hour; the
 	// counts are of the newest ones only.
 	RejectedCapped bool  `json:"rejected_capped,omitempty"`
@@ -48,7 +48,9 @@ func (s *Service) Overview(ctx context.Context) (*Overview, error) {
 			return nil, err
 		}
 	}
-	rows, err := s.State.Deliveries(ctx, touba.LogFilter{Rejected: true, Since: now.Add(-time.Hour), Limit: RejectedScan + 1})
+	// Refused, not Rejected: a sender's redelivery of a consumed entry is
+	// answered 200 and must not bury a real refusal (a 409, a 401).
+	rows, err := s.State.Deliveries(ctx, touba.LogFilter{Refused: true, Since: now.Add(-time.Hour), Limit: RejectedScan + 1})
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,7 @@ func Handler(api API) http.Handler {
 	})
 	rt.GET("/v1/deliveries", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 		q := r.URL.Query()
-		f := DeliveryFilter{Rejected: q.Get("rejected") == "true", Code: q.Get("code"), TriggerRef: q.Get("trigger_ref"),
+		f := DeliveryFilter{Rejected: q.Get("rejected") == "true", Refused: q.Get("refused") == "true", Code: q.Get("code"), TriggerRef: q.Get("trigger_ref"),
 			Before: q.Get("before")}
 		f.Limit, _ = strconv.Atoi(q.Get("limit"))
 		if s := q.Get("since"); s != "" {

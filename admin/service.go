@@ -157,12 +157,17 @@ func (s *Service) Entries(ctx context.Context, f EntryFilter) ([]Entry, error) {
 		}
 		out = append(out, entryOf(d, purged))
 	}
+	for i := range out {
+		if err := s.carries(ctx, &out[i]); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 
 // Deliveries lists delivery log rows, newest first.
 func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]touba.LoggedDelivery, error) {
-	rows, err := s.State.Deliveries(ctx, touba.LogFilter{Rejected: f.Rejected, Code: f.Code,
+	rows, err := s.State.Deliveries(ctx, touba.LogFilter{Rejected: f.Rejected, Refused: f.Refused, Code: f.Code,
 		TriggerRef: TriggerRef(f.TriggerRef), Since: f.Since, Before: f.Before, Limit: f.Limit})
 	if err != nil {
 		return nil, err

@@ -34,6 +34,16 @@ func Usagef(format string, args ...any) error {
 	return UsageError{Err: fmt.Errorf(format, args...)}
 }
 
+// Noted is an error with a note printed after its refusal line (and any
+// usage), so the line still starts with the code.
+type Noted struct {
+	Err  error
+	Note string
+}
+
+func (e Noted) Error() string { return e.Err.Error() }
+func (e Noted) Unwrap() error { return e.Err }
+
 // ExitCode prints err as a refusal and returns the exit code of SPEC §3.
 func ExitCode(err error, stderr io.Writer) int {
 	if err == nil || errors.Is(err, flag.ErrHelp) {
@@ -44,6 +54,10 @@ func ExitCode(err error, stderr io.Writer) int {
 	var ue UsageError
 	if errors.As(err, &ue) && ue.Usage != "" {
 		fmt.Fprint(stderr, ue.Usage)
+	}
+	var n Noted
+	if errors.As(err, &n) && n.Note != "" {
+		fmt.Fprintln(stderr, n.Note)
 	}
 	switch {
 	case code == touba.EJournalLocked || code == touba.EJournalLockStale:

@@ -3,7 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/rs/zerolog"
 
@@ -18,6 +22,9 @@ type session struct {
 	api   admin.API
 	who   string // the operator, for the audit trail; "" over the socket, whose peer credentials name it
 	close func() error
+	// note, on the files, says which (printed after the command's output,
+	// or after its refusal line).
+	note string
 }
 
 // open reaches the daemon on its socket or, when none answers there,
@@ -34,11 +41,46 @@ func (f *Operator) open(ctx context.Context, stderr io.Writer, readOnly bool) (*
 	}
 	if readOnly {
 		s, err := f.openFiles(ctx, stderr, true)
+		if err == nil {
+			s.note = f.filesNote(true)
+		}
 		if !errors.Is(err, server.ErrSchemaBehind) {
 			return s, err
 		}
 	}
-	return f.openFiles(ctx, stderr, false)
+	s, err := f.openFiles(ctx, stderr, false)
+	if err == nil {
+		s.note = f.filesNote(false)
+	}
+	return s, err
+}
+
+// filesNote tells the operator that no daemon answered and which files
+// (or which database) the command worked on instead: a command run in the
+// wrong folder would otherwise read that folder's .touba/ files without a
+// word.
+func (f *Operator) filesNote(readOnly bool) string {
+	how := "worked on"
+	if readOnly {
+		how = "read"
+	}
+	if f.Database != "" {
+		return fmt.Sprintf("note: no daemon answers on %s; %s the database of --database", f.AdminSocket, how)
+	}
+	var files []string
+	for _, p := range []string{f.Queue, f.State, f.Journal} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			continue // not opened: an optional file that does not exist
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			p = abs
+		}
+		files = append(files, p)
+	}
+	return fmt.Sprintf("note: no daemon answers on %s; %s the files %s", f.AdminSocket, how, strings.Join(files, ", "))
 }
 
 func (f *Operator) openFiles(ctx context.Context, stderr io.Writer, readOnly bool) (*session, error) {
@@ -80,5 +122,11 @@ func (f *Operator) session(ctx context.Context, stderr io.Writer, readOnly bool,
 		ctx = admin.WithOperator(ctx, s.who)
 	}
 	err = fn(ctx, s.api)
+	switch {
+	case s.note != "" && err == nil:
+		fmt.Fprintln(stderr, s.note)
+	case s.note != "":
+		err = Noted{Err: err, Note: s.note}
+	}
 	return errors.Join(err, s.close())
 }

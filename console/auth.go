@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/forwarded"
 )
 
 // Cookie names: the session, and the login form's double-submit token
@@ -34,7 +36,8 @@ var errCSRF = touba.Errorf(touba.EConsoleCSRFInvalid, "the form's CSRF token is 
 // a session is found by the digest of its cookie, never by the cookie.
 type auth struct {
 	token    [32]byte
-	guesses  *throttle // wrong tokens per remote address
+	guesses  *throttle // wrong tokens per client address
+	trusted  []netip.Prefix
 	mu       sync.Mutex
 	sessions map[[32]byte]*loginSession
 }
@@ -51,19 +54,22 @@ func (s *loginSession) csrfOK(got string) bool {
 	return subtle.ConstantTimeCompare([]byte(got), []byte(s.csrf)) == 1 && got != ""
 }
 
-func newAuth(token []byte, now func() time.Time) (*auth, error) {
+func newAuth(token []byte, now func() time.Time, trusted []netip.Prefix) (*auth, error) {
 	if len(token) == 0 {
 		return nil, touba.Errorf(touba.EConsoleTokenRequired, "the console needs a token")
 	}
-	return &auth{token: sha256.Sum256(token), guesses: newThrottle(now, throttleEntries),
+	return &auth{token: sha256.Sum256(token), guesses: newThrottle(now, throttleEntries), trusted: trusted,
 		sessions: map[[32]byte]*loginSession{}}, nil
 }
 
-// guess compares a presented token, unless its remote address is
+// guess compares a presented token, unless its client address is
 // throttled: then wait says for how long, and the token is not compared.
-// failures counts the address's wrong tokens so far.
+// failures counts the address's wrong tokens so far. The client address is
+// the one a trusted proxy forwards (forwarded.ClientAddr), so behind a
+// proxy one guesser is throttled, not everyone the proxy serves.
 func (a *auth) guess(r *http.Request, tok string, isToken bool) (ok bool, wait time.Duration, failures int) {
-	return a.guesses.attempt(throttleKey(r.RemoteAddr), func() bool { return isToken && a.tokenOK(tok) })
+	key := throttleKey(forwarded.ClientAddr(r, a.trusted))
+	return a.guesses.attempt(key, func() bool { return isToken && a.tokenOK(tok) })
 }
 
 // tokenOK compares a presented token with the console's, in constant time.
@@ -146,9 +152,12 @@ func randomHex() string {
 	return hex.EncodeToString(b[:])
 }
 
-func cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
+// cookie is one of the console's cookies: Secure when the browser reached
+// the console over HTTPS, the daemon's own TLS or a trusted proxy's
+// (X-Forwarded-Proto: https from a peer of --trusted-proxies).
+func (c *Console) cookie(r *http.Request, name, value string, maxAge int) *http.Cookie {
 	return &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil}
+		SameSite: http.SameSiteStrictMode, Secure: forwarded.HTTPS(r, c.auth.trusted)}
 }
 
 // loginPage shows the login form (GET /login).
@@ -174,7 +183,7 @@ func (c *Console) showLogin(w http.ResponseWriter, r *http.Request, status int, 
 	} else {
 		form = randomHex()
 	}
-	http.SetCookie(w, cookie(r, loginCookie, form, 600))
+	http.SetCookie(w, c.cookie(r, loginCookie, form, 600))
 	w.Header().Set("WWW-Authenticate", `Bearer realm="touba-trigger console"`)
 	c.render(w, r, status, "login", map[string]any{"Next": safeNext(next), "Form": form, "Message": msg})
 }
@@ -199,16 +208,16 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.showLogin(w, r, http.StatusUnauthorized, r.PostFormValue("next"), touba.EConsoleUnauthorized+": wrong token")
 		return
 	}
-	http.SetCookie(w, cookie(r, loginCookie, "", -1))
-	http.SetCookie(w, cookie(r, sessionCookie, c.auth.start(), int(sessionTTL/time.Second)))
-	c.log.Info().Str("remote_addr", r.RemoteAddr).Msg("console login")
+	http.SetCookie(w, c.cookie(r, loginCookie, "", -1))
+	http.SetCookie(w, c.cookie(r, sessionCookie, c.auth.start(), int(sessionTTL/time.Second)))
+	c.log.Info().Str("remote_addr", r.RemoteAddr).Str("client_addr", forwarded.ClientAddr(r, c.auth.trusted).String()).Msg("console login")
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }
 
 // logout ends the session (POST /logout, CSRF checked by ServeHTTP).
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 	c.auth.end(r)
-	http.SetCookie(w, cookie(r, sessionCookie, "", -1))
+	http.SetCookie(w, c.cookie(r, sessionCookie, "", -1))
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
@@ -224,7 +233,7 @@ func (c *Console) throttled(w http.ResponseWriter, r *http.Request, next string,
 // wrongToken logs a refused token; from the first failure that blocks the
 // address on, it says so.
 func (c *Console) wrongToken(r *http.Request, via string, failures int) {
-	ev := c.log.Warn().Str("remote_addr", r.RemoteAddr).Str("via", via).Int("failures", failures)
+	ev := c.log.Warn().Str("remote_addr", r.RemoteAddr).Str("client_addr", forwarded.ClientAddr(r, c.auth.trusted).String()).Str("via", via).Int("failures", failures)
 	if failures > freeFailures {
 		ev.Msg("console token refused: wrong token; address throttled")
 		return

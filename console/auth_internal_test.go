@@ -56,7 +56,12 @@ func (c *clock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func wrong() bool                        { return false }
 func right() bool                        { return true }
 func addr(i int) netip.Prefix {
-	return throttleKey(fmt.Sprintf("10.%d.%d.%d:4000", i>>16&255, i>>8&255, i&255))
+	return peerKey(fmt.Sprintf("10.%d.%d.%d:4000", i>>16&255, i>>8&255, i&255))
+}
+
+// peerKey is the throttle key of a TCP peer address.
+func peerKey(remoteAddr string) netip.Prefix {
+	return throttleKey(netip.MustParseAddrPort(remoteAddr).Addr())
 }
 func mustWait(t *testing.T, d, want time.Duration) {
 	t.Helper()
@@ -160,12 +165,12 @@ func TestThrottleMemoryBound(t *testing.T) {
 	// One host's IPv6 /64 is one address.
 	v6 := newThrottle(c.now, size)
 	for i := 0; i < 100; i++ {
-		v6.attempt(throttleKey(fmt.Sprintf("[2001:db8:1:2::%x]:443", i)), wrong)
+		v6.attempt(peerKey(fmt.Sprintf("[2001:db8:1:2::%x]:443", i)), wrong)
 	}
 	if got := v6.size(); got != 1 {
 		t.Fatalf("100 addresses of one /64 take %d records, want 1", got)
 	}
-	if _, wait, _ := v6.attempt(throttleKey("[2001:db8:1:2:ffff::1]:1"), right); wait == 0 {
+	if _, wait, _ := v6.attempt(peerKey("[2001:db8:1:2:ffff::1]:1"), right); wait == 0 {
 		t.Fatal("another address of the /64 is not blocked")
 	}
 }

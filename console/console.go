@@ -8,8 +8,9 @@
 //
 // Every request needs the console's token, as "Authorization: Bearer
 // TOKEN" or as a session cookie set by the login form; every other request
-// gets 401 and the login page; wrong tokens are throttled per remote
-// address (429 with Retry-After, see throttle.go). Every POST of a session
+// gets 401 and the login page; wrong tokens are throttled per client
+// address (429 with Retry-After, see throttle.go): the TCP peer's, or
+// behind a proxy of --trusted-proxies the one it forwards. Every POST of a session
 // carries the session's CSRF token. Every action goes through admin.Service, which
 // records it in the audit trail with the operator "console: ...", and is
 // refused with the same public codes as the CLI. Everything a sender
@@ -24,6 +25,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -53,6 +55,10 @@ type Config struct {
 	PageSize int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// TrustedProxies are the peers (--trusted-proxies) whose
+	// X-Forwarded-For names the client a wrong token is throttled by, and
+	// whose X-Forwarded-Proto: https makes the cookies Secure.
+	TrustedProxies []netip.Prefix
 }
 
 //go:embed templates/*.html
@@ -80,7 +86,7 @@ func New(c Config) (*Console, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	a, err := newAuth(c.Token, c.Now)
+	a, err := newAuth(c.Token, c.Now, c.TrustedProxies)
 	if err != nil {
 		return nil, err
 	}

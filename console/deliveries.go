@@ -12,7 +12,10 @@ import (
 // the delivery log, newest first, keyset paged.
 func (c *Console) deliveries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := admin.DeliveryFilter{TriggerRef: q.Get("trigger"), Code: q.Get("code"), Rejected: q.Get("rejected") == "1",
+	// "rejected only" lists the deliveries refused (answered 400 and
+	// above), as the overview counts them: a redelivery of a consumed
+	// entry answered 200 is found by its code.
+	f := admin.DeliveryFilter{TriggerRef: q.Get("trigger"), Code: q.Get("code"), Refused: q.Get("rejected") == "1",
 		Before: q.Get("before"), Limit: c.pageSize}
 	since := q.Get("since")
 	if since != "" {

@@ -36,7 +36,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(rejected, func(i, k int) bool { return rejected[i].N > rejected[k].N })
 	c.render(w, r, http.StatusOK, "overview", map[string]any{"O": o, "ByStatus": byStatus, "Rejected": rejected,
-		"Unknown": o.Effects[touba.EffectUnknown], "Parked": o.Entries[touba.StatusParked], "Journal": o.Effects != nil})
+		"Unknown": o.Effects[touba.EffectUnknown], "Parked": o.Entries[touba.StatusParked],
+		"Failed": o.Entries[touba.StatusFailed], "Journal": o.Effects != nil})
 }
 
 // parked: GET /parked: the parked entries (keyset paged) and the unknown

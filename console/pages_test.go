@@ -157,3 +157,59 @@ func TestPagination(t *testing.T) {
 		}
 	}
 }
+
+// TestOverviewFailedCard: failed entries have a card of their own on the
+// overview, linking to them and marked as an alert while there is any, as
+// parked ones are; none is a plain card.
+func TestOverviewFailedCard(t *testing.T) {
+	f := newFixture(t, 50)
+	f.entry(t, "trigger:orders", "ord-1", `{}`, touba.StatusDone)
+	b := f.login(t)
+	if _, body := b.get("/"); !strings.Contains(body, `<div class="card"><a href="/entries?status=failed"><b id="failed-count">0</b> failed entries</a>`) {
+		t.Errorf("no plain failed card with none failed:\n%s", body)
+	}
+	f.entry(t, "trigger:orders", "ord-2", `{}`, touba.StatusFailed)
+	if _, body := b.get("/"); !strings.Contains(body, `<div class="card alert"><a href="/entries?status=failed"><b id="failed-count">1</b> failed entry</a>`) {
+		t.Errorf("no failed card marked as an alert with one failed:\n%s", body)
+	}
+}
+
+// TestRedeliveriesAreNotRejections: a sender's redelivery of a consumed
+// entry is answered 200 (logged TriggerReplayRejected, SPEC §3.1): the
+// overview's rejections of the last hour and the Deliveries page's
+// "rejected only" count the real refusal (a 409) and not the redeliveries;
+// the code filter alone still finds them.
+func TestRedeliveriesAreNotRejections(t *testing.T) {
+	f := newFixture(t, 50)
+	q := f.entry(t, "trigger:orders", "ord-1", `{"order":1}`, touba.StatusDone)
+	var redeliveries []string
+	for range 3 {
+		redeliveries = append(redeliveries, f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:orders", EventID: "ord-1",
+			Digest: dedupe.Digest([]byte(`{"order":1}`)), StatusCode: 200, ErrorCode: touba.ETriggerReplayRejected, QueueID: q}))
+	}
+	conflict := f.logRow(t, &touba.LoggedDelivery{TriggerRef: "trigger:orders", EventID: "ord-1", Digest: dedupe.Digest([]byte(`{"order":2}`)),
+		StatusCode: 409, ErrorCode: touba.ETriggerEventPayloadConflict, QueueID: q})
+	b := f.login(t)
+	_, body := b.get("/")
+	if !strings.Contains(body, touba.ETriggerEventPayloadConflict) {
+		t.Errorf("the overview does not count the 409")
+	}
+	if strings.Contains(body, touba.ETriggerReplayRejected) {
+		t.Errorf("the overview counts redeliveries answered 200 as rejections")
+	}
+	_, body = b.get("/deliveries?rejected=1")
+	if !strings.Contains(body, conflict) {
+		t.Errorf("rejected only does not list the 409")
+	}
+	for _, id := range redeliveries {
+		if strings.Contains(body, id) {
+			t.Errorf("rejected only lists the redelivery %s answered 200", id)
+		}
+	}
+	_, body = b.get("/deliveries?code=" + touba.ETriggerReplayRejected)
+	for _, id := range redeliveries {
+		if !strings.Contains(body, id) {
+			t.Errorf("the code filter does not find the redelivery %s", id)
+		}
+	}
+}

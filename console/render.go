@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -35,6 +36,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"gatherPlace": func(i int) int { return i + 2 },
 		"bytes":       admin.HumanBytes,
 		"window":      window,
+		"ref":         breakableRef,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -199,4 +201,14 @@ func count(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// breakableRef shows a trigger or tool ref that may wrap after each "/"
+// (never inside a name), so a listing's long refs take less width.
+func breakableRef(s string) template.HTML {
+	parts := strings.Split(s, "/")
+	for i, p := range parts {
+		parts[i] = template.HTMLEscapeString(string(visible([]byte(p), true)))
+	}
+	return template.HTML(strings.Join(parts, "/<wbr>"))
 }

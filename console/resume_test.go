@@ -72,7 +72,7 @@ func TestEntryPageShowsWaits(t *testing.T) {
 		t.Fatal("a waiting entry offers a resume")
 	}
 	_, body = b.get("/entries?status=waiting")
-	if !strings.Contains(body, q) || !strings.Contains(body, "<th>wakes</th>") {
+	if !strings.Contains(body, q) || !strings.Contains(body, "<th>received<br>wakes</th>") {
 		t.Fatalf("waiting listing:\n%s", body)
 	}
 	_, body = b.get("/")

@@ -8,7 +8,7 @@ import (
 )
 
 // Throttling of token guesses (the login form and Authorization: Bearer),
-// per remote address: the first freeFailures failures cost nothing (an
+// per client address (auth.guess): the first freeFailures failures cost nothing (an
 // operator mistypes), each further one blocks the address for a delay that
 // doubles from firstDelay up to maxDelay; a success resets it, and so does
 // forgetAfter without a failure. While blocked, a request is answered 429
@@ -45,15 +45,14 @@ func newThrottle(now func() time.Time, max int) *throttle {
 	return &throttle{now: now, max: max, lru: list.New(), entries: map[netip.Prefix]*list.Element{}}
 }
 
-// throttleKey is the address a request is throttled by: its IP, or for
-// IPv6 its /64, which one host usually holds whole. An address that does
-// not parse shares the zero key.
-func throttleKey(remoteAddr string) netip.Prefix {
-	ap, err := netip.ParseAddrPort(remoteAddr)
-	if err != nil {
+// throttleKey is the key a client address is throttled by: its IP, or
+// for IPv6 its /64, which one host usually holds whole. An address that
+// could not be read (the zero Addr) shares the zero key.
+func throttleKey(a netip.Addr) netip.Prefix {
+	if !a.IsValid() {
 		return netip.Prefix{}
 	}
-	a := ap.Addr().Unmap()
+	a = a.Unmap()
 	bits := 32
 	if a.Is6() {
 		bits = 64

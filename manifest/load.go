@@ -117,12 +117,25 @@ func (p *problems) binding(path string, n *strictjson.Node) *Binding {
 		v, _ := p.Integer(strictjson.Child(path, "timeout_ms"), t, maxMS)
 		b.TimeoutMS = int(v)
 	}
+	remote := ProtectsRemote(b.Handler.Kind)
 	if c, ok := f["max_concurrency"]; ok {
-		v, _ := p.Integer(strictjson.Child(path, "max_concurrency"), c, maxConcurrency)
-		b.MaxConcurrency = int(v)
+		// 0 turns a remote kind's default off; other kinds have no
+		// default to turn off (a process binding's bound is the
+		// dispatcher's), so for them it stays refused.
+		if !remote || c.Kind != strictjson.Number || c.Text != "0" {
+			v, _ := p.Integer(strictjson.Child(path, "max_concurrency"), c, maxConcurrency)
+			b.MaxConcurrency = int(v)
+		}
+	} else if remote {
+		b.MaxConcurrency = DefaultRemoteMaxConcurrency
 	}
 	if c, ok := f["circuit"]; ok {
-		b.Circuit = p.circuit(strictjson.Child(path, "circuit"), c)
+		if c.Kind != strictjson.Null {
+			b.Circuit = p.circuit(strictjson.Child(path, "circuit"), c)
+		}
+	} else if remote {
+		def := DefaultRemoteCircuit
+		b.Circuit = &def
 	}
 	if s, ok := f["max_payload_bytes"]; ok {
 		b.MaxPayloadBytes, _ = p.Integer(strictjson.Child(path, "max_payload_bytes"), s, 1<<62)

@@ -75,10 +75,27 @@ type Binding struct {
 	EffectContract  EffectContract        `json:"effect_contract"`
 	Compensation    *Compensation         `json:"compensation,omitempty"`
 	// MaxConcurrency bounds the calls of the binding in flight at once
-	// across the daemon's workers; 0 is no bound.
+	// across the daemon's workers; 0 is no bound. A webhook or http
+	// binding that does not set it gets DefaultRemoteMaxConcurrency.
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
-	// Circuit is the binding's circuit breaker; nil is none.
+	// Circuit is the binding's circuit breaker; nil is none. A webhook or
+	// http binding that does not set it gets DefaultRemoteCircuit.
 	Circuit *Circuit `json:"circuit,omitempty"`
+}
+
+// MarshalJSON writes the binding; for a kind with remote defaults
+// (ProtectsRemote) it writes max_concurrency and circuit even when off (0,
+// null), so that the encoding loads back without the defaults.
+func (b Binding) MarshalJSON() ([]byte, error) {
+	type plain Binding
+	if !ProtectsRemote(b.Handler.Kind) {
+		return json.Marshal(plain(b))
+	}
+	return json.Marshal(struct {
+		plain
+		MaxConcurrency int      `json:"max_concurrency"`
+		Circuit        *Circuit `json:"circuit"`
+	}{plain(b), b.MaxConcurrency, b.Circuit})
 }
 
 // Handler says how a binding is called. Which fields are set depends on Kind.
@@ -90,6 +107,29 @@ type Handler struct {
 	Persistent  *Persistent  `json:"persistent,omitempty"` // process, optional (SPEC §4.1)
 	Options     *Options     `json:"options,omitempty"`    // webhook and http, required
 	Credentials *Credentials `json:"credentials,omitempty"`
+}
+
+// Defaults that protect a remote service (SPEC §2.2): a webhook or http
+// binding that sets no max_concurrency or circuit gets these, so a remote
+// that fails or slows down sees a bounded number of calls. 16 calls in
+// flight is the bound a process binding already gets
+// (dispatcher.DefaultProcessConcurrency): far above what one order of a
+// small API needs, far below the 256 workers a backlog could otherwise
+// send at once. The circuit opens once at least 20 calls ended in the last
+// 60 s and half of them failed (a few failures among steady traffic never
+// open it; 20 is about four deliveries' worth of tries), and then lets one
+// probe through every 30 s instead of 5 tries per delivery. A binding turns
+// them off with "max_concurrency": 0 and "circuit": null.
+const DefaultRemoteMaxConcurrency = 16
+
+// DefaultRemoteCircuit is the circuit of a webhook or http binding that
+// sets none; see DefaultRemoteMaxConcurrency.
+var DefaultRemoteCircuit = Circuit{FailureRatio: 0.5, MinCalls: 20, WindowMS: 60000, OpenMS: 30000}
+
+// ProtectsRemote reports whether bindings of the handler kind call a
+// remote service over the network and so get the remote defaults.
+func ProtectsRemote(kind string) bool {
+	return kind == KindWebhook || kind == KindHTTP
 }
 
 // Persistent asks for one long-lived process serving many calls (SPEC §4.1).

@@ -70,12 +70,18 @@ func keyColumn(e admin.Entry) string {
 	return e.ConcurrencyKey
 }
 
-// wakeColumn is when a waiting entry wakes; "event" when it waits for an
-// event with no timeout, "-" when it does not wait.
+// wakeColumn is when a waiting entry wakes: its own wake time, or for a
+// debounce or batch carrier its gathering's (sooner if a batch fills, later
+// if a debounce gets another delivery); "on its event (no timeout)" when
+// it waits for an event with no timeout, "-" when it does not wait.
 func wakeColumn(e admin.Entry) string {
 	switch {
 	case e.WakeAt != nil:
 		return ts(*e.WakeAt)
+	case e.Gathers != nil && e.Gathers.Kind == touba.GatherBatch:
+		return ts(e.Gathers.WakeAt) + " (batch gathering, or when full)"
+	case e.Gathers != nil:
+		return ts(e.Gathers.WakeAt) + " (" + e.Gathers.Kind + " gathering)"
 	case e.Status == touba.StatusWaiting:
 		return "on its event (no timeout)"
 	}

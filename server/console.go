@@ -23,7 +23,7 @@ func (s *Server) startConsole() error {
 			"--console-listen %s needs a token: --console-token-file FILE or the systemd credential console-token", s.cfg.ConsoleListen)
 	}
 	con, err := console.New(console.Config{Service: s.adminService(), Token: s.cfg.ConsoleToken,
-		Log: s.log.With().Str("component", "console").Logger()})
+		Log: s.log.With().Str("component", "console").Logger(), TrustedProxies: s.cfg.TrustedProxies})
 	if err != nil {
 		return err
 	}

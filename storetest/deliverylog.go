@@ -140,6 +140,10 @@ func testLogFilters(t *testing.T, f Factory) {
 		{touba.LogFilter{}, []string{"late", "other", "conflict", "sig", "consumed", "dup"}},
 		{touba.LogFilter{Rejected: true}, []string{"late", "other", "conflict", "sig", "consumed"}},
 		{touba.LogFilter{Rejected: true, Code: touba.ETriggerReplayRejected}, []string{"consumed"}},
+		// Refused: answered 400 and above only; the redelivery answered 200
+		// is not one (the console's count of rejections).
+		{touba.LogFilter{Refused: true}, []string{"late", "other", "conflict", "sig"}},
+		{touba.LogFilter{Refused: true, Code: touba.ETriggerReplayRejected}, []string{}},
 		{touba.LogFilter{Code: touba.ETriggerEventPayloadConflict}, []string{"other", "conflict"}},
 		{touba.LogFilter{Code: touba.ETriggerEventPayloadConflict, TriggerRef: "trigger:t"}, []string{"conflict"}},
 		{touba.LogFilter{TriggerRef: "trigger:other"}, []string{"other"}},

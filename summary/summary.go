@@ -63,11 +63,8 @@ func Write(w io.Writer, c *server.Loaded, history time.Duration) {
 		if b.EffectContract.RetryMode != "" {
 			mode += "/" + b.EffectContract.RetryMode
 		}
-		limit := ""
-		if b.MaxConcurrency > 0 {
-			limit = fmt.Sprintf("  max_concurrency=%d", b.MaxConcurrency)
-		}
-		fmt.Fprintf(w, "  %s  %s  effect=%s%s\n", ref, b.Handler.Kind, mode, limit)
+		fmt.Fprintf(w, "  %s  %s  effect=%s%s\n", ref, b.Handler.Kind, mode, limitText(b))
+		printLines(w, circuitSummary(b))
 		printLines(w, httpSummary(b))
 	}
 	printIsolation(w, c.Manifest.NeedNetworkIsolation())

@@ -5,61 +5,24 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/forwarded"
 )
 
 // The intake checks of SPEC §3.1 that run before the body is read: the
 // source address against source.allow_from and the trigger's rate limit.
 
-// clientAddr is the address a request comes from: the TCP peer's or, when
-// the peer is a trusted proxy, the right-most X-Forwarded-For address that
-// is not itself a trusted proxy. An address that cannot be read is the
-// zero Addr, which no allow list holds.
+// clientAddr is the address a request comes from (forwarded.ClientAddr:
+// the TCP peer's, or what the trusted proxies forward).
 func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	peer := ap.Addr().Unmap()
-	if !inAny(trusted, peer) {
-		return peer
-	}
-	var hops []string
-	for _, v := range r.Header.Values("X-Forwarded-For") {
-		hops = append(hops, strings.Split(v, ",")...)
-	}
-	// From the right: each hop was appended by the proxy after it, and
-	// only hops appended by trusted proxies can be believed.
-	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			return netip.Addr{} // a forged or broken hop: nothing to trust
-		}
-		a = a.Unmap()
-		if !inAny(trusted, a) {
-			return a
-		}
-		peer = a // a trusted proxy all the way: the farthest one seen
-	}
-	return peer
+	return forwarded.ClientAddr(r, trusted)
 }
 
-func inAny(list []netip.Prefix, a netip.Addr) bool {
-	if !a.IsValid() {
-		return false
-	}
-	for _, p := range list {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
+func inAny(list []netip.Prefix, a netip.Addr) bool { return forwarded.InAny(list, a) }
 
 // limiter is a trigger's token bucket with the settings it was made for,
 // so that a reload keeps a bucket whose settings did not change.

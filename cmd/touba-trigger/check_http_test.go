@@ -24,7 +24,8 @@ func TestCheckPrintsHTTPBindings(t *testing.T) {
 		t.Fatalf("check: %v\n%s", err, errOut)
 	}
 	for _, want := range []string{
-		"  tool:t/Put  http  effect=external_write/idempotency_key\n",
+		"  tool:t/Put  http  effect=external_write/idempotency_key  max_concurrency=16 (default)\n",
+		"    circuit: opens when 0.5 of at least 20 calls ended in 60000 ms failed, for 30000 ms; then one call probes (default)\n",
 		"    PUT http://127.0.0.1:8787/orders/{/order_id}/payment?customer={/customer/id}&key=…\n",
 		"    url reads: /order_id, /customer/id\n",
 		"    body: the whole input  idempotency header: Idempotency-Key (the effect id)\n",
@@ -37,6 +38,21 @@ func TestCheckPrintsHTTPBindings(t *testing.T) {
 	}
 	if strings.Contains(out, "tok-check-9f8e7d") || strings.Contains(out, "XSECRETQUERYx") {
 		t.Fatalf("check shows the token or a literal query value:\n%s", out)
+	}
+
+	// The defaults turned off (SPEC §2.2): check says so.
+	off := strings.Replace(manifest, `"secrets":`, `"max_concurrency": 0, "circuit": null, "secrets":`, 1)
+	out, errOut, err = runCheckFiles(t, program, off)
+	if err != nil {
+		t.Fatalf("check: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{
+		"  tool:t/Put  http  effect=external_write/idempotency_key  max_concurrency=off\n",
+		"    circuit: off\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check output lacks %q:\n%s", want, out)
+		}
 	}
 
 	bad := strings.Replace(manifest, `"secret": "ORDERS_API_TOKEN"`, `"secret": "OTHER"`, 1)

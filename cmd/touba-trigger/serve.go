@@ -49,7 +49,7 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	fs.Int64Var(&f.LogMaxRows, "delivery-log-max-rows", 1_000_000, "delivery log rows kept (oldest pruned first)")
 	fs.DurationVar(&f.LogMaxAge, "delivery-log-max-age", 168*time.Hour, "delivery log rows older than this are pruned")
 	fs.Int64Var(&f.LogMaxBodyBytes, "delivery-log-max-body-bytes", 256<<20, "stored rejected bodies kept, in bytes (oldest dropped first)")
-	proxies := fs.String("trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For is believed for source.allow_from, comma-separated")
+	proxies := fs.String("trusted-proxies", "", "CIDRs of proxies whose X-Forwarded-For (source.allow_from, the console's login throttle) and X-Forwarded-Proto (the console's Secure cookie) are believed, comma-separated")
 	fs.Int64Var(&f.LogMaxBytes, "delivery-log-max-bytes", 1<<30, "delivery log size, every column counted, in bytes (oldest rows pruned first)")
 	fs.StringVar(&f.Database, "database", "", "postgres://... : keep every store in this PostgreSQL database, shared with other nodes (instead of the files)")
 	fs.StringVar(&f.NodeID, "node-id", "", "this node's name in leases, audit events and metrics (with --database); default hostname:pid")

@@ -42,6 +42,9 @@ func (s *State) Deliveries(ctx context.Context, f LogFilter) ([]*Delivery, error
 		// TriggerReplayRejected (SPEC §3.1): listed with the rejections.
 		where.Add("(status_code >= 400 OR error_code = ?)", touba.ETriggerReplayRejected)
 	}
+	if f.Refused {
+		where.Add("status_code >= 400")
+	}
 	where.Equal("error_code", f.Code)
 	where.Equal("trigger_ref", f.TriggerRef)
 	where.Equal("queue_id", f.QueueID)

@@ -50,10 +50,11 @@ const (
 // A receives a backlog of n deliveries, then B receives 10. B's share of
 // the workers (equal weights: half of them) is free within one of A's calls,
 // so each of B's entries must be done within 2 s of its 202, however long
-// A's backlog is.
+// A's backlog is. A's binding turns off the default max_concurrency (and
+// circuit) of a webhook, so that A's calls, not a hold, take the workers.
 func testFlood(t *testing.T, b backend, n int) {
 	r := newRemote(t, time.Second, http.StatusOK, false)
-	w := newWorld(t, b, stallProgram, stallManifest(r.url("/a"), ""))
+	w := newWorld(t, b, stallProgram, stallManifest(r.url("/a"), `"max_concurrency": 0, "circuit": null,`))
 	w.start()
 	w.postAll(postClients, batch{"fair/A", "a", n})
 	w.measure("fair/B", "b", probes, latencyBound)
