@@ -28,7 +28,7 @@ func newFailing(t *testing.T, hold time.Duration) *failing {
 		f.inFlight++
 		f.max = max(f.max, f.inFlight)
 		f.mu.Unlock()
-		time.Sleep(hold)
+		time.Sleep(hold) // simulated work: the API takes hold to answer
 		f.mu.Lock()
 		f.inFlight--
 		f.served++
@@ -80,6 +80,7 @@ func TestDefaultsProtectAFailingRemoteThroughTheBinary(t *testing.T) {
 	// requests end, and then none comes while the circuit is open.
 	testkit.WaitFor(t, 10*time.Second, func() bool { n, _, _ := api.counts(); return n == 0 }, "the requests in flight to end")
 	_, most, before := api.counts()
+	// Nothing to wait for: the span in which requests must not come.
 	time.Sleep(3 * time.Second)
 	_, _, after := api.counts()
 	t.Logf("at most %d requests in flight; %d requests before the circuit's quiet, %d after", most, before, after)
