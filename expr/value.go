@@ -30,8 +30,9 @@ type Vars struct {
 	Steps map[string]any
 	// Events are the gathered deliveries, each as event is (EventMap).
 	Events []any
-
-	event map[string]any
+	// Event, when set, is event as it is (a run's /event, built already);
+	// otherwise it is built from the fields above on first use.
+	Event map[string]any
 }
 
 // ResolveName gives CEL a variable (interpreter.Activation).
@@ -45,10 +46,10 @@ func (v *Vars) ResolveName(name string) (any, bool) {
 		}
 		return v.Headers, true
 	case VarEvent:
-		if v.event == nil {
-			v.event = v.EventMap()
+		if v.Event == nil {
+			v.Event = v.EventMap()
 		}
-		return v.event, true
+		return v.Event, true
 	case VarSteps:
 		if v.Steps == nil {
 			return map[string]any{}, true

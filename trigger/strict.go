@@ -2,6 +2,7 @@ package trigger
 
 import (
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/internal/strictjson"
 )
 
@@ -13,6 +14,11 @@ type ConfigError = touba.ConfigError
 // checks build on each other (a step's references need the earlier steps'
 // ids, a scheme's fields need the scheme), so a load stops at the first
 // value it cannot go on from and reports the refusals recorded until then.
-type walker struct{ *strictjson.Reader }
+type walker struct {
+	*strictjson.Reader
+	// env compiles the program's expressions (expressions.go); nil
+	// until the first one, then the default limit's unless the load set it.
+	env *expr.Env
+}
 
-func newWalker(file string) walker { return walker{&strictjson.Reader{File: file}} }
+func newWalker(file string) walker { return walker{Reader: &strictjson.Reader{File: file}} }
