@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/expr"
@@ -149,29 +150,37 @@ func (in *Intake) filterOut(w http.ResponseWriter, r *http.Request, req *request
 	if len(t.Filter) == 0 {
 		return false
 	}
-	doc := filterDoc(req.headers, req.body)
-	ok, err := passes(t.Filter, doc, func() *expr.Vars {
-		v := &expr.Vars{TriggerRef: t.Ref, EventID: req.eventID, ReceivedAt: touba.FormatTime(req.at),
-			Headers: req.headers, Body: doc["body"]}
-		return v
-	})
+	ok, err := t.Takes(req.eventID, req.at, req.headers, req.body)
 	if ok {
 		return false
 	}
 	code := touba.IntakeFiltered
-	if err != nil {
-		code = touba.EExpressionFailed
-		in.Logger.Warn().Str("trigger_ref", t.Ref).Str("event_id", req.eventID).Str("code", code).
-			Str("reason", touba.ErrorMessage(err)).Msg("filter expression failed; delivery filtered")
-	}
 	a := filteredAnswer{Status: touba.IntakeFiltered}
 	if err != nil {
+		code = touba.EExpressionFailed
 		a.Code, a.Message = code, touba.ErrorMessage(err)
+		in.Logger.Warn().Str("trigger_ref", t.Ref).Str("event_id", req.eventID).Str("code", code).
+			Str("reason", a.Message).Msg("filter expression failed; delivery filtered")
 	}
 	httpjson.Write(w, http.StatusAccepted, a)
 	in.record(r, req, http.StatusAccepted, code, "")
 	in.observe(t.Ref, code, http.StatusAccepted)
 	return true
+}
+
+// Takes reports whether t's filter takes a delivery (true when t has
+// none): intake's decision, for anything that asks it of a stored
+// delivery too. A {"cel": EXPR} item that fails gives false and an
+// ExpressionFailed error.
+func (t *Trigger) Takes(eventID string, at time.Time, headers map[string]string, body []byte) (bool, error) {
+	if len(t.Filter) == 0 {
+		return true, nil
+	}
+	doc := filterDoc(headers, body)
+	return passes(t.Filter, doc, func() *expr.Vars {
+		return &expr.Vars{TriggerRef: t.Ref, EventID: eventID, ReceivedAt: touba.FormatTime(at),
+			Headers: headers, Body: doc["body"]}
+	})
 }
 
 type filteredAnswer struct {
