@@ -64,6 +64,7 @@ type env struct {
 	d      *testkit.Daemon
 	dir    string
 	remote *remote
+	url    string // the remote's
 }
 
 func start(t *testing.T) *env {
@@ -71,25 +72,37 @@ func start(t *testing.T) *env {
 	rem := &remote{}
 	srv := httptest.NewServer(rem)
 	t.Cleanup(srv.Close)
-	dir := t.TempDir()
+	e := &env{dir: t.TempDir(), remote: rem, url: srv.URL}
+	e.serve(t, nil)
+	return e
+}
+
+// serve starts the daemon on e's files, with env's variables; args are
+// more flags.
+func (e *env) serve(t *testing.T, env []string, args ...string) {
+	t.Helper()
+	dir := e.dir
 	prog, man := filepath.Join(dir, "program.air.json"), filepath.Join(dir, "touba.manifest.json")
 	manifest := fmt.Sprintf(`{"manifest_version": "touba-manifest-v1", "bindings": {"tool:c/Post": {
 	  "handler": {"kind": "webhook", "options": {"url": %q, "timeout_sec": 10}, "credentials": {"hmac_secret": {"env": "CEL_HMAC"}}},
-	  "timeout_ms": 20000, "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`, srv.URL)
+	  "timeout_ms": 20000, "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`, e.url)
 	for path, content := range map[string]string{prog: program, man: manifest} {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	d := testkit.Start(t, []string{"CEL_HMAC=cel-test-secret"}, "serve", prog, "--manifest", man,
+	flags := append([]string{"serve", prog, "--manifest", man,
 		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--admin-socket", filepath.Join(dir, "admin.sock"),
 		"--log-level", "debug", "--workers", "2", "--queue", filepath.Join(dir, "q.sqlite"),
-		"--state", filepath.Join(dir, "s.sqlite"), "--effect-journal", filepath.Join(dir, "j.sqlite"))
+		"--state", filepath.Join(dir, "s.sqlite"), "--effect-journal", filepath.Join(dir, "j.sqlite")}, args...)
+	d := testkit.Start(t, append([]string{"CEL_HMAC=cel-test-secret"}, env...), flags...)
 	t.Cleanup(func() {
-		d.Signal(syscall.SIGTERM)
-		d.Wait(30 * time.Second)
+		if d.Cmd.ProcessState == nil { // not killed at a crash point
+			d.Signal(syscall.SIGTERM)
+			d.Wait(30 * time.Second)
+		}
 	})
-	return &env{d: d, dir: dir, remote: rem}
+	e.d = d
 }
 
 // answer is intake's answer to one delivery.
@@ -295,5 +308,35 @@ func TestRefusedAtLoad(t *testing.T) {
 	out, _ := cmd.CombinedOutput()
 	if cmd.ProcessState.ExitCode() != 2 || !strings.Contains(string(out), "over the limit 1000") {
 		t.Fatalf("exit %d\n%s\nwant exit 2, over the limit 1000", cmd.ProcessState.ExitCode(), out)
+	}
+}
+
+// TestInputSameAfterCrash: a $cel input is computed into the request the
+// journal fingerprints; the daemon killed after the remote answered and
+// before the outcome was journaled computes it again at restart, the
+// same (no EffectRequestConflict), and the call is sent again with it.
+func TestInputSameAfterCrash(t *testing.T) {
+	rem := &remote{}
+	srv := httptest.NewServer(rem)
+	t.Cleanup(srv.Close)
+	e := &env{dir: t.TempDir(), remote: rem, url: srv.URL}
+	e.serve(t, []string{"TOUBA_CRASHPOINT=after-answer"})
+	a := e.post(t, "c/Paid", "p1", `{"kind": "paid", "amount": 99900, "id": "inv_9"}`)
+	if a.Status != http.StatusAccepted {
+		t.Fatalf("%+v", a)
+	}
+	if code := e.d.Wait(30 * time.Second); code == 0 {
+		t.Fatalf("exit %d, want killed at the crash point", code)
+	}
+	e.serve(t, nil, "--take-over-stale-lock") // the lock the killed daemon left
+	got := e.settled(t, a.QueueID)
+	calls := rem.calls()
+	if got.Status != touba.StatusDone || len(calls) != 2 {
+		t.Fatalf("entry %+v after %d calls, want done after 2", got, len(calls))
+	}
+	first, _ := json.Marshal(calls[0])
+	second, _ := json.Marshal(calls[1])
+	if string(first) != string(second) || calls[0]["amount"] != 999.0 {
+		t.Fatalf("inputs %s then %s, want the same, amount 999", first, second)
 	}
 }
