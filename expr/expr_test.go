@@ -40,13 +40,15 @@ func TestValues(t *testing.T) {
 	env := mustEnv(t, 0)
 	bounds := expr.Bounds{Body: 64 << 10, Output: 64 << 10, Gathered: 100}
 	body := `{"amount": 1234, "rate": 1.5, "whole": 2.0, "big": 18446744073709551615, "type": "invoice.paid",
-		"items": [{"qty": 1}, {"qty": 3}], "at": "2026-01-02T03:04:05Z", "blob": "aGk="}`
+		"items": [{"qty": 1}, {"qty": 3}], "at": "2026-01-02T03:04:05Z", "blob": "aGk=",
+		"e3": 1e3, "half": 0.5, "huge": 17e999999999}`
 	for _, tc := range []struct{ src, want string }{
 		{"body.amount / 100", "12"},
 		{"double(body.amount) / 100.0", "12.34"},
 		{"body.rate * 2.0", "3"},
 		{"body.whole + 1", "3"},
 		{"body.big", "18446744073709551615"},
+		{"type(body.e3) == int && type(body.half) == double && body.huge > 1.0e300", "true"},
 		{"body.amount > 1000.5", "true"},
 		{"{'invoice': body.type, 'n': size(body.items)}", `{"invoice":"invoice.paid","n":2}`},
 		{"body.items.map(i, i.qty)", "[1,3]"},

@@ -114,7 +114,7 @@ func number(s string) ref.Val {
 		return types.Uint(u)
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
+	if err != nil && !math.IsInf(f, 0) {
 		return types.NewErr("invalid JSON number %q", s)
 	}
 	if f == math.Trunc(f) && f >= -(1<<63) && f < (1<<63) && !isBigInteger(s) {
