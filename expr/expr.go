@@ -150,7 +150,8 @@ func (e *Env) Compile(src string, scope Scope, want Result, b Bounds) (*Expr, er
 	}
 	if est.Max > e.limit {
 		return nil, fmt.Errorf("estimated cost up to %d is over the limit %d (--expression-cost-limit); "+
-			"a comprehension over the body is bounded by max_body_bytes (%d): lower it, or guard the expression",
+			"the estimate takes each string or list read from the event to be up to max_body_bytes (%d) long: "+
+			"lower max_body_bytes, or raise the limit",
 			est.Max, e.limit, b.Body)
 	}
 	prog, err := env.Program(ast, cel.CostLimit(e.limit), cel.EvalOptions(cel.OptOptimize))

@@ -33,7 +33,16 @@ const program = `{"air_version": "touba-air-v1", "triggers": [
   {"ref": "trigger:c/BadInput", "source": {"kind": "webhook"}, "retry": {"max_attempts": 5, "initial_interval_ms": 10},
    "steps": [{"id": "post", "tool": "tool:c/Post", "input": {"n": {"$cel": "body.missing + 1"}}}]},
   {"ref": "trigger:c/BadWhen", "source": {"kind": "webhook"}, "retry": {"max_attempts": 5, "initial_interval_ms": 10},
-   "steps": [{"id": "post", "tool": "tool:c/Post", "when": "body.flag", "input": {}}]}]}`
+   "steps": [{"id": "post", "tool": "tool:c/Post", "when": "body.flag", "input": {}}]},
+  {"ref": "trigger:c/Order", "source": {"kind": "webhook"},
+   "cancel_on": [{"trigger": "trigger:c/Stop", "match": {"cel": "'order-' + body.order.id"}, "on": "/body/ref"}],
+   "steps": [{"id": "paid", "wait_for": {"trigger": "trigger:c/Pay", "match": {"cel": "body.order.id"}, "on": "/body/order_id"}},
+             {"id": "post", "tool": "tool:c/Post", "input": {"order": {"$cel": "steps.paid.output.body.order_id"}}}]},
+  {"ref": "trigger:c/Pay", "source": {"kind": "webhook"}, "steps": []},
+  {"ref": "trigger:c/Stop", "source": {"kind": "webhook"}, "steps": []},
+  {"ref": "trigger:c/Batched", "source": {"kind": "webhook", "max_body_bytes": 65536},
+   "batch": {"key": {"cel": "body.shop.lowerAscii()"}, "max_size": 2, "window_ms": 60000},
+   "steps": [{"id": "post", "tool": "tool:c/Post", "input": {"n": {"$cel": "size(events)"}, "ids": {"$cel": "events.map(e, e.body.id)"}}}]}]}`
 
 // remote records the input of every call of tool:c/Post.
 type remote struct {
@@ -296,7 +305,7 @@ func TestRefusedAtLoad(t *testing.T) {
 	os.WriteFile(prog, []byte(`{"air_version": "touba-air-v1", "triggers": [{"ref": "trigger:c/A", "source": {"kind": "webhook"},
 	  "filter": [{"cel": "body.items.exists(i, i == 1)"}], "steps": [{"id": "s", "tool": "tool:c/Post"}]}]}`), 0o600)
 	if out, _ := exec.Command(testkit.Binary(t), "check", prog, "--manifest", man).CombinedOutput(); !strings.Contains(string(out),
-		"is over the limit 1000000 (--expression-cost-limit); a comprehension over the body is bounded by max_body_bytes (1048576)") {
+		"is over the limit 1000000 (--expression-cost-limit); the estimate takes each string or list read from the event to be up to max_body_bytes (1048576) long") {
 		t.Fatalf("1 MiB body:\n%s", out)
 	}
 	os.WriteFile(prog, []byte(`{"air_version": "touba-air-v1", "triggers": [{"ref": "trigger:c/A", "source": {"kind": "webhook", "max_body_bytes": 65536},
@@ -338,5 +347,63 @@ func TestInputSameAfterCrash(t *testing.T) {
 	second, _ := json.Marshal(calls[1])
 	if string(first) != string(second) || calls[0]["amount"] != 999.0 {
 		t.Fatalf("inputs %s then %s, want the same, amount 999", first, second)
+	}
+}
+
+// TestKeysAndWaits: a cancel_on match and a batch key computed at intake,
+// a wait_for match computed in the run, and a cancel_on expression that
+// fails at intake (422, nothing enqueued).
+func TestKeysAndWaits(t *testing.T) {
+	e := start(t)
+
+	// wait_for.match {"cel"}: the order waits for its payment, then posts.
+	order := e.post(t, "c/Order", "o1", `{"order": {"id": "A-1"}}`)
+	if order.Status != http.StatusAccepted {
+		t.Fatalf("order: %+v", order)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		var got entry
+		e.cli(t, &got, "queue", "show", order.QueueID)
+		return got.Status == touba.StatusWaiting
+	}, "the order to wait")
+	if a := e.post(t, "c/Pay", "pay1", `{"order_id": "A-1"}`); a.Status != http.StatusAccepted {
+		t.Fatalf("pay: %+v", a)
+	}
+	if got := e.settled(t, order.QueueID); got.Status != touba.StatusDone {
+		t.Fatalf("order: %+v", got)
+	}
+	if calls := e.remote.calls(); len(calls) != 1 || calls[0]["order"] != "A-1" {
+		t.Fatalf("calls %v, want the order's post of A-1", calls)
+	}
+
+	// cancel_on.match {"cel"}: a Stop naming order-B-2 cancels the order
+	// waiting for its payment.
+	waiting := e.post(t, "c/Order", "o2", `{"order": {"id": "B-2"}}`)
+	if a := e.post(t, "c/Stop", "stop1", `{"ref": "order-B-2"}`); a.Status != http.StatusAccepted {
+		t.Fatalf("stop: %+v", a)
+	}
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		var got entry
+		e.cli(t, &got, "queue", "show", waiting.QueueID)
+		return got.Status == touba.StatusCancelled
+	}, "the order to be cancelled")
+
+	// A cancel_on expression that fails (no order) refuses the delivery.
+	bad := e.post(t, "c/Order", "o3", `{"id": "no order"}`)
+	if bad.Status != http.StatusUnprocessableEntity || bad.Error.Code != touba.EExpressionFailed {
+		t.Fatalf("failing cancel_on match: %+v, want 422 ExpressionFailed", bad)
+	}
+
+	// batch.key {"cel"}: two deliveries of one shop (whatever its case) are
+	// one run, which sees both in events.
+	first := e.post(t, "c/Batched", "b1", `{"shop": "Main", "id": 1}`)
+	e.post(t, "c/Batched", "b2", `{"shop": "MAIN", "id": 2}`)
+	if got := e.settled(t, first.QueueID); got.Status != touba.StatusDone {
+		t.Fatalf("batch carrier: %+v", got)
+	}
+	calls := e.remote.calls()
+	last, _ := json.Marshal(calls[len(calls)-1])
+	if string(last) != `{"ids":[1,2],"n":2}` {
+		t.Fatalf("batch input %s, want both deliveries", last)
 	}
 }
