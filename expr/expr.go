@@ -20,6 +20,7 @@ package expr
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"cel.dev/cel-go/cel"
@@ -203,4 +204,15 @@ func (x *Expr) JSON(vars *Vars) ([]byte, error) {
 func oneLine(s string) string {
 	s = strings.TrimPrefix(s, "ERROR: <input>:")
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// Functions are the names of every function an expression of a step
+// (the larger scope) may call, sorted: what `check` or a test can list.
+func (e *Env) Functions() []string {
+	out := make([]string, 0, len(e.step.Functions()))
+	for name := range e.step.Functions() {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -3,6 +3,7 @@ package expr_test
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -168,5 +169,47 @@ func TestNotJSONBody(t *testing.T) {
 	ok, err := x.Bool(&expr.Vars{Body: "a=1&b=2"})
 	if err != nil || !ok {
 		t.Fatalf("got %v, %v", ok, err)
+	}
+}
+
+// TestNoClockNoRandomness lists the functions of the environment: none
+// reads the clock, randomness, the environment or the network, so an
+// expression's value depends on its variables only.
+func TestNoClockNoRandomness(t *testing.T) {
+	env := mustEnv(t, 0)
+	fns := env.Functions()
+	if len(fns) < 50 {
+		t.Fatalf("only %d functions: %v", len(fns), fns)
+	}
+	for _, f := range fns {
+		low := strings.ToLower(f)
+		for _, bad := range []string{"now", "rand", "uuid", "env", "time.", "clock", "http", "dns", "net", "file", "read"} {
+			if strings.Contains(low, bad) {
+				t.Errorf("function %q: looks like it reads outside the event", f)
+			}
+		}
+	}
+	// The timestamp and duration conversions are on values only.
+	for _, want := range []string{"timestamp", "duration", "base64.decode", "math.@max", "lists.range", "upperAscii"} {
+		if !slices.Contains(fns, want) {
+			t.Errorf("no %s among %v", want, fns)
+		}
+	}
+	// The same expression on the same event gives the same value.
+	x, err := env.Compile("{'a': body.a, 'b': [1, 2.5, 'c'], 't': timestamp(body.t) + duration('90m')}", expr.Intake, expr.Value, bounds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for i := 0; i < 20; i++ {
+		got, err := x.JSON(vars(t, `{"a": {"z": 1, "y": 2}, "t": "2026-01-01T00:00:00Z"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = string(got)
+		} else if string(got) != first {
+			t.Fatalf("%s then %s", first, got)
+		}
 	}
 }
