@@ -83,7 +83,7 @@ func (t *Trigger) setConcurrencyKey(d *touba.Delivery, b *lazyBody) error {
 		return nil
 	}
 	if c.KeyCEL != nil {
-		k, err := exprKey(c.KeyCEL, Vars(d, b))
+		k, err := exprKey(c.KeyCEL, intakeVars(d, b))
 		if err != nil {
 			return err
 		}

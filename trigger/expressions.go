@@ -44,23 +44,48 @@ func LoadProgramWith(path string, o LoadOptions) (*Program, error) {
 
 // ParseProgramWith is ParseProgram with o.
 func ParseProgramWith(path string, data []byte, o LoadOptions) (*Program, error) {
-	env, err := expr.NewEnv(o.ExpressionCostLimit)
-	if err != nil {
-		return nil, err
-	}
 	w := newWalker(path)
-	w.env = env
+	w.exprs.limit = o.ExpressionCostLimit
 	p, err := w.program(path, data)
 	if err != nil {
 		// Every refusal met before the load stopped: several unknown
 		// fields of one object, say.
 		return nil, w.Err()
 	}
-	p.Env = env
+	p.Env = w.exprs.env
 	return p, nil
 }
 
-var defaultEnv = sync.OnceValues(func() (*expr.Env, error) { return expr.NewEnv(0) })
+// exprState is a load's expression environment, built when the first
+// expression needs it (building one takes milliseconds: a program
+// without expressions does not pay it), once per cost limit per process.
+type exprState struct {
+	limit uint64
+	env   *expr.Env
+}
+
+var envs sync.Map // cost limit -> *expr.Env: an Env is immutable, shared by loads
+
+func (s *exprState) get() (*expr.Env, error) {
+	if s.env != nil {
+		return s.env, nil
+	}
+	limit := s.limit
+	if limit == 0 {
+		limit = expr.DefaultCostLimit
+	}
+	if e, ok := envs.Load(limit); ok {
+		s.env = e.(*expr.Env)
+		return s.env, nil
+	}
+	e, err := expr.NewEnv(limit)
+	if err != nil {
+		return nil, err
+	}
+	actual, _ := envs.LoadOrStore(limit, e)
+	s.env = actual.(*expr.Env)
+	return s.env, nil
+}
 
 // compile reads the expression at path (a string) and compiles it.
 func (w walker) compile(path string, n *strictjson.Node, scope expr.Scope, want expr.Result, b expr.Bounds) (*expr.Expr, error) {
@@ -68,11 +93,9 @@ func (w walker) compile(path string, n *strictjson.Node, scope expr.Scope, want 
 	if err != nil {
 		return nil, err
 	}
-	env := w.env
-	if env == nil {
-		if env, err = defaultEnv(); err != nil {
-			return nil, err
-		}
+	env, err := w.exprs.get()
+	if err != nil {
+		return nil, err
 	}
 	x, err := env.Compile(src, scope, want, b)
 	if err != nil {
@@ -90,9 +113,9 @@ func (t *Trigger) bounds() expr.Bounds {
 	return expr.Bounds{Body: body, Output: handler.DefaultMaxPayload, Gathered: touba.MaxGathered}
 }
 
-// Vars are the variables of an intake expression (a filter item or a key)
+// intakeVars are the variables of an intake expression (a filter item or a key)
 // for d; body is d's body decoded, or nil to decode it here.
-func Vars(d *touba.Delivery, b *lazyBody) *expr.Vars {
+func intakeVars(d *touba.Delivery, b *lazyBody) *expr.Vars {
 	v := &expr.Vars{TriggerRef: d.TriggerRef, EventID: d.EventID, QueueID: d.QueueID, Headers: d.Headers}
 	if !d.ReceivedAt.IsZero() {
 		v.ReceivedAt = touba.FormatTime(d.ReceivedAt)

@@ -134,7 +134,7 @@ func (t *Trigger) setGather(d *touba.Delivery, b *lazyBody) error {
 	switch {
 	case g.KeyCEL != nil:
 		var err error
-		if value, err = exprKey(g.KeyCEL, Vars(d, b)); err != nil {
+		if value, err = exprKey(g.KeyCEL, intakeVars(d, b)); err != nil {
 			return err
 		}
 		if value == "" {

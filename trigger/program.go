@@ -47,7 +47,7 @@ var (
 type Program struct {
 	Path string
 	// Env compiled the program's expressions (SPEC §2.4), under the
-	// load's cost limit.
+	// load's cost limit; nil when the program has none.
 	Env      *expr.Env
 	Triggers []*Trigger
 	byName   map[string]*Trigger

@@ -2,7 +2,6 @@ package trigger
 
 import (
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/internal/strictjson"
 )
 
@@ -16,9 +15,10 @@ type ConfigError = touba.ConfigError
 // value it cannot go on from and reports the refusals recorded until then.
 type walker struct {
 	*strictjson.Reader
-	// env compiles the program's expressions (expressions.go); nil
-	// until the first one, then the default limit's unless the load set it.
-	env *expr.Env
+	// exprs compiles the program's expressions (expressions.go).
+	exprs *exprState
 }
 
-func newWalker(file string) walker { return walker{Reader: &strictjson.Reader{File: file}} }
+func newWalker(file string) walker {
+	return walker{Reader: &strictjson.Reader{File: file}, exprs: &exprState{}}
+}

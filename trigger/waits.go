@@ -164,7 +164,7 @@ func (t *Trigger) setDurable(d *touba.Delivery, b *lazyBody) error {
 	var failed error
 	for _, c := range t.CancelOn {
 		if c.MatchCEL != nil {
-			s, err := exprKey(c.MatchCEL, Vars(d, b))
+			s, err := exprKey(c.MatchCEL, intakeVars(d, b))
 			if err != nil {
 				failed = cmp.Or(failed, err)
 			} else if s != "" {
