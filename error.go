@@ -111,6 +111,16 @@ const (
 	// grant, on a host where the daemon cannot start a handler without
 	// network, and no --allow-unisolated-handlers (SPEC §2.2). Exits 2.
 	ENetworkIsolationUnavailable = "NetworkIsolationUnavailable"
+	// EProgramInvalid: an expression of the program (SPEC §2.4) that does
+	// not compile, type-check or fit --expression-cost-limit; the load is
+	// refused naming the file, the JSON path and CEL's message (exit 2).
+	EProgramInvalid = "ProgramInvalid"
+	// EExpressionFailed: an expression failed at run time (an error, or
+	// past the cost limit): in a filter the delivery is answered 202
+	// filtered and logged with this code; in a key at intake, 422 and
+	// nothing enqueued; in a step's input or when, the run fails (not
+	// retried). SPEC §2.4.
+	EExpressionFailed = "ExpressionFailed"
 )
 
 // statuses is the one code → HTTP status table, for intake (SPEC §3.1) and
@@ -138,6 +148,7 @@ var statuses = map[string]int{
 	ETriggerSourceForbidden:      http.StatusForbidden,
 	ETriggerRateLimited:          http.StatusTooManyRequests,
 	EKeyTooLong:                  http.StatusUnprocessableEntity,
+	EExpressionFailed:            http.StatusUnprocessableEntity,
 	EINTERNAL:                    http.StatusInternalServerError,
 }
 
@@ -200,10 +211,19 @@ type ConfigError struct {
 	File string
 	Path string
 	Rule string
+	// Code is the public code when not ConfigInvalid: ProgramInvalid for
+	// an expression refused at load (SPEC §2.4).
+	Code string
 }
 
 // Error renders "<file>: <path>: <rule>".
 func (e *ConfigError) Error() string { return e.File + ": " + e.Path + ": " + e.Rule }
 
 // Unwrap exposes the public code, so that ErrorCode reports ECONFIG.
-func (e *ConfigError) Unwrap() error { return &Error{Code: ECONFIG, Message: e.Error()} }
+func (e *ConfigError) Unwrap() error {
+	code := e.Code
+	if code == "" {
+		code = ECONFIG
+	}
+	return &Error{Code: code, Message: e.Error()}
+}

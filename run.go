@@ -2,6 +2,7 @@ package touba
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 )
 
@@ -25,4 +26,26 @@ type StepOutput struct {
 	RunID  string          `json:"run_id"`
 	Output json.RawMessage `json:"output"`
 	At     time.Time       `json:"at"`
+	// Status is StepSkipped for a step whose `when` was false (SPEC
+	// §2.4), "" for one that ran.
+	Status string `json:"status,omitempty"`
+}
+
+// StepSkipped is the status of a step whose `when` was false: its output
+// is null and nothing was journaled.
+const StepSkipped = "skipped"
+
+// skippedPrefix marks the run id of a skipped step's checkpoint: the
+// stores keep it in the run_id column as it is, so no schema changes.
+const skippedPrefix = "skipped:"
+
+// SkippedRunID is the run id a skipped step's checkpoint is saved under.
+func SkippedRunID(runID string) string { return skippedPrefix + runID }
+
+// Decoded is s with its status read from its run id (SkippedRunID).
+func (s StepOutput) Decoded() StepOutput {
+	if rest, ok := strings.CutPrefix(s.RunID, skippedPrefix); ok {
+		s.RunID, s.Status = rest, StepSkipped
+	}
+	return s
 }

@@ -60,7 +60,7 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 		return nil, err
 	}
 	for _, so := range steps {
-		out.Steps = append(out.Steps, so)
+		out.Steps = append(out.Steps, so.Decoded())
 	}
 	sort.Slice(out.Steps, func(i, k int) bool { return out.Steps[i].At.Before(out.Steps[k].At) })
 	if rows, err := s.State.Deliveries(ctx, touba.LogFilter{QueueID: queueID, Limit: 1000}); err != nil {

@@ -31,6 +31,9 @@ type Operator struct {
 	// EgressDeny is serve's --egress-deny, for the webhook binding a
 	// compensation calls without a daemon.
 	EgressDeny string
+	// ExpressionCostLimit is serve's --expression-cost-limit, to load
+	// Program without a daemon (0: the default).
+	ExpressionCostLimit uint64
 	// stateIsFilter: --state filters effects by state (Define without
 	// the state file's --state).
 	stateIsFilter bool
@@ -65,7 +68,7 @@ func (f *Operator) Define(fs *flag.FlagSet, stateFileFlag bool) {
 // command selects or records.
 var envFlags = map[string]bool{"admin-socket": true, "queue": true, "state": true, "state-file": true,
 	"effect-journal": true, "database": true, "take-over-stale-lock": true, "json": true, "program": true, "manifest": true,
-	"allow-unisolated-handlers": true, "egress-deny": true, "history": true}
+	"allow-unisolated-handlers": true, "egress-deny": true, "history": true, "expression-cost-limit": true}
 
 // Parse parses an operator command's flags, defined on fs with Define;
 // see envFlags. In the effects commands --state is a filter, so it never

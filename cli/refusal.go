@@ -62,7 +62,7 @@ func ExitCode(err error, stderr io.Writer) int {
 	switch {
 	case code == touba.EJournalLocked || code == touba.EJournalLockStale:
 		return ExitLocked
-	case errors.As(err, &ue), code == touba.EUsage, code == touba.ECONFIG, code == touba.EEffectJournalRequired,
+	case errors.As(err, &ue), code == touba.EUsage, code == touba.ECONFIG, code == touba.EProgramInvalid, code == touba.EEffectJournalRequired,
 		code == touba.EConsoleTokenRequired, code == touba.ENetworkIsolationUnavailable, code == touba.ENodeIdInUse,
 		code == touba.ESchemaTooNew:
 		return ExitUsage

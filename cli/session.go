@@ -91,7 +91,7 @@ func (f *Operator) openFiles(ctx context.Context, stderr io.Writer, readOnly boo
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: !IsTerminal(stderr)}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	files, err := server.OpenFiles(ctx, server.FilesConfig{Queue: f.Queue, State: f.State, Journal: f.Journal, Database: f.Database,
 		TakeOverStaleLock: f.TakeOverStaleLock, ReadOnly: readOnly, Program: f.Program, Manifest: f.Manifest,
-		AllowUnisolatedHandlers: f.AllowUnisolated, EgressDeny: deny, Log: log, Notes: stderr})
+		ExpressionCostLimit: f.ExpressionCostLimit, AllowUnisolatedHandlers: f.AllowUnisolated, EgressDeny: deny, Log: log, Notes: stderr})
 	if errors.Is(err, server.ErrNoFiles) {
 		// Never create files an operator only meant to look at.
 		return nil, touba.Errorf(touba.EDaemonUnavailable, "no daemon answers on %s and %v; give --admin-socket, or --queue, --state and --effect-journal", f.AdminSocket, err)

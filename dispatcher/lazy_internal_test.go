@@ -24,7 +24,7 @@ func TestLazyStepOutputs(t *testing.T) {
 		{`{"v": {"$ref": "/steps"}}`, `{"v":{"a":{"output":{"x":12345678901234567890,"y":[1,2]}},"b":{"output":"bee"}}}`},
 		{`{"v": {"$ref": "/event/body/n"}}`, `{"v":1}`},
 	} {
-		got, err := rc.resolve(&Config{}, json.RawMessage(c.in))
+		got, err := rc.resolve(&Config{}, json.RawMessage(c.in), nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.in, err)
 		}
@@ -32,7 +32,7 @@ func TestLazyStepOutputs(t *testing.T) {
 			t.Errorf("%s: got %s, want %s", c.in, got, c.want)
 		}
 	}
-	if _, err := rc.resolve(&Config{}, json.RawMessage(`{"$ref": "/steps/c/output"}`)); touba.ErrorCode(err) != touba.EStepInputUnresolved {
+	if _, err := rc.resolve(&Config{}, json.RawMessage(`{"$ref": "/steps/c/output"}`), nil); touba.ErrorCode(err) != touba.EStepInputUnresolved {
 		t.Errorf("ref to a step without output: %v, want StepInputUnresolved", err)
 	}
 	for _, bad := range []string{``, `{"a":1} {"b":2}`, `{"a":`, `nope`} {
@@ -41,7 +41,7 @@ func TestLazyStepOutputs(t *testing.T) {
 		}
 	}
 	// The whole document, once every output is decoded.
-	got, err := rc.resolve(&Config{}, json.RawMessage(`{"$ref": ""}`))
+	got, err := rc.resolve(&Config{}, json.RawMessage(`{"$ref": ""}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/handler"
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/jsonx"
@@ -166,13 +167,27 @@ const bodyRef = "/event/body"
 // A body it refuses (not JSON, or JSON whose meaning decoding has to
 // choose: duplicate keys, invalid UTF-8, lone surrogates) is decoded, as
 // for every $ref into the body.
-func (rc *runContext) resolve(cfg *Config, input json.RawMessage) (json.RawMessage, error) {
-	tpl, err := cfg.template(input)
+//
+// A {"$cel": EXPR} value is the expression's value in canonical form; an
+// expression that fails is ExpressionFailed (not retried). The input,
+// with it, is what the fingerprint covers: an expression reads the event
+// and the steps only (no clock), so a retry, a restart or a replay
+// computes the same input.
+func (rc *runContext) resolve(cfg *Config, input json.RawMessage, cels map[string]*expr.Expr) (json.RawMessage, error) {
+	tpl, err := cfg.template(input, cels)
 	if err != nil {
 		return nil, touba.Errorf(touba.EStepInputUnresolved, "input is not JSON: %v", err)
 	}
 	out := make([]byte, 0, tpl.size+len(rc.e.Body))
 	for _, p := range tpl.parts {
+		if p.cel != nil {
+			v, err := rc.eval(p.cel)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, v...)
+			continue
+		}
 		if !p.ref {
 			out = append(out, p.text...)
 			continue
@@ -184,6 +199,50 @@ func (rc *runContext) resolve(cfg *Config, input json.RawMessage) (json.RawMessa
 		out = append(out, v...)
 	}
 	return out, nil
+}
+
+// vars are the variables of a step expression: the run's event, body,
+// headers, steps and events (SPEC §2.4).
+func (rc *runContext) vars() (*expr.Vars, error) {
+	if err := rc.materialize("/steps"); err != nil {
+		return nil, touba.Errorf(touba.EExpressionFailed, "%v", err)
+	}
+	doc := rc.document()
+	ev := doc["event"].(map[string]any)
+	events, _ := doc["events"].([]any)
+	return &expr.Vars{TriggerRef: rc.e.TriggerRef, EventID: rc.e.EventID, QueueID: rc.e.QueueID,
+		ReceivedAt: touba.FormatTime(rc.e.ReceivedAt), Headers: rc.e.Headers, Body: ev["body"],
+		Steps: rc.steps, Events: events, Event: ev}, nil
+}
+
+// eval is the canonical JSON of what x gives in the run context.
+func (rc *runContext) eval(x *expr.Expr) ([]byte, error) {
+	v, err := rc.vars()
+	if err != nil {
+		return nil, err
+	}
+	b, err := x.JSON(v)
+	if err != nil {
+		return nil, touba.Errorf(touba.EExpressionFailed, "%v", err)
+	}
+	c, err := handler.Canonical(b)
+	if err != nil {
+		return nil, touba.Errorf(touba.EExpressionFailed, "%s: %v", x.Source, err)
+	}
+	return c, nil
+}
+
+// when evaluates a step's condition in the run context.
+func (rc *runContext) when(x *expr.Expr) (bool, error) {
+	v, err := rc.vars()
+	if err != nil {
+		return false, err
+	}
+	ok, err := x.Bool(v)
+	if err != nil {
+		return false, touba.Errorf(touba.EExpressionFailed, "%v", err)
+	}
+	return ok, nil
 }
 
 // value is the canonical JSON of what ptr names in the run context.

@@ -76,7 +76,7 @@ func checkResolve(t *testing.T, body []byte) {
 		if werr == nil {
 			wantFP, werr = handler.Fingerprint("tool:a/B", touba.OperationInvoke, want)
 		}
-		got, gerr := newRunContext(e).resolve(&Config{}, json.RawMessage(in))
+		got, gerr := newRunContext(e).resolve(&Config{}, json.RawMessage(in), nil)
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("body %q, input %s: reference error %v, resolve error %v", body, in, werr, gerr)
 		}

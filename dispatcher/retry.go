@@ -30,6 +30,7 @@ func delay(r trigger.Retry, attempt int) time.Duration {
 // permanent codes fail the entry at once: retrying cannot change them.
 var permanent = map[string]bool{
 	touba.EStepInputUnresolved:    true,
+	touba.EExpressionFailed:       true, // an expression gives the same error every time (SPEC §2.4)
 	touba.EEffectRequestConflict:  true,
 	touba.EHandlerPayloadTooLarge: true,
 	touba.EGrantMissing:           true,

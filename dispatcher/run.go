@@ -42,6 +42,7 @@ const (
 	cancel                // a cancel_on match arrived: the entry ends cancelled
 	ended                 // the store ended the entry already (cancelled while the run held it)
 	held                  // a binding holds the run back: handed back to wait, no attempt spent (hold.go)
+	skipped               // a step's when was false: the run goes on with the next step (never a run's verdict)
 )
 
 // verdict is why a run stopped before its last step.
@@ -153,6 +154,14 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 		// leaves a cancel already requested standing (SPEC §2.3).
 		if len(t.CancelOn) > 0 || e.ProgramDigest != t.Digest {
 			if v := d.cancelRequested(ctx, e, st.ID); v != nil {
+				return v
+			}
+		}
+		if st.When != nil {
+			if v := d.skip(e, st, rc, runID, log); v != nil {
+				if v.action == skipped {
+					continue
+				}
 				return v
 			}
 		}
@@ -315,4 +324,31 @@ func rawOrNull(b json.RawMessage) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return b
+}
+
+// skip evaluates st's when (SPEC §2.4). False skips the step: its output
+// is null, checkpointed under touba.SkippedRunID so the history shows it
+// skipped, and nothing is journaled; the verdict is then skipped. True
+// gives nil; an expression that fails ends the run failed with
+// ExpressionFailed (not retried).
+func (d *Dispatcher) skip(e *touba.Delivery, st trigger.Step, rc *runContext, runID string, log zerolog.Logger) *verdict {
+	ok, err := rc.when(st.When)
+	if err != nil {
+		return stop(fail, touba.EExpressionFailed, "when of step %s: %s", st.ID, touba.ErrorMessage(err))
+	}
+	if ok {
+		return nil
+	}
+	null := json.RawMessage("null")
+	if err := rc.setOutput(st.ID, null); err != nil {
+		return stop(fail, touba.EINTERNAL, "%v", err)
+	}
+	if err := d.state.SaveStep(e.QueueID, e.LeaseToken, st.ID, touba.SkippedRunID(runID), null); err != nil {
+		if touba.ErrorCode(err) == touba.ELeaseLost {
+			return stop(later, touba.ELeaseLost, "checkpoint of step %s: %s", st.ID, touba.ErrorMessage(err))
+		}
+		return &verdict{action: later, code: touba.EINTERNAL, message: "checkpoint: " + err.Error()}
+	}
+	log.Debug().Str("step", st.ID).Msg("step skipped: its when is false")
+	return &verdict{action: skipped}
 }

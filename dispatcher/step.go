@@ -38,7 +38,7 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	if b == nil {
 		return nil, false, stop(fail, "ToolNotBound", "tool %s has no binding", st.Tool)
 	}
-	input, err := rc.resolve(cfg, st.Input)
+	input, err := rc.resolve(cfg, st.Input, st.Inputs)
 	if err != nil {
 		return nil, false, fromError(asTouba(err))
 	}

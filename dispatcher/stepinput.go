@@ -63,7 +63,7 @@ func rebuildInput(cfg *Config, t *trigger.Trigger, idx int, entry *touba.Deliver
 			}
 		}
 	}
-	input, err := rc.resolve(cfg, st.Input)
+	input, err := rc.resolve(cfg, st.Input, st.Inputs)
 	if err != nil {
 		return nil, touba.Errorf(touba.ECompensationInputUnavailable, "cannot rebuild the input of step %s: %s", st.ID, touba.ErrorMessage(err))
 	}

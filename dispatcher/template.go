@@ -2,9 +2,11 @@ package dispatcher
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/handler"
 )
 
@@ -17,12 +19,14 @@ import (
 type template struct {
 	parts []part
 	size  int // bytes of literal text
+	cels  map[string]*expr.Expr
 }
 
 type part struct {
-	text []byte // literal JSON text, when !ref
+	text []byte // literal JSON text, when !ref and cel is nil
 	ref  bool
 	ptr  string
+	cel  *expr.Expr // a {"$cel": EXPR} value (SPEC §2.4)
 }
 
 // nullInput stands for an empty input, at one address for the cache.
@@ -36,8 +40,9 @@ type templateKey struct {
 	n     int
 }
 
-// template returns input compiled, from the configuration's cache.
-func (c *Config) template(input json.RawMessage) (*template, error) {
+// template returns input compiled, from the configuration's cache. cels
+// are the step's {"$cel": EXPR} values compiled at load, by their text.
+func (c *Config) template(input json.RawMessage, cels map[string]*expr.Expr) (*template, error) {
 	if len(input) == 0 {
 		input = nullInput
 	}
@@ -45,7 +50,7 @@ func (c *Config) template(input json.RawMessage) (*template, error) {
 	if t, ok := c.templates.Load(key); ok {
 		return t.(*template), nil
 	}
-	t, err := compile(input)
+	t, err := compile(input, cels)
 	if err != nil {
 		return nil, err
 	}
@@ -53,12 +58,12 @@ func (c *Config) template(input json.RawMessage) (*template, error) {
 	return t, nil
 }
 
-func compile(input json.RawMessage) (*template, error) {
+func compile(input json.RawMessage, cels map[string]*expr.Expr) (*template, error) {
 	v, err := decode(input)
 	if err != nil {
 		return nil, err
 	}
-	t := &template{}
+	t := &template{cels: cels}
 	var lit []byte
 	if lit, err = t.emit(lit, v); err != nil {
 		return nil, err
@@ -76,6 +81,15 @@ func (t *template) emit(lit []byte, v any) ([]byte, error) {
 			ptr, _ := ref.(string) // not a string: "", the whole document, as before
 			t.flush(lit)
 			t.parts = append(t.parts, part{ref: true, ptr: ptr})
+			return nil, nil
+		}
+		if src, ok := x["$cel"].(string); ok && len(x) == 1 {
+			cel := t.cels[src]
+			if cel == nil {
+				return nil, fmt.Errorf("$cel %q was not compiled with the program", src)
+			}
+			t.flush(lit)
+			t.parts = append(t.parts, part{cel: cel})
 			return nil, nil
 		}
 		lit = append(lit, '{')

@@ -39,9 +39,13 @@ func (d *Dispatcher) durable(ctx context.Context, cfg *Config, t *trigger.Trigge
 		w.Kind, w.WakeAt = touba.WaitSleep, &end
 	} else {
 		wf := st.WaitFor
-		v, err := matchOf(cfg, rc, wf.Match)
+		v, err := matchOf(cfg, rc, wf)
 		if err != nil {
-			return nil, fromError(touba.Errorf(touba.EStepInputUnresolved, "match of step %s: %s", st.ID, touba.ErrorMessage(err)))
+			code := touba.EStepInputUnresolved
+			if touba.ErrorCode(err) == touba.EExpressionFailed {
+				code = touba.EExpressionFailed
+			}
+			return nil, fromError(touba.Errorf(code, "match of step %s: %s", st.ID, touba.ErrorMessage(err)))
 		}
 		// An oversized value fails the step, not the store's batch or the
 		// lease (issue 43); no delivery could offer it anyway.
@@ -99,7 +103,7 @@ func sleepEnd(cfg *Config, rc *runContext, s *trigger.Sleep, now time.Time) (tim
 	if len(s.Until) == 0 {
 		return now.Add(time.Duration(s.MS) * time.Millisecond), nil
 	}
-	raw, err := rc.resolve(cfg, s.Until)
+	raw, err := rc.resolve(cfg, s.Until, nil)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -118,8 +122,16 @@ func sleepEnd(cfg *Config, rc *runContext, s *trigger.Sleep, now time.Time) (tim
 // run context, rendered as intake renders the awaited deliveries' values
 // (trigger.CanonicalValue), so equal values are equal strings. A match
 // that resolves to null is refused: null never matches.
-func matchOf(cfg *Config, rc *runContext, match json.RawMessage) (string, error) {
-	raw, err := rc.resolve(cfg, match)
+//
+// A {"cel": EXPR} match is the expression's value (SPEC §2.4).
+func matchOf(cfg *Config, rc *runContext, wf *trigger.WaitFor) (string, error) {
+	var raw []byte
+	var err error
+	if wf.MatchCEL != nil {
+		raw, err = rc.eval(wf.MatchCEL)
+	} else {
+		raw, err = rc.resolve(cfg, wf.Match, nil)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -50,9 +50,13 @@ func Entry(w io.Writer, d *admin.EntryDetail) error {
 	}
 	t.flush()
 	fmt.Fprintf(w, "\nstep outputs (%d)\n", len(d.Steps))
-	t = newTable(w, "  STEP", "AT", "OUTPUT")
+	t = newTable(w, "  STEP", "AT", "STATUS", "OUTPUT")
 	for _, s := range d.Steps {
-		t.row("  "+s.StepID, ts(s.At), string(s.Output))
+		status := s.Status
+		if status == "" {
+			status = "done"
+		}
+		t.row("  "+s.StepID, ts(s.At), status, string(s.Output))
 	}
 	t.flush()
 	fmt.Fprintf(w, "\neffects (%d)\n", len(d.Effects))

@@ -105,6 +105,9 @@ type FilesConfig struct {
 	// Program and Manifest, when given, are the configuration a
 	// compensation calls its binding with.
 	Program, Manifest string
+	// ExpressionCostLimit is serve's --expression-cost-limit, for loading
+	// that program (0: the default).
+	ExpressionCostLimit uint64
 	// AllowUnisolatedHandlers runs the manifest's process bindings without
 	// the network grant with the host's network where this host cannot
 	// isolate them (warned), as serve's --allow-unisolated-handlers; else
@@ -158,7 +161,7 @@ func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
 		err := Harden()
 		var loaded *Loaded
 		if err == nil {
-			loaded, err = LoadConfig(c.Program, c.Manifest)
+			loaded, err = LoadConfig(c.Program, c.Manifest, c.ExpressionCostLimit)
 		}
 		if err == nil {
 			// A compensation starts the binding's handler from here, so

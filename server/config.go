@@ -22,14 +22,17 @@ type Loaded struct {
 // LoadConfig loads both files strictly and refuses, before anything runs,
 // a step naming an unbound tool, a binding no step uses, and any secret
 // that cannot be resolved.
-func LoadConfig(programPath, manifestPath string) (*Loaded, error) {
+//
+// costLimit is --expression-cost-limit (0: the default): the program's
+// expressions are compiled under it (SPEC §2.4).
+func LoadConfig(programPath, manifestPath string, costLimit uint64) (*Loaded, error) {
 	if programPath == "" {
 		return nil, touba.Errorf(touba.EUsage, "a PROGRAM file is required")
 	}
 	if manifestPath == "" {
 		return nil, touba.Errorf(touba.EUsage, "--manifest is required")
 	}
-	p, err := trigger.LoadProgram(programPath)
+	p, err := trigger.LoadProgramWith(programPath, trigger.LoadOptions{ExpressionCostLimit: costLimit})
 	if err != nil {
 		return nil, configErr(err)
 	}
@@ -57,7 +60,7 @@ func LoadConfig(programPath, manifestPath string) (*Loaded, error) {
 // configErr makes sure a load failure is refused as bad configuration
 // (exit 2) even when it carries no code.
 func configErr(err error) error {
-	if touba.ErrorCode(err) == touba.ECONFIG {
+	if c := touba.ErrorCode(err); c == touba.ECONFIG || c == touba.EProgramInvalid {
 		return err
 	}
 	return configWrapped{code: &touba.Error{Code: touba.ECONFIG, Message: err.Error()}, err: err}

@@ -35,7 +35,10 @@ import (
 
 // Config is everything `serve` is told (SPEC §3).
 type Config struct {
-	Program, Manifest                  string
+	Program, Manifest string
+	// ExpressionCostLimit is --expression-cost-limit (SPEC §2.4); 0 is
+	// the default, 1,000,000.
+	ExpressionCostLimit                uint64
 	Queue, State, Journal              string // Journal "" runs without an effect journal
 	Listen, MetricsListen, AdminSocket string // MetricsListen and AdminSocket "" disable them
 	Workers                            int    // 0 runs intake only
@@ -139,7 +142,7 @@ func Open(ctx context.Context, cfg Config) (*Server, error) {
 
 func (s *Server) open(ctx context.Context) error {
 	f, log := s.cfg, s.log
-	c, err := LoadConfig(f.Program, f.Manifest)
+	c, err := LoadConfig(f.Program, f.Manifest, f.ExpressionCostLimit)
 	if err != nil {
 		return err
 	}

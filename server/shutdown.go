@@ -85,7 +85,7 @@ func (s *Server) reloads(ctx context.Context, hup chan os.Signal) {
 			return
 		case <-hup:
 		}
-		next, err := LoadConfig(s.cfg.Program, s.cfg.Manifest)
+		next, err := LoadConfig(s.cfg.Program, s.cfg.Manifest, s.cfg.ExpressionCostLimit)
 		if err == nil {
 			err = checkIsolation(next.Manifest, s.cfg.AllowUnisolatedHandlers, s.log)
 		}

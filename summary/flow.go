@@ -34,7 +34,11 @@ func flowSummary(t *trigger.Trigger) []string {
 		out = append(out, "filter: "+strings.Join(conds, " and "))
 	}
 	if c := t.Concurrency; c != nil {
-		out = append(out, fmt.Sprintf("concurrency key=%s max=%d", c.KeyRef, c.Max))
+		key := c.KeyRef
+		if c.KeyCEL != nil {
+			key = "cel:" + c.KeyCEL.Source
+		}
+		out = append(out, fmt.Sprintf("concurrency key=%s max=%d", key, c.Max))
 	}
 	if g := t.Gather.Describe(); g != "" {
 		out = append(out, g)
@@ -44,6 +48,8 @@ func flowSummary(t *trigger.Trigger) []string {
 
 func condText(c trigger.Condition) string {
 	switch {
+	case c.CEL != nil:
+		return "cel(" + c.CEL.Source + ")"
 	case c.Exists != nil:
 		if *c.Exists {
 			return c.Pointer + " exists"

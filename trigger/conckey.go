@@ -73,8 +73,39 @@ func escape(toks []string) []string {
 // SetConcurrencyKey gives d (a delivery about to be enqueued outside
 // intake, by an operator's replay) its key under t's concurrency, as
 // intake would.
-func (t *Trigger) SetConcurrencyKey(d *touba.Delivery) {
-	if c := t.Concurrency; c != nil {
-		d.ConcKey, d.ConcMax = concKey(c, t.Ref, d.EventID, d.ReceivedAt, d.Headers, d.Body, nil), c.Max
+// A key expression that fails leaves d unlimited; SetKeys, which intake
+// calls, refuses it instead (ExpressionFailed).
+func (t *Trigger) SetConcurrencyKey(d *touba.Delivery) { _ = t.setConcurrencyKey(d, nil) }
+
+func (t *Trigger) setConcurrencyKey(d *touba.Delivery, b *lazyBody) error {
+	c := t.Concurrency
+	if c == nil {
+		return nil
 	}
+	if c.KeyCEL != nil {
+		k, err := exprKey(c.KeyCEL, intakeVars(d, b))
+		if err != nil {
+			return err
+		}
+		d.ConcKey, d.ConcMax = k, c.Max
+		return nil
+	}
+	d.ConcKey, d.ConcMax = concKey(c, t.Ref, d.EventID, d.ReceivedAt, d.Headers, d.Body, nil), c.Max
+	return nil
+}
+
+// SetKeys gives d, about to be enqueued for t, its concurrency key, what
+// durable steps need of it and its gathering (SetConcurrencyKey,
+// SetDurable, SetGather), decoding its body once for the key expressions.
+// A key expression that fails is ExpressionFailed: intake answers 422 and
+// enqueues nothing (SPEC §2.4).
+func (t *Trigger) SetKeys(d *touba.Delivery) error {
+	b := &lazyBody{raw: d.Body}
+	if err := t.setConcurrencyKey(d, b); err != nil {
+		return err
+	}
+	if err := t.setDurable(d, b); err != nil {
+		return err
+	}
+	return t.setGather(d, b)
 }

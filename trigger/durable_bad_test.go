@@ -24,7 +24,7 @@ const (
 	okWait      = `"trigger":"trigger:b","match":{"$ref":"/event/body/id"},"on":"/body/id"`
 	untilRule   = `must be an RFC 3339 time such as "2026-12-24T09:00:00Z" or {"$ref": POINTER}`
 	onRule      = `must be a JSON pointer into /headers or /body of the named trigger's delivery`
-	cancelMatch = `must be {"$ref": POINTER} into /event/body, /event/headers, /event/event_id, /event/trigger_ref or /event/received_at: it resolves when the entry is accepted`
+	cancelMatch = `must be {"cel": EXPR} or {"$ref": POINTER} into /event/body, /event/headers, /event/event_id, /event/trigger_ref or /event/received_at: it resolves when the entry is accepted`
 )
 
 // badDurable are the refusals of sleep, wait_for and cancel_on, with the

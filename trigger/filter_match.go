@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/internal/httpjson"
 	"github.com/touba/touba-trigger/internal/jsonptr"
 )
@@ -31,31 +33,48 @@ func parsedBody(b []byte) any {
 	return v
 }
 
-// passes reports whether doc meets every condition.
-func passes(conds []Condition, doc map[string]any) bool {
+// passes reports whether doc meets every condition, in order: a
+// condition that does not hold ends it. vars gives a {"cel": EXPR}
+// condition its variables, made on first use; an expression that fails is
+// ExpressionFailed.
+func passes(conds []Condition, doc map[string]any, vars func() *expr.Vars) (bool, error) {
+	var v0 *expr.Vars
 	for _, c := range conds {
+		if c.CEL != nil {
+			if v0 == nil {
+				v0 = vars()
+			}
+			ok, err := c.CEL.Bool(v0)
+			if err != nil {
+				return false, touba.Errorf(touba.EExpressionFailed, "%v", err)
+			}
+			if !ok {
+				return false, nil
+			}
+			continue
+		}
 		v, err := jsonptr.Get(doc, c.Pointer)
 		found := err == nil
 		if err != nil && !errors.Is(err, jsonptr.ErrNotFound) {
-			return false
+			return false, nil
 		}
 		switch {
 		case c.Exists != nil:
 			if found != *c.Exists {
-				return false
+				return false, nil
 			}
 		case !found:
-			return false
+			return false, nil
 		case c.isEq:
 			if !jsonEqual(v, c.eq) {
-				return false
+				return false, nil
 			}
 		default:
 			// A number is read once, whatever the length of the list.
 			if n, ok := v.(json.Number); ok {
 				d, ok := parseDecimal(n.String())
 				if !ok {
-					return false
+					return false, nil
 				}
 				v = d
 			}
@@ -67,11 +86,11 @@ func passes(conds []Condition, doc map[string]any) bool {
 				}
 			}
 			if !hit {
-				return false
+				return false, nil
 			}
 		}
 	}
-	return true
+	return true, nil
 }
 
 // jsonEqual compares a decoded JSON value of the delivery (numbers as
@@ -122,16 +141,50 @@ func jsonEqual(a, b any) bool {
 // filtered, a delivery-log row with code filtered and its body (so an
 // operator can replay it on purpose), and no entry. It reports whether it
 // answered.
+//
+// A filter expression that fails (SPEC §2.4) is answered the same 202
+// filtered, so the sender does not retry it, with the code ExpressionFailed
+// in the answer and the delivery log: an operator replays it once the
+// program is fixed.
 func (in *Intake) filterOut(w http.ResponseWriter, r *http.Request, req *request, t *Trigger) bool {
-	if len(t.Filter) == 0 || passes(t.Filter, filterDoc(req.headers, req.body)) {
+	if len(t.Filter) == 0 {
 		return false
 	}
-	httpjson.Write(w, http.StatusAccepted, filteredAnswer{Status: touba.IntakeFiltered})
-	in.record(r, req, http.StatusAccepted, touba.IntakeFiltered, "")
-	in.observe(t.Ref, touba.IntakeFiltered, http.StatusAccepted)
+	ok, err := t.Takes(req.eventID, req.at, req.headers, req.body)
+	if ok {
+		return false
+	}
+	code := touba.IntakeFiltered
+	a := filteredAnswer{Status: touba.IntakeFiltered}
+	if err != nil {
+		code = touba.EExpressionFailed
+		a.Code, a.Message = code, touba.ErrorMessage(err)
+		in.Logger.Warn().Str("trigger_ref", t.Ref).Str("event_id", req.eventID).Str("code", code).
+			Str("reason", a.Message).Msg("filter expression failed; delivery filtered")
+	}
+	httpjson.Write(w, http.StatusAccepted, a)
+	in.record(r, req, http.StatusAccepted, code, "")
+	in.observe(t.Ref, code, http.StatusAccepted)
 	return true
 }
 
+// Takes reports whether t's filter takes a delivery (true when t has
+// none): intake's decision, for anything that asks it of a stored
+// delivery too. A {"cel": EXPR} item that fails gives false and an
+// ExpressionFailed error.
+func (t *Trigger) Takes(eventID string, at time.Time, headers map[string]string, body []byte) (bool, error) {
+	if len(t.Filter) == 0 {
+		return true, nil
+	}
+	doc := filterDoc(headers, body)
+	return passes(t.Filter, doc, func() *expr.Vars {
+		return &expr.Vars{TriggerRef: t.Ref, EventID: eventID, ReceivedAt: touba.FormatTime(at),
+			Headers: headers, Body: doc["body"]}
+	})
+}
+
 type filteredAnswer struct {
-	Status string `json:"status"`
+	Status  string `json:"status"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
 }

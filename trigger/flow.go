@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	"github.com/touba/touba-trigger/internal/strictjson"
 )
@@ -29,6 +30,9 @@ type RateLimit struct {
 // and in are the same values compiled once at load for matching (numbers
 // as decimals, filter_number.go).
 type Condition struct {
+	// CEL is a {"cel": EXPR} item (SPEC §2.4), a bool; the other fields
+	// are unset then.
+	CEL     *expr.Expr
 	Pointer string
 	Equals  any
 	In      []any
@@ -43,6 +47,8 @@ type Condition struct {
 // context's /event.
 type Concurrency struct {
 	KeyRef string
+	// KeyCEL is a {"cel": EXPR} key instead of KeyRef (SPEC §2.4).
+	KeyCEL *expr.Expr
 	Max    int
 }
 
@@ -155,7 +161,7 @@ func (w walker) rateLimit(path string, raw *strictjson.Node) (*RateLimit, error)
 	return rl, nil
 }
 
-func (w walker) filter(path string, raw *strictjson.Node) ([]Condition, error) {
+func (w walker) filter(path string, raw *strictjson.Node, b expr.Bounds) ([]Condition, error) {
 	list, err := w.Array(path, raw)
 	if err != nil {
 		return nil, err
@@ -166,11 +172,24 @@ func (w walker) filter(path string, raw *strictjson.Node) ([]Condition, error) {
 	out := make([]Condition, 0, len(list))
 	for i, e := range list {
 		p := strictjson.Index(path, i)
-		m, err := w.Object(p, e, []string{"pointer", "equals", "in", "exists"}, "pointer")
+		m, err := w.Object(p, e, []string{"pointer", "equals", "in", "exists", "cel"})
 		if err != nil {
 			return nil, err
 		}
 		var c Condition
+		if v, ok := m["cel"]; ok {
+			if len(m) != 1 {
+				return nil, w.Fail(p, `a "cel" condition stands alone: {"cel": EXPR}`)
+			}
+			if c.CEL, err = w.compile(p+".cel", v, expr.Intake, expr.Bool, b); err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+			continue
+		}
+		if m["pointer"] == nil {
+			return nil, w.Fail(p, `must have "pointer" (or be {"cel": EXPR})`)
+		}
 		if c.Pointer, err = w.Str(p+".pointer", m["pointer"]); err != nil {
 			return nil, err
 		}
@@ -219,13 +238,13 @@ func (w walker) filter(path string, raw *strictjson.Node) ([]Condition, error) {
 	return out, nil
 }
 
-func (w walker) concurrency(path string, raw *strictjson.Node) (*Concurrency, error) {
+func (w walker) concurrency(path string, raw *strictjson.Node, b expr.Bounds) (*Concurrency, error) {
 	m, err := w.Object(path, raw, []string{"key", "max"}, "key")
 	if err != nil {
 		return nil, err
 	}
 	c := &Concurrency{Max: 1}
-	if c.KeyRef, err = w.eventKey(path+".key", m["key"], "group runs"); err != nil {
+	if c.KeyRef, c.KeyCEL, err = w.eventKey(path+".key", m["key"], "group runs", b); err != nil {
 		return nil, err
 	}
 	if v, ok := m["max"]; ok {
@@ -238,10 +257,19 @@ func (w walker) concurrency(path string, raw *strictjson.Node) (*Concurrency, er
 	return c, nil
 }
 
-// eventKey loads a key of runs ({"$ref": pointer into /event}): of
-// concurrency, debounce or batch. what says what the key does, for the
-// refusal of /event/queue_id, unique to each entry.
-func (w walker) eventKey(path string, raw *strictjson.Node, what string) (string, error) {
+// eventKey loads a key of runs ({"$ref": pointer into /event}, or
+// {"cel": EXPR}): of concurrency, debounce or batch. what says what the
+// key does, for the refusal of /event/queue_id, unique to each entry.
+func (w walker) eventKey(path string, raw *strictjson.Node, what string, b expr.Bounds) (string, *expr.Expr, error) {
+	if raw.Kind == strictjson.Object && len(raw.Keys) == 1 && raw.Keys[0] == "cel" {
+		x, err := w.compile(strictjson.Child(path, "cel"), raw.Vals[0], expr.Intake, expr.Value, b)
+		return "", x, err
+	}
+	ref, err := w.eventRef(path, raw, what)
+	return ref, nil, err
+}
+
+func (w walker) eventRef(path string, raw *strictjson.Node, what string) (string, error) {
 	km, err := w.Object(path, raw, []string{"$ref"}, "$ref")
 	if err != nil {
 		return "", err
@@ -278,12 +306,12 @@ func decodeValue(raw []byte) (any, error) {
 func (w walker) flow(path string, m strictjson.Fields, t *Trigger) error {
 	var err error
 	if v, ok := m["filter"]; ok {
-		if t.Filter, err = w.filter(path+".filter", v); err != nil {
+		if t.Filter, err = w.filter(path+".filter", v, t.bounds()); err != nil {
 			return err
 		}
 	}
 	if v, ok := m["concurrency"]; ok {
-		if t.Concurrency, err = w.concurrency(path+".concurrency", v); err != nil {
+		if t.Concurrency, err = w.concurrency(path+".concurrency", v, t.bounds()); err != nil {
 			return err
 		}
 	}

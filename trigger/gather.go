@@ -5,6 +5,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/internal/strictjson"
 )
 
@@ -19,7 +20,9 @@ type Gather struct {
 	Kind string // touba.GatherDebounce or touba.GatherBatch
 	// KeyRef is the key's pointer into /event; "" for a batch without a
 	// key (one gathering per trigger).
-	KeyRef    string
+	KeyRef string
+	// KeyCEL is a {"cel": EXPR} key instead of KeyRef (SPEC §2.4).
+	KeyCEL    *expr.Expr
 	WindowMS  int64
 	MaxWaitMS int64 // debounce
 	MaxSize   int   // batch
@@ -51,24 +54,24 @@ func (w walker) gather(path string, m strictjson.Fields, t *Trigger) error {
 	}
 	var err error
 	if hasD {
-		t.Gather, err = w.debounce(path+".debounce", d)
+		t.Gather, err = w.debounce(path+".debounce", d, t.bounds())
 	} else {
-		t.Gather, err = w.batch(path+".batch", b)
+		t.Gather, err = w.batch(path+".batch", b, t.bounds())
 	}
 	if err != nil {
 		return err
 	}
-	t.Gather.key = touba.GatherKeyOf(t.Gather.Kind, t.Gather.KeyRef)
+	t.Gather.key = touba.GatherKeyOf(t.Gather.Kind, t.Gather.keyName())
 	return nil
 }
 
-func (w walker) debounce(path string, raw *strictjson.Node) (*Gather, error) {
+func (w walker) debounce(path string, raw *strictjson.Node, b expr.Bounds) (*Gather, error) {
 	m, err := w.Object(path, raw, []string{"key", "window_ms", "max_wait_ms"}, "key", "window_ms")
 	if err != nil {
 		return nil, err
 	}
 	g := &Gather{Kind: touba.GatherDebounce}
-	if g.KeyRef, err = w.eventKey(path+".key", m["key"], "gather deliveries"); err != nil {
+	if g.KeyRef, g.KeyCEL, err = w.eventKey(path+".key", m["key"], "gather deliveries", b); err != nil {
 		return nil, err
 	}
 	if g.WindowMS, err = w.Integer(path+".window_ms", m["window_ms"], maxGatherMS); err != nil {
@@ -86,14 +89,14 @@ func (w walker) debounce(path string, raw *strictjson.Node) (*Gather, error) {
 	return g, nil
 }
 
-func (w walker) batch(path string, raw *strictjson.Node) (*Gather, error) {
+func (w walker) batch(path string, raw *strictjson.Node, b expr.Bounds) (*Gather, error) {
 	m, err := w.Object(path, raw, []string{"key", "max_size", "window_ms"}, "max_size", "window_ms")
 	if err != nil {
 		return nil, err
 	}
 	g := &Gather{Kind: touba.GatherBatch}
 	if v, ok := m["key"]; ok {
-		if g.KeyRef, err = w.eventKey(path+".key", v, "gather deliveries"); err != nil {
+		if g.KeyRef, g.KeyCEL, err = w.eventKey(path+".key", v, "gather deliveries", b); err != nil {
 			return nil, err
 		}
 	}
@@ -117,19 +120,43 @@ func (w walker) batch(path string, raw *strictjson.Node) (*Gather, error) {
 // own, as concurrency leaves such a delivery unlimited. Nothing for a
 // trigger without debounce or batch. Intake calls it; so must any other
 // path that enqueues a delivery of t.
-func (t *Trigger) SetGather(d *touba.Delivery) {
+//
+// A key expression that fails leaves d ungathered; SetKeys, which intake
+// calls, refuses it instead (ExpressionFailed).
+func (t *Trigger) SetGather(d *touba.Delivery) { _ = t.setGather(d, nil) }
+
+func (t *Trigger) setGather(d *touba.Delivery, b *lazyBody) error {
 	g := t.Gather
 	if g == nil {
-		return
+		return nil
 	}
 	value := ""
-	if g.KeyRef != "" {
+	switch {
+	case g.KeyCEL != nil:
+		var err error
+		if value, err = exprKey(g.KeyCEL, intakeVars(d, b)); err != nil {
+			return err
+		}
+		if value == "" {
+			return nil
+		}
+	case g.KeyRef != "":
 		if value = keyValue(g.KeyRef, t.Ref, d.EventID, d.ReceivedAt, d.Headers, d.Body, nil); value == "" {
-			return
+			return nil
 		}
 	}
 	d.Gather = &touba.GatherSpec{Kind: g.Kind, Key: g.key, Value: value,
 		Window: ms(g.WindowMS), MaxWait: ms(g.MaxWaitMS), MaxSize: g.MaxSize}
+	return nil
+}
+
+// keyName is the key's pointer or "cel:" and its expression: what names
+// the gathering by meaning, and what messages show.
+func (g *Gather) keyName() string {
+	if g.KeyCEL != nil {
+		return "cel:" + g.KeyCEL.Source
+	}
+	return g.KeyRef
 }
 
 func ms(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -140,8 +167,8 @@ func (g *Gather) Describe() string {
 		return ""
 	}
 	key := "one gathering for the trigger"
-	if g.KeyRef != "" {
-		key = "per " + g.KeyRef
+	if k := g.keyName(); k != "" {
+		key = "per " + k
 	}
 	if g.Kind == touba.GatherDebounce {
 		return "debounce " + key + ": a run " + ms(g.WindowMS).String() + " after the last delivery, at most " +

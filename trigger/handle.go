@@ -106,9 +106,11 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 
 	d := &touba.Delivery{TriggerRef: t.Ref, EventID: id, Digest: req.digest, Body: body,
 		Headers: req.headers, ReceivedAt: req.at, RemoteAddr: r.RemoteAddr, TraceParent: tracing.TraceParent(r.Context())}
-	t.SetConcurrencyKey(d)
-	t.SetDurable(d)
-	t.SetGather(d)
+	if err := t.SetKeys(d); err != nil {
+		// A key expression that failed (SPEC §2.4): nothing enqueued.
+		in.reject(w, r, req, touba.EExpressionFailed, touba.ErrorMessage(err), "")
+		return
+	}
 	if err := t.CheckKeys(d); err != nil {
 		// Refused alone, before the queue: an oversized key in a commit
 		// batch failed every delivery of it on PostgreSQL (issue 43).

@@ -16,12 +16,12 @@ import (
 // those over the limit, which no wait or cancel key can hold.
 func (t *Trigger) CheckKeys(d *touba.Delivery) error {
 	if c := t.Concurrency; c != nil {
-		if err := touba.CheckKeyValue("concurrency.key "+c.KeyRef, d.ConcKey); err != nil {
+		if err := touba.CheckKeyValue("concurrency.key "+keyName(c.KeyRef, c.KeyCEL), d.ConcKey); err != nil {
 			return err
 		}
 	}
 	if g := d.Gather; g != nil && t.Gather != nil {
-		if err := touba.CheckKeyValue(g.Kind+".key "+t.Gather.KeyRef, g.Value); err != nil {
+		if err := touba.CheckKeyValue(g.Kind+".key "+t.Gather.keyName(), g.Value); err != nil {
 			return err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	//PRUNED
 
 	//PRUNED
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/internal/strictjson"
 	"github.com/touba/touba-trigger/verify"
@@ -44,7 +45,10 @@ var (
 
 // Program is a loaded program file.
 type Program struct {
-	Path     string
+	Path string
+	// Env compiled the program's expressions (SPEC §2.4), under the
+	// load's cost limit; nil when the program has none.
+	Env      *expr.Env
 	Triggers []*Trigger
 	byName   map[string]*Trigger
 }
@@ -152,6 +156,12 @@ type Step struct {
 	Input   json.RawMessage
 	Sleep   *Sleep
 	WaitFor *WaitFor
+	// When is the step's condition (SPEC §2.4): false skips the step
+	// (output null, nothing journaled); nil always runs it.
+	When *expr.Expr
+	// Inputs are the {"$cel": EXPR} values of Input, compiled, by their
+	// text.
+	Inputs map[string]*expr.Expr
 }
 
 // Kind names the step's kind for messages and version pinning: the tool
@@ -179,8 +189,11 @@ type Sleep struct {
 // into the run context, or a literal) resolves to. TimeoutMS 0 waits with
 // no timeout; OnTimeout is "fail" (the default) or "continue".
 type WaitFor struct {
-	Trigger   string
-	Match     json.RawMessage
+	Trigger string
+	Match   json.RawMessage
+	// MatchCEL is Match's {"cel": EXPR}, compiled; nil for a $ref or a
+	// literal.
+	MatchCEL  *expr.Expr
 	On        string
 	TimeoutMS int64
 	OnTimeout string
@@ -199,8 +212,10 @@ type CancelOn struct {
 	Trigger string
 	Match   json.RawMessage
 	On      string
-	match   []string // Match's pointer after "/event", for intake
-	key     string   // its cancel key (by meaning), set at load: intake reads it per delivery
+	// MatchCEL is Match's {"cel": EXPR}, compiled; nil for a $ref.
+	MatchCEL *expr.Expr
+	match    []string // Match's pointer after "/event", for intake
+	key      string   // its cancel key (by meaning), set at load: intake reads it per delivery
 }
 
 // Retry bounds the host's retries of a run.

@@ -125,7 +125,7 @@ var badPrograms = []struct{ name, src, want string }{
 	// The steps.
 	{"steps object", withSteps(`{"id":"s","tool":"tool:a/B"}`), `$.triggers[0].steps: must be an array (got object)`},
 	{"step null", withSteps(`[null]`), `$.triggers[0].steps[0]: must not be null`},
-	{"step unknown field", withSteps(`[{"id":"s","tool":"tool:a/B","with":{}}]`), `$.triggers[0].steps[0].with: unknown field (known: id, input, sleep, tool, wait_for)`},
+	{"step unknown field", withSteps(`[{"id":"s","tool":"tool:a/B","with":{}}]`), `$.triggers[0].steps[0].with: unknown field (known: id, input, sleep, tool, wait_for, when)`},
 	{"step id missing", withSteps(`[{"tool":"tool:a/B"}]`), `$.triggers[0].steps[0].id: required field is missing`},
 	{"step tool missing", withSteps(`[{"id":"s"}]`), `$.triggers[0].steps[0]: must have exactly one of "tool", "sleep", "wait_for"`},
 	{"step id empty", withSteps(`[{"id":"","tool":"tool:a/B"}]`), `$.triggers[0].steps[0].id: must match [A-Za-z0-9_-]{1,64}`},

@@ -2,45 +2,28 @@ package trigger
 
 import (
 	//PRUNED
-	"fmt"
-	"io"
 	//PRUNED
 	//PRUNED
-	"os"
 	//PRUNED
 	//PRUNED
 	"strings"
 
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/internal/jsonptr"
 	//PRUNED
 	"github.com/touba/touba-trigger/internal/strictjson"
 	// PRUNED
 )
 
-// LoadProgram reads and strictly checks a program file.
+// LoadProgram reads and strictly checks a program file, its expressions
+// under the default cost limit (LoadProgramWith for another).
 func LoadProgram(path string) (*Program, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("load program: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("load program: %w", err)
-	}
-	return ParseProgram(path, data)
+	return LoadProgramWith(path, LoadOptions{})
 }
 
 // ParseProgram checks a program document; path is used in messages.
 func ParseProgram(path string, data []byte) (*Program, error) {
-	w := newWalker(path)
-	p, err := w.program(path, data)
-	if err != nil {
-		// Every refusal met before the load stopped: several unknown
-		// fields of one object, say.
-		return nil, w.Err()
-	}
-	return p, nil
+	return ParseProgramWith(path, data, LoadOptions{})
 }
 
 func (w walker) program(path string, data []byte) (*Program, error) {
@@ -101,7 +84,7 @@ func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
 	if t.Source, err = w.source(path+".source", m["source"]); err != nil {
 		return nil, err
 	}
-	if t.Steps, err = w.steps(path+".steps", m["steps"]); err != nil {
+	if t.Steps, err = w.steps(path+".steps", m["steps"], t.bounds()); err != nil {
 		return nil, err
 	}
 	t.Retry = Retry{MaxAttempts: DefaultMaxAttempts, InitialIntervalMS: DefaultInitialMS, MaxIntervalMS: DefaultMaxIntervalMS}
@@ -120,7 +103,7 @@ func (w walker) trigger(path string, raw *strictjson.Node) (*Trigger, error) {
 		return nil, err
 	}
 	if v, ok := m["cancel_on"]; ok {
-		if t.CancelOn, err = w.cancelOn(path+".cancel_on", v); err != nil {
+		if t.CancelOn, err = w.cancelOn(path+".cancel_on", v, t.bounds()); err != nil {
 			return nil, err
 		}
 	}
@@ -165,7 +148,7 @@ func (w walker) retry(path string, raw *strictjson.Node) (Retry, error) {
 	return r, nil
 }
 
-func (w walker) steps(path string, raw *strictjson.Node) ([]Step, error) {
+func (w walker) steps(path string, raw *strictjson.Node, b expr.Bounds) ([]Step, error) {
 	list, err := w.Array(path, raw)
 	if err != nil {
 		return nil, err
@@ -175,7 +158,7 @@ func (w walker) steps(path string, raw *strictjson.Node) ([]Step, error) {
 	steps := make([]Step, 0, len(list))
 	seen := map[string]bool{}
 	for i, r := range list {
-		s, err := w.step(strictjson.Index(path, i), r, seen)
+		s, err := w.step(strictjson.Index(path, i), r, seen, b)
 		if err != nil {
 			return nil, err
 		}
@@ -186,21 +169,32 @@ func (w walker) steps(path string, raw *strictjson.Node) ([]Step, error) {
 }
 
 // refs checks every {"$ref": ...} in a step input: a valid pointer into
-// /event or into the output of an earlier step.
-func (w walker) refs(path string, n *strictjson.Node, earlier map[string]bool) error {
+// /event or into the output of an earlier step; and compiles every
+// {"$cel": EXPR} (SPEC §2.4), which may read the steps before.
+//
+// cels receives the compiled expressions by their text; nil where $cel
+// may not stand (a wait_for's match: a key takes {"cel": EXPR}).
+func (w walker) refs(path string, n *strictjson.Node, earlier map[string]bool, b expr.Bounds, cels map[string]*expr.Expr) error {
 	switch n.Kind {
 	case strictjson.Object:
 		if len(n.Keys) == 1 && n.Keys[0] == "$ref" {
 			return w.ref(strictjson.Child(path, "$ref"), n.Vals[0], earlier)
 		}
+		if isCEL(n, "$cel") && cels != nil {
+			x, err := w.compile(strictjson.Child(path, "$cel"), n.Vals[0], expr.Step, expr.Value, b)
+			if err == nil {
+				cels[x.Source] = x
+			}
+			return err
+		}
 		for i, k := range n.Keys {
-			if err := w.refs(strictjson.Child(path, k), n.Vals[i], earlier); err != nil {
+			if err := w.refs(strictjson.Child(path, k), n.Vals[i], earlier, b, cels); err != nil {
 				return err
 			}
 		}
 	case strictjson.Array:
 		for i, item := range n.Items {
-			if err := w.refs(strictjson.Index(path, i), item, earlier); err != nil {
+			if err := w.refs(strictjson.Index(path, i), item, earlier, b, cels); err != nil {
 				return err
 			}
 		}

@@ -2,6 +2,8 @@ package trigger
 
 import (
 	"encoding/json"
+
+	"github.com/touba/touba-trigger/expr"
 	"strings"
 	"time"
 
@@ -18,10 +20,10 @@ import (
 // any business wait, short of overflowing a time.Duration.
 const maxWaitMS = 10 * 365 * 24 * 3600 * 1000
 
-var stepFields = []string{"id", "tool", "input", "sleep", "wait_for"}
+var stepFields = []string{"id", "tool", "input", "sleep", "wait_for", "when"}
 
 // step reads one step; earlier holds the ids of the steps before it.
-func (w walker) step(p string, r *strictjson.Node, earlier map[string]bool) (Step, error) {
+func (w walker) step(p string, r *strictjson.Node, earlier map[string]bool, b expr.Bounds) (Step, error) {
 	var s Step
 	m, err := w.Object(p, r, stepFields, "id")
 	if err != nil {
@@ -45,6 +47,11 @@ func (w walker) step(p string, r *strictjson.Node, earlier map[string]bool) (Ste
 	if kinds != 1 {
 		return s, w.Fail(p, `must have exactly one of "tool", "sleep", "wait_for"`)
 	}
+	if v, ok := m["when"]; ok {
+		if s.When, err = w.compile(p+".when", v, expr.Step, expr.Bool, b); err != nil {
+			return s, err
+		}
+	}
 	if in := m["input"]; in != nil && m["tool"] == nil {
 		return s, w.Fail(p+".input", `only a "tool" step takes an input`)
 	}
@@ -53,7 +60,7 @@ func (w walker) step(p string, r *strictjson.Node, earlier map[string]bool) (Ste
 		s.Sleep, err = w.sleep(p+".sleep", m["sleep"], earlier)
 		return s, err
 	case m["wait_for"] != nil:
-		s.WaitFor, err = w.waitFor(p+".wait_for", m["wait_for"], earlier)
+		s.WaitFor, err = w.waitFor(p+".wait_for", m["wait_for"], earlier, b)
 		return s, err
 	}
 	if s.Tool, err = w.Str(p+".tool", m["tool"]); err != nil {
@@ -64,10 +71,14 @@ func (w walker) step(p string, r *strictjson.Node, earlier map[string]bool) (Ste
 	}
 	s.Input = json.RawMessage("{}")
 	if in, ok := m["input"]; ok {
-		if err := w.refs(p+".input", in, earlier); err != nil {
+		cels := map[string]*expr.Expr{}
+		if err := w.refs(p+".input", in, earlier, b, cels); err != nil {
 			return s, err
 		}
 		s.Input = in.Raw
+		if len(cels) > 0 {
+			s.Inputs = cels
+		}
 	}
 	return s, nil
 }
@@ -109,7 +120,7 @@ func (w walker) sleep(p string, r *strictjson.Node, earlier map[string]bool) (*S
 	return s, nil
 }
 
-func (w walker) waitFor(p string, r *strictjson.Node, earlier map[string]bool) (*WaitFor, error) {
+func (w walker) waitFor(p string, r *strictjson.Node, earlier map[string]bool, b expr.Bounds) (*WaitFor, error) {
 	m, err := w.Object(p, r, []string{"trigger", "match", "on", "timeout_ms", "on_timeout"}, "trigger", "match", "on")
 	if err != nil {
 		return nil, err
@@ -123,7 +134,11 @@ func (w walker) waitFor(p string, r *strictjson.Node, earlier map[string]bool) (
 		// A null never matches (CanonicalValue): the wait could only time out.
 		return nil, w.Fail(p+".match", "must not be null")
 	}
-	if err := w.refs(p+".match", match, earlier); err != nil {
+	if isCEL(match, "cel") {
+		if wf.MatchCEL, err = w.compile(strictjson.Child(p+".match", "cel"), match.Vals[0], expr.Intake, expr.Value, b); err != nil {
+			return nil, err
+		}
+	} else if err := w.refs(p+".match", match, earlier, b, nil); err != nil {
 		return nil, err
 	}
 	wf.Match = match.Raw
@@ -179,10 +194,10 @@ func (w walker) onPointer(p string, n *strictjson.Node) (string, []string, error
 	return s, toks, nil
 }
 
-const cancelMatchRule = `must be {"$ref": POINTER} into /event/body, /event/headers, /event/event_id, /event/trigger_ref or /event/received_at: it resolves when the entry is accepted`
+const cancelMatchRule = `must be {"cel": EXPR} or {"$ref": POINTER} into /event/body, /event/headers, /event/event_id, /event/trigger_ref or /event/received_at: it resolves when the entry is accepted`
 
 // cancelOn reads a trigger's cancel_on list.
-func (w walker) cancelOn(p string, r *strictjson.Node) ([]CancelOn, error) {
+func (w walker) cancelOn(p string, r *strictjson.Node, b expr.Bounds) ([]CancelOn, error) {
 	list, err := w.Array(p, r)
 	if err != nil {
 		return nil, err
@@ -202,6 +217,17 @@ func (w walker) cancelOn(p string, r *strictjson.Node) ([]CancelOn, error) {
 			return nil, err
 		}
 		mt := m["match"]
+		if isCEL(mt, "cel") {
+			if c.MatchCEL, err = w.compile(strictjson.Child(at+".match", "cel"), mt.Vals[0], expr.Intake, expr.Value, b); err != nil {
+				return nil, err
+			}
+			c.Match = mt.Raw
+			if c.On, _, err = w.onPointer(at+".on", m["on"]); err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+			continue
+		}
 		if mt.Kind != strictjson.Object || len(mt.Keys) != 1 || mt.Keys[0] != "$ref" {
 			return nil, w.Fail(at+".match", cancelMatchRule)
 		}

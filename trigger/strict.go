@@ -13,6 +13,12 @@ type ConfigError = touba.ConfigError
 // checks build on each other (a step's references need the earlier steps'
 // ids, a scheme's fields need the scheme), so a load stops at the first
 // value it cannot go on from and reports the refusals recorded until then.
-type walker struct{ *strictjson.Reader }
+type walker struct {
+	*strictjson.Reader
+	// exprs compiles the program's expressions (expressions.go).
+	exprs *exprState
+}
 
-func newWalker(file string) walker { return walker{&strictjson.Reader{File: file}} }
+func newWalker(file string) walker {
+	return walker{Reader: &strictjson.Reader{File: file}, exprs: &exprState{}}
+}

@@ -2,6 +2,7 @@ package trigger
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"io"
 	"slices"
@@ -137,15 +138,22 @@ func (t *Trigger) Durable() bool { return t.listeners != nil || len(t.CancelOn) 
 // CancelKeys are CheckKeys' to refuse). For a trigger that is not Durable it allocates nothing: this
 // is on intake's hot path. Intake calls it; so must any other path that
 // enqueues a delivery (an operator's replay of a stored delivery).
-func (t *Trigger) SetDurable(d *touba.Delivery) {
+//
+// A cancel_on match expression that fails gives no cancel key; SetKeys,
+// which intake calls, refuses the delivery instead (ExpressionFailed).
+func (t *Trigger) SetDurable(d *touba.Delivery) { _ = t.setDurable(d, nil) }
+
+func (t *Trigger) setDurable(d *touba.Delivery, b *lazyBody) error {
 	d.ProgramDigest = t.Digest
 	if !t.Durable() {
-		return
+		return nil
 	}
-	b := lazyBody{raw: d.Body}
+	if b == nil {
+		b = &lazyBody{raw: d.Body}
+	}
 	if l := t.listeners; l != nil {
-		d.Offers = values(d.Offers, l.Waits, d.Headers, &b)
-		d.Cancels = values(d.Cancels, l.Cancels, d.Headers, &b)
+		d.Offers = values(d.Offers, l.Waits, d.Headers, b)
+		d.Cancels = values(d.Cancels, l.Cancels, d.Headers, b)
 	}
 	if len(t.CancelOn) > 0 && d.ReceivedAt.IsZero() {
 		// An operator's replay has no received_at yet; the queue would
@@ -153,13 +161,24 @@ func (t *Trigger) SetDurable(d *touba.Delivery) {
 		// /event/received_at keys it by here.
 		d.ReceivedAt = time.Now()
 	}
+	var failed error
 	for _, c := range t.CancelOn {
-		if v, ok := eventValue(c.match, d, &b); ok {
+		if c.MatchCEL != nil {
+			s, err := exprKey(c.MatchCEL, intakeVars(d, b))
+			if err != nil {
+				failed = cmp.Or(failed, err)
+			} else if s != "" {
+				d.CancelKeys = append(d.CancelKeys, touba.MatchValue{Key: c.key, Value: s})
+			}
+			continue
+		}
+		if v, ok := eventValue(c.match, d, b); ok {
 			if s, ok := CanonicalValue(v); ok {
 				d.CancelKeys = append(d.CancelKeys, touba.MatchValue{Key: c.key, Value: s})
 			}
 		}
 	}
+	return failed
 }
 
 func values(out []touba.MatchValue, ls []Listener, headers map[string]string, b *lazyBody) []touba.MatchValue {

@@ -10,6 +10,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 	"github.com/touba/touba-trigger/cli"
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/report"
 )
 
@@ -41,6 +42,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.StringVar(&f.Program, "program", "", "without a daemon: the program, to call the binding")
 	fs.StringVar(&f.Manifest, "manifest", "", "without a daemon: the manifest, to call the binding")
 	fs.StringVar(&f.EgressDeny, "egress-deny", "", "without a daemon: serve's --egress-deny, for a webhook binding")
+	fs.Uint64Var(&f.ExpressionCostLimit, "expression-cost-limit", expr.DefaultCostLimit, "without a daemon: serve's --expression-cost-limit, to load the program")
 	fs.BoolVar(&f.AllowUnisolated, "allow-unisolated-handlers", false, "without a daemon, where this host cannot run a process handler without network: run the binding with the host's network (warned) instead of refusing, as serve's flag")
 	var reason string
 	fs.StringVar(&reason, "reason", "", "why, for the audit trail")

@@ -14,6 +14,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/cli"
 	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/handler/egress"
 	"github.com/touba/touba-trigger/server"
 	"github.com/touba/touba-trigger/tracing"
@@ -32,6 +33,7 @@ func (c *ServeCommand) ParseFlags(args []string, stderr io.Writer) error {
 	stateDir, runDir := cli.DefaultDir("STATE_DIRECTORY"), cli.DefaultDir("RUNTIME_DIRECTORY")
 	fs := usage.FlagSet("serve", stderr)
 	fs.StringVar(&f.Manifest, "manifest", "", "the touba-manifest-v1 file (required)")
+	fs.Uint64Var(&f.ExpressionCostLimit, "expression-cost-limit", expr.DefaultCostLimit, "bound of every CEL expression's cost: its static estimate at load and its evaluation at run time")
 	fs.StringVar(&f.Queue, "queue", filepath.Join(stateDir, cli.DefaultQueueFile), "queue file")
 	fs.StringVar(&f.State, "state", filepath.Join(stateDir, cli.DefaultStateFile), "state file (run checkpoints, delivery log)")
 	fs.StringVar(&f.Journal, "effect-journal", filepath.Join(stateDir, cli.DefaultJournalFile), "effect journal file; empty for none")

@@ -30,6 +30,16 @@ func (r *Reader) Fail(path, format string, args ...any) error {
 	return e
 }
 
+// FailCode is Fail with a public code other than ConfigInvalid
+// (ProgramInvalid for an expression, SPEC §2.4).
+func (r *Reader) FailCode(code, path, format string, args ...any) error {
+	e := &touba.ConfigError{File: r.File, Path: path, Rule: fmt.Sprintf(format, args...), Code: code}
+	if len(r.errs) < MaxErrors {
+		r.errs = append(r.errs, e)
+	}
+	return e
+}
+
 // Err returns nil, the single refusal, or all of them joined (one a line);
 // errors.As finds the first *ConfigError either way.
 func (r *Reader) Err() error {
