@@ -258,13 +258,13 @@ func (p *kafkaPub) Call(ctx context.Context, req *Request, dispatched func() err
 	}
 	if err := dispatched(); err != nil {
 		if p.spec.TransactionalID != "" {
-			_ = p.cl.EndTransaction(context.WithoutCancel(ctx), kgo.TryAbort)
+			p.abort(ctx)
 		}
 		return fail(req, touba.EffectNotApplied, false, hookError(err))
 	}
 	pctx, cancel := context.WithTimeout(ctx, p.spec.Timeout)
 	defer cancel()
-	r, err := p.cl.ProduceSync(pctx, rec).First()
+	r, err := p.produce(pctx, rec)
 	if err == nil && p.spec.TransactionalID != "" {
 		err = p.cl.EndTransaction(pctx, kgo.TryCommit)
 	}
@@ -274,7 +274,7 @@ func (p *kafkaPub) Call(ctx context.Context, req *Request, dispatched func() err
 			map[string]any{"topic": r.Topic, "partition": r.Partition, "offset": r.Offset})
 	}
 	if p.spec.TransactionalID != "" {
-		_ = p.cl.EndTransaction(context.WithoutCancel(ctx), kgo.TryAbort)
+		p.abort(ctx)
 	}
 	res := p.judge(req, err)
 	if res.Outcome == touba.EffectUnknown {
@@ -312,4 +312,34 @@ func (p *kafkaPub) judge(req *Request, err error) *Result {
 		msg = strings.ReplaceAll(msg, "\n", " ")
 	}
 	return fail(req, touba.EffectUnknown, true, touba.Errorf(touba.EHandlerFailed, "kafka: produce ended without an acknowledgement: %s", msg))
+}
+
+// produce writes rec and waits for its acknowledgement until ctx ends. An
+// idempotent producer keeps retrying a record whose request may have been
+// written (failing it could break its sequence), so the call does not wait
+// on the client for its end: when ctx ends first, the outcome is unknown
+// (the client may still deliver it, deduplicated within its session).
+func (p *kafkaPub) produce(ctx context.Context, rec *kgo.Record) (*kgo.Record, error) {
+	done := make(chan error, 1)
+	p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	select {
+	case err := <-done:
+		return rec, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// abort ends a transaction that failed, within the publish timeout: its
+// records, if any reached the broker, are then invisible to read_committed
+// consumers.
+func (p *kafkaPub) abort(ctx context.Context) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.spec.Timeout)
+	defer cancel()
+	if err := p.cl.AbortBufferedRecords(actx); err != nil {
+		p.log.Warn().Err(err).Msg("kafka: cannot abort the buffered records")
+	}
+	if err := p.cl.EndTransaction(actx, kgo.TryAbort); err != nil {
+		p.log.Warn().Err(err).Msg("kafka: cannot abort the transaction")
+	}
 }
