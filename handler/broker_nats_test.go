@@ -4,10 +4,12 @@ import (
 	"context"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
@@ -123,4 +125,26 @@ func TestNATSEgressForbidden(t *testing.T) {
 		res = r2.Call(context.Background(), newRequest(t, `{}`, touba.RetryIdempotencyKey), func() error { return nil })
 		return res.Err != nil && res.Err.Code == touba.EEgressForbidden
 	}, "EgressForbidden for the metadata address")
+}
+
+// The login comes from the binding's credentials: the right password
+// publishes; a wrong one is refused, BrokerRejected, nothing sent.
+func TestNATSLogin(t *testing.T) {
+	s := natstest.StartWith(t, func(o *natsserver.Options) { o.Username, o.Password = "touba", "s3cret-pw" })
+	s.Stream("ORDERS", time.Minute, "orders.>")
+	r := newNATS(t, handler.NATSSpec{URL: s.URL(), Subject: "orders.x", Stream: "ORDERS", Username: "touba", Password: "s3cret-pw"})
+	waitReady(t, r)
+	if res := r.Call(context.Background(), newRequest(t, `{}`, touba.RetryIdempotencyKey), func() error { return nil }); res.Outcome != touba.EffectApplied {
+		t.Fatalf("right password: %+v %v", res, res.Err)
+	}
+	bad := newNATS(t, handler.NATSSpec{URL: s.URL(), Subject: "orders.x", Stream: "ORDERS", Username: "touba", Password: "wrong"})
+	var res *handler.Result
+	sent := false
+	testkit.WaitFor(t, 10*time.Second, func() bool {
+		res = bad.Call(context.Background(), newRequest(t, `{}`, touba.RetryIdempotencyKey), func() error { sent = true; return nil })
+		return res.Err != nil && res.Err.Code == touba.EBrokerRejected
+	}, "BrokerRejected for a wrong password")
+	if res.Outcome != touba.EffectNotApplied || sent || strings.Contains(res.Err.Message, "wrong") {
+		t.Fatalf("%+v %v sent=%v", res, res.Err, sent)
+	}
 }

@@ -27,6 +27,13 @@ type Server struct {
 // a temporary directory; it is shut down at the test's end.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	return StartWith(tb, nil)
+}
+
+// StartWith is Start with the server's options changed by opt first (users,
+// TLS).
+func StartWith(tb testing.TB, opt func(*server.Options)) *Server {
+	tb.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
@@ -35,6 +42,9 @@ func Start(tb testing.TB) *Server {
 	l.Close()
 	s := &Server{tb: tb, opts: server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: tb.TempDir(),
 		NoLog: true, NoSigs: true, MaxPayload: 1 << 20}}
+	if opt != nil {
+		opt(&s.opts)
+	}
 	s.Restart()
 	tb.Cleanup(s.Stop)
 	return s
@@ -70,7 +80,11 @@ func (s *Server) Restart() {
 // Conn is a client connection for the test itself.
 func (s *Server) Conn() (*nats.Conn, jetstream.JetStream) {
 	s.tb.Helper()
-	nc, err := nats.Connect(s.URL())
+	var opts []nats.Option
+	if s.opts.Username != "" {
+		opts = append(opts, nats.UserInfo(s.opts.Username, s.opts.Password))
+	}
+	nc, err := nats.Connect(s.URL(), opts...)
 	if err != nil {
 		s.tb.Fatal(err)
 	}
