@@ -2,6 +2,8 @@ package handler_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/netip"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	touba "github.com/touba/touba-trigger"
@@ -146,5 +149,40 @@ func TestNATSLogin(t *testing.T) {
 	}, "BrokerRejected for a wrong password")
 	if res.Outcome != touba.EffectNotApplied || sent || strings.Contains(res.Err.Message, "wrong") {
 		t.Fatalf("%+v %v sent=%v", res, res.Err, sent)
+	}
+}
+
+// tls://: the binding verifies the server with its CA and presents its
+// client certificate, which the server requires.
+func TestNATSMutualTLS(t *testing.T) {
+	ca := newCA(t)
+	srvCert, srvKey := ca.issue(t, "nats", true)
+	cliCert, cliKey := ca.issue(t, "touba", false)
+	pair, err := tls.X509KeyPair(srvCert, srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.pem)
+	s := natstest.StartWith(t, func(o *natsserver.Options) {
+		o.TLSConfig = &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
+			MinVersion: tls.VersionTLS12}
+		o.TLS, o.TLSVerify = true, true
+	})
+	cpair, err := tls.X509KeyPair(cliCert, cliKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ClientOptions = []nats.Option{nats.Secure(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cpair}, MinVersion: tls.VersionTLS12})}
+	s.Stream("ORDERS", time.Minute, "orders.>")
+	url := strings.Replace(s.URL(), "nats://", "tls://", 1)
+	r := newNATS(t, handler.NATSSpec{URL: url, Subject: "orders.x", Stream: "ORDERS", CA: ca.pem,
+		ClientCert: string(cliCert), ClientKey: string(cliKey)})
+	waitReady(t, r)
+	if res := r.Call(context.Background(), newRequest(t, `{}`, touba.RetryIdempotencyKey), func() error { return nil }); res.Outcome != touba.EffectApplied {
+		t.Fatalf("mutual TLS: %+v %v", res, res.Err)
+	}
+	if n := len(s.Messages("ORDERS")); n != 1 {
+		t.Fatalf("%d messages", n)
 	}
 }

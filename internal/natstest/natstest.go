@@ -18,6 +18,10 @@ import (
 
 // Server is one embedded NATS server.
 type Server struct {
+	// ClientOptions are added to the test's own connections (Conn): the
+	// TLS or login a server started with StartWith asks for.
+	ClientOptions []nats.Option
+
 	tb   testing.TB
 	opts server.Options
 	srv  *server.Server
@@ -80,7 +84,7 @@ func (s *Server) Restart() {
 // Conn is a client connection for the test itself.
 func (s *Server) Conn() (*nats.Conn, jetstream.JetStream) {
 	s.tb.Helper()
-	var opts []nats.Option
+	opts := append([]nats.Option(nil), s.ClientOptions...)
 	if s.opts.Username != "" {
 		opts = append(opts, nats.UserInfo(s.opts.Username, s.opts.Password))
 	}
