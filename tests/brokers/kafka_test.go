@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,5 +166,38 @@ func TestKafkaUnknownIsParked(t *testing.T) {
 	}
 	if dispatched != 1 {
 		t.Errorf("the effect was dispatched %d times, want once", dispatched)
+	}
+}
+
+// A seed broker in a range --egress-deny refuses: EgressForbidden, never
+// dialled.
+func TestKafkaEgressForbidden(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	w := newDaemon(t, kafkaManifest(l.Addr().String(), "reconcile", ""), "--egress-deny", "127.0.0.0/8")
+	w.start()
+	_, id := w.post("ord-1", "shop-1")
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		d := w.entry(id)
+		return d != nil && d.Status == touba.StatusFailed
+	}, "the entry failed")
+	d := w.entry(id)
+	w.stop()
+	if d.ErrorCode != touba.EEgressForbidden || accepted.Load() != 0 {
+		t.Fatalf("entry %s %s (%s); %d connections reached the address", d.Status, d.ErrorCode, d.ErrorMessage, accepted.Load())
 	}
 }
