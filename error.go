@@ -59,6 +59,11 @@ const (
 	// EEgressForbidden: the egress guard refused the address a webhook or
 	// http call would connect to (SPEC §2.2); nothing was sent.
 	EEgressForbidden = "EgressForbidden"
+	// EBrokerRejected: a broker binding's broker refused the message (SPEC
+	// §2.2 "Broker destinations": no stream for the subject, an
+	// authorization failure, a negative acknowledgement); the effect is
+	// not_applied: nothing was stored.
+	EBrokerRejected = "BrokerRejected"
 
 	// Operators (§6): the admin API, the CLI and the console.
 	ENotFound                     = "NotFound"

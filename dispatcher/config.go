@@ -107,6 +107,10 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 				Limits: callLimits(b), Outbound: out.guarded(b.Handler.Options), Log: bl})
 		case manifest.KindHTTP:
 			r, err = handler.NewHTTP(httpSpec(b, res.Env[ref], res.TLS[ref], out.guarded(b.Handler.Options), bl))
+		case manifest.KindNATS:
+			r, err = handler.NewNATS(natsSpec(b, res.Login[ref], res.TLS[ref], out.guarded(b.Handler.Options), bl))
+		case manifest.KindKafka:
+			r, err = handler.NewKafka(kafkaSpec(b, res.Login[ref], res.TLS[ref], out.guarded(b.Handler.Options), bl))
 		case manifest.KindAccountingStub:
 			r = stubs.Stub(ref)
 		default:

@@ -37,6 +37,7 @@ var permanent = map[string]bool{
 	touba.EWebhookRejected:        true,
 	touba.EHttpRejected:           true,
 	touba.EEgressForbidden:        true,
+	touba.EBrokerRejected:         true,
 	touba.ETriggerNotFound:        true,
 	"ToolRefMismatch":             true,
 	"ToolInputInvalid":            true,

@@ -97,6 +97,13 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	// effect): nothing starts and nothing is sent between them, so a crash
 	// cannot fall between them in a way that prepared alone would describe
 	// better (docs/performance.md, "Prepared and dispatched in one commit").
+	// A broker binding re-sends an unknown publish only inside the
+	// broker's dedupe window (window.go).
+	if w, ok := b.Runner.(handler.DedupeWindower); ok {
+		if v := d.windowVerdict(ctx, b, w, scope, effectID, log); v != nil {
+			return nil, v
+		}
+	}
 	pd, merged := d.journal.(prepareDispatcher)
 	merged = merged && b.InProcess
 	var eff *touba.Effect
@@ -201,6 +208,11 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		Str("reason", msg).Msg("effect outcome unknown")
 	switch b.Contract.RetryMode {
 	case touba.RetryIdempotencyKey:
+		if w, ok := b.Runner.(handler.DedupeWindower); ok {
+			if v := d.windowVerdict(ctx, b, w, scope, effectID, log); v != nil && v.action == park {
+				return nil, v
+			}
+		}
 		return nil, &verdict{action: retry, code: code, message: msg}
 	case touba.RetryReconcile:
 		return nil, stop(park, touba.EEffectReconciliationRequired, "outcome of %s is unknown (%s); reconcile it", effectID, code)

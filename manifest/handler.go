@@ -15,6 +15,8 @@ var kindFields = map[string][]string{
 	KindWebhook:        {"options", "credentials"},
 	KindHTTP:           {"options", "credentials"},
 	KindAccountingStub: {},
+	KindNATS:           {"options", "credentials"},
+	KindKafka:          {"options", "credentials"},
 }
 
 // handler checks a binding's handler. Kind is set only when it is known, so
@@ -31,8 +33,8 @@ func (p *problems) handler(path string, n *strictjson.Node, h *Handler) {
 	}
 	own, known := kindFields[kind]
 	if !known {
-		p.Fail(strictjson.Child(path, "kind"), "unknown handler kind %s (known: %s, %s, %s, %s)",
-			strictjson.Quote(kind), KindAccountingStub, KindHTTP, KindProcess, KindWebhook)
+		p.Fail(strictjson.Child(path, "kind"), "unknown handler kind %s (known: %s, %s, %s, %s, %s, %s)",
+			strictjson.Quote(kind), KindAccountingStub, KindHTTP, KindKafka, KindNATS, KindProcess, KindWebhook)
 		return
 	}
 	h.Kind = kind
@@ -57,6 +59,10 @@ func (p *problems) handler(path string, n *strictjson.Node, h *Handler) {
 		p.webhook(path, f, h)
 	case KindHTTP:
 		p.http(path, f, h)
+	case KindNATS:
+		p.nats(path, f, h)
+	case KindKafka:
+		p.kafka(path, f, h)
 	}
 }
 

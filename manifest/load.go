@@ -152,6 +152,7 @@ func (p *problems) binding(path string, n *strictjson.Node) *Binding {
 	if c, ok := f["effect_contract"]; ok {
 		p.contract(strictjson.Child(path, "effect_contract"), c, &b.EffectContract)
 	}
+	defer p.brokerContract(path, b) // after compensation is read
 	if c, ok := f["compensation"]; ok {
 		at := strictjson.Child(path, "compensation")
 		if cf, _ := p.Object(at, c, []string{"supported"}, "supported"); cf != nil {

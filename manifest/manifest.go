@@ -142,7 +142,7 @@ type Persistent struct {
 // Options are where and how an HTTP kind (webhook, http) calls. The fields
 // after AllowAddresses are the http kind's (SPEC §2.2).
 type Options struct {
-	URL        string `json:"url"` // absolute http or https; for http a template (handler/urltpl)
+	URL        string `json:"url,omitempty"` // absolute http or https; for http a template (handler/urltpl); nats:// or tls:// for nats
 	TimeoutSec int    `json:"timeout_sec"`
 	// AllowAddresses are CIDRs the egress guard lets the calls reach
 	// although it refuses them by default or by --egress-deny.
@@ -156,6 +156,16 @@ type Options struct {
 	// http handler (default Idempotency-Key), nil for a webhook.
 	IdempotencyHeader *string `json:"idempotency_header,omitempty"`
 	CAFile            string  `json:"ca_file,omitempty"` // relative to the manifest's folder
+
+	// The broker kinds' options (SPEC §2.2 "Broker destinations", broker.go).
+	Subject         string   `json:"subject,omitempty"`          // nats: a text template (handler/urltpl.Text)
+	Stream          string   `json:"stream,omitempty"`           // nats: the JetStream stream
+	Brokers         []string `json:"brokers,omitempty"`          // kafka: seed brokers, host:port
+	Topic           string   `json:"topic,omitempty"`            // kafka
+	Key             string   `json:"key,omitempty"`              // kafka: a text template; "" is the event id
+	TransactionalID string   `json:"transactional_id,omitempty"` // kafka
+	TLS             bool     `json:"tls,omitempty"`              // kafka: connect with TLS
+	SASLMechanism   string   `json:"sasl_mechanism,omitempty"`   // kafka: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
 }
 
 // Header is one header of an http handler: a literal value, or a secret of
@@ -196,7 +206,12 @@ func (b Body) MarshalJSON() ([]byte, error) {
 // signs a webhook's requests, the client certificate of an http handler.
 type Credentials struct {
 	HMACSecret        *secret.Ref        `json:"hmac_secret,omitempty"`        // webhook, required
-	ClientCertificate *ClientCertificate `json:"client_certificate,omitempty"` // http, optional
+	ClientCertificate *ClientCertificate `json:"client_certificate,omitempty"` // http and the brokers, optional
+	// A broker's login: username and password (nats, kafka SASL) or a
+	// token (nats).
+	Username *secret.Ref `json:"username,omitempty"`
+	Password *secret.Ref `json:"password,omitempty"`
+	Token    *secret.Ref `json:"token,omitempty"`
 }
 
 // ClientCertificate is the certificate and key (PEM) an http handler

@@ -85,6 +85,10 @@ type Resolved struct {
 	HMAC   map[string]string // binding ref -> signing key (webhook handlers)
 	TLS    map[string]*TLS   // binding ref -> roots and client certificate (http handlers with either)
 	Values *secret.Set       // every value, to refuse storing one
+
+	// Login: binding ref -> a broker binding's username, password or
+	// token (broker.go).
+	Login map[string]*Login
 }
 
 // TLS is what an http handler's TLS needs, read at start-up.
@@ -104,6 +108,7 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 		HMAC:   map[string]string{},
 		TLS:    map[string]*TLS{},
 		Values: &secret.Set{},
+		Login:  map[string]*Login{},
 	}
 	p := newProblems(m.Path)
 	for _, ref := range m.Refs() {
@@ -130,6 +135,9 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 			}
 			res.HMAC[ref] = v
 			res.Values.Add(v)
+		}
+		if l := m.resolveLogin(p, path, b, env, res.Values); l != nil {
+			res.Login[ref] = l
 		}
 		if t := m.resolveTLS(p, path, b, env, res.Values); t != nil {
 			res.TLS[ref] = t

@@ -66,6 +66,7 @@ func Write(w io.Writer, c *server.Loaded, history time.Duration) {
 		fmt.Fprintf(w, "  %s  %s  effect=%s%s\n", ref, b.Handler.Kind, mode, limitText(b))
 		printLines(w, circuitSummary(b))
 		printLines(w, httpSummary(b))
+		printLines(w, brokerSummary(b, c.Resolved))
 	}
 	printIsolation(w, c.Manifest.NeedNetworkIsolation())
 	fmt.Fprintln(w, "ok")

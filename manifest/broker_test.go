@@ -1,0 +1,121 @@
+package manifest_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/touba/touba-trigger/internal/secret"
+	"github.com/touba/touba-trigger/manifest"
+)
+
+const (
+	natsBinding = `{"handler": {"kind": "nats", "options": {"url": "tls://nats.test:4222", "subject": "orders.{/event/body/shop_domain}",
+		"stream": "ORDERS", "body": {"$ref": "/event/body"}, "timeout_sec": 3, "allow_addresses": ["10.0.0.0/8"]},
+		"credentials": {"username": {"env": "NATS_USER"}, "password": {"env": "NATS_PASSWORD"}}},
+		"effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}`
+	kafkaBinding = `{"handler": {"kind": "kafka", "options": {"brokers": ["k1.test:9092", "k2.test:9092"], "topic": "orders",
+		"key": "{/shop}", "transactional_id": "touba-orders", "sasl_mechanism": "SCRAM-SHA-256", "tls": true},
+		"credentials": {"username": {"env": "K_USER"}, "password": {"file": "kpw"}}},
+		"effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}`
+)
+
+func TestParse_Brokers(t *testing.T) {
+	src := `{"manifest_version":"touba-manifest-v1","bindings":{"tool:a/N":` + natsBinding + `,"tool:a/K":` + kafkaBinding + `,
+		"tool:a/KMin": {"handler": {"kind": "kafka", "options": {"brokers": ["127.0.0.1:9092"], "topic": "t"}},
+		"effect_contract": {"kind": "external_write", "retry_mode": "reconcile"}}}}`
+	m := MustParse(t, src)
+	n := m.Bindings["tool:a/N"]
+	want := manifest.Options{URL: "tls://nats.test:4222", Subject: "orders.{/event/body/shop_domain}", Stream: "ORDERS",
+		Body: &manifest.Body{Ref: "/event/body"}, TimeoutSec: 3, AllowAddresses: []string{"10.0.0.0/8"}}
+	if !reflect.DeepEqual(*n.Handler.Options, want) {
+		t.Fatalf("nats options %+v", *n.Handler.Options)
+	}
+	if c := n.Handler.Credentials; c == nil || *c.Username != (secret.Ref{Env: "NATS_USER"}) || *c.Password != (secret.Ref{Env: "NATS_PASSWORD"}) {
+		t.Fatalf("nats credentials %+v", c)
+	}
+	k := m.Bindings["tool:a/K"].Handler.Options
+	if k.Topic != "orders" || k.Key != "{/shop}" || k.TransactionalID != "touba-orders" || !k.TLS || k.SASLMechanism != "SCRAM-SHA-256" ||
+		len(k.Brokers) != 2 {
+		t.Fatalf("kafka options %+v", k)
+	}
+	if o := m.Bindings["tool:a/KMin"].Handler.Options; o.TimeoutSec != 10 || o.Key != "" {
+		t.Fatalf("kafka defaults %+v", o)
+	}
+	// The manifest's JSON, defaults written out, loads back to the same.
+	data, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := MustParse(t, string(data))
+	for ref, b := range m.Bindings {
+		if !reflect.DeepEqual(b.Handler, back.Bindings[ref].Handler) {
+			t.Errorf("%s does not load back: %s", ref, data)
+		}
+	}
+}
+
+func TestResolve_BrokerLogin(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "kpw"), []byte("kafka-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := `{"manifest_version":"touba-manifest-v1","bindings":{"tool:a/K":` + kafkaBinding + `}}`
+	m, err := manifest.Parse(filepath.Join(dir, "m.json"), []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Resolve(func(k string) (string, bool) { return map[string]string{"K_USER": "alice"}[k], k == "K_USER" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := res.Login["tool:a/K"]; l == nil || l.Username != "alice" || l.Password != "kafka-secret" || !res.Values.Contains("kafka-secret") {
+		t.Fatalf("login %+v", l)
+	}
+}
+
+func TestParse_BrokersBad(t *testing.T) {
+	const B = `m.json: $.bindings["tool:a/B"]`
+	n := func(options string) string {
+		return one(`{"handler":{"kind":"nats","options":` + options + `},` + none + `}`)
+	}
+	k := func(options, mode string) string {
+		return one(`{"handler":{"kind":"kafka","options":` + options + `},"effect_contract":{"kind":"external_write","retry_mode":"` + mode + `"}}`)
+	}
+	for _, tt := range []struct{ name, src, want string }{
+		{"nats no stream", n(`{"url":"nats://h:4222","subject":"a.b"}`), B + `.handler.options.stream: required field is missing`},
+		{"nats http url", n(`{"url":"http://h:4222","subject":"a.b","stream":"S"}`), B + `.handler.options.url: must be a nats://host:port or tls://host:port URL`},
+		{"nats user info", n(`{"url":"nats://u:SECRETPW@h:4222","subject":"a.b","stream":"S"}`), B + `.handler.options.url: must not contain user info`},
+		{"nats wildcard", n(`{"url":"nats://h","subject":"a.*","stream":"S"}`), B + `.handler.options.subject: must not hold white space or the wildcards`},
+		{"nats empty token", n(`{"url":"nats://h","subject":"a..{/x}","stream":"S"}`), B + `.handler.options.subject: has an empty token`},
+		{"nats bad placeholder", n(`{"url":"nats://h","subject":"a.{x}","stream":"S"}`), B + `.handler.options.subject: placeholder {x} is not a JSON pointer`},
+		{"nats bad stream", n(`{"url":"nats://h","subject":"a.b","stream":"S.1"}`), B + `.handler.options.stream: must be a JetStream stream name`},
+		{"kafka idempotency_key without transactional_id", k(`{"brokers":["h:9092"],"topic":"t"}`, "idempotency_key"),
+			B + `.effect_contract.retry_mode: idempotency_key is refused for a kafka binding without options.transactional_id`},
+		{"kafka broker without port", k(`{"brokers":["h"],"topic":"t"}`, "reconcile"), B + `.handler.options.brokers[0]: must be host:port`},
+		{"kafka no brokers", k(`{"brokers":[],"topic":"t"}`, "reconcile"), B + `.handler.options.brokers: must name at least one broker`},
+		{"kafka bad topic", k(`{"brokers":["h:1"],"topic":"a b"}`, "reconcile"), B + `.handler.options.topic: must be a Kafka topic name`},
+		{"kafka sasl without login", k(`{"brokers":["h:1"],"topic":"t","sasl_mechanism":"PLAIN"}`, "reconcile"),
+			B + `.handler.credentials: sasl_mechanism PLAIN needs credentials.username and credentials.password`},
+		{"kafka token", one(`{"handler":{"kind":"kafka","options":{"brokers":["h:1"],"topic":"t"},"credentials":{"token":{"env":"T"}}},` + none + `}`),
+			B + `.handler.credentials.token: unknown field`},
+		{"broker compensation", one(`{"handler":{"kind":"nats","options":{"url":"nats://h","subject":"a","stream":"S"}},"effect_contract":{"kind":"external_write","retry_mode":"reconcile"},"compensation":{"supported":true}}`),
+			B + `.compensation.supported: not allowed for a nats handler`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := manifest.Parse("m.json", []byte(tt.src))
+			if err == nil {
+				t.Fatalf("accepted, want %q", tt.want)
+			}
+			if got := err.Error(); !strings.HasPrefix(got, tt.want) {
+				t.Fatalf("error:\n %s\nwant:\n %s", got, tt.want)
+			}
+			if strings.Contains(err.Error(), "SECRETPW") {
+				t.Fatalf("the refusal quotes the URL: %v", err)
+			}
+		})
+	}
+}
