@@ -45,6 +45,12 @@ func TestParse_Brokers(t *testing.T) {
 	if o := m.Bindings["tool:a/KMin"].Handler.Options; o.TimeoutSec != 10 || o.Key != "" {
 		t.Fatalf("kafka defaults %+v", o)
 	}
+	// The broker kinds protect their broker as http does (SPEC §2.2).
+	for ref, b := range m.Bindings {
+		if b.MaxConcurrency != manifest.DefaultRemoteMaxConcurrency || b.Circuit == nil || *b.Circuit != manifest.DefaultRemoteCircuit {
+			t.Errorf("%s: max_concurrency %d, circuit %+v; want the remote defaults", ref, b.MaxConcurrency, b.Circuit)
+		}
+	}
 	// The manifest's JSON, defaults written out, loads back to the same.
 	data, err := json.Marshal(m)
 	if err != nil {

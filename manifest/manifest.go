@@ -109,8 +109,8 @@ type Handler struct {
 	Credentials *Credentials `json:"credentials,omitempty"`
 }
 
-// Defaults that protect a remote service (SPEC §2.2): a webhook or http
-// binding that sets no max_concurrency or circuit gets these, so a remote
+// Defaults that protect a remote service (SPEC §2.2): a webhook, http or
+// broker binding that sets no max_concurrency or circuit gets these, so a remote
 // that fails or slows down sees a bounded number of calls. 16 calls in
 // flight is the bound a process binding already gets
 // (dispatcher.DefaultProcessConcurrency): far above what one order of a
@@ -127,9 +127,15 @@ const DefaultRemoteMaxConcurrency = 16
 var DefaultRemoteCircuit = Circuit{FailureRatio: 0.5, MinCalls: 20, WindowMS: 60000, OpenMS: 30000}
 
 // ProtectsRemote reports whether bindings of the handler kind call a
-// remote service over the network and so get the remote defaults.
+// remote service over the network and so get the remote defaults: the
+// webhook and http kinds, and the brokers (SPEC §2.2 names them too: a
+// broker that refuses or stops answering is a remote that fails).
 func ProtectsRemote(kind string) bool {
-	return kind == KindWebhook || kind == KindHTTP
+	switch kind {
+	case KindWebhook, KindHTTP, KindNATS, KindKafka:
+		return true
+	}
+	return false
 }
 
 // Persistent asks for one long-lived process serving many calls (SPEC §4.1).
