@@ -93,10 +93,9 @@ func benchE2E(b *testing.B, manifest string, n int, stored func() int) {
 	}
 	wg.Wait()
 	posted := time.Since(start)
-	testkit.WaitFor(b, 10*time.Minute, func() bool {
-		time.Sleep(100 * time.Millisecond)
+	testkit.WaitFor(b, 10*time.Minute, testkit.Every(100*time.Millisecond, func() bool {
 		return applied(b, "http://"+metricsAddr+"/metrics") >= n
-	}, "every delivery applied")
+	}), "every delivery applied")
 	took := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(n)/took.Seconds(), "deliveries/s")
