@@ -29,7 +29,7 @@ func (e *env) purge(t *testing.T, want int64, why string) {
 func (e *env) wantBody(t *testing.T, queueID, why string) {
 	t.Helper()
 	got := e.get(t, queueID)
-	if got.Body == nil || len(got.Body) == 0 || len(got.Headers) == 0 {
+	if len(got.Body) == 0 || len(got.Headers) == 0 {
 		t.Fatalf("entry %s (%s): body %q headers %v; want both kept: %s", queueID, got.Status, got.Body, got.Headers, why)
 	}
 }
