@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/touba/touba-trigger/internal/crashpoint"
 )
@@ -137,6 +138,19 @@ func (d *db) freezeRange(ctx context.Context, r rangeLeaves, from, to int64) (mo
 		if _, err := tx.Exec(ctx, `SET LOCAL touba.history = 'on'`); err != nil {
 			return err
 		}
+		// Under the lock no pass drops a partition: one gone was dropped
+		// by another node's pass since this one listed the range, after
+		// a freeze that kept what stays. The others are frozen as usual.
+		live := rangeLeaves{}
+		for name, leaf := range r {
+			var ok bool
+			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, Schema+"."+leaf).Scan(&ok); err != nil {
+				return err
+			} else if ok {
+				live[name] = leaf
+			}
+		}
+		r = live
 		for _, t := range ptables {
 			leaf := r[t.name]
 			if leaf == "" {
@@ -256,6 +270,12 @@ func (d *db) dropDetached(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// relationGone tells an error on a table that no longer exists.
+func relationGone(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01"
+}
+
 // forgetRange runs the three steps for r and returns the entries it
 // forgot, those it kept, and the partitions it dropped.
 func (d *db) forgetRange(ctx context.Context, r rangeLeaves, from, to int64) (entries, kept int64, dropped int, err error) {
@@ -265,7 +285,9 @@ func (d *db) forgetRange(ctx context.Context, r rangeLeaves, from, to int64) (en
 	crashpoint.Hit(CrashAfterFreeze)
 	if leaf := r["entries"]; leaf != "" {
 		// Frozen: the count holds until the partition is dropped.
-		if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM touba.`+leaf).Scan(&entries); err != nil {
+		// Gone: another node's pass, which froze it again, dropped it
+		// since (and counted its entries).
+		if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM touba.`+leaf).Scan(&entries); err != nil && !relationGone(err) {
 			return 0, kept, 0, err
 		}
 	}
