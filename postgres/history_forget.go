@@ -227,6 +227,9 @@ func (d *db) detachLeaf(ctx context.Context, t ptable, leaf string, pending bool
 			return nil // detached by another node's pass
 		}
 	}
+	if beforeDetach != nil {
+		beforeDetach(leaf)
+	}
 	conn, err := (&migrator{pool: d.pool, timeout: d.cfg.Timeout, pooled: d.pooled, log: d.log}).onlineConn(ctx)
 	if err != nil {
 		return err
@@ -238,10 +241,21 @@ func (d *db) detachLeaf(ctx context.Context, t ptable, leaf string, pending bool
 	}
 	if _, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE touba.%s DETACH PARTITION touba.%s %s`, t.rangeParent(), leaf, how),
 		pgx.QueryExecModeSimpleProtocol); err != nil {
+		// Another node's pass, which froze it again, detached or dropped
+		// it since the check above (no lock keeps two detaches apart).
+		var attached bool
+		if rerr := d.pool.QueryRow(ctx, `SELECT relispartition FROM pg_class WHERE oid = to_regclass($1)`, Schema+"."+leaf).
+			Scan(&attached); rerr == pgx.ErrNoRows || (rerr == nil && !attached) {
+			return nil
+		}
 		return fmt.Errorf("detach %s: %w", leaf, err)
 	}
 	return nil
 }
+
+// beforeDetach is a test's hook, run before each partition's detach
+// statement.
+var beforeDetach func(leaf string)
 
 // dropDetached is step 3: it drops the detached partitions marked as
 // being forgotten (of this pass, or one that stopped), and returns how
