@@ -242,10 +242,13 @@ func (d *db) detachLeaf(ctx context.Context, t ptable, leaf string, pending bool
 	if _, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE touba.%s DETACH PARTITION touba.%s %s`, t.rangeParent(), leaf, how),
 		pgx.QueryExecModeSimpleProtocol); err != nil {
 		// Another node's pass, which froze it again, detached or dropped
-		// it since the check above (no lock keeps two detaches apart).
-		var attached bool
-		if rerr := d.pool.QueryRow(ctx, `SELECT relispartition FROM pg_class WHERE oid = to_regclass($1)`, Schema+"."+leaf).
-			Scan(&attached); rerr == pgx.ErrNoRows || (rerr == nil && !attached) {
+		// it since the check above, or is detaching it (no lock keeps two
+		// detaches apart; one left pending is finalized by a later pass).
+		var attached, other bool
+		var pe *pgconn.PgError
+		if rerr := d.pool.QueryRow(ctx, `SELECT c.relispartition, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid AND i.inhdetachpending)
+			FROM pg_class c WHERE c.oid = to_regclass($1)`, Schema+"."+leaf).Scan(&attached, &other); rerr == pgx.ErrNoRows ||
+			(rerr == nil && (!attached || (other && !pending && errors.As(err, &pe) && pe.Code == "55000"))) {
 			return nil
 		}
 		return fmt.Errorf("detach %s: %w", leaf, err)
