@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/touba/touba-trigger/internal/crashpoint"
 )
@@ -137,6 +138,19 @@ func (d *db) freezeRange(ctx context.Context, r rangeLeaves, from, to int64) (mo
 		if _, err := tx.Exec(ctx, `SET LOCAL touba.history = 'on'`); err != nil {
 			return err
 		}
+		// Under the lock no pass drops a partition: one gone was dropped
+		// by another node's pass since this one listed the range, after
+		// a freeze that kept what stays. The others are frozen as usual.
+		live := rangeLeaves{}
+		for name, leaf := range r {
+			var ok bool
+			if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, Schema+"."+leaf).Scan(&ok); err != nil {
+				return err
+			} else if ok {
+				live[name] = leaf
+			}
+		}
+		r = live
 		for _, t := range ptables {
 			leaf := r[t.name]
 			if leaf == "" {
@@ -213,6 +227,9 @@ func (d *db) detachLeaf(ctx context.Context, t ptable, leaf string, pending bool
 			return nil // detached by another node's pass
 		}
 	}
+	if beforeDetach != nil {
+		beforeDetach(leaf)
+	}
 	conn, err := (&migrator{pool: d.pool, timeout: d.cfg.Timeout, pooled: d.pooled, log: d.log}).onlineConn(ctx)
 	if err != nil {
 		return err
@@ -224,10 +241,24 @@ func (d *db) detachLeaf(ctx context.Context, t ptable, leaf string, pending bool
 	}
 	if _, err := conn.Exec(ctx, fmt.Sprintf(`ALTER TABLE touba.%s DETACH PARTITION touba.%s %s`, t.rangeParent(), leaf, how),
 		pgx.QueryExecModeSimpleProtocol); err != nil {
+		// Another node's pass, which froze it again, detached or dropped
+		// it since the check above, or is detaching it (no lock keeps two
+		// detaches apart; one left pending is finalized by a later pass).
+		var attached, other bool
+		var pe *pgconn.PgError
+		if rerr := d.pool.QueryRow(ctx, `SELECT c.relispartition, EXISTS (SELECT 1 FROM pg_inherits i WHERE i.inhrelid = c.oid AND i.inhdetachpending)
+			FROM pg_class c WHERE c.oid = to_regclass($1)`, Schema+"."+leaf).Scan(&attached, &other); rerr == pgx.ErrNoRows ||
+			(rerr == nil && (!attached || (other && !pending && errors.As(err, &pe) && pe.Code == "55000"))) {
+			return nil
+		}
 		return fmt.Errorf("detach %s: %w", leaf, err)
 	}
 	return nil
 }
+
+// beforeDetach is a test's hook, run before each partition's detach
+// statement.
+var beforeDetach func(leaf string)
 
 // dropDetached is step 3: it drops the detached partitions marked as
 // being forgotten (of this pass, or one that stopped), and returns how
@@ -256,6 +287,12 @@ func (d *db) dropDetached(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// relationGone tells an error on a table that no longer exists.
+func relationGone(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01"
+}
+
 // forgetRange runs the three steps for r and returns the entries it
 // forgot, those it kept, and the partitions it dropped.
 func (d *db) forgetRange(ctx context.Context, r rangeLeaves, from, to int64) (entries, kept int64, dropped int, err error) {
@@ -265,7 +302,9 @@ func (d *db) forgetRange(ctx context.Context, r rangeLeaves, from, to int64) (en
 	crashpoint.Hit(CrashAfterFreeze)
 	if leaf := r["entries"]; leaf != "" {
 		// Frozen: the count holds until the partition is dropped.
-		if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM touba.`+leaf).Scan(&entries); err != nil {
+		// Gone: another node's pass, which froze it again, dropped it
+		// since (and counted its entries).
+		if err := d.pool.QueryRow(ctx, `SELECT count(*) FROM touba.`+leaf).Scan(&entries); err != nil && !relationGone(err) {
 			return 0, kept, 0, err
 		}
 	}
