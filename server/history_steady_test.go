@@ -209,6 +209,13 @@ func tableBytes(t *testing.T, conn *pgx.Conn) (size, dead int64) {
 // past it (the fourth of the run) and of the fourth (the sixth).
 func TestHistorySteadyTables(t *testing.T) {
 	skipUnderRace(t)
+	// Four minutes since partitions are at least 10 s wide (issue 42), and
+	// its sizes depend on autovacuum's timing on a busy box: a soak, run
+	// on purpose. tests/history checks the partition count under load on
+	// every run.
+	if os.Getenv("TOUBA_HISTORY_STEADY") == "" {
+		t.Skip("a four-minute soak: set TOUBA_HISTORY_STEADY=1 to run it")
+	}
 	dsn := pgtest.New(t)
 	prog, man := quickstart(t)
 	// Partitions are at least 10 s wide (postgres.PartitionWidth): a
