@@ -119,12 +119,19 @@ func NewNATS(spec NATSSpec) (Runner, error) {
 	if u.Scheme == "tls" {
 		scheme = "tls://"
 	}
+	// The connect callback may run (readWindow, on nats.go's goroutine)
+	// before Connect returns: it waits on reading until p.nc and p.js
+	// are set.
+	p.reading.Lock()
 	nc, err := nats.Connect(scheme+server, opts...)
 	if err != nil {
+		p.reading.Unlock()
 		return nil, touba.Errorf(touba.ECONFIG, "nats handler: %v", err)
 	}
 	p.nc = nc
-	if p.js, err = jetstream.New(nc); err != nil {
+	p.js, err = jetstream.New(nc)
+	p.reading.Unlock()
+	if err != nil {
 		nc.Close()
 		return nil, touba.Errorf(touba.ECONFIG, "nats handler: %v", err)
 	}
