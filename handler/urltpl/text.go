@@ -85,13 +85,9 @@ func (t *Text) Expand(input any, encode func(string) string) (string, error) {
 			b.WriteString(p.text)
 			continue
 		}
-		v, ok := jsonptr.Walk(input, p.toks)
-		if !ok {
-			return "", fmt.Errorf("placeholder {%s} resolves to nothing", p.text)
-		}
-		s, err := scalar(v)
+		s, err := p.value(input)
 		if err != nil {
-			return "", fmt.Errorf("placeholder {%s} resolves to %s, not a string, number or boolean", p.text, err)
+			return "", err
 		}
 		if s == "" {
 			return "", fmt.Errorf("placeholder {%s} resolves to \"\"", p.text)

@@ -34,6 +34,20 @@ type part struct {
 	segment bool // the placeholder is its segment's whole text
 }
 
+// value is what the placeholder p resolves to in input, as text: a
+// string, number or boolean, never nothing.
+func (p part) value(input any) (string, error) {
+	v, ok := jsonptr.Walk(input, p.toks)
+	if !ok {
+		return "", fmt.Errorf("placeholder {%s} resolves to nothing", p.text)
+	}
+	s, err := scalar(v)
+	if err != nil {
+		return "", fmt.Errorf("placeholder {%s} resolves to %s, not a string, number or boolean", p.text, err)
+	}
+	return s, nil
+}
+
 // Parse reads a template. Its errors say what rule the template breaks,
 // without quoting it (a URL may hold a credential).
 func Parse(s string) (*Template, error) {
@@ -178,13 +192,9 @@ func (t *Template) Expand(input any) (string, error) {
 			b.WriteString(p.text)
 			continue
 		}
-		v, ok := jsonptr.Walk(input, p.toks)
-		if !ok {
-			return "", fmt.Errorf("placeholder {%s} resolves to nothing", p.text)
-		}
-		s, err := scalar(v)
+		s, err := p.value(input)
 		if err != nil {
-			return "", fmt.Errorf("placeholder {%s} resolves to %s, not a string, number or boolean", p.text, err)
+			return "", err
 		}
 		if p.inPath && (s == "" || p.segment && (s == "." || s == "..")) {
 			return "", fmt.Errorf("placeholder {%s} resolves to %q, which is no path segment", p.text, s)
