@@ -189,7 +189,8 @@ func TestEgressProxyRefusalIsNotApplied(t *testing.T) {
 // written, and the call is not_applied. Under TLS 1.3 the client's side
 // of the handshake is over before the server looks at the certificate,
 // the request is written, and the refusal comes as the answer's first
-// read: that one stays unknown (SPEC §2.2 docs say so).
+// read: the server's side never completed, so no application read it,
+// and the call is not_applied too (SPEC §2.2).
 func TestHTTPTLSHandshakeRefused(t *testing.T) {
 	ca := newCA(t)
 	serverCert, serverKey := ca.issue(t, "orders.test", true)
@@ -202,7 +203,7 @@ func TestHTTPTLSHandshakeRefused(t *testing.T) {
 		outcome string
 	}{
 		{tls.VersionTLS12, touba.EffectNotApplied},
-		{tls.VersionTLS13, touba.EffectUnknown},
+		{tls.VersionTLS13, touba.EffectNotApplied},
 	} {
 		var ran atomic.Int32
 		s := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran.Add(1) }))

@@ -215,13 +215,17 @@ func (o *outbound) send(ctx context.Context, out *outRequest, retry409 bool) try
 	// GotConn, whatever failed (the dial, a proxy's refusal of the
 	// connection or of the CONNECT, the TLS handshake) failed before the
 	// request left.
-	var connected atomic.Bool
+	var connected, reused atomic.Bool
 	hreq = hreq.WithContext(httptrace.WithClientTrace(tctx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+		GotConn: func(i httptrace.GotConnInfo) { reused.Store(i.Reused); connected.Store(true) },
 	}))
 	resp, err := o.client.Do(hreq)
 	if err != nil {
-		return classify(ctx, err, o.Timeout, out.label+" "+RedactURL(out.url), connected.Load())
+		t := classify(ctx, err, o.Timeout, out.label+" "+RedactURL(out.url), connected.Load())
+		if t.kind == tryLost && !reused.Load() && handshakeRefused(err) {
+			t.kind = tryNeverLeft
+		}
+		return t
 	}
 	defer resp.Body.Close()
 	t := tryResult{status: resp.StatusCode, retryAfter: -1}

@@ -124,6 +124,28 @@ func classify(ctx context.Context, err error, timeout time.Duration, at string, 
 	return t
 }
 
+// handshakeRefused tells a TLS alert the server sent about the client's
+// certificate: under TLS 1.3 the client's side of the handshake ends
+// before the server checks the certificate, so the request is written
+// and the refusal comes as the answer's first read. The server's side of
+// the handshake never completed, and TLS hands a server's application no
+// byte before it completes (RFC 8446 §4.4.4; Go's client offers no
+// post-handshake authentication): on a new connection the request was
+// read by no one, so the call is not_applied, as under TLS 1.2.
+func handshakeRefused(err error) bool {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "remote error" || op.Err == nil {
+		return false
+	}
+	switch op.Err.Error() {
+	case "tls: certificate required", "tls: bad certificate", "tls: unknown certificate authority",
+		"tls: access denied", "tls: certificate expired", "tls: certificate revoked",
+		"tls: unsupported certificate", "tls: handshake failure":
+		return true
+	}
+	return false
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
