@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,7 +46,7 @@ func tryLockGather(ctx context.Context, tx *Tx, d *touba.Delivery) error {
 
 // qFindGathering: the open gathering of (trigger, key, value), locked, and
 // whether its carrier still waits in it.
-const qFindGathering = `SELECT g.carrier, g.size, g.wake_at, g.deadline, e.status = 'waiting' AND e.lease_token = 0
+const qFindGathering = `SELECT g.carrier, g.size, g.started_at, g.wake_at, g.deadline, e.status = 'waiting' AND e.lease_token = 0
 	FROM touba.gatherings g JOIN touba.entries e ON e.queue_id = g.carrier
 	WHERE g.trigger_ref = $1 AND g.key = $2 AND g.value = $3 AND g.state = 'open'
 	FOR UPDATE OF g`
@@ -58,15 +59,20 @@ func gather(ctx context.Context, tx *Tx, o *enqueueOp, clock time.Time) error {
 	at := touba.FormatTime(now)
 	var carrier, wakeS, deadlineS string
 	var size int
+	var kept *string
 	var live bool
-	err := tx.QueryRow(ctx, qFindGathering, d.TriggerRef, g.Key, g.Value).Scan(&carrier, &size, &wakeS, &deadlineS, &live)
+	err := tx.QueryRow(ctx, qFindGathering, d.TriggerRef, g.Key, g.Value).Scan(&carrier, &size, &kept, &wakeS, &deadlineS, &live)
 	switch {
 	case err == nil && live:
-		return merge(ctx, tx, o, carrier, size, wakeS, deadlineS, now)
+		held, err := gatheringBytes(ctx, tx, carrier, kept)
+		if err != nil {
+			return fmt.Errorf("gathering %s: %w", carrier, err)
+		}
+		return merge(ctx, tx, o, carrier, size, held, wakeS, deadlineS, now)
 	case err == nil:
 		// Dead (its carrier was cancelled or parked): closed, so this
 		// delivery opens the key's next gathering.
-		if _, err := tx.Exec(ctx, `UPDATE touba.gatherings SET state = 'closed' WHERE carrier = $1 AND state = 'open'`, carrier); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE touba.gatherings SET state = 'closed', started_at = NULL WHERE carrier = $1 AND state = 'open'`, carrier); err != nil {
 			return fmt.Errorf("close gathering %s: %w", carrier, err)
 		}
 	case !errors.Is(err, pgx.ErrNoRows):
@@ -74,9 +80,9 @@ func gather(ctx context.Context, tx *Tx, o *enqueueOp, clock time.Time) error {
 	}
 	wake, deadline := g.Opened(now)
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO touba.gatherings (carrier, trigger_ref, kind, key, value, state, size, opened_at, last_at, wake_at, deadline)
-		VALUES ($1, $2, $3, $4, $5, 'open', 1, $6, $6, $7, $8)`, d.QueueID, d.TriggerRef, g.Kind, g.Key, g.Value, at,
-		touba.FormatTime(wake), touba.FormatTime(deadline))
+	b.Queue(`INSERT INTO touba.gatherings (carrier, trigger_ref, kind, key, value, state, size, opened_at, last_at, wake_at, deadline, started_at)
+		VALUES ($1, $2, $3, $4, $5, 'open', 1, $6, $6, $7, $8, $9)`, d.QueueID, d.TriggerRef, g.Kind, g.Key, g.Value, at,
+		touba.FormatTime(wake), touba.FormatTime(deadline), strconv.Itoa(len(d.Body)))
 	b.Queue(`UPDATE touba.entries SET status = 'waiting', wake_at = NULL, updated_at = $2 WHERE queue_id = $1`, d.QueueID, at)
 	if err := tx.execBatch(ctx, b); err != nil {
 		return fmt.Errorf("open gathering: %w", err)
@@ -85,16 +91,33 @@ func gather(ctx context.Context, tx *Tx, o *enqueueOp, clock time.Time) error {
 	return nil
 }
 
+// gatheringBytes reads an open gathering's byte count from started_at, summing
+// the bodies of carrier and its merged entries when none is kept (a
+// gathering opened by a build that kept none).
+func gatheringBytes(ctx context.Context, tx *Tx, carrier string, kept *string) (int64, error) {
+	if kept != nil {
+		if n, err := strconv.ParseInt(*kept, 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	var n int64
+	err := tx.QueryRow(ctx, `SELECT coalesce(sum(octet_length(body)), 0)::bigint FROM touba.entries
+		WHERE queue_id = $1 OR merged_into = $1`, carrier).Scan(&n)
+	return n, err
+}
+
 // merge merges the new entry into carrier's gathering (locked), which held
-// size deliveries, and starts it when that fills it.
-func merge(ctx context.Context, tx *Tx, o *enqueueOp, carrier string, size int, wakeS, deadlineS string, now time.Time) error {
+// size deliveries and held bytes of bodies, and starts it when that fills
+// it.
+func merge(ctx context.Context, tx *Tx, o *enqueueOp, carrier string, size int, held int64, wakeS, deadlineS string, now time.Time) error {
 	d, g := o.d, o.d.Gather
-	m, err := g.Merge(now, size, wakeS, deadlineS)
+	m, err := g.Merge(now, size, held, int64(len(d.Body)), wakeS, deadlineS)
 	if err != nil {
 		return fmt.Errorf("gathering %s: %w", carrier, err)
 	}
 	at := touba.FormatTime(now)
-	state, started := touba.GatheringOpen, (*string)(nil)
+	count := strconv.FormatInt(m.Bytes, 10)
+	state, started := touba.GatheringOpen, &count
 	if m.Started {
 		state, started = touba.GatheringStarted, &at
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
@@ -21,13 +22,41 @@ import (
 // a gathering that started. The carrier's wake_at on entries stays NULL:
 // the gathering's time is its own (gatherings_wake), read by NextWake and
 // StartDue, so a release without gatherings never wakes a carrier.
+//
+// The bytes of the bodies a gathering holds (max_bytes, issue 43) are kept
+// in its row's started_at while it is open, as decimal text, beside its
+// size, and moved in the same statement: no migration (the row has no
+// column of its own for them, and summing the merged bodies at each merge
+// would cost a read of every merged entry per delivery). started_at is
+// NULL while a gathering is open otherwise, and the start writes its time
+// over the count; readers take it as a time only once the gathering is
+// started (gatheringColumns), and a close clears it. A gathering opened by a build that kept no
+// count (NULL) has its bodies summed once, at its next merge.
+
+// gatherBytes is a gathering's byte count as started_at keeps it.
+func gatherBytes(n int64) string { return strconv.FormatInt(n, 10) }
+
+// heldBytes reads an open gathering's byte count from started_at, summing
+// the bodies of carrier and its merged entries when none is kept.
+func heldBytes(ctx context.Context, tx *sqlitex.Tx, carrier string, kept sql.NullString) (int64, error) {
+	if kept.Valid {
+		if n, err := strconv.ParseInt(kept.String, 10, 64); err == nil {
+			return n, nil
+		}
+	}
+	var n int64
+	err := tx.QueryRowContext(ctx, `SELECT coalesce(SUM(length(body)), 0) FROM entries
+		WHERE queue_id = ?1 OR queue_id IN (SELECT queue_id FROM entries INDEXED BY entries_merged WHERE merged_into = ?1)`,
+		carrier).Scan(&n)
+	return n, err
+}
 
 var _ touba.GatherStore = (*Queue)(nil)
 
 const (
 	// qFindGathering: the open gathering of (trigger, key, value), and
 	// whether its carrier still waits in it (live, touba.Gathering).
-	qFindGathering = `SELECT g.carrier, g.size, g.wake_at, g.deadline, e.status = 'waiting' AND e.lease_token = 0
+	qFindGathering = `SELECT g.carrier, g.size, g.started_at, g.wake_at, g.deadline, e.status = 'waiting' AND e.lease_token = 0
 		FROM gatherings g JOIN entries e ON e.queue_id = g.carrier
 		WHERE g.trigger_ref = ? AND g.key = ? AND g.value = ? AND g.state = 'open'`
 	qMergeInto = `UPDATE gatherings SET size = ?, last_at = ?, wake_at = ?, state = ?, started_at = ? WHERE carrier = ?`
@@ -35,9 +64,9 @@ const (
 		WHERE queue_id = ?`
 	// qStartCarrier: a gathering started; its carrier is due at once.
 	qStartCarrier  = `UPDATE entries SET status = 'pending', not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'waiting'`
-	qCloseDead     = `UPDATE gatherings SET state = 'closed' WHERE carrier = ? AND state = 'open'`
-	qOpenGathering = `INSERT INTO gatherings (carrier, trigger_ref, kind, key, value, state, size, opened_at, last_at, wake_at, deadline)
-		VALUES (?, ?, ?, ?, ?, 'open', 1, ?, ?, ?, ?)`
+	qCloseDead     = `UPDATE gatherings SET state = 'closed', started_at = NULL WHERE carrier = ? AND state = 'open'`
+	qOpenGathering = `INSERT INTO gatherings (carrier, trigger_ref, kind, key, value, state, size, opened_at, last_at, wake_at, deadline, started_at)
+		VALUES (?, ?, ?, ?, ?, 'open', 1, ?, ?, ?, ?, ?)`
 	qCarry = `UPDATE entries SET status = 'waiting', wake_at = NULL, updated_at = ? WHERE queue_id = ?`
 )
 
@@ -53,15 +82,20 @@ func (q *Queue) gather(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, r
 	at := touba.FormatTime(now)
 	var carrier, wakeS, deadlineS string
 	var size int
+	var kept sql.NullString
 	var live bool
-	err := tx.QueryRowContext(ctx, qFindGathering, d.TriggerRef, g.Key, g.Value).Scan(&carrier, &size, &wakeS, &deadlineS, &live)
+	err := tx.QueryRowContext(ctx, qFindGathering, d.TriggerRef, g.Key, g.Value).Scan(&carrier, &size, &kept, &wakeS, &deadlineS, &live)
 	switch {
 	case err == nil && live:
-		m, err := g.Merge(now, size, wakeS, deadlineS)
+		held, err := heldBytes(ctx, tx, carrier, kept)
 		if err != nil {
 			return fmt.Errorf("gathering %s: %w", carrier, err)
 		}
-		state, started := touba.GatheringOpen, any(nil)
+		m, err := g.Merge(now, size, held, int64(len(d.Body)), wakeS, deadlineS)
+		if err != nil {
+			return fmt.Errorf("gathering %s: %w", carrier, err)
+		}
+		state, started := touba.GatheringOpen, any(gatherBytes(m.Bytes))
 		if m.Started {
 			state, started = touba.GatheringStarted, at
 		}
@@ -95,7 +129,7 @@ func (q *Queue) gather(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, r
 	}
 	wake, deadline := g.Opened(now)
 	if _, err := tx.ExecContext(ctx, qOpenGathering, d.QueueID, d.TriggerRef, g.Kind, g.Key, g.Value, at, at,
-		touba.FormatTime(wake), touba.FormatTime(deadline)); err != nil {
+		touba.FormatTime(wake), touba.FormatTime(deadline), gatherBytes(int64(len(d.Body)))); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, qCarry, at, d.QueueID); err != nil {
@@ -148,7 +182,8 @@ func (q *Queue) StartDue(ctx context.Context, now time.Time, limit int) (int64, 
 }
 
 const gatheringColumns = `g.carrier, g.trigger_ref, g.kind, g.key, g.value, g.state,
-	g.state = 'open' AND e.status = 'waiting' AND e.lease_token = 0, g.size, g.opened_at, g.last_at, g.wake_at, g.deadline, g.started_at`
+	g.state = 'open' AND e.status = 'waiting' AND e.lease_token = 0, g.size, g.opened_at, g.last_at, g.wake_at, g.deadline,
+	CASE WHEN g.state = 'started' THEN g.started_at END`
 
 // Gathering is the gathering carrier carries, nil when none.
 func (q *Queue) Gathering(ctx context.Context, carrier string) (*touba.Gathering, error) {
@@ -182,6 +217,45 @@ func (q *Queue) Gathered(ctx context.Context, carrier string) ([]*touba.Delivery
 		return nil, fmt.Errorf("gathered into %s: %w", carrier, err)
 	}
 	return out, nil
+}
+
+// GatheredAt is the entry merged into carrier at place seq, nil when none.
+func (q *Queue) GatheredAt(ctx context.Context, carrier string, seq int) (*touba.Delivery, error) {
+	rows, err := q.db.Read.QueryContext(ctx, `SELECT `+entryColumns+` FROM entries INDEXED BY entries_merged
+		WHERE merged_into = ? AND merged_seq = ?`, carrier, seq)
+	if err != nil {
+		return nil, fmt.Errorf("gathered into %s at %d: %w", carrier, seq, err)
+	}
+	defer rows.Close()
+	out, err := scanEntries(rows)
+	if err != nil || len(out) == 0 {
+		return nil, err
+	}
+	return out[0], nil
+}
+
+// EachGathered calls fn with each entry merged into carrier, in merge
+// order, one row at a time.
+func (q *Queue) EachGathered(ctx context.Context, carrier string, fn func(*touba.Delivery) error) error {
+	rows, err := q.db.Read.QueryContext(ctx, `SELECT `+entryColumns+` FROM entries INDEXED BY entries_merged
+		WHERE merged_into = ? ORDER BY merged_seq`, carrier)
+	if err != nil {
+		return fmt.Errorf("gathered into %s: %w", carrier, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		d, err := scanEntry(rows)
+		if err != nil {
+			return fmt.Errorf("gathered into %s: %w", carrier, err)
+		}
+		if err := fn(d); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("gathered into %s: %w", carrier, err)
+	}
+	return nil
 }
 
 // GatherCounts counts the live gatherings and the merged entries.

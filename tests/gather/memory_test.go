@@ -1,0 +1,225 @@
+package gather_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/touba/touba-trigger/internal/testkit"
+)
+
+// Issue 43: a carrier's run loaded every merged body and parsed them all
+// into /events, about 4.5-5 times the bodies at its peak; 10,000 deliveries
+// of 40 KB under a 1 GB limit died of it, and so did every restart. These
+// tests send one large gathering to one key through the real binary and
+// read the daemon's peak resident memory (VmHWM of /proc/<pid>/status).
+
+// refBig batches one key's deliveries into one run of a step that reads
+// /events (the whole gathering).
+const refBig = "trigger:g/Big"
+
+// bigWorld is a world of refBig alone: a batch of size deliveries, whose
+// window is far longer than any test (the batch starts when it is full),
+// and whose max_bytes holds them all; the step writes /events to remote.
+func bigWorld(t *testing.T, size int, maxBytes int64, remoteURL string) *world {
+	t.Helper()
+	dir := t.TempDir()
+	w := &world{t: t, dir: dir, program: filepath.Join(dir, "program.air.json"),
+		manifest: filepath.Join(dir, "touba.manifest.json"), queue: filepath.Join(dir, "q.sqlite"),
+		state: filepath.Join(dir, "s.sqlite"), journal: filepath.Join(dir, "j.sqlite"), sock: filepath.Join(dir, "admin.sock")}
+	limit := ""
+	if maxBytes > 0 {
+		limit = fmt.Sprintf(`, "max_bytes": %d`, maxBytes)
+	}
+	program := fmt.Sprintf(`{"air_version": "touba-air-v1", "triggers": [
+	  {"ref": %q, "source": {"kind": "webhook", "max_body_bytes": 1048576},
+	   "batch": {"key": {"$ref": "/event/body/key"}, "max_size": %d, "window_ms": 3600000%s},
+	   "steps": [{"id": "write", "tool": "tool:g/Write", "input": {"key": {"$ref": "/event/body/key"}, "events": {"$ref": "/events"}}}],
+	   "retry": {"max_attempts": 20, "initial_interval_ms": 20, "max_interval_ms": 200}}]}`, refBig, size, limit)
+	manifest := fmt.Sprintf(`{"manifest_version": "touba-manifest-v1", "bindings": {"tool:g/Write": {
+	  "handler": {"kind": "webhook", "options": {"url": %q, "timeout_sec": 120}, "credentials": {"hmac_secret": {"env": "GATHER_HMAC"}}},
+	  "timeout_ms": 300000, "max_payload_bytes": 1073741824,
+	  "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`, remoteURL)
+	for path, content := range map[string]string{w.program: program, w.manifest: manifest} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// bigRemote answers the step's calls: it decodes each (the seqs of its
+// events), and holds the first call until release is closed, so the test
+// can read the daemon's memory while its run is at its peak and kill it
+// there.
+type bigRemote struct {
+	srv     *httptest.Server
+	arrived chan struct{} // closed when the first call's body was read
+	release chan struct{}
+	once    sync.Once
+
+	mu    sync.Mutex
+	calls [][]int // each call's seqs
+}
+
+func newBigRemote(t *testing.T) *bigRemote {
+	r := &bigRemote{arrived: make(chan struct{}), release: make(chan struct{})}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(func() {
+		r.once.Do(func() { close(r.release) })
+		r.srv.Close()
+	})
+	return r
+}
+
+func (r *bigRemote) serve(w http.ResponseWriter, req *http.Request) {
+	var in struct {
+		Input struct {
+			Events []struct {
+				Body struct {
+					Seq int `json:"seq"`
+				} `json:"body"`
+			} `json:"events"`
+		} `json:"input"`
+	}
+	if err := json.NewDecoder(req.Body).Decode(&in); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	seqs := make([]int, len(in.Input.Events))
+	for i, e := range in.Input.Events {
+		seqs[i] = e.Body.Seq
+	}
+	r.mu.Lock()
+	first := len(r.calls) == 0
+	r.calls = append(r.calls, seqs)
+	r.mu.Unlock()
+	if first {
+		close(r.arrived)
+		<-r.release
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write([]byte(`{"stored": true}`))
+}
+
+func (r *bigRemote) got() [][]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([][]int(nil), r.calls...)
+}
+
+// vmHWM is the peak resident set of process pid, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}
+
+// bigBody is delivery seq's body: about size bytes of JSON.
+func bigBody(seq, size int) string {
+	head := fmt.Sprintf(`{"key": "big", "seq": %d, "pad": "`, seq)
+	return head + strings.Repeat(string(rune('a'+seq%26)), size-len(head)-2) + `"}`
+}
+
+// postBig sends n deliveries of size bytes to refBig, 8 at a time.
+func postBig(t *testing.T, d *testkit.Daemon, n, size int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	sem := make(chan struct{}, 8)
+	for i := 1; i <= n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(seq int) {
+			defer func() { <-sem; wg.Done() }()
+			req, _ := http.NewRequest(http.MethodPost, d.URL()+"/triggers/g/Big", strings.NewReader(bigBody(seq, size)))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("X-Touba-Event-Id", fmt.Sprintf("big-%05d", seq))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusAccepted {
+				errs <- fmt.Errorf("delivery %d: %d", seq, resp.StatusCode)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// TestLargeGatheringPeakMemory: 2,000 deliveries of 40 KB (80 MB of
+// bodies) batched into one run whose step reads /events. The daemon's peak
+// resident memory while the run's call is in flight stays under three
+// times the bodies plus a base; killed there (SIGKILL), the restarted
+// daemon comes up, runs the gathering again within the same bound, and
+// finishes it: the remote saw every delivery, in order.
+func TestLargeGatheringPeakMemory(t *testing.T) {
+	const n, size = 2000, 40 << 10
+	const bodies = int64(n * size)
+	const bound = 3*bodies + 96<<20
+	r := newBigRemote(t)
+	w := bigWorld(t, n, 128<<20, r.srv.URL)
+	d := w.start("")
+	postBig(t, d, n, size)
+	select {
+	case <-r.arrived:
+	case <-time.After(waitLong):
+		t.Fatalf("the gathering's run did not reach the remote\n%s", d.Log())
+	}
+	peak := vmHWM(t, d.Cmd.Process.Pid)
+	t.Logf("peak RSS with the run's call in flight: %d MiB (bodies %d MiB, bound %d MiB)", peak>>20, bodies>>20, bound>>20)
+	if peak > bound {
+		t.Errorf("peak RSS %d MiB, want at most %d MiB (3x the %d MiB of bodies + 96 MiB)", peak>>20, bound>>20, bodies>>20)
+	}
+	d.Kill()
+
+	d = w.start("")
+	testkit.WaitFor(t, waitLong, func() bool { return len(r.got()) >= 2 }, "the restarted daemon's run to reach the remote")
+	r.once.Do(func() { close(r.release) })
+	testkit.WaitFor(t, waitLong, func() bool {
+		var done []entry
+		w.cli(&done, "queue", "ls", "--trigger", refBig, "--status", "done")
+		return len(done) == 1
+	}, "the carrier done")
+	again := vmHWM(t, d.Cmd.Process.Pid)
+	t.Logf("peak RSS of the restarted daemon: %d MiB", again>>20)
+	if again > bound {
+		t.Errorf("restarted daemon's peak RSS %d MiB, want at most %d MiB", again>>20, bound>>20)
+	}
+	for i, seqs := range r.got() {
+		if len(seqs) != n || seqs[0] != 1 || seqs[n-1] != n {
+			t.Fatalf("call %d saw %d events, want %d in order", i, len(seqs), n)
+		}
+	}
+	w.stop()
+}
