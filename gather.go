@@ -190,8 +190,11 @@ type Gathering struct {
 	// Live: open and its carrier still waits in it (state open alone may
 	// be a gathering whose carrier a cancel ended).
 	Live bool `json:"live"`
-	// Size is how many deliveries it holds, its carrier included.
+	// Size is how many deliveries it holds, its carrier included; Bytes
+	// the bytes of their bodies, as max_bytes counts them (read from the
+	// entries: a body retention purged counts none).
 	Size     int       `json:"size"`
+	Bytes    int64     `json:"bytes"`
 	OpenedAt time.Time `json:"opened_at"`
 	LastAt   time.Time `json:"last_at"`
 	// WakeAt is when it starts (or started) unless filled first; Deadline
@@ -249,8 +252,9 @@ type GatherStore interface {
 	GatheredAt(ctx context.Context, carrier string, seq int) (*Delivery, error)
 	// EachGathered calls fn with each entry merged into carrier, in
 	// order, body included, reading them one at a time: a run reading
-	// /events holds one body of the store's at a time. It stops at fn's
-	// first error and returns it.
+	// /events holds one body of the store's at a time. A body is valid
+	// until fn returns (the store may reuse its memory): fn copies what it
+	// keeps. It stops at fn's first error and returns it.
 	EachGathered(ctx context.Context, carrier string, fn func(*Delivery) error) error
 	// GatherCounts counts the live gatherings and the merged entries.
 	GatherCounts(ctx context.Context) (open, merged int64, err error)

@@ -27,7 +27,24 @@ type gathering struct {
 	ctx     context.Context
 	gs      touba.GatherStore
 	carrier string
-	size    int // the deliveries it holds, the carrier included
+	size    int   // the deliveries it holds, the carrier included
+	bytes   int64 // the bytes of their bodies
+}
+
+// eventsSize is about the size of /events written: the bodies, and for
+// each delivery its members as the entry's own take, with room to spare,
+// so that the input is written into one buffer, never grown and copied
+// (each growth of a buffer of the gathering's size held it twice over).
+func (rc *runContext) eventsSize() int {
+	if rc.g == nil {
+		return 0
+	}
+	each := 256 + len(rc.e.EventID) + len(rc.e.QueueID) + len(rc.e.TriggerRef)
+	for k, v := range rc.e.Headers {
+		each += len(k) + len(v) + 8
+	}
+	n := rc.g.bytes + int64(rc.g.size*each)
+	return int(n + n/32)
 }
 
 // event is /event: the last delivery of the entry's gathering, read once.
@@ -180,17 +197,19 @@ func (rc *runContext) appendDocument(out []byte) ([]byte, error) {
 // it (what decoding and encoding it gives), else decoded as eventDoc
 // does (a body that is not JSON is a string).
 func appendEvent(out []byte, d *touba.Delivery) ([]byte, error) {
-	body, err := handler.Canonical(d.Body)
-	if err != nil {
-		if body, err = canonical(parseBody(d.Body)); err != nil {
+	out = append(out, `{"body":`...)
+	var err error
+	if out, err = handler.AppendCanonical(out, d.Body); err != nil {
+		body, err := canonical(parseBody(d.Body))
+		if err != nil {
 			return nil, fmt.Errorf("body of %s: %w", d.QueueID, err)
 		}
+		out = append(out, body...)
 	}
 	headers := make(map[string]any, len(d.Headers))
 	for k, v := range d.Headers {
 		headers[k] = v
 	}
-	out = append(append(out, `{"body":`...), body...)
 	for _, m := range []struct {
 		key string
 		v   any

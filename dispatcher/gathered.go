@@ -32,5 +32,5 @@ func (d *Dispatcher) gathered(ctx context.Context, t *trigger.Trigger, e *touba.
 	if g == nil || g.Size < 2 {
 		return nil, nil
 	}
-	return &gathering{ctx: ctx, gs: gs, carrier: e.QueueID, size: g.Size}, nil
+	return &gathering{ctx: ctx, gs: gs, carrier: e.QueueID, size: g.Size, bytes: g.Bytes}, nil
 }

@@ -175,7 +175,11 @@ func (rc *runContext) resolve(cfg *Config, input json.RawMessage) (json.RawMessa
 	if err != nil {
 		return nil, touba.Errorf(touba.EStepInputUnresolved, "input is not JSON: %v", err)
 	}
-	out := make([]byte, 0, tpl.size+len(rc.e.Body))
+	n := tpl.size + len(rc.e.Body)
+	if tpl.events {
+		n += rc.eventsSize()
+	}
+	out := make([]byte, 0, n)
 	for _, p := range tpl.parts {
 		if !p.ref {
 			out = append(out, p.text...)

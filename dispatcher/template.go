@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/touba/touba-trigger/handler"
 )
@@ -17,6 +18,9 @@ import (
 type template struct {
 	parts []part
 	size  int // bytes of literal text
+	// events: a pointer names /events or the whole document, whose
+	// value is as large as the gathering (resolve sizes its output).
+	events bool
 }
 
 type part struct {
@@ -76,6 +80,9 @@ func (t *template) emit(lit []byte, v any) ([]byte, error) {
 			ptr, _ := ref.(string) // not a string: "", the whole document, as before
 			t.flush(lit)
 			t.parts = append(t.parts, part{ref: true, ptr: ptr})
+			if ptr == "" || ptr == "/events" || strings.HasPrefix(ptr, "/events/") {
+				t.events = true
+			}
 			return nil, nil
 		}
 		lit = append(lit, '{')

@@ -36,7 +36,7 @@ func testGatherMaxBytes(t *testing.T, f Factory) {
 			t.Fatalf("delivery %d (%d bytes gathered): %+v, want merged, the gathering open", i, i*body, r)
 		}
 	}
-	if g := e.gathering(t, gs, carrier); g.State != touba.GatheringOpen || g.Size != 3 || g.StartedAt != nil {
+	if g := e.gathering(t, gs, carrier); g.State != touba.GatheringOpen || g.Size != 3 || g.StartedAt != nil || g.Bytes != 3*body {
 		t.Fatalf("gathering under max_bytes: %+v, want open, 3 deliveries, not started", g)
 	}
 	e = e.reopen(t)
@@ -47,7 +47,7 @@ func testGatherMaxBytes(t *testing.T, f Factory) {
 	}
 	e.wantStatus(t, carrier, touba.StatusPending, "")
 	if g := e.gathering(t, gs, carrier); g.State != touba.GatheringStarted || g.Size != 4 || g.StartedAt == nil ||
-		!g.StartedAt.Equal(e.clock.Now()) {
+		!g.StartedAt.Equal(e.clock.Now()) || g.Bytes != 4*body {
 		t.Fatalf("gathering past max_bytes: %+v, want started now with 4 deliveries", g)
 	}
 	e.wantGathered(t, gs, carrier, "mb-2", "mb-3", "mb-4")

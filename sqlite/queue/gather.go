@@ -183,7 +183,9 @@ func (q *Queue) StartDue(ctx context.Context, now time.Time, limit int) (int64, 
 
 const gatheringColumns = `g.carrier, g.trigger_ref, g.kind, g.key, g.value, g.state,
 	g.state = 'open' AND e.status = 'waiting' AND e.lease_token = 0, g.size, g.opened_at, g.last_at, g.wake_at, g.deadline,
-	CASE WHEN g.state = 'started' THEN g.started_at END`
+	CASE WHEN g.state = 'started' THEN g.started_at END,
+	coalesce(length(e.body), 0) + (SELECT coalesce(SUM(length(m.body)), 0) FROM entries m INDEXED BY entries_merged
+		WHERE m.merged_into = g.carrier)`
 
 // Gathering is the gathering carrier carries, nil when none.
 func (q *Queue) Gathering(ctx context.Context, carrier string) (*touba.Gathering, error) {
@@ -192,7 +194,7 @@ func (q *Queue) Gathering(ctx context.Context, carrier string) (*touba.Gathering
 	var started *string
 	err := q.db.Read.QueryRowContext(ctx, `SELECT `+gatheringColumns+` FROM gatherings g JOIN entries e ON e.queue_id = g.carrier
 		WHERE g.carrier = ?`, carrier).Scan(&g.Carrier, &g.TriggerRef, &g.Kind, &g.Key, &g.Value, &g.State, &g.Live,
-		&g.Size, &opened, &last, &wake, &deadline, &started)
+		&g.Size, &opened, &last, &wake, &deadline, &started, &g.Bytes)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	} else if err != nil {
@@ -234,8 +236,23 @@ func (q *Queue) GatheredAt(ctx context.Context, carrier string, seq int) (*touba
 	return out[0], nil
 }
 
+// rawBody scans an entry (entryColumns) with its body as the driver read
+// it, not copied again: valid until the next row (EachGathered's fn).
+type rawBody struct{ *sql.Rows }
+
+func (r rawBody) Scan(dest ...any) error {
+	body := dest[4].(*[]byte)
+	var raw sql.RawBytes
+	dest[4] = &raw
+	if err := r.Rows.Scan(dest...); err != nil {
+		return err
+	}
+	*body = raw
+	return nil
+}
+
 // EachGathered calls fn with each entry merged into carrier, in merge
-// order, one row at a time.
+// order, one row at a time; each body is valid until fn returns.
 func (q *Queue) EachGathered(ctx context.Context, carrier string, fn func(*touba.Delivery) error) error {
 	rows, err := q.db.Read.QueryContext(ctx, `SELECT `+entryColumns+` FROM entries INDEXED BY entries_merged
 		WHERE merged_into = ? ORDER BY merged_seq`, carrier)
@@ -244,7 +261,7 @@ func (q *Queue) EachGathered(ctx context.Context, carrier string, fn func(*touba
 	}
 	defer rows.Close()
 	for rows.Next() {
-		d, err := scanEntry(rows)
+		d, err := scanEntry(rawBody{rows})
 		if err != nil {
 			return fmt.Errorf("gathered into %s: %w", carrier, err)
 		}
