@@ -228,3 +228,63 @@ func TestLargeGatheringPeakMemory(t *testing.T) {
 	}
 	w.stop()
 }
+
+// TestFullGatheringPeakMemory is issue 43's own case, run by hand: 10,000
+// deliveries of 40 KB (400 MB of bodies) to one key, the step reading
+// /events, under the 1 GB that killed the daemon before. Set
+// TOUBA_GATHER_FULL=1 to run it; TOUBA_GATHER_FULL_MAX_BYTES sets the
+// batch's max_bytes (default: none in the program, so 64 MiB, and the key's
+// deliveries make several runs; 1073741824 makes it one gathering of them
+// all). It logs the daemon's peak RSS and the runs' sizes.
+func TestFullGatheringPeakMemory(t *testing.T) {
+	if os.Getenv("TOUBA_GATHER_FULL") == "" {
+		t.Skip("set TOUBA_GATHER_FULL=1 to run 10,000 deliveries of 40 KB (a few minutes, GBs in the test process)")
+	}
+	const n, size = 10_000, 40 << 10
+	var maxBytes int64
+	if v := os.Getenv("TOUBA_GATHER_FULL_MAX_BYTES"); v != "" {
+		var err error
+		if maxBytes, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newBigRemote(t)
+	r.once.Do(func() { close(r.release) }) // no call is held
+	w := bigWorld(t, n, maxBytes, r.srv.URL)
+	d := w.start("")
+	start := time.Now()
+	postBig(t, d, 1, n, size)
+	t.Logf("intake of %d deliveries of %d KiB: %s, peak RSS so far %d MiB", n, size>>10, time.Since(start).Round(time.Millisecond),
+		vmHWM(t, d.Cmd.Process.Pid)>>20)
+	var seen int
+	testkit.WaitFor(t, 10*time.Minute, func() bool {
+		seen = 0
+		for _, c := range r.got() {
+			seen += len(c)
+		}
+		if seen < n {
+			return false
+		}
+		var done []entry
+		w.cli(&done, "queue", "ls", "--trigger", refBig, "--status", "done", "--limit", "10000")
+		return len(done) == len(r.got())
+	}, "every delivery run")
+	var sizes []int
+	all := map[int]bool{}
+	for _, c := range r.got() {
+		sizes = append(sizes, len(c))
+		for _, s := range c {
+			all[s] = true
+		}
+	}
+	peak := vmHWM(t, d.Cmd.Process.Pid)
+	t.Logf("max_bytes %d: %d runs of %v deliveries; %d distinct; daemon peak RSS %d MiB (bodies %d MiB); %s in all",
+		maxBytes, len(sizes), sizes, len(all), peak>>20, (n*size)>>20, time.Since(start).Round(time.Millisecond))
+	if len(all) != n || seen != n {
+		t.Errorf("the runs saw %d deliveries (%d distinct), want each of %d once", seen, len(all), n)
+	}
+	if peak > 1<<30 {
+		t.Errorf("peak RSS %d MiB, want under 1 GiB", peak>>20)
+	}
+	w.stop()
+}
