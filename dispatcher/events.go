@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 
 	touba "github.com/touba/touba-trigger"
@@ -21,6 +22,11 @@ import (
 // decoded into a tree. What a run holds of its gathering is then the
 // input (the bodies once, in canonical form), and the gathering's bodies
 // are bounded at intake (max_bytes).
+
+// collectEvery is how many bytes of bodies a run reads for /events between
+// two collections of what it read (appendEvents): a gathering under the
+// default max_bytes is read without one.
+const collectEvery = int(touba.DefaultGatherMaxBytes)
 
 // gathering reads a carrier's merged entries from the store.
 type gathering struct {
@@ -120,12 +126,21 @@ func (rc *runContext) appendEvents(out []byte, ptr string, toks []string) ([]byt
 		out = append(out, '[')
 		first := true
 		var werr error
+		var read int
 		err := rc.each(func(d *touba.Delivery) error {
 			if !first {
 				out = append(out, ',')
 			}
 			first = false
 			out, werr = appendEvent(out, d)
+			// The store's copy of each body read is garbage at once, and the
+			// daemon's GC percent (300, for intake) would let up to three
+			// times the input of it stand before collecting: past
+			// collectEvery bytes read, it is collected now.
+			if read += len(d.Body); read >= collectEvery {
+				read = 0
+				runtime.GC()
+			}
 			return werr
 		})
 		if werr != nil {
