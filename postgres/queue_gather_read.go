@@ -20,7 +20,7 @@ func (q *Queue) Gathering(ctx context.Context, carrier string) (*touba.Gathering
 	var started *string
 	err := q.db.pool.QueryRow(ctx, `SELECT g.carrier, g.trigger_ref, g.kind, g.key, g.value, g.state,
 			g.state = 'open' AND e.status = 'waiting' AND e.lease_token = 0, g.size, g.opened_at, g.last_at, g.wake_at,
-			g.deadline, CASE WHEN g.state = 'started' THEN g.started_at END,
+			g.deadline, g.started_at,
 			coalesce(octet_length(e.body), 0) + (SELECT coalesce(sum(octet_length(m.body)), 0) FROM touba.entries m
 				WHERE m.merged_into = g.carrier)::bigint
 		FROM touba.gatherings g JOIN touba.entries e ON e.queue_id = g.carrier WHERE g.carrier = $1`, carrier).

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
@@ -24,25 +23,17 @@ import (
 // StartDue, so a release without gatherings never wakes a carrier.
 //
 // The bytes of the bodies a gathering holds (max_bytes, issue 43) are kept
-// in its row's started_at while it is open, as decimal text, beside its
-// size, and moved in the same statement: no migration (the row has no
-// column of its own for them, and summing the merged bodies at each merge
-// would cost a read of every merged entry per delivery). started_at is
-// NULL while a gathering is open otherwise, and the start writes its time
-// over the count; readers take it as a time only once the gathering is
-// started (gatheringColumns), and a close clears it. A gathering opened by a build that kept no
-// count (NULL) has its bodies summed once, at its next merge.
+// in its row's bytes column (0011_gather_bytes.sql), beside its size and
+// moved in the same statement: summing the merged bodies at each merge
+// would read every merged entry per delivery. A gathering opened by a
+// release that kept no count (bytes NULL) has its bodies summed once, at
+// its next merge.
 
-// gatherBytes is a gathering's byte count as started_at keeps it.
-func gatherBytes(n int64) string { return strconv.FormatInt(n, 10) }
-
-// heldBytes reads an open gathering's byte count from started_at, summing
-// the bodies of carrier and its merged entries when none is kept.
-func heldBytes(ctx context.Context, tx *sqlitex.Tx, carrier string, kept sql.NullString) (int64, error) {
+// heldBytes is an open gathering's byte count: kept, or the bodies of
+// carrier and its merged entries summed when none is kept.
+func heldBytes(ctx context.Context, tx *sqlitex.Tx, carrier string, kept sql.NullInt64) (int64, error) {
 	if kept.Valid {
-		if n, err := strconv.ParseInt(kept.String, 10, 64); err == nil {
-			return n, nil
-		}
+		return kept.Int64, nil
 	}
 	var n int64
 	err := tx.QueryRowContext(ctx, `SELECT coalesce(SUM(length(body)), 0) FROM entries
@@ -56,16 +47,16 @@ var _ touba.GatherStore = (*Queue)(nil)
 const (
 	// qFindGathering: the open gathering of (trigger, key, value), and
 	// whether its carrier still waits in it (live, touba.Gathering).
-	qFindGathering = `SELECT g.carrier, g.size, g.started_at, g.wake_at, g.deadline, e.status = 'waiting' AND e.lease_token = 0
+	qFindGathering = `SELECT g.carrier, g.size, g.bytes, g.wake_at, g.deadline, e.status = 'waiting' AND e.lease_token = 0
 		FROM gatherings g JOIN entries e ON e.queue_id = g.carrier
 		WHERE g.trigger_ref = ? AND g.key = ? AND g.value = ? AND g.state = 'open'`
-	qMergeInto = `UPDATE gatherings SET size = ?, last_at = ?, wake_at = ?, state = ?, started_at = ? WHERE carrier = ?`
+	qMergeInto = `UPDATE gatherings SET size = ?, bytes = ?, last_at = ?, wake_at = ?, state = ?, started_at = ? WHERE carrier = ?`
 	qMerged    = `UPDATE entries SET status = 'merged', merged_into = ?, merged_seq = ?, held = 0, updated_at = ?
 		WHERE queue_id = ?`
 	// qStartCarrier: a gathering started; its carrier is due at once.
 	qStartCarrier  = `UPDATE entries SET status = 'pending', not_before = NULL, updated_at = ? WHERE queue_id = ? AND status = 'waiting'`
-	qCloseDead     = `UPDATE gatherings SET state = 'closed', started_at = NULL WHERE carrier = ? AND state = 'open'`
-	qOpenGathering = `INSERT INTO gatherings (carrier, trigger_ref, kind, key, value, state, size, opened_at, last_at, wake_at, deadline, started_at)
+	qCloseDead     = `UPDATE gatherings SET state = 'closed' WHERE carrier = ? AND state = 'open'`
+	qOpenGathering = `INSERT INTO gatherings (carrier, trigger_ref, kind, key, value, state, size, opened_at, last_at, wake_at, deadline, bytes)
 		VALUES (?, ?, ?, ?, ?, 'open', 1, ?, ?, ?, ?, ?)`
 	qCarry = `UPDATE entries SET status = 'waiting', wake_at = NULL, updated_at = ? WHERE queue_id = ?`
 )
@@ -82,7 +73,7 @@ func (q *Queue) gather(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, r
 	at := touba.FormatTime(now)
 	var carrier, wakeS, deadlineS string
 	var size int
-	var kept sql.NullString
+	var kept sql.NullInt64
 	var live bool
 	err := tx.QueryRowContext(ctx, qFindGathering, d.TriggerRef, g.Key, g.Value).Scan(&carrier, &size, &kept, &wakeS, &deadlineS, &live)
 	switch {
@@ -95,11 +86,11 @@ func (q *Queue) gather(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, r
 		if err != nil {
 			return fmt.Errorf("gathering %s: %w", carrier, err)
 		}
-		state, started := touba.GatheringOpen, any(gatherBytes(m.Bytes))
+		state, started := touba.GatheringOpen, any(nil)
 		if m.Started {
 			state, started = touba.GatheringStarted, at
 		}
-		if _, err := tx.ExecContext(ctx, qMergeInto, m.Size, at, touba.FormatTime(m.Wake), state, started, carrier); err != nil {
+		if _, err := tx.ExecContext(ctx, qMergeInto, m.Size, m.Bytes, at, touba.FormatTime(m.Wake), state, started, carrier); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, qMerged, carrier, m.Size, at, d.QueueID); err != nil {
@@ -129,7 +120,7 @@ func (q *Queue) gather(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, r
 	}
 	wake, deadline := g.Opened(now)
 	if _, err := tx.ExecContext(ctx, qOpenGathering, d.QueueID, d.TriggerRef, g.Kind, g.Key, g.Value, at, at,
-		touba.FormatTime(wake), touba.FormatTime(deadline), gatherBytes(int64(len(d.Body)))); err != nil {
+		touba.FormatTime(wake), touba.FormatTime(deadline), int64(len(d.Body))); err != nil {
 		return err
 	}
 	if _, err := tx.ExecContext(ctx, qCarry, at, d.QueueID); err != nil {
@@ -183,7 +174,7 @@ func (q *Queue) StartDue(ctx context.Context, now time.Time, limit int) (int64, 
 
 const gatheringColumns = `g.carrier, g.trigger_ref, g.kind, g.key, g.value, g.state,
 	g.state = 'open' AND e.status = 'waiting' AND e.lease_token = 0, g.size, g.opened_at, g.last_at, g.wake_at, g.deadline,
-	CASE WHEN g.state = 'started' THEN g.started_at END,
+	g.started_at,
 	coalesce(length(e.body), 0) + (SELECT coalesce(SUM(length(m.body)), 0) FROM entries m INDEXED BY entries_merged
 		WHERE m.merged_into = g.carrier)`
 
