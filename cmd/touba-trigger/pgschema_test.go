@@ -26,7 +26,7 @@ func TestServeRefusesSchemaTooNewDatabase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = conn.Exec(ctx, `UPDATE touba.meta SET value = CASE key WHEN 'oldest_compatible' THEN '0016_contract.sql' ELSE '0017_next.sql' END
+	_, err = conn.Exec(ctx, `UPDATE touba.meta SET value = CASE key WHEN 'oldest_compatible' THEN '0042_contract.sql' ELSE '0043_next.sql' END
 		WHERE key IN ('oldest_compatible', 'oldest_compatible_set_by')`)
 	conn.Close(ctx)
 	if err != nil {
@@ -37,9 +37,9 @@ func TestServeRefusesSchemaTooNewDatabase(t *testing.T) {
 	out := strings.TrimRight(stderr, "\n")
 	line := out[strings.LastIndex(out, "\n")+1:]
 	if code != 2 || !strings.HasPrefix(line, "SchemaTooNew: ") {
-		t.Fatalf("serve on a schema needing 0016: exit %d, last line %q; want 2 and SchemaTooNew\n%s", code, line, stderr)
+		t.Fatalf("serve on a schema needing 0042: exit %d, last line %q; want 2 and SchemaTooNew\n%s", code, line, stderr)
 	}
-	for _, want := range []string{"0016_contract or later", "0017_next", "knows up to 0015_history"} {
+	for _, want := range []string{"0042_contract or later", "0043_next", "knows up to 0017_gather_bytes"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("refusal %q does not say %q", line, want)
 		}

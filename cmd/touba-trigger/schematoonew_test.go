@@ -31,7 +31,7 @@ func TestServeRefusesSchemaTooNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.Exec(`UPDATE schema_compat SET value = CASE key WHEN 'oldest_compatible' THEN '0009_contract.sql' ELSE '0010_next.sql' END`)
+	_, err = db.Exec(`UPDATE schema_compat SET value = CASE key WHEN 'oldest_compatible' THEN '0042_contract.sql' ELSE '0043_next.sql' END`)
 	db.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestServeRefusesSchemaTooNew(t *testing.T) {
 	if exit != cli.ExitUsage || !strings.HasPrefix(line, touba.ESchemaTooNew+": ") {
 		t.Fatalf("serve: exit %d, last line %q; want exit %d and %s\n%s", exit, line, cli.ExitUsage, touba.ESchemaTooNew, out)
 	}
-	for _, want := range []string{"0009_contract or later", "0010_next", "knows up to 0008_history"} {
+	for _, want := range []string{"0042_contract or later", "0043_next", "knows up to 0011_gather_bytes"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("refusal %q does not say %q", line, want)
 		}
