@@ -12,6 +12,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dispatcher"
+	"github.com/touba/touba-trigger/internal/testkit"
 )
 
 // Issue 43: a carrier's run read every merged body and parsed them all into
@@ -97,20 +98,16 @@ func runGathering(t *testing.T, w *world, callsFile string) (string, call) {
 			carrier = qid
 		}
 	}
-	deadline := time.Now().Add(waitFor)
-	for {
+	testkit.WaitFor(t, waitFor, func() bool {
 		e, err := w.q.Get(context.Background(), carrier)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e.Status == touba.StatusDone {
-			break
-		}
-		if time.Now().After(deadline) || e.Status == touba.StatusFailed || e.Status == touba.StatusParked {
+		if e.Status == touba.StatusFailed || e.Status == touba.StatusParked {
 			t.Fatalf("carrier %s is %s (%s), want done", carrier, e.Status, e.ErrorCode)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return e.Status == touba.StatusDone
+	}, "the carrier done")
 	cs := calls(t, callsFile)
 	if len(cs) != 1 {
 		t.Fatalf("%d calls, want 1", len(cs))
