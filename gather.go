@@ -48,6 +48,20 @@ const (
 // so one run never holds an unbounded number of bodies.
 const MaxGathered = 10_000
 
+// DefaultGatherMaxBytes bounds the bodies of one gathering when its
+// trigger's debounce or batch names no max_bytes (issue 43): past it the
+// gathering starts at once, as at MaxGathered, so one run never holds more
+// than about this much of bodies (plus one body, the one that passed it).
+// 64 MiB: a run that reads /events holds the bodies about twice over while
+// it sends them (the input, the request), so a daemon with one such run
+// per worker stays in a few hundred MiB; at 10 KiB a body it is still
+// over 6,000 deliveries a run. MaxGatherMaxBytes bounds what a program may
+// set (a run holds the gathering twice over: 1 GiB is 2 GiB of memory).
+const (
+	DefaultGatherMaxBytes int64 = 64 << 20
+	MaxGatherMaxBytes     int64 = 1 << 30
+)
+
 // GatherSpec is intake's input to Enqueue for a delivery of a trigger
 // with debounce or batch (not read back): the gathering it belongs to and
 // the times and size its trigger sets now.
@@ -66,6 +80,10 @@ type GatherSpec struct {
 	Window  time.Duration
 	MaxWait time.Duration
 	MaxSize int
+	// MaxBytes bounds the bodies the gathering holds: the delivery that
+	// brings them to it or past it starts the gathering at once, as a
+	// full batch does. 0 is DefaultGatherMaxBytes.
+	MaxBytes int64
 }
 
 // GatherKeyOf is the key of a gathering of kind whose key is the pointer
@@ -97,6 +115,14 @@ func (g *GatherSpec) Limit() int {
 	return MaxGathered
 }
 
+// ByteLimit is how many bytes of bodies fill a gathering of the spec.
+func (g *GatherSpec) ByteLimit() int64 {
+	if g.MaxBytes > 0 {
+		return g.MaxBytes
+	}
+	return DefaultGatherMaxBytes
+}
+
 // Opened is when a gathering opened at at starts unless a delivery moves
 // it: window after it (a batch's window, debounce's too, bounded by its
 // max wait).
@@ -112,14 +138,16 @@ type GatherMerge struct {
 	Size    int       // the gathering's size with it: its place in the run
 	Wake    time.Time // when the gathering starts now
 	Started bool      // it filled the gathering, which starts at once
+	Bytes   int64     // the bodies the gathering holds with it
 }
 
-// Merge decides the merge, at at, of a delivery into a gathering that held
-// size deliveries, whose start time and deadline are stored as wake and
-// deadline (TimeFormat): debounce waits a window after the last delivery,
-// never past the deadline, a batch keeps its time; either starts once it
-// holds Limit deliveries.
-func (g *GatherSpec) Merge(at time.Time, size int, wake, deadline string) (GatherMerge, error) {
+// Merge decides the merge, at at, of a delivery of body bytes into a
+// gathering that held size deliveries and held bytes of bodies, whose
+// start time and deadline are stored as wake and deadline (TimeFormat):
+// debounce waits a window after the last delivery, never past the
+// deadline, a batch keeps its time; either starts once it holds Limit
+// deliveries or ByteLimit bytes.
+func (g *GatherSpec) Merge(at time.Time, size int, held, body int64, wake, deadline string) (GatherMerge, error) {
 	w, err := ParseTime(wake)
 	if err != nil {
 		return GatherMerge{}, fmt.Errorf("gathering's wake_at: %w", err)
@@ -128,7 +156,7 @@ func (g *GatherSpec) Merge(at time.Time, size int, wake, deadline string) (Gathe
 	if err != nil {
 		return GatherMerge{}, fmt.Errorf("gathering's deadline: %w", err)
 	}
-	m := GatherMerge{Size: size + 1, Wake: w}
+	m := GatherMerge{Size: size + 1, Wake: w, Bytes: held + body}
 	if g.Kind == GatherDebounce {
 		next := at.Add(g.Window)
 		if next.After(d) {
@@ -138,7 +166,7 @@ func (g *GatherSpec) Merge(at time.Time, size int, wake, deadline string) (Gathe
 			m.Wake = next
 		}
 	}
-	if m.Size >= g.Limit() {
+	if m.Size >= g.Limit() || m.Bytes >= g.ByteLimit() {
 		m.Started, m.Wake = true, at
 	}
 	return m, nil
@@ -162,8 +190,11 @@ type Gathering struct {
 	// Live: open and its carrier still waits in it (state open alone may
 	// be a gathering whose carrier a cancel ended).
 	Live bool `json:"live"`
-	// Size is how many deliveries it holds, its carrier included.
+	// Size is how many deliveries it holds, its carrier included; Bytes
+	// the bytes of their bodies, as max_bytes counts them (read from the
+	// entries: a body retention purged counts none).
 	Size     int       `json:"size"`
+	Bytes    int64     `json:"bytes"`
 	OpenedAt time.Time `json:"opened_at"`
 	LastAt   time.Time `json:"last_at"`
 	// WakeAt is when it starts (or started) unless filled first; Deadline
@@ -212,8 +243,19 @@ type GatherStore interface {
 	// it carries none.
 	Gathering(ctx context.Context, carrier string) (*Gathering, error)
 	// Gathered lists the entries merged into carrier, in the order they
-	// were merged (the carrier not included).
+	// were merged (the carrier not included). It holds every body at
+	// once: a run reads them with GatheredAt and EachGathered instead.
 	Gathered(ctx context.Context, carrier string) ([]*Delivery, error)
+	// GatheredAt is the entry merged into carrier at place seq (2 is the
+	// first merged, the carrier being 1), body included; nil and no
+	// error when there is none.
+	GatheredAt(ctx context.Context, carrier string, seq int) (*Delivery, error)
+	// EachGathered calls fn with each entry merged into carrier, in
+	// order, body included, reading them one at a time: a run reading
+	// /events holds one body of the store's at a time. A body is valid
+	// until fn returns (the store may reuse its memory): fn copies what it
+	// keeps. It stops at fn's first error and returns it.
+	EachGathered(ctx context.Context, carrier string, fn func(*Delivery) error) error
 	// GatherCounts counts the live gatherings and the merged entries.
 	GatherCounts(ctx context.Context) (open, merged int64, err error)
 }

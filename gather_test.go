@@ -34,13 +34,25 @@ func TestGatherMerge(t *testing.T) {
 		{"batch over a lowered size", bat, 4, 7, 10, touba.GatherMerge{Size: 8, Wake: at(4), Started: true}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := tt.g.Merge(at(tt.now), tt.size, f(tt.wake), f(12))
+			got, err := tt.g.Merge(at(tt.now), tt.size, 0, 0, f(tt.wake), f(12))
 			if err != nil || got != tt.want {
 				t.Fatalf("Merge: %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
 	}
-	if _, err := deb.Merge(t0, 1, "yesterday", f(12)); err == nil {
+	// max_bytes (issue 43): the delivery that brings the bodies to the
+	// limit, or past it, starts the gathering at once; 0 is the default.
+	small := &touba.GatherSpec{Kind: touba.GatherDebounce, Key: "k", Window: 5 * time.Second, MaxWait: 12 * time.Second, MaxBytes: 100}
+	if got, err := small.Merge(at(2), 1, 60, 39, f(5), f(12)); err != nil || got.Started || got.Bytes != 99 {
+		t.Fatalf("Merge under max_bytes: %+v, %v; want not started, 99 bytes", got, err)
+	}
+	if got, err := small.Merge(at(2), 1, 60, 40, f(5), f(12)); err != nil || !got.Started || got.Wake != at(2) || got.Bytes != 100 {
+		t.Fatalf("Merge at max_bytes: %+v, %v; want started at once with 100 bytes", got, err)
+	}
+	if got, err := deb.Merge(at(2), 1, touba.DefaultGatherMaxBytes-1, 1, f(5), f(12)); err != nil || !got.Started {
+		t.Fatalf("Merge at the default max_bytes: %+v, %v; want started", got, err)
+	}
+	if _, err := deb.Merge(t0, 1, 0, 0, "yesterday", f(12)); err == nil {
 		t.Fatalf("Merge read a wake_at that is not a stored time")
 	}
 	for _, bad := range []touba.GatherSpec{{Kind: "throttle", Key: "k", Window: time.Second},

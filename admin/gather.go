@@ -60,16 +60,13 @@ func (s *Service) gathering(ctx context.Context, d *touba.Delivery, det *EntryDe
 	if err != nil || g == nil {
 		return err
 	}
-	list, err := gs.Gathered(ctx, d.QueueID)
-	if err != nil {
-		return err
-	}
-	det.Gathering = &GatheringDetail{Gathering: *g, Merged: make([]GatheredDelivery, 0, len(list))}
-	for _, m := range list {
+	// One body at a time (issue 43): a gathering holds up to max_bytes.
+	det.Gathering = &GatheringDetail{Gathering: *g, Merged: make([]GatheredDelivery, 0, max(g.Size-1, 0))}
+	return gs.EachGathered(ctx, d.QueueID, func(m *touba.Delivery) error {
 		det.Gathering.Merged = append(det.Gathering.Merged, GatheredDelivery{QueueID: m.QueueID, EventID: m.EventID,
 			ReceivedAt: m.ReceivedAt, BodyBytes: len(m.Body)})
-	}
-	return nil
+		return nil
+	})
 }
 
 // withGathered reads what entry's run sees of its gathering (the

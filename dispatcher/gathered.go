@@ -12,22 +12,25 @@ import (
 // /event; its effects, lease, concurrency key and cancel keys stay the
 // carrier's own. A merged entry is never leased: its run is the carrier's.
 
-// gathered reads the deliveries merged into e (e.Gathered) when e may
-// carry a gathering: its trigger gathers, or it was accepted under another
+// gathered is how e's run reads its gathering (events.go) when e may
+// carry one: its trigger gathers, or it was accepted under another
 // definition of its trigger (a reload that removed debounce leaves the
-// carriers it made). Any other entry costs no read.
-func (d *Dispatcher) gathered(ctx context.Context, t *trigger.Trigger, e *touba.Delivery) *verdict {
+// carriers it made). It reads the gathering's row, not its deliveries;
+// nil when e carries none. Any other entry costs no read.
+func (d *Dispatcher) gathered(ctx context.Context, t *trigger.Trigger, e *touba.Delivery) (*gathering, *verdict) {
 	if t.Gather == nil && e.ProgramDigest == t.Digest {
-		return nil
+		return nil, nil
 	}
 	gs, ok := d.opts.Waits.(touba.GatherStore)
 	if !ok {
-		return nil
+		return nil, nil
 	}
-	list, err := gs.Gathered(ctx, e.QueueID)
+	g, err := gs.Gathering(ctx, e.QueueID)
 	if err != nil {
-		return &verdict{action: later, code: touba.EINTERNAL, message: "gathered deliveries: " + err.Error()}
+		return nil, &verdict{action: later, code: touba.EINTERNAL, message: "gathering: " + err.Error()}
 	}
-	e.Gathered = list
-	return nil
+	if g == nil || g.Size < 2 {
+		return nil, nil
+	}
+	return &gathering{ctx: ctx, gs: gs, carrier: e.QueueID, size: g.Size, bytes: g.Bytes}, nil
 }

@@ -11,7 +11,7 @@ import (
 // step, to all steps, or to the whole document sees them as if decoded at
 // once, and an output that is not one JSON value is refused when set.
 func TestLazyStepOutputs(t *testing.T) {
-	rc := newRunContext(&touba.Delivery{TriggerRef: "trigger:t/x", EventID: "e", QueueID: "q", Body: []byte(`{"n":1}`)})
+	rc := newRunContext(&touba.Delivery{TriggerRef: "trigger:t/x", EventID: "e", QueueID: "q", Body: []byte(`{"n":1}`)}, nil)
 	if err := rc.setOutput("a", json.RawMessage(`{"x": 12345678901234567890, "y": [1, 2]}`)); err != nil {
 		t.Fatal(err)
 	}

@@ -17,44 +17,48 @@ import (
 // ...}}}. It is built on first use: most inputs read only the whole
 // body, which is taken in canonical form without decoding (value), and
 // decoding it into the tree cost more than the SQL of its effect.
+//
+// A carrier's gathering is read as its steps name it (issue 43; events.go):
+// /event reads the last delivery, /events every one, once, into the
+// input being written; a run whose steps name neither reads no merged
+// body.
 type runContext struct {
-	// e is the run's /event: the entry's delivery, or the last one its
-	// gathering holds; all is /events, every gathered delivery in order
-	// (the entry alone when it gathered none).
-	e     *touba.Delivery
-	all   []*touba.Delivery
-	doc   map[string]any // nil until a pointer needs it
+	// e is the run's entry; last is /event once read: e itself when e
+	// gathered nothing, else the last delivery its gathering holds.
+	e    *touba.Delivery
+	last *touba.Delivery
+	// g reads e's gathering from the store; nil when e gathered nothing,
+	// or its merged entries were read already into e.Gathered (admin's
+	// rebuild of an input).
+	g     *gathering
+	doc   map[string]any // /event and /steps, nil until a pointer needs it
 	steps map[string]any
 	// raw are step outputs not decoded yet: most are never referenced
 	// (always the last step's). A $ref into steps decodes it.
 	raw map[string]json.RawMessage
-	// body is the body in canonical form once a $ref to it needed it; nil
-	// before, or when Canonical refuses the body.
+	// body is /event's body in canonical form once a $ref to it needed
+	// it; nil before, or when Canonical refuses the body.
 	body []byte
 }
 
 // newRunContext is the run context of entry e; a carrier's (e.Gathered
-// set) sees the last gathered delivery as /event and all of them, e
+// set, or g) sees the last gathered delivery as /event and all of them, e
 // first, as /events (SPEC §2.1 "A gathered run").
-func newRunContext(e *touba.Delivery) *runContext {
-	rc := &runContext{e: e, all: []*touba.Delivery{e}, steps: map[string]any{}, raw: map[string]json.RawMessage{}}
-	if len(e.Gathered) > 0 {
-		rc.all = append(rc.all, e.Gathered...)
-		rc.e = rc.all[len(rc.all)-1]
-	}
-	return rc
+func newRunContext(e *touba.Delivery, g *gathering) *runContext {
+	return &runContext{e: e, g: g, steps: map[string]any{}, raw: map[string]json.RawMessage{}}
 }
 
-// document returns the run context as a tree, building it on first use.
-func (rc *runContext) document() map[string]any {
+// document returns /event and /steps as a tree, building it on first use
+// (/events is never in it: events.go writes it).
+func (rc *runContext) document() (map[string]any, error) {
 	if rc.doc == nil {
-		events := make([]any, len(rc.all))
-		for i, d := range rc.all {
-			events[i] = eventDoc(d)
+		last, err := rc.event()
+		if err != nil {
+			return nil, err
 		}
-		rc.doc = map[string]any{"event": events[len(events)-1], "events": events, "steps": rc.steps}
+		rc.doc = map[string]any{"event": eventDoc(last), "steps": rc.steps}
 	}
-	return rc.doc
+	return rc.doc, nil
 }
 
 // eventDoc is one delivery as /event shows it.
@@ -178,7 +182,11 @@ func (rc *runContext) resolve(cfg *Config, input json.RawMessage, cels map[strin
 	if err != nil {
 		return nil, touba.Errorf(touba.EStepInputUnresolved, "input is not JSON: %v", err)
 	}
-	out := make([]byte, 0, tpl.size+len(rc.e.Body))
+	n := tpl.size + len(rc.e.Body)
+	if tpl.events {
+		n += rc.eventsSize()
+	}
+	out := make([]byte, 0, n)
 	for _, p := range tpl.parts {
 		if p.cel != nil {
 			v, err := rc.eval(p.cel)
@@ -192,27 +200,38 @@ func (rc *runContext) resolve(cfg *Config, input json.RawMessage, cels map[strin
 			out = append(out, p.text...)
 			continue
 		}
-		v, err := rc.value(p.ptr)
-		if err != nil {
+		if out, err = rc.appendValue(out, p.ptr); err != nil {
 			return nil, err
 		}
-		out = append(out, v...)
 	}
 	return out, nil
 }
 
 // vars are the variables of a step expression: the run's event, body,
-// headers, steps and events (SPEC §2.4).
+// headers, steps and events (SPEC §2.4). events is built only when the
+// expression reads it (Vars.LoadEvents): a gathering's bodies are decoded
+// for a step that names them, never for one that does not (issue 43).
 func (rc *runContext) vars() (*expr.Vars, error) {
 	if err := rc.materialize("/steps"); err != nil {
 		return nil, touba.Errorf(touba.EExpressionFailed, "%v", err)
 	}
-	doc := rc.document()
+	doc, err := rc.document()
+	if err != nil {
+		return nil, err
+	}
 	ev := doc["event"].(map[string]any)
-	events, _ := doc["events"].([]any)
-	return &expr.Vars{TriggerRef: rc.e.TriggerRef, EventID: rc.e.EventID, QueueID: rc.e.QueueID,
+	v := &expr.Vars{TriggerRef: rc.e.TriggerRef, EventID: rc.e.EventID, QueueID: rc.e.QueueID,
 		ReceivedAt: touba.FormatTime(rc.e.ReceivedAt), Headers: rc.e.Headers, Body: ev["body"],
-		Steps: rc.steps, Events: events, Event: ev}, nil
+		Steps: rc.steps, Event: ev}
+	v.LoadEvents = func() ([]any, error) {
+		var events []any
+		err := rc.each(func(d *touba.Delivery) error {
+			events = append(events, eventDoc(d))
+			return nil
+		})
+		return events, err
+	}
+	return v, nil
 }
 
 // eval is the canonical JSON of what x gives in the run context.
@@ -222,6 +241,9 @@ func (rc *runContext) eval(x *expr.Expr) ([]byte, error) {
 		return nil, err
 	}
 	b, err := x.JSON(v)
+	if v.EventsErr != nil {
+		return nil, v.EventsErr // the gathering could not be read: not the expression's failure
+	}
 	if err != nil {
 		return nil, touba.Errorf(touba.EExpressionFailed, "%v", err)
 	}
@@ -239,28 +261,49 @@ func (rc *runContext) when(x *expr.Expr) (bool, error) {
 		return false, err
 	}
 	ok, err := x.Bool(v)
+	if v.EventsErr != nil {
+		return false, v.EventsErr
+	}
 	if err != nil {
 		return false, touba.Errorf(touba.EExpressionFailed, "%v", err)
 	}
 	return ok, nil
 }
 
-// value is the canonical JSON of what ptr names in the run context.
-func (rc *runContext) value(ptr string) ([]byte, error) {
+// appendValue appends the canonical JSON of what ptr names in the run
+// context to out. /events and the whole document are written into out
+// delivery by delivery (events.go), never decoded into the tree.
+func (rc *runContext) appendValue(out []byte, ptr string) ([]byte, error) {
 	if ptr == bodyRef {
 		if rc.body == nil {
-			if c, err := handler.Canonical(rc.e.Body); err == nil {
+			last, err := rc.event()
+			if err != nil {
+				return nil, err
+			}
+			if c, err := handler.Canonical(last.Body); err == nil {
 				rc.body = c
 			}
 		}
 		if rc.body != nil {
-			return rc.body, nil
+			return append(out, rc.body...), nil
+		}
+	}
+	if toks, err := jsonptr.Parse(ptr); err == nil {
+		switch {
+		case len(toks) == 0:
+			return rc.appendDocument(out)
+		case toks[0] == "events":
+			return rc.appendEvents(out, ptr, toks)
 		}
 	}
 	if err := rc.materialize(ptr); err != nil {
 		return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q: %v", ptr, err)
 	}
-	got, err := jsonptr.Get(rc.document(), ptr)
+	doc, err := rc.document()
+	if err != nil {
+		return nil, err
+	}
+	got, err := jsonptr.Get(doc, ptr)
 	if err != nil {
 		return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q resolves to nothing", ptr)
 	}
@@ -268,5 +311,5 @@ func (rc *runContext) value(ptr string) ([]byte, error) {
 	if err != nil {
 		return nil, touba.Errorf(touba.EStepInputUnresolved, "$ref %q: %v", ptr, err)
 	}
-	return b, nil
+	return append(out, b...), nil
 }

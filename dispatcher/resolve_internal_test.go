@@ -15,8 +15,13 @@ import (
 // the same fingerprint, or fail where this fails: an effect journaled
 // before resolve spliced bodies in must match its input on a replay.
 func referenceResolve(e *touba.Delivery, input json.RawMessage) (json.RawMessage, error) {
-	rc := newRunContext(e)
-	doc := rc.document()
+	// The document as the decoding dispatcher built it, /events included.
+	all := append([]*touba.Delivery{e}, e.Gathered...)
+	events := make([]any, len(all))
+	for i, d := range all {
+		events[i] = eventDoc(d)
+	}
+	doc := map[string]any{"event": events[len(events)-1], "events": events, "steps": map[string]any{}}
 	v, err := decode(input)
 	if err != nil {
 		return nil, err
@@ -64,19 +69,26 @@ var resolveInputs = []string{
 	`[{"$ref": "/event/body"}, {"$ref": "/event/body"}, {"$ref": "/event/queue_id"}, "x"]`,
 	`{"whole": {"$ref": "/event/body"}, "n": {"$ref": "/event/body/n"}}`,
 	`{"é": 1, "<": "&\u2028", "z": {"$ref": "/event/body"}, "a": [1.0, -0, 1e3], "h": {"$ref": "/event/headers"}}`,
+	// /events (issue 43: written delivery by delivery, never decoded).
+	`{"all": {"$ref": "/events"}, "last": {"$ref": "/event"}}`,
+	`{"first": {"$ref": "/events/0"}, "n": {"$ref": "/events/0/body/n"}, "h": {"$ref": "/events/0/headers"}}`,
+	`{"$ref": ""}`,
+	`{"$ref": "/events/1"}`,
+	`{"$ref": "/events/01"}`,
+	`{"$ref": "/events/-"}`,
 }
 
-func checkResolve(t *testing.T, body []byte) {
+func checkResolve(t *testing.T, body []byte, gathered []*touba.Delivery) {
 	t.Helper()
 	e := &touba.Delivery{TriggerRef: "trigger:t/x", EventID: "e", QueueID: "q", Body: body,
-		Headers: map[string]string{"content-type": "application/json"}}
+		Headers: map[string]string{"content-type": "application/json"}, Gathered: gathered}
 	for _, in := range resolveInputs {
 		want, werr := referenceResolve(e, json.RawMessage(in))
 		var wantFP string
 		if werr == nil {
 			wantFP, werr = handler.Fingerprint("tool:a/B", touba.OperationInvoke, want)
 		}
-		got, gerr := newRunContext(e).resolve(&Config{}, json.RawMessage(in), nil)
+		got, gerr := newRunContext(e, nil).resolve(&Config{}, json.RawMessage(in), nil)
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("body %q, input %s: reference error %v, resolve error %v", body, in, werr, gerr)
 		}
@@ -110,7 +122,13 @@ var resolveBodies = []string{
 // by the decoding dispatcher is recognised).
 func TestResolveMatchesTheReference(t *testing.T) {
 	for _, b := range resolveBodies {
-		checkResolve(t, []byte(b))
+		checkResolve(t, []byte(b), nil)
+	}
+	// A carrier: /event is the last of its gathering, /events all three.
+	for _, b := range resolveBodies {
+		checkResolve(t, []byte(b), []*touba.Delivery{
+			{TriggerRef: "trigger:t/x", EventID: "e2", QueueID: "q2", Body: []byte(`{"n": 2}`)},
+			{TriggerRef: "trigger:t/x", EventID: "e3", QueueID: "q3", Body: []byte(b), Headers: map[string]string{"x": "3"}}})
 	}
 }
 
@@ -118,5 +136,5 @@ func FuzzResolveMatchesTheReference(f *testing.F) {
 	for _, b := range resolveBodies {
 		f.Add([]byte(b))
 	}
-	f.Fuzz(func(t *testing.T, body []byte) { checkResolve(t, body) })
+	f.Fuzz(func(t *testing.T, body []byte) { checkResolve(t, body, nil) })
 }

@@ -123,10 +123,11 @@ func (d *Dispatcher) steps(ctx context.Context, cfg *Config, t *trigger.Trigger,
 			return v
 		}
 	}
-	if v := d.gathered(ctx, t, e); v != nil {
+	g, v := d.gathered(ctx, t, e)
+	if v != nil {
 		return v
 	}
-	rc := newRunContext(e)
+	rc := newRunContext(e, g)
 	ran := 0 // steps this run began
 	for _, st := range t.Steps {
 		if so, ok := done[st.ID]; ok {

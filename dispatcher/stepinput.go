@@ -55,7 +55,7 @@ func effectStep(cfg *Config, entry *touba.Delivery, e *touba.Effect) (*trigger.T
 func rebuildInput(cfg *Config, t *trigger.Trigger, idx int, entry *touba.Delivery, steps map[string]touba.StepOutput,
 	e *touba.Effect) (json.RawMessage, error) {
 	st := t.Steps[idx]
-	rc := newRunContext(entry)
+	rc := newRunContext(entry, nil)
 	for _, prev := range t.Steps[:idx] {
 		if so, ok := steps[prev.ID]; ok {
 			if err := rc.setOutput(prev.ID, so.Output); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/handler"
@@ -20,6 +21,9 @@ type template struct {
 	parts []part
 	size  int // bytes of literal text
 	cels  map[string]*expr.Expr
+	// events: a pointer names /events or the whole document, whose
+	// value is as large as the gathering (resolve sizes its output).
+	events bool
 }
 
 type part struct {
@@ -81,6 +85,9 @@ func (t *template) emit(lit []byte, v any) ([]byte, error) {
 			ptr, _ := ref.(string) // not a string: "", the whole document, as before
 			t.flush(lit)
 			t.parts = append(t.parts, part{ref: true, ptr: ptr})
+			if ptr == "" || ptr == "/events" || strings.HasPrefix(ptr, "/events/") {
+				t.events = true
+			}
 			return nil, nil
 		}
 		if src, ok := x["$cel"].(string); ok && len(x) == 1 {

@@ -29,7 +29,12 @@ type Vars struct {
 	// Steps are the outputs of the steps before, each {"output": value}.
 	Steps map[string]any
 	// Events are the gathered deliveries, each as event is (EventMap).
-	Events []any
+	// LoadEvents, when set and Events is nil, gives them on first use:
+	// a gathering is read only by an expression that names events. Its
+	// error ends the evaluation (EventsErr keeps it for the caller).
+	Events     []any
+	LoadEvents func() ([]any, error)
+	EventsErr  error
 	// Event, when set, is event as it is (a run's /event, built already);
 	// otherwise it is built from the fields above on first use.
 	Event map[string]any
@@ -56,6 +61,12 @@ func (v *Vars) ResolveName(name string) (any, bool) {
 		}
 		return v.Steps, true
 	case VarEvents:
+		if v.Events == nil && v.LoadEvents != nil && v.EventsErr == nil {
+			v.Events, v.EventsErr = v.LoadEvents()
+			if v.EventsErr != nil {
+				return nil, false
+			}
+		}
 		if v.Events == nil {
 			return []any{v.EventMap()}, true
 		}

@@ -30,14 +30,22 @@ const maxCanonicalDepth = 1000
 // Documents whose meaning is ambiguous are refused rather than guessed at:
 // duplicate keys, invalid UTF-8, lone surrogate escapes, trailing data.
 func Canonical(doc []byte) ([]byte, error) {
-	p := canon{in: doc, out: make([]byte, 0, len(doc))}
+	return AppendCanonical(make([]byte, 0, len(doc)), doc)
+}
+
+// AppendCanonical appends the canonical form of doc to dst, as Canonical
+// writes it; on an error dst comes back as it was given. A run writes the
+// bodies of /events straight into its step's input with it (issue 43).
+func AppendCanonical(dst, doc []byte) ([]byte, error) {
+	n := len(dst)
+	p := canon{in: doc, out: dst}
 	p.skipSpace()
 	if err := p.value(0); err != nil {
-		return nil, err
+		return p.out[:n], err
 	}
 	p.skipSpace()
 	if p.i != len(p.in) {
-		return nil, p.errorf("trailing data")
+		return p.out[:n], p.errorf("trailing data")
 	}
 	return p.out, nil
 }

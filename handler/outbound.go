@@ -46,8 +46,9 @@ type wire interface {
 type outRequest struct {
 	method, url string
 	header      http.Header
-	body        []byte // nil: none
-	label       string // names the call in messages: "webhook", "http PUT"
+	body        []byte      // nil: none
+	parts       requestBody // the body in pieces (a webhook's request), sent in order; nil: body
+	label       string      // names the call in messages: "webhook", "http PUT"
 	// masked says what Describe shows instead of a header's value (the
 	// name of the secret it holds); canonical header names.
 	masked map[string]string
@@ -200,12 +201,18 @@ func (o *outbound) send(ctx context.Context, out *outRequest, retry409 bool) try
 	tctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	var body io.Reader
-	if out.body != nil {
+	switch {
+	case out.parts != nil:
+		body = out.parts.Reader()
+	case out.body != nil:
 		body = bytes.NewReader(out.body)
 	}
 	hreq, err := http.NewRequestWithContext(tctx, out.method, out.url, body)
 	if err != nil {
 		return tryResult{kind: tryNeverLeft, err: err, retryAfter: -1}
+	}
+	if out.parts != nil {
+		hreq.ContentLength = int64(out.parts.Len())
 	}
 	hreq.Header = out.header.Clone()
 	// Without GetBody the transport cannot replay the request by itself on

@@ -92,7 +92,7 @@ func (p *processRunner) Call(ctx context.Context, req *Request, dispatched func(
 	if res := refuseUnsent(req, p.closed.Load(), p.spec.MaxPayload); res != nil {
 		return res
 	}
-	body, err := encodeRequest(req, callDeadline(ctx, p.spec.Timeout))
+	body, err := encodeRequestBody(req, callDeadline(ctx, p.spec.Timeout))
 	if err != nil {
 		return fail(req, touba.EffectNotApplied, false, touba.Errorf(touba.EINTERNAL, "%v", err))
 	}
@@ -126,11 +126,11 @@ func (p *processRunner) Call(ctx context.Context, req *Request, dispatched func(
 // run drives one started child to its end: it feeds stdin, reads stdout
 // within the payload limit, enforces the timeout, and always leaves the
 // process group killed and the child reaped.
-func (p *processRunner) run(ctx context.Context, c *child, req *Request, body []byte) (*Result, string) {
+func (p *processRunner) run(ctx context.Context, c *child, req *Request, body requestBody) (*Result, string) {
 	stdinDone := make(chan struct{})
 	go func() {
 		defer close(stdinDone)
-		_, _ = c.stdin.Write(body) // a handler that exits without reading gets no say here
+		_, _ = body.WriteTo(c.stdin) // a handler that exits without reading gets no say here
 		_ = c.stdin.Close()
 	}()
 	outCh := make(chan []byte, 1)

@@ -17,6 +17,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
@@ -80,6 +82,52 @@ type Runner interface {
 // on: the protocol name, grants as [] rather than null, a null input, and a
 // deadline when the caller set none.
 func encodeRequest(req *Request, deadline time.Time) ([]byte, error) {
+	b, err := encodeRequestBody(req, deadline)
+	if err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// requestBody is an encoded request in pieces, in order: what a runner
+// writes or sends, never joined into one copy (issue 43: a gathering's
+// /events makes inputs of tens of MiB, and the request held them twice).
+type requestBody [][]byte
+
+// Len is the request's size in bytes.
+func (b requestBody) Len() int {
+	n := 0
+	for _, p := range b {
+		n += len(p)
+	}
+	return n
+}
+
+// Bytes joins the pieces.
+func (b requestBody) Bytes() []byte { return bytes.Join(b, nil) }
+
+// WriteTo writes the pieces to w, in order.
+func (b requestBody) WriteTo(w io.Writer) (int64, error) {
+	bufs := net.Buffers(append([][]byte(nil), b...))
+	return bufs.WriteTo(w)
+}
+
+// Reader reads the pieces in order.
+func (b requestBody) Reader() io.Reader {
+	rs := make([]io.Reader, len(b))
+	for i, p := range b {
+		rs[i] = bytes.NewReader(p)
+	}
+	return io.MultiReader(rs...)
+}
+
+// encodeRequestBody is encodeRequest in pieces: the envelope's members
+// before the input, the input, and the rest. The bytes are a
+// json.Encoder's without HTML escaping (members in the struct's order, the
+// input compacted), but the input is not copied when it is compact
+// already, as the dispatcher's inputs are (canonical), and the envelope is
+// small.
+func encodeRequestBody(req *Request, deadline time.Time) (requestBody, error) {
 	r := *req
 	if r.Protocol == "" {
 		r.Protocol = protocol.Name
@@ -96,13 +144,66 @@ func encodeRequest(req *Request, deadline time.Time) ([]byte, error) {
 	if r.Context.DeadlineUnixMS == 0 && !deadline.IsZero() {
 		r.Context.DeadlineUnixMS = deadline.UnixMilli()
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(&r); err != nil {
+	head, err := marshalNoHTML(struct {
+		Protocol  string             `json:"protocol"`
+		Operation protocol.Operation `json:"operation"`
+		ToolRef   string             `json:"tool_ref"`
+	}{r.Protocol, r.Operation, r.ToolRef})
+	if err != nil {
 		return nil, fmt.Errorf("encode request: %w", err)
 	}
-	return buf.Bytes(), nil
+	ctxJSON, err := marshalNoHTML(r.Context)
+	if err != nil {
+		return nil, fmt.Errorf("encode request: %w", err)
+	}
+	input := []byte(r.Input)
+	if !compactJSON(input) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, input); err != nil {
+			return nil, fmt.Errorf("encode request: json: error calling MarshalJSON for type json.RawMessage: %w", err)
+		}
+		input = buf.Bytes()
+	}
+	head = append(head[:len(head)-1], `,"input":`...)
+	tail := make([]byte, 0, len(ctxJSON)+13)
+	tail = append(append(append(tail, `,"context":`...), ctxJSON...), "}\n"...)
+	return requestBody{head, input, tail}, nil
+}
+
+// compactJSON tells whether b is one JSON value without insignificant
+// white space: what json.Compact would give back unchanged.
+func compactJSON(b []byte) bool {
+	if !json.Valid(b) {
+		return false
+	}
+	in := false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case in && c == '\\':
+			i++
+		case in && c == '"':
+			in = false
+		case in:
+		case c == '"':
+			in = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
+}
+
+// marshalNoHTML is json.Marshal without HTML escaping, as an Encoder with
+// SetEscapeHTML(false) writes it, without the newline.
+func marshalNoHTML(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // callDeadline is the earlier of ctx's deadline and now+timeout (zero when

@@ -47,10 +47,10 @@ func NewWebhook(spec WebhookSpec) (Runner, error) {
 }
 
 func (w *webhookWire) request(req *Request, deadline time.Time, shown bool) (*outRequest, *touba.Error) {
-	var body []byte
+	var body requestBody
 	if !shown {
 		var err error
-		if body, err = encodeRequest(req, deadline); err != nil {
+		if body, err = encodeRequestBody(req, deadline); err != nil {
 			return nil, touba.Errorf(touba.EINTERNAL, "%v", err)
 		}
 	}
@@ -62,10 +62,10 @@ func (w *webhookWire) request(req *Request, deadline time.Time, shown bool) (*ou
 		// Shown as webhookMasked says, never computed for the description.
 		hdr.Set(verify.OutboundHeader, "")
 		if !shown {
-			hdr.Set(verify.OutboundHeader, verify.Sign(w.secret, body))
+			hdr.Set(verify.OutboundHeader, verify.Sign(w.secret, body...))
 		}
 	}
-	return &outRequest{method: http.MethodPost, url: w.url, header: hdr, body: body, label: "webhook", masked: webhookMasked}, nil
+	return &outRequest{method: http.MethodPost, url: w.url, header: hdr, parts: body, label: "webhook", masked: webhookMasked}, nil
 }
 
 // webhookMasked is what a webhook request's description shows for the

@@ -45,7 +45,7 @@ func tryLockGather(ctx context.Context, tx *Tx, d *touba.Delivery) error {
 
 // qFindGathering: the open gathering of (trigger, key, value), locked, and
 // whether its carrier still waits in it.
-const qFindGathering = `SELECT g.carrier, g.size, g.wake_at, g.deadline, e.status = 'waiting' AND e.lease_token = 0
+const qFindGathering = `SELECT g.carrier, g.size, g.bytes, g.wake_at, g.deadline, e.status = 'waiting' AND e.lease_token = 0
 	FROM touba.gatherings g JOIN touba.entries e ON e.queue_id = g.carrier
 	WHERE g.trigger_ref = $1 AND g.key = $2 AND g.value = $3 AND g.state = 'open'
 	FOR UPDATE OF g`
@@ -58,11 +58,16 @@ func gather(ctx context.Context, tx *Tx, o *enqueueOp, clock time.Time) error {
 	at := touba.FormatTime(now)
 	var carrier, wakeS, deadlineS string
 	var size int
+	var kept *int64
 	var live bool
-	err := tx.QueryRow(ctx, qFindGathering, d.TriggerRef, g.Key, g.Value).Scan(&carrier, &size, &wakeS, &deadlineS, &live)
+	err := tx.QueryRow(ctx, qFindGathering, d.TriggerRef, g.Key, g.Value).Scan(&carrier, &size, &kept, &wakeS, &deadlineS, &live)
 	switch {
 	case err == nil && live:
-		return merge(ctx, tx, o, carrier, size, wakeS, deadlineS, now)
+		held, err := gatheringBytes(ctx, tx, carrier, kept)
+		if err != nil {
+			return fmt.Errorf("gathering %s: %w", carrier, err)
+		}
+		return merge(ctx, tx, o, carrier, size, held, wakeS, deadlineS, now)
 	case err == nil:
 		// Dead (its carrier was cancelled or parked): closed, so this
 		// delivery opens the key's next gathering.
@@ -74,9 +79,9 @@ func gather(ctx context.Context, tx *Tx, o *enqueueOp, clock time.Time) error {
 	}
 	wake, deadline := g.Opened(now)
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO touba.gatherings (carrier, trigger_ref, kind, key, value, state, size, opened_at, last_at, wake_at, deadline)
-		VALUES ($1, $2, $3, $4, $5, 'open', 1, $6, $6, $7, $8)`, d.QueueID, d.TriggerRef, g.Kind, g.Key, g.Value, at,
-		touba.FormatTime(wake), touba.FormatTime(deadline))
+	b.Queue(`INSERT INTO touba.gatherings (carrier, trigger_ref, kind, key, value, state, size, opened_at, last_at, wake_at, deadline, bytes)
+		VALUES ($1, $2, $3, $4, $5, 'open', 1, $6, $6, $7, $8, $9)`, d.QueueID, d.TriggerRef, g.Kind, g.Key, g.Value, at,
+		touba.FormatTime(wake), touba.FormatTime(deadline), int64(len(d.Body)))
 	b.Queue(`UPDATE touba.entries SET status = 'waiting', wake_at = NULL, updated_at = $2 WHERE queue_id = $1`, d.QueueID, at)
 	if err := tx.execBatch(ctx, b); err != nil {
 		return fmt.Errorf("open gathering: %w", err)
@@ -85,11 +90,26 @@ func gather(ctx context.Context, tx *Tx, o *enqueueOp, clock time.Time) error {
 	return nil
 }
 
+// gatheringBytes is an open gathering's byte count (max_bytes, issue 43):
+// kept in its row's bytes column, moved with its size by each merge, or
+// the bodies of carrier and its merged entries summed when none is kept
+// (bytes NULL: a gathering opened by a release that kept none).
+func gatheringBytes(ctx context.Context, tx *Tx, carrier string, kept *int64) (int64, error) {
+	if kept != nil {
+		return *kept, nil
+	}
+	var n int64
+	err := tx.QueryRow(ctx, `SELECT coalesce(sum(octet_length(body)), 0)::bigint FROM touba.entries
+		WHERE queue_id = $1 OR merged_into = $1`, carrier).Scan(&n)
+	return n, err
+}
+
 // merge merges the new entry into carrier's gathering (locked), which held
-// size deliveries, and starts it when that fills it.
-func merge(ctx context.Context, tx *Tx, o *enqueueOp, carrier string, size int, wakeS, deadlineS string, now time.Time) error {
+// size deliveries and held bytes of bodies, and starts it when that fills
+// it.
+func merge(ctx context.Context, tx *Tx, o *enqueueOp, carrier string, size int, held int64, wakeS, deadlineS string, now time.Time) error {
 	d, g := o.d, o.d.Gather
-	m, err := g.Merge(now, size, wakeS, deadlineS)
+	m, err := g.Merge(now, size, held, int64(len(d.Body)), wakeS, deadlineS)
 	if err != nil {
 		return fmt.Errorf("gathering %s: %w", carrier, err)
 	}
@@ -99,8 +119,8 @@ func merge(ctx context.Context, tx *Tx, o *enqueueOp, carrier string, size int, 
 		state, started = touba.GatheringStarted, &at
 	}
 	b := &pgx.Batch{}
-	b.Queue(`UPDATE touba.gatherings SET size = $2, last_at = $3, wake_at = $4, state = $5, started_at = $6 WHERE carrier = $1`,
-		carrier, m.Size, at, touba.FormatTime(m.Wake), state, started)
+	b.Queue(`UPDATE touba.gatherings SET size = $2, last_at = $3, wake_at = $4, state = $5, started_at = $6, bytes = $7 WHERE carrier = $1`,
+		carrier, m.Size, at, touba.FormatTime(m.Wake), state, started, m.Bytes)
 	b.Queue(`UPDATE touba.entries SET status = 'merged', merged_into = $2, merged_seq = $3, held = false, updated_at = $4
 		WHERE queue_id = $1`, d.QueueID, carrier, m.Size, at)
 	if m.Started {

@@ -23,6 +23,7 @@ func runGather(t *testing.T, f Factory) {
 	t.Run("TwoHandlesOneGathering", func(t *testing.T) { testGatherTwoHandles(t, f) })
 	t.Run("RetentionOfMerged", func(t *testing.T) { testGatherRetention(t, f) })
 	t.Run("CarrierHoldsItsConcurrencyKey", func(t *testing.T) { testCarrierKey(t, f) })
+	t.Run("MaxBytes", func(t *testing.T) { testGatherMaxBytes(t, f) })
 }
 
 func gatherStore(t *testing.T, e *env) (touba.GatherStore, touba.WaitStore) {

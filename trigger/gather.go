@@ -26,7 +26,11 @@ type Gather struct {
 	WindowMS  int64
 	MaxWaitMS int64 // debounce
 	MaxSize   int   // batch
-	key       string
+	// MaxBytes bounds the bodies of one gathering (max_bytes, both kinds;
+	// touba.DefaultGatherMaxBytes when the program names none): past it
+	// the gathering starts at once (issue 43).
+	MaxBytes int64
+	key      string
 }
 
 // Bounds of the loader.
@@ -35,7 +39,28 @@ const (
 	// DebounceMaxWaitFactor: without max_wait_ms, a debounce gathering
 	// starts at the latest this many windows after its first delivery.
 	DebounceMaxWaitFactor = 10
+	// minGatherMaxBytes: max_bytes below a kilobyte would start nearly
+	// every gathering at its second delivery.
+	minGatherMaxBytes = 1024
 )
+
+// maxBytes reads a debounce's or batch's optional max_bytes into g.
+func (w walker) maxBytes(path string, m strictjson.Fields, g *Gather) error {
+	g.MaxBytes = touba.DefaultGatherMaxBytes
+	v, ok := m["max_bytes"]
+	if !ok {
+		return nil
+	}
+	n, err := w.Integer(path+".max_bytes", v, touba.MaxGatherMaxBytes)
+	if err != nil {
+		return err
+	}
+	if n < minGatherMaxBytes {
+		return w.Fail(path+".max_bytes", "must be at least %d: a gathering of a few bytes gathers nothing", minGatherMaxBytes)
+	}
+	g.MaxBytes = n
+	return nil
+}
 
 // gather loads a trigger's debounce or batch, refusing both, and either
 // on a schedule trigger (its ticks are one run each by nature).
@@ -66,7 +91,7 @@ func (w walker) gather(path string, m strictjson.Fields, t *Trigger) error {
 }
 
 func (w walker) debounce(path string, raw *strictjson.Node, b expr.Bounds) (*Gather, error) {
-	m, err := w.Object(path, raw, []string{"key", "window_ms", "max_wait_ms"}, "key", "window_ms")
+	m, err := w.Object(path, raw, []string{"key", "window_ms", "max_wait_ms", "max_bytes"}, "key", "window_ms")
 	if err != nil {
 		return nil, err
 	}
@@ -86,11 +111,14 @@ func (w walker) debounce(path string, raw *strictjson.Node, b expr.Bounds) (*Gat
 			return nil, w.Fail(path+".max_wait_ms", "must not be below window_ms (%d): the run would start before the window could end", g.WindowMS)
 		}
 	}
+	if err := w.maxBytes(path, m, g); err != nil {
+		return nil, err
+	}
 	return g, nil
 }
 
 func (w walker) batch(path string, raw *strictjson.Node, b expr.Bounds) (*Gather, error) {
-	m, err := w.Object(path, raw, []string{"key", "max_size", "window_ms"}, "max_size", "window_ms")
+	m, err := w.Object(path, raw, []string{"key", "max_size", "window_ms", "max_bytes"}, "max_size", "window_ms")
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +137,9 @@ func (w walker) batch(path string, raw *strictjson.Node, b expr.Bounds) (*Gather
 	}
 	g.MaxSize = int(n)
 	if g.WindowMS, err = w.Integer(path+".window_ms", m["window_ms"], maxGatherMS); err != nil {
+		return nil, err
+	}
+	if err := w.maxBytes(path, m, g); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -146,7 +177,7 @@ func (t *Trigger) setGather(d *touba.Delivery, b *lazyBody) error {
 		}
 	}
 	d.Gather = &touba.GatherSpec{Kind: g.Kind, Key: g.key, Value: value,
-		Window: ms(g.WindowMS), MaxWait: ms(g.MaxWaitMS), MaxSize: g.MaxSize}
+		Window: ms(g.WindowMS), MaxWait: ms(g.MaxWaitMS), MaxSize: g.MaxSize, MaxBytes: g.MaxBytes}
 	return nil
 }
 
@@ -166,13 +197,26 @@ func (g *Gather) Describe() string {
 	if g == nil {
 		return ""
 	}
+	limit := ", started at once past " + byteSize(g.MaxBytes) + " of bodies"
 	key := "one gathering for the trigger"
 	if k := g.keyName(); k != "" {
 		key = "per " + k
 	}
 	if g.Kind == touba.GatherDebounce {
 		return "debounce " + key + ": a run " + ms(g.WindowMS).String() + " after the last delivery, at most " +
-			ms(g.MaxWaitMS).String() + " after the first"
+			ms(g.MaxWaitMS).String() + " after the first" + limit
 	}
-	return "batch " + key + ": a run per " + strconv.Itoa(g.MaxSize) + " deliveries, or " + ms(g.WindowMS).String() + " after the first"
+	return "batch " + key + ": a run per " + strconv.Itoa(g.MaxSize) + " deliveries, or " + ms(g.WindowMS).String() + " after the first" + limit
+}
+
+// byteSize writes n bytes in MiB or KiB when it is a whole number of
+// them.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }

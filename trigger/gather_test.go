@@ -28,7 +28,7 @@ func TestParseProgram_RefusesGather(t *testing.T) {
 			`$.triggers[0].batch: a schedule trigger takes no batch: each tick is its own run`},
 		{"debounce not object", withGather("debounce", `5000`), `$.triggers[0].debounce: must be an object (got number)`},
 		{"debounce unknown field", withGather("debounce", `{"key":{"$ref":"/event/body/p"},"window_ms":10,"wait":1}`),
-			`$.triggers[0].debounce.wait: unknown field (known: key, max_wait_ms, window_ms)`},
+			`$.triggers[0].debounce.wait: unknown field (known: key, max_bytes, max_wait_ms, window_ms)`},
 		{"debounce without key", withGather("debounce", `{"window_ms":10}`), `$.triggers[0].debounce.key: required field is missing`},
 		{"debounce without window", withGather("debounce", `{"key":{"$ref":"/event/body/p"}}`),
 			`$.triggers[0].debounce.window_ms: required field is missing`},
@@ -53,7 +53,13 @@ func TestParseProgram_RefusesGather(t *testing.T) {
 			`$.triggers[0].batch.max_size: must be at most 10000 (got 10001)`},
 		{"batch without window", withGather("batch", `{"max_size":10}`), `$.triggers[0].batch.window_ms: required field is missing`},
 		{"batch max wait", withGather("batch", `{"max_size":10,"window_ms":10,"max_wait_ms":20}`),
-			`$.triggers[0].batch.max_wait_ms: unknown field (known: key, max_size, window_ms)`},
+			`$.triggers[0].batch.max_wait_ms: unknown field (known: key, max_bytes, max_size, window_ms)`},
+		{"max bytes below a kilobyte", withGather("batch", `{"max_size":10,"window_ms":10,"max_bytes":1023}`),
+			`$.triggers[0].batch.max_bytes: must be at least 1024: a gathering of a few bytes gathers nothing`},
+		{"max bytes over a gibibyte", withGather("debounce", `{"key":{"$ref":"/event/body/p"},"window_ms":10,"max_bytes":1073741825}`),
+			`$.triggers[0].debounce.max_bytes: must be at most 1073741824 (got 1073741825)`},
+		{"max bytes not a number", withGather("debounce", `{"key":{"$ref":"/event/body/p"},"window_ms":10,"max_bytes":"64MiB"}`),
+			`$.triggers[0].debounce.max_bytes: must be a positive integer (got string)`},
 		{"batch key in events", withGather("batch", `{"key":{"$ref":"/events/0/body/p"},"max_size":10,"window_ms":10}`),
 			`$.triggers[0].batch.key["$ref"]: must be a JSON pointer into /event (for example /event/body/customer_id)`},
 		{"events root with bad escape", withSteps(`[{"id":"a","tool":"tool:a/B","input":{"x":{"$ref":"/events/~x"}}}]`),
@@ -76,20 +82,24 @@ func TestParseProgram_Gather(t *testing.T) {
 		want           trigger.Gather
 	}{
 		{"debounce", "debounce", `{"key":{"$ref":"/event/body/product_id"},"window_ms":5000,"max_wait_ms":60000}`,
-			trigger.Gather{Kind: touba.GatherDebounce, KeyRef: "/event/body/product_id", WindowMS: 5000, MaxWaitMS: 60000}},
+			trigger.Gather{Kind: touba.GatherDebounce, KeyRef: "/event/body/product_id", WindowMS: 5000, MaxWaitMS: 60000, MaxBytes: 64 << 20}},
 		{"debounce default max wait", "debounce", `{"key":{"$ref":"/event/headers/x-shop"},"window_ms":5000}`,
-			trigger.Gather{Kind: touba.GatherDebounce, KeyRef: "/event/headers/x-shop", WindowMS: 5000, MaxWaitMS: 50000}},
+			trigger.Gather{Kind: touba.GatherDebounce, KeyRef: "/event/headers/x-shop", WindowMS: 5000, MaxWaitMS: 50000, MaxBytes: 64 << 20}},
 		{"debounce default max wait capped", "debounce", `{"key":{"$ref":"/event/body/p"},"window_ms":86400000}`,
-			trigger.Gather{Kind: touba.GatherDebounce, KeyRef: "/event/body/p", WindowMS: 86400000, MaxWaitMS: 86400000}},
+			trigger.Gather{Kind: touba.GatherDebounce, KeyRef: "/event/body/p", WindowMS: 86400000, MaxWaitMS: 86400000, MaxBytes: 64 << 20}},
+		{"debounce max bytes", "debounce", `{"key":{"$ref":"/event/body/p"},"window_ms":10,"max_bytes":1024}`,
+			trigger.Gather{Kind: touba.GatherDebounce, KeyRef: "/event/body/p", WindowMS: 10, MaxWaitMS: 100, MaxBytes: 1024}},
 		{"batch", "batch", `{"key":{"$ref":"/event/body/account"},"max_size":100,"window_ms":1000}`,
-			trigger.Gather{Kind: touba.GatherBatch, KeyRef: "/event/body/account", MaxSize: 100, WindowMS: 1000}},
+			trigger.Gather{Kind: touba.GatherBatch, KeyRef: "/event/body/account", MaxSize: 100, WindowMS: 1000, MaxBytes: 64 << 20}},
 		{"batch without key", "batch", `{"max_size":10000,"window_ms":1}`,
-			trigger.Gather{Kind: touba.GatherBatch, MaxSize: 10000, WindowMS: 1}},
+			trigger.Gather{Kind: touba.GatherBatch, MaxSize: 10000, WindowMS: 1, MaxBytes: 64 << 20}},
+		{"batch max bytes", "batch", `{"max_size":10,"window_ms":1,"max_bytes":1073741824}`,
+			trigger.Gather{Kind: touba.GatherBatch, MaxSize: 10, WindowMS: 1, MaxBytes: 1 << 30}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			g := MustParse(t, withGather(tt.field, tt.v)).Triggers[0].Gather
 			if g == nil || g.Kind != tt.want.Kind || g.KeyRef != tt.want.KeyRef || g.WindowMS != tt.want.WindowMS ||
-				g.MaxWaitMS != tt.want.MaxWaitMS || g.MaxSize != tt.want.MaxSize {
+				g.MaxWaitMS != tt.want.MaxWaitMS || g.MaxSize != tt.want.MaxSize || g.MaxBytes != tt.want.MaxBytes {
 				t.Fatalf("gather %+v, want %+v", g, tt.want)
 			}
 		})
@@ -112,6 +122,7 @@ func TestTriggerDigest_CoversGather(t *testing.T) {
 		`,"debounce":{"key":{"$ref":"/event/body/p"},"window_ms":5000}`,
 		`,"debounce":{"key":{"$ref":"/event/body/p"},"window_ms":6000}`,
 		`,"batch":{"max_size":10,"window_ms":5000}`,
+		`,"batch":{"max_size":10,"window_ms":5000,"max_bytes":1048576}`,
 	} {
 		d := digest(extra)
 		if prev, dup := seen[d]; dup {
@@ -137,7 +148,8 @@ func TestSetGather(t *testing.T) {
 	}
 	g := give("d", `{"p":{"b":2,"a":1.50}}`, nil)
 	if g == nil || g.Kind != touba.GatherDebounce || g.Value != `{"a":1.50,"b":2}` || g.Window != 5*time.Second ||
-		g.MaxWait != 50*time.Second || g.Key != touba.GatherKeyOf(touba.GatherDebounce, "/event/body/p") {
+		g.MaxWait != 50*time.Second || g.Key != touba.GatherKeyOf(touba.GatherDebounce, "/event/body/p") ||
+		g.MaxBytes != touba.DefaultGatherMaxBytes {
 		t.Fatalf("debounce spec: %+v", g)
 	}
 	for _, body := range []string{`{}`, `{"p":null}`, `not json`} {

@@ -26,9 +26,10 @@ func mac(secret []byte, parts ...[]byte) []byte {
 }
 
 // Sign returns the X-Signature value for an outbound webhook body:
-// "sha256=" followed by the lowercase hex HMAC-SHA256 of the raw body.
-func Sign(secret, body []byte) string {
-	return "sha256=" + hex.EncodeToString(mac(secret, body))
+// "sha256=" followed by the lowercase hex HMAC-SHA256 of the raw body,
+// which may be given in pieces (signed as their concatenation).
+func Sign(secret []byte, body ...[]byte) string {
+	return "sha256=" + hex.EncodeToString(mac(secret, body...))
 }
 
 // Verify checks an X-Signature header value against the raw body. It is the

@@ -88,3 +88,6 @@ func index(t string) (int, bool) {
 	n, err := strconv.Atoi(t)
 	return n, err == nil
 }
+
+// Index parses an array token as Get does: digits only, no leading zero.
+func Index(t string) (int, bool) { return index(t) }

@@ -1,0 +1,12 @@
+-- The bytes of the bodies an open gathering holds (max_bytes, issue 43),
+-- as in the SQLite queue (0011_gather_bytes.sql there): moved with its
+-- size in the merge's statement (queue_gather.go). NULL: not counted yet,
+-- for a gathering opened by a release that kept no count (the previous
+-- release, on this schema during a rolling upgrade); its bodies are
+-- summed once, at its next merge by this release.
+--
+-- Expand only: the previous release never reads or writes the column, and
+-- keeps started_at as it did. Nullable with no default, so adding it
+-- rewrites nothing; last in its transaction, since the ACCESS EXCLUSIVE
+-- lock it takes on gatherings (for an instant) is held to the commit.
+ALTER TABLE touba.gatherings ADD COLUMN bytes BIGINT;
