@@ -41,11 +41,14 @@ const program = `{"air_version": "touba-air-v1", "triggers": [
 
 // manifest binds each tool to its path at the remote: an external write
 // whose unknown outcome is never repeated (retry_mode none), so a 500
-// parks its entry.
+// parks its entry. The remote defaults are off: /park answers 500 to
+// every call, and the default circuit would hold its runs pending
+// instead of parking them.
 func manifest(url string) string {
 	binding := func(path string) string {
 		return fmt.Sprintf(`{"handler": {"kind": "webhook", "options": {"url": %q, "timeout_sec": 10},
       "credentials": {"hmac_secret": {"env": "HIST_HMAC"}}},
+    "max_concurrency": 0, "circuit": null,
     "effect_contract": {"kind": "external_write", "retry_mode": "none"}}`, url+path)
 	}
 	return fmt.Sprintf(`{"manifest_version": "touba-manifest-v1", "bindings": {
