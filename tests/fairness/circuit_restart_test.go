@@ -23,6 +23,10 @@ func testCircuitOutlivesRestart(t *testing.T, b backend) {
 	w.postAll(postClients, batch{"fair/A", "a", 50})
 	w.daemon.WaitLog(`"event":"circuit.open"`, circuitOpenWait)
 	w.daemon.Kill()
+	// The killed daemon's requests already sent are served before the
+	// server reads the end of their connections: once none is open, the
+	// count holds all of them.
+	testkit.WaitFor(t, 10*time.Second, func() bool { return r.conns.Load() == 0 }, "the killed daemon's connections closed")
 	before := r.count("/a")
 	w.start("--take-over-stale-lock")
 	// The restarted daemon's runs of A resume (their entries were running

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -42,6 +43,8 @@ type remote struct {
 	mu        sync.Mutex
 	calls     map[string]int // URL path -> calls answered
 	byTrigger map[string]int // the request's context.trigger_ref -> calls answered
+
+	conns atomic.Int64 // connections open: a killed daemon's are closed once their requests were served
 }
 
 // newRemote starts a remote answering status after delay. Its cleanup is
@@ -54,7 +57,16 @@ func newRemote(t *testing.T, delay time.Duration, status int, gated bool) *remot
 	if gated {
 		r.gate = make(chan struct{})
 	}
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
+	r.srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			r.conns.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			r.conns.Add(-1)
+		}
+	}
+	r.srv.Start()
 	t.Cleanup(func() {
 		close(r.done)
 		r.srv.CloseClientConnections()
