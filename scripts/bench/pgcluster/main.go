@@ -7,6 +7,7 @@
 //	pgcluster count URL [STATUS]   print how many entries (in STATUS) the database holds
 //	pgcluster prefill URL N    enqueue N pending entries of trigger:bench/Ingest
 //	pgcluster wait URL N       wait until N entries are done; print effects_per_s
+//	pgcluster history URL DAYS PER_DAY WINDOW   finished history (history.go)
 package main
 
 import (
@@ -60,6 +61,12 @@ func main() {
 		prefill(ctx, os.Args[2], atoi(os.Args[3]), program)
 	case "wait":
 		wait(ctx, os.Args[2], atoi(os.Args[3]))
+	case "history":
+		window, err := time.ParseDuration(os.Args[5])
+		if err != nil {
+			log.Fatal(err)
+		}
+		prefillHistory(ctx, os.Args[2], atoi(os.Args[3]), atoi(os.Args[4]), window)
 	default:
 		log.Fatalf("unknown command %q", os.Args[1])
 	}
@@ -83,7 +90,7 @@ func connect(ctx context.Context, url string) *pgx.Conn {
 
 func count(ctx context.Context, conn *pgx.Conn, status string) int64 {
 	var n int64
-	err := conn.QueryRow(ctx, `SELECT COUNT(*) FROM touba.entries WHERE $1 = '' OR status = $1`, status).Scan(&n)
+	err := conn.QueryRow(ctx, `SELECT COUNT(*) FROM touba.entries WHERE ($1 = '' OR status = $1) AND event_id NOT LIKE 'history-%'`, status).Scan(&n)
 	if err != nil {
 		return 0 // no schema yet: no entries
 	}
