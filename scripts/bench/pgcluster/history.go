@@ -16,7 +16,8 @@ import (
 // would have left it: the partitions the defaults choose (opened with the
 // clock at each step, so each open creates the ones ahead of it), and in
 // them done entries with their run, applied effect, the effect's three
-// events and a delivery log row. The rows are written by SQL, not by a
+// events and a delivery log row; bodies older than --retention's default
+// (168h) already purged, as that pass leaves them. The rows are written by SQL, not by a
 // daemon: the point is what the hot statements plan and probe against,
 // not how the history was made.
 func prefillHistory(ctx context.Context, url string, days, perDay int, window time.Duration) {
@@ -44,14 +45,14 @@ func prefillHistory(ctx context.Context, url string, days, perDay int, window ti
 	for d := range days {
 		dayStart := start.Add(time.Duration(d) * 24 * time.Hour).UnixMilli()
 		_, err := conn.Exec(ctx, `WITH ids AS (
-			SELECT g, lpad(to_hex(ms >> 16), 8, '0') || '-' || lpad(to_hex(ms & 65535), 4, '0') || '-7' ||
+			SELECT g, ms, lpad(to_hex(ms >> 16), 8, '0') || '-' || lpad(to_hex(ms & 65535), 4, '0') || '-7' ||
 				substr(md5(g::text || $1::text), 1, 3) || '-8' || substr(md5(g::text || $1::text), 4, 3) || '-' ||
 				substr(md5(g::text || $1::text), 7, 12) AS id,
 				to_char(to_timestamp(ms / 1000.0) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS at
 			FROM (SELECT g, $1::bigint + (g * 86400000::bigint / $2) AS ms FROM generate_series(0, $2 - 1) g) s),
 		e AS (INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at,
 				status, attempts, updated_at, leased, kept)
-			SELECT id, 'trigger:bench/Ingest', 'history-' || id, 'sha256:00', '{"data":"x"}'::bytea, '{}', 'prefill', at,
+			SELECT id, 'trigger:bench/Ingest', 'history-' || id, 'sha256:00', CASE WHEN ms > $3 THEN '{"data":"x"}'::bytea END, '{}', 'prefill', at,
 				'done', 1, at, true, false FROM ids),
 		r AS (INSERT INTO touba.runs (run_id, queue_id, trigger_ref, attempt, status, started_at, ended_at, node_id)
 			SELECT id || '-r', id, 'trigger:bench/Ingest', 1, 'done', at, at, 'prefill' FROM ids),
@@ -63,7 +64,7 @@ func prefillHistory(ctx context.Context, url string, days, perDay int, window ti
 		INSERT INTO touba.deliveries (delivery_id, at, trigger_ref, event_id, digest, status_code, error_code, queue_id,
 				remote_addr, headers, body)
 			SELECT id, at, 'trigger:bench/Ingest', 'history-' || id, 'sha256:00', 202, '', id, 'prefill', '{}', NULL FROM ids`,
-			dayStart, perDay)
+			dayStart, perDay, end.Add(-168*time.Hour).UnixMilli())
 		if err != nil {
 			log.Fatalf("history day %d: %v", d, err)
 		}
