@@ -52,6 +52,7 @@ type reservation struct {
 	ref     string
 	sem     *sem
 	circuit *circuit
+	taker   taker
 	done    atomic.Bool
 }
 
@@ -59,7 +60,10 @@ func (d *Dispatcher) reserve(b *Binding) *reservation {
 	if b == nil {
 		return nil
 	}
-	r := &reservation{ref: b.Ref, sem: d.slots.of(b), circuit: d.circuits.of(b)}
+	r := &reservation{ref: b.Ref, sem: d.slots.of(b), circuit: d.circuits.of(b), taker: takerOf(b)}
+	if r.taker != nil {
+		r.taker.Reserve(1)
+	}
 	if r.sem != nil {
 		r.sem.reserved.Add(1)
 	}
@@ -76,6 +80,9 @@ func (r *reservation) drop() {
 	}
 	if r.sem != nil {
 		r.sem.reserved.Add(-1)
+	}
+	if r.taker != nil {
+		r.taker.Reserve(-1)
 	}
 	if r.circuit != nil {
 		r.circuit.reserved.Add(-1)

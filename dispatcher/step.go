@@ -73,6 +73,9 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		if res.OK {
 			return rawOrNull(res.Output), false, nil
 		}
+		if v := d.untaken(b, res); v != nil {
+			return nil, false, v
+		}
 		log.get().Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
 		return nil, false, fromError(res.Err)
 	}
@@ -193,6 +196,9 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		}
 		return rawOrNull(res.Output), nil
 	case touba.EffectNotApplied:
+		if v := d.untaken(b, res); v != nil {
+			return nil, v
+		}
 		err := res.Err
 		if err == nil {
 			err = touba.Errorf(touba.EHandlerFailed, "effect not applied")
