@@ -242,7 +242,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 			b = gates[a.TriggerRef]
 		}
 		for j := 0; j < a.N && i < len(entries); j++ {
-			res[i] = d.reserve(b)
+			res[i] = d.reserve(b, entries[i].QueueID)
 			i++
 		}
 	}

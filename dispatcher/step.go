@@ -50,7 +50,11 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		own := r != nil && r.ref == b.Ref
 		release, pass, hv = d.tryAcquire(ctx, b, e, own)
 		if own {
-			r.drop()
+			// A worker binding's reservation stays until the call waits
+			// in its Hub (which takes it over) or the run ends: the room
+			// it was leased for is not counted free twice meanwhile, so
+			// runs leased one by one keep their order.
+			r.dropSlots()
 		}
 		if hv != nil {
 			return nil, false, hv

@@ -21,8 +21,11 @@ import (
 type taker interface {
 	// Free is how many more calls the open takes could take now.
 	Free() int
-	// Reserve counts runs leased for that room, not yet at their call.
-	Reserve(n int)
+	// Reserve counts the run of queueID leased for that room until its
+	// call waits for a worker (which takes the reservation over) or
+	// Unreserve.
+	Reserve(queueID string)
+	Unreserve(queueID string)
 }
 
 // takerOf is b's runner when b is a worker binding, else nil.

@@ -51,7 +51,7 @@ type queue struct {
 	takes    int
 	room     int
 	lastTake time.Time
-	reserved int // runs leased for a take's room, not yet at their call
+	reserved map[string]bool // entries leased for a take's room, not yet at their call
 	inFlight int
 
 	handedOut, timedOut uint64
@@ -81,7 +81,7 @@ func (h *Hub) Close() {
 func (h *Hub) q(ref string) *queue {
 	q := h.bindings[ref]
 	if q == nil {
-		q = &queue{ref: ref, wake: make(chan struct{})}
+		q = &queue{ref: ref, wake: make(chan struct{}), reserved: map[string]bool{}}
 		h.bindings[ref] = q
 	}
 	return q
@@ -97,16 +97,21 @@ func (h *Hub) Free(ref string) int {
 	if q == nil {
 		return 0
 	}
-	return max(q.room-len(q.waiting)-q.reserved, 0)
+	return max(q.room-len(q.waiting)-len(q.reserved), 0)
 }
 
-// Reserve counts n runs (negative: uncounts) leased for ref's room and
-// not yet at their call.
-func (h *Hub) Reserve(ref string, n int) {
+// Reserve counts (on) or uncounts the run of entry queueID, leased for
+// ref's room and not yet at its call; its call, once queued, takes the
+// count over.
+func (h *Hub) Reserve(ref, queueID string, on bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.q(ref)
-	q.reserved = max(q.reserved+n, 0)
+	if on {
+		q.reserved[queueID] = true
+	} else {
+		delete(q.reserved, queueID)
+	}
 }
 
 // enqueue adds c to its binding's waiting calls, in acceptance order, and
@@ -118,6 +123,7 @@ func (h *Hub) enqueue(c *call) bool {
 		return false
 	}
 	q := h.q(c.ref)
+	delete(q.reserved, c.order)
 	i, _ := slices.BinarySearchFunc(q.waiting, c, func(a, b *call) int {
 		switch {
 		case a.order < b.order:

@@ -62,10 +62,18 @@ func (r *Runner) Free() int {
 	return r.hub.Free(r.spec.Ref)
 }
 
-// Reserve counts runs leased for the binding's room (Hub.Reserve).
-func (r *Runner) Reserve(n int) {
+// Reserve counts the run of queueID leased for the binding's room
+// (Hub.Reserve).
+func (r *Runner) Reserve(queueID string) {
 	if r.hub != nil {
-		r.hub.Reserve(r.spec.Ref, n)
+		r.hub.Reserve(r.spec.Ref, queueID, true)
+	}
+}
+
+// Unreserve ends Reserve's count unless the run's call took it over.
+func (r *Runner) Unreserve(queueID string) {
+	if r.hub != nil {
+		r.hub.Reserve(r.spec.Ref, queueID, false)
 	}
 }
 
