@@ -31,6 +31,12 @@ const (
 // worker's token (401) or a tool it names (403): retrying cannot help.
 var ErrWorkerRefused = errors.New("handler: the daemon refused the worker")
 
+// ErrNoAnswer, returned by a Tool's Run in a Worker, sends no answer:
+// the call then ends as a timeout in the daemon, unknown for an external
+// write (SPEC §4.3), which is what a worker that cannot tell whether the
+// write happened should say. Elsewhere it is an error like any other.
+var ErrNoAnswer = errors.New("handler: no answer")
+
 // Worker serves Tools to a daemon it connects out to.
 type Worker struct {
 	// URL is the daemon's base URL (its --listen address), such as
@@ -205,8 +211,17 @@ func (c *conn) serve(ctx context.Context, raw json.RawMessage) {
 	if t == nil {
 		t = &Tool{Ref: c.refs[0], Run: func(context.Context, *Call) (*Result, error) { return nil, nil }}
 	}
-	resp := t.handle(context.WithoutCancel(ctx), raw, true)
-	c.answer(raw, resp)
+	skip := false
+	tc := *t
+	tc.Run = func(ctx context.Context, call *Call) (*Result, error) {
+		r, err := t.Run(ctx, call)
+		skip = errors.Is(err, ErrNoAnswer)
+		return r, err
+	}
+	resp := tc.handle(context.WithoutCancel(ctx), raw, true)
+	if !skip {
+		c.answer(raw, resp)
+	}
 	if c.w.OnCall != nil {
 		c.w.OnCall(raw, resp, time.Since(start))
 	}
