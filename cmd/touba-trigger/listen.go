@@ -1,22 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/touba/touba-trigger/cli"
 	sdk "github.com/touba/touba-trigger/sdk/handler"
 	"github.com/touba/touba-trigger/verify"
+	"github.com/touba/touba-trigger/worker"
 )
 
 // listen is a worker for a developer's laptop (SPEC §4.3): it takes the
@@ -60,86 +56,20 @@ func runListen(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if _, err := verify.New(sign); err != nil {
 		return cli.Usagef("--signing-secret: %v", err)
 	}
-	f := &forwarder{to: *forward, sign: sign, out: stdout, client: &http.Client{}}
+	f := worker.NewForwarder(*forward, sign, stdout)
 	w := &sdk.Worker{URL: *url, Token: token, MaxInFlight: *inFlight,
-		Logf: func(format string, args ...any) { f.say(strings.TrimPrefix(fmt.Sprintf(format, args...), "touba worker: ")) }}
+		Logf: func(format string, args ...any) {
+			f.Say(strings.TrimPrefix(fmt.Sprintf(format, args...), "touba worker: "))
+		}}
 	for _, ref := range tools {
-		w.Tools = append(w.Tools, sdk.Tool{Ref: ref, Run: f.run})
+		w.Tools = append(w.Tools, sdk.Tool{Ref: ref, Run: f.Run})
 	}
-	f.say(fmt.Sprintf("forwarding %s from %s to %s (Ctrl-C to stop)", strings.Join(tools, ", "), *url, *forward))
+	f.Say(fmt.Sprintf("forwarding %s from %s to %s (Ctrl-C to stop)", strings.Join(tools, ", "), *url, *forward))
 	err = w.Run(ctx)
 	if err != nil {
-		f.say(fmt.Sprintf("stopped: %v", err))
+		f.Say(fmt.Sprintf("stopped: %v", err))
 		return err
 	}
-	f.say("stopped")
+	f.Say("stopped")
 	return nil
 }
-
-// forwarder sends calls to the local URL.
-type forwarder struct {
-	to     string
-	sign   verify.Config
-	client *http.Client
-	mu     sync.Mutex
-	out    io.Writer
-}
-
-// say writes one line to the terminal.
-func (f *forwarder) say(line string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	fmt.Fprintf(f.out, "%s  %s\n", time.Now().Format("15:04:05.000"), line)
-}
-
-// run forwards one call: applied on a 2xx, not_applied on another 4xx,
-// no answer (the call ends unknown in the daemon and, under
-// idempotency_key, comes back) on a 5xx or no answer from the URL.
-func (f *forwarder) run(ctx context.Context, c *sdk.Call) (*sdk.Result, error) {
-	start := time.Now()
-	id := c.Context.CallID
-	if e := c.Effect(); e != nil {
-		id = e.EffectID
-	}
-	body := []byte(c.Input)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.to, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(verify.StandardIDHeader, id)
-	if err := verify.SignRequest(f.sign, req.Header, body, time.Now()); err != nil {
-		return nil, err
-	}
-	resp, err := f.client.Do(req)
-	if err != nil {
-		f.say(fmt.Sprintf("%s  %s  failed: %v (%s); the daemon hands it out again", c.Context.EventID, id, err, since(start)))
-		return nil, sdk.ErrNoAnswer
-	}
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	resp.Body.Close()
-	f.say(fmt.Sprintf("%s  %s  %d  %s", c.Context.EventID, id, resp.StatusCode, since(start)))
-	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		out := map[string]any{"status": resp.StatusCode}
-		if json.Valid(answer) && len(answer) > 0 {
-			out["body"] = json.RawMessage(answer)
-		} else if len(answer) > 0 {
-			out["body"] = string(answer)
-		}
-		r := sdk.Output(out)
-		if c.Effect() != nil {
-			r = r.WithReceipt(c.Receipt(sdk.Applied, fmt.Sprintf("http_status=%d", resp.StatusCode)))
-		}
-		return r, nil
-	case resp.StatusCode >= 400 && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests:
-		e := sdk.Errorf("WebhookRejected", "%s answered %d", f.to, resp.StatusCode)
-		if c.Effect() != nil {
-			e = e.WithReceipt(c.Receipt(sdk.NotApplied, ""))
-		}
-		return nil, e
-	}
-	return nil, sdk.ErrNoAnswer
-}
-
-func since(t time.Time) string { return time.Since(t).Round(time.Millisecond).String() }
