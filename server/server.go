@@ -189,6 +189,7 @@ func (s *Server) open(ctx context.Context) error {
 	s.metrics = metrics.NewNode(f.NodeID)
 	s.metrics.WatchTracing(s.tracing.DroppedSpans)
 	s.metrics.WatchBrokers(s.brokerCounts)
+	s.metrics.WatchWorkers(s.workerCounts)
 	// A database that does not answer yet is waited for; the node answers
 	// meanwhile (startwait.go).
 	s.store, err = openStores(ctx, storeConfig{OnWait: s.serveWhileWaiting, Queue: f.Queue, State: f.State, Journal: f.Journal,

@@ -3,7 +3,9 @@ package workers_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,9 @@ import (
 	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sdk/handler"
 )
+
+// metricsAddr finds the metrics listener's address in the daemon's log.
+var metricsAddr = regexp.MustCompile(`"addr":"([^"]+)"[^}]*"message":"metrics listening"`)
 
 // recorder is an in-process tool that records who ran which call.
 type recorder struct {
@@ -88,9 +93,34 @@ func TestWorkerTakesInAcceptanceOrder(t *testing.T) {
 		}
 		return false
 	}), "the entries to wait pending")
+	// triggers ls names the binding with no worker; the metrics count the
+	// calls waiting for one.
+	var ts []struct {
+		TriggerRef string   `json:"trigger_ref"`
+		NoWorker   []string `json:"no_worker"`
+	}
+	w.cli(&ts, "triggers", "ls")
+	if i := slices.IndexFunc(ts, func(x struct {
+		TriggerRef string   `json:"trigger_ref"`
+		NoWorker   []string `json:"no_worker"`
+	}) bool {
+		return x.TriggerRef == "trigger:"+orders
+	}); i < 0 || !slices.Equal(ts[i].NoWorker, []string{postTool}) {
+		t.Errorf("triggers ls: %+v, want %s with no worker", ts, postTool)
+	}
+	metricsURL := "http://" + metricsAddr.FindStringSubmatch(w.d.Log())[1] + "/metrics"
+	testkit.WaitFor(t, 10*time.Second, testkit.Every(200*time.Millisecond, func() bool {
+		_, page := testkit.Get(t, metricsURL)
+		return strings.Contains(page, `touba_worker_calls_waiting{tool_ref="tool:wk/Post"} 30`) &&
+			strings.Contains(page, `touba_worker_connected{tool_ref="tool:wk/Post"} 0`)
+	}), "the metrics to show 30 calls waiting and no worker")
 	rec := newRecorder()
 	connect(t, w, "w1", 1, rec.tool("w1"))
 	w.waitStatus(touba.StatusDone, orders, len(ids), 60*time.Second)
+	if _, page := testkit.Get(t, metricsURL); !strings.Contains(page, `touba_worker_calls_handed_out_total{tool_ref="tool:wk/Post"} 30`) ||
+		!strings.Contains(page, `touba_worker_connected{tool_ref="tool:wk/Post"} 1`) {
+		t.Errorf("metrics after the drain:\n%s", page)
+	}
 	w.stop()
 	rec.mu.Lock()
 	got := slices.Clone(rec.events)
