@@ -112,6 +112,19 @@ const (
 	EConsoleCSRFInvalid   = "ConsoleCsrfInvalid"
 	EConsoleTokenRequired = "ConsoleTokenRequired"
 	EConsoleThrottled     = "ConsoleThrottled"
+	// Workers that connect out (SPEC §4.3): a take or answer without a
+	// token of a worker binding; a take for a tool the token does not
+	// serve; an answer to a call that is no longer the worker's (timed
+	// out, answered, or never handed to it), which is not used; an
+	// address refused for a while after too many wrong tokens.
+	EWorkerUnauthorized = "WorkerUnauthorized"
+	EWorkerForbidden    = "WorkerForbidden"
+	EWorkerCallNotHeld  = "WorkerCallNotHeld"
+	EWorkerThrottled    = "WorkerThrottled"
+	// EWorkerUnavailable: no worker is connected with room to take a
+	// worker binding's call; the run is handed back to wait for one,
+	// without spending an attempt (a hold, SPEC §2.2).
+	EWorkerUnavailable = "WorkerUnavailable"
 	// ENetworkIsolationUnavailable: process bindings without the network
 	// grant, on a host where the daemon cannot start a handler without
 	// network, and no --allow-unisolated-handlers (SPEC §2.2). Exits 2.
@@ -148,6 +161,10 @@ var statuses = map[string]int{
 	EConsoleUnauthorized:         http.StatusUnauthorized,
 	EConsoleCSRFInvalid:          http.StatusForbidden,
 	EConsoleThrottled:            http.StatusTooManyRequests,
+	EWorkerUnauthorized:          http.StatusUnauthorized,
+	EWorkerForbidden:             http.StatusForbidden,
+	EWorkerCallNotHeld:           http.StatusConflict,
+	EWorkerThrottled:             http.StatusTooManyRequests,
 	EMethodNotAllowed:            http.StatusMethodNotAllowed,
 	ETriggerUnavailable:          http.StatusServiceUnavailable,
 	ETriggerSourceForbidden:      http.StatusForbidden,

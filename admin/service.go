@@ -58,6 +58,9 @@ type Service struct {
 	// and their tools; Circuits the circuits not closed (triggers.go).
 	ProgramTriggers func() []ProgramTrigger
 	Circuits        func(ctx context.Context) ([]touba.CircuitState, error)
+	// NoWorker, when set, lists the worker bindings (SPEC §4.3) no worker
+	// has been connected to within 60 s on this node.
+	NoWorker func() []string
 	// Claims, when set, shares the entries' claims with the other nodes
 	// and CLIs on the database (see busy).
 	Claims Claims

@@ -64,6 +64,9 @@ type Trigger struct {
 	Tools   []string `json:"tools,omitempty"`
 	// Circuits are the circuits of its bindings that are not closed.
 	Circuits []touba.CircuitState `json:"circuits,omitempty"`
+	// NoWorker are its worker bindings with no worker connected (SPEC
+	// §4.3): their calls wait.
+	NoWorker []string `json:"no_worker,omitempty"`
 }
 
 // HeldTotal is the sum of its pending entries held back, for every reason.
@@ -163,10 +166,19 @@ func (s *Service) Triggers(ctx context.Context) ([]Trigger, error) {
 		}
 		return by[ref]
 	}
+	var noWorker []string
+	if s.NoWorker != nil {
+		noWorker = s.NoWorker()
+	}
 	if s.ProgramTriggers != nil {
 		for _, pt := range s.ProgramTriggers() {
 			t := at(pt.Ref)
 			t.InProgram, t.Tools, t.Weight = true, pt.Tools, pt.Weight
+			for _, ref := range noWorker {
+				if slices.Contains(pt.Tools, ref) {
+					t.NoWorker = append(t.NoWorker, ref)
+				}
+			}
 			for _, c := range circuits {
 				if slices.Contains(pt.Tools, c.ToolRef) {
 					t.Circuits = append(t.Circuits, c)

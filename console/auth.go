@@ -69,7 +69,7 @@ func newAuth(token []byte, now func() time.Time, trusted []netip.Prefix) (*auth,
 // proxy one guesser is throttled, not everyone the proxy serves.
 func (a *auth) guess(r *http.Request, tok string, isToken bool) (ok bool, wait time.Duration, failures int) {
 	key := throttleKey(forwarded.ClientAddr(r, a.trusted))
-	return a.guesses.attempt(key, func() bool { return isToken && a.tokenOK(tok) })
+	return a.guesses.Attempt(key, func() bool { return isToken && a.tokenOK(tok) })
 }
 
 // tokenOK compares a presented token with the console's, in constant time.

@@ -79,50 +79,50 @@ func TestThrottleSchedule(t *testing.T) {
 	th := newThrottle(c.now, 16)
 	k := addr(1)
 	for i := 0; i < freeFailures; i++ {
-		if ok, wait, _ := th.attempt(k, wrong); ok || wait != 0 {
+		if ok, wait, _ := th.Attempt(k, wrong); ok || wait != 0 {
 			t.Fatalf("free failure %d: ok=%v wait=%s", i+1, ok, wait)
 		}
 	}
 	want := firstDelay
 	for i := 0; i < 10; i++ {
-		if _, wait, _ := th.attempt(k, wrong); wait != 0 {
+		if _, wait, _ := th.Attempt(k, wrong); wait != 0 {
 			t.Fatalf("guess %d refused before it was compared: %s", freeFailures+i+1, wait)
 		}
 		compared := false
-		ok, wait, _ := th.attempt(k, func() bool { compared = true; return true })
+		ok, wait, _ := th.Attempt(k, func() bool { compared = true; return true })
 		if ok || compared {
 			t.Fatalf("while blocked: ok=%v, token compared=%v", ok, compared)
 		}
 		mustWait(t, wait, want)
 		c.advance(wait - time.Millisecond)
-		if _, wait, _ := th.attempt(k, right); wait != time.Millisecond {
+		if _, wait, _ := th.Attempt(k, right); wait != time.Millisecond {
 			t.Fatalf("just before the end: wait %s, want 1ms", wait)
 		}
 		c.advance(time.Millisecond)
 		want = min(want*2, maxDelay)
 	}
-	if ok, _, _ := th.attempt(k, right); !ok {
+	if ok, _, _ := th.Attempt(k, right); !ok {
 		t.Fatal("the right token after the wait was refused")
 	}
 	// Reset: the free failures are back.
 	for i := 0; i < freeFailures; i++ {
-		th.attempt(k, wrong)
+		th.Attempt(k, wrong)
 	}
-	_, wait, _ := th.attempt(k, right)
+	_, wait, _ := th.Attempt(k, right)
 	mustWait(t, wait, 0)
-	th.attempt(k, wrong)
-	th.attempt(k, wrong)
-	th.attempt(k, wrong)
-	th.attempt(k, wrong) // the 4th after the reset: blocked 1s
-	_, wait, _ = th.attempt(k, right)
+	th.Attempt(k, wrong)
+	th.Attempt(k, wrong)
+	th.Attempt(k, wrong)
+	th.Attempt(k, wrong) // the 4th after the reset: blocked 1s
+	_, wait, _ = th.Attempt(k, right)
 	mustWait(t, wait, firstDelay)
 	// Forgotten after forgetAfter without a failure.
 	c.advance(forgetAfter)
-	if ok, wait, n := th.attempt(k, wrong); ok || wait != 0 || n != 1 {
+	if ok, wait, n := th.Attempt(k, wrong); ok || wait != 0 || n != 1 {
 		t.Fatalf("after forgetAfter: ok=%v wait=%s failures=%d, want a first failure", ok, wait, n)
 	}
 	// Another address is not affected by this one.
-	if ok, _, _ := th.attempt(addr(2), right); !ok {
+	if ok, _, _ := th.Attempt(addr(2), right); !ok {
 		t.Fatal("another address was refused")
 	}
 }
@@ -138,7 +138,7 @@ func TestThrottleMemoryBound(t *testing.T) {
 		for i := from; i < to; i++ {
 			k := addr(i)
 			for j := 0; j <= freeFailures; j++ {
-				th.attempt(k, wrong)
+				th.Attempt(k, wrong)
 			}
 		}
 	}
@@ -150,27 +150,27 @@ func TestThrottleMemoryBound(t *testing.T) {
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
-	if got := th.size(); got != size {
+	if got := th.Size(); got != size {
 		t.Fatalf("table holds %d addresses, want %d", got, size)
 	}
 	if grown := int64(after.HeapInuse) - int64(before.HeapInuse); grown > 1<<20 {
 		t.Fatalf("heap grew by %d bytes over 90,000 more addresses", grown)
 	}
-	if _, wait, _ := th.attempt(addr(100_000-1), right); wait == 0 {
+	if _, wait, _ := th.Attempt(addr(100_000-1), right); wait == 0 {
 		t.Fatal("the last address of the flood is no longer blocked")
 	}
-	if _, wait, _ := th.attempt(addr(0), right); wait != 0 {
+	if _, wait, _ := th.Attempt(addr(0), right); wait != 0 {
 		t.Fatal("the first address of the flood is still in the table")
 	}
 	// One host's IPv6 /64 is one address.
 	v6 := newThrottle(c.now, size)
 	for i := 0; i < 100; i++ {
-		v6.attempt(peerKey(fmt.Sprintf("[2001:db8:1:2::%x]:443", i)), wrong)
+		v6.Attempt(peerKey(fmt.Sprintf("[2001:db8:1:2::%x]:443", i)), wrong)
 	}
-	if got := v6.size(); got != 1 {
+	if got := v6.Size(); got != 1 {
 		t.Fatalf("100 addresses of one /64 take %d records, want 1", got)
 	}
-	if _, wait, _ := v6.attempt(peerKey("[2001:db8:1:2:ffff::1]:1"), right); wait == 0 {
+	if _, wait, _ := v6.Attempt(peerKey("[2001:db8:1:2:ffff::1]:1"), right); wait == 0 {
 		t.Fatal("another address of the /64 is not blocked")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/touba/touba-trigger/internal/secret"
 	"github.com/touba/touba-trigger/manifest"
 	"github.com/touba/touba-trigger/trigger"
+	"github.com/touba/touba-trigger/worker"
 )
 
 // Binding is one tool binding ready to call.
@@ -53,6 +54,10 @@ type Config struct {
 // in-memory dedupe and counts survive a SIGHUP.
 type Stubs struct {
 	byRef map[string]*handler.AccountingStub
+	// Workers is where worker bindings' calls wait for the workers that
+	// connect out (SPEC §4.3); nil where no worker can connect (the CLI
+	// without a daemon): their calls are then refused unsent.
+	Workers *worker.Hub
 }
 
 // Stub returns the stub of ref, creating it once.
@@ -113,6 +118,9 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 			r, err = handler.NewKafka(kafkaSpec(b, res.Login[ref], res.TLS[ref], out.guarded(b.Handler.Options), bl))
 		case manifest.KindAccountingStub:
 			r = stubs.Stub(ref)
+		case manifest.KindWorker:
+			r = worker.NewRunner(stubs.Workers, worker.Spec{Ref: ref, Token: res.Worker[ref], Timeout: b.Timeout(),
+				MaxPayload: b.MaxPayloadBytes})
 		default:
 			err = fmt.Errorf("unknown handler kind %q", b.Handler.Kind)
 		}

@@ -242,7 +242,7 @@ func (d *Dispatcher) lease(free int) ([]*touba.Delivery, []*reservation, error) 
 			b = gates[a.TriggerRef]
 		}
 		for j := 0; j < a.N && i < len(entries); j++ {
-			res[i] = d.reserve(b)
+			res[i] = d.reserve(b, entries[i].QueueID)
 			i++
 		}
 	}
@@ -317,7 +317,7 @@ func (d *Dispatcher) refreshFair() {
 
 // gate is the binding that bounds how many runs of trigger ref may start
 // now: its first tool step's, when that binding has a max_concurrency or
-// a circuit; nil when nothing bounds it.
+// a circuit, or is a worker binding; nil when nothing bounds it.
 func (d *Dispatcher) gate(cfg *Config, ref string) *Binding {
 	t, ok := cfg.trigger(ref)
 	if !ok {
@@ -328,7 +328,7 @@ func (d *Dispatcher) gate(cfg *Config, ref string) *Binding {
 			continue
 		}
 		b := cfg.Bindings[st.Tool]
-		if b == nil || b.MaxConcurrency <= 0 && b.Circuit.MinCalls <= 0 {
+		if b == nil || b.MaxConcurrency <= 0 && b.Circuit.MinCalls <= 0 && takerOf(b) == nil {
 			return nil
 		}
 		return b
@@ -366,6 +366,13 @@ func (d *Dispatcher) passable(b *Binding) int {
 			free = min(free, s.max-used)
 		}
 		if free -= int(s.reserved.Load()); !bounded || free < n {
+			n = free
+		}
+		bounded = true
+	}
+	if t := takerOf(b); t != nil {
+		// A worker binding's calls start only in a worker's room.
+		if free := t.Free(); !bounded || free < n {
 			n = free
 		}
 		bounded = true

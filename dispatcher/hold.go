@@ -19,6 +19,9 @@ import (
 // a reservation of b (its lease was planned on b); without one it takes
 // only a slot no leased run was promised.
 func (d *Dispatcher) tryAcquire(ctx context.Context, b *Binding, e *touba.Delivery, own bool) (release func(), pass *circuitPass, v *verdict) {
+	if t := takerOf(b); t != nil && !own && t.Free() <= 0 {
+		return nil, nil, noWorker(b, "")
+	}
 	pass, ok := d.tryCircuit(ctx, b)
 	if !ok {
 		return nil, nil, &verdict{action: held, hold: b.Ref, code: touba.ECircuitOpen,

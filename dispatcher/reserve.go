@@ -52,14 +52,20 @@ type reservation struct {
 	ref     string
 	sem     *sem
 	circuit *circuit
+	taker   taker
+	queueID string // the run's entry, for taker
 	done    atomic.Bool
+	slots   atomic.Bool // sem and circuit released
 }
 
-func (d *Dispatcher) reserve(b *Binding) *reservation {
+func (d *Dispatcher) reserve(b *Binding, queueID string) *reservation {
 	if b == nil {
 		return nil
 	}
-	r := &reservation{ref: b.Ref, sem: d.slots.of(b), circuit: d.circuits.of(b)}
+	r := &reservation{ref: b.Ref, sem: d.slots.of(b), circuit: d.circuits.of(b), taker: takerOf(b), queueID: queueID}
+	if r.taker != nil {
+		r.taker.Reserve(queueID)
+	}
 	if r.sem != nil {
 		r.sem.reserved.Add(1)
 	}
@@ -72,6 +78,19 @@ func (d *Dispatcher) reserve(b *Binding) *reservation {
 // drop ends the reservation; idempotent, nil-safe.
 func (r *reservation) drop() {
 	if r == nil || !r.done.CompareAndSwap(false, true) {
+		return
+	}
+	r.dropSlots()
+	if r.taker != nil {
+		r.taker.Unreserve(r.queueID)
+	}
+}
+
+// dropSlots ends the reservation's slot and probe, not a worker
+// binding's room: the run's call takes that over when it waits in the
+// Hub; drop ends it otherwise. Idempotent, nil-safe.
+func (r *reservation) dropSlots() {
+	if r == nil || !r.slots.CompareAndSwap(false, true) {
 		return
 	}
 	if r.sem != nil {

@@ -50,7 +50,11 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		own := r != nil && r.ref == b.Ref
 		release, pass, hv = d.tryAcquire(ctx, b, e, own)
 		if own {
-			r.drop()
+			// A worker binding's reservation stays until the call waits
+			// in its Hub (which takes it over) or the run ends: the room
+			// it was leased for is not counted free twice meanwhile, so
+			// runs leased one by one keep their order.
+			r.dropSlots()
 		}
 		if hv != nil {
 			return nil, false, hv
@@ -72,6 +76,9 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		res := d.call(ctx, cfg.Secrets, b, req, func() error { return nil })
 		if res.OK {
 			return rawOrNull(res.Output), false, nil
+		}
+		if v := d.untaken(b, res); v != nil {
+			return nil, false, v
 		}
 		log.get().Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
 		return nil, false, fromError(res.Err)
@@ -193,6 +200,9 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		}
 		return rawOrNull(res.Output), nil
 	case touba.EffectNotApplied:
+		if v := d.untaken(b, res); v != nil {
+			return nil, v
+		}
 		err := res.Err
 		if err == nil {
 			err = touba.Errorf(touba.EHandlerFailed, "effect not applied")

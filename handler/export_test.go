@@ -2,7 +2,6 @@ package handler
 
 // Exported for the external tests only.
 var (
-	Interpret       = interpret
 	ParseRetryAfter = parseRetryAfter
 )
 

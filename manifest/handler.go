@@ -17,12 +17,13 @@ var kindFields = map[string][]string{
 	KindAccountingStub: {},
 	KindNATS:           {"options", "credentials"},
 	KindKafka:          {"options", "credentials"},
+	KindWorker:         {"token"},
 }
 
 // handler checks a binding's handler. Kind is set only when it is known, so
 // later checks of the binding do not pile up refusals on an unknown kind.
 func (p *problems) handler(path string, n *strictjson.Node, h *Handler) {
-	f, _ := p.Object(path, n, []string{"kind", "command", "args", "cwd", "persistent", "options", "credentials"}, "kind")
+	f, _ := p.Object(path, n, []string{"kind", "command", "args", "cwd", "persistent", "options", "credentials", "token"}, "kind")
 	k, ok := f["kind"]
 	if !ok {
 		return
@@ -33,8 +34,8 @@ func (p *problems) handler(path string, n *strictjson.Node, h *Handler) {
 	}
 	own, known := kindFields[kind]
 	if !known {
-		p.Fail(strictjson.Child(path, "kind"), "unknown handler kind %s (known: %s, %s, %s, %s, %s, %s)",
-			strictjson.Quote(kind), KindAccountingStub, KindHTTP, KindKafka, KindNATS, KindProcess, KindWebhook)
+		p.Fail(strictjson.Child(path, "kind"), "unknown handler kind %s (known: %s, %s, %s, %s, %s, %s, %s)",
+			strictjson.Quote(kind), KindAccountingStub, KindHTTP, KindKafka, KindNATS, KindProcess, KindWebhook, KindWorker)
 		return
 	}
 	h.Kind = kind
@@ -63,6 +64,8 @@ func (p *problems) handler(path string, n *strictjson.Node, h *Handler) {
 		p.nats(path, f, h)
 	case KindKafka:
 		p.kafka(path, f, h)
+	case KindWorker:
+		p.worker(path, f, h)
 	}
 }
 

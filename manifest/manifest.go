@@ -107,6 +107,7 @@ type Handler struct {
 	Persistent  *Persistent  `json:"persistent,omitempty"` // process, optional (SPEC §4.1)
 	Options     *Options     `json:"options,omitempty"`    // webhook and http, required
 	Credentials *Credentials `json:"credentials,omitempty"`
+	Token       *secret.Ref  `json:"token,omitempty"` // worker, required (SPEC §4.3)
 }
 
 // Defaults that protect a remote service (SPEC §2.2): a webhook, http or
@@ -132,7 +133,7 @@ var DefaultRemoteCircuit = Circuit{FailureRatio: 0.5, MinCalls: 20, WindowMS: 60
 // broker that refuses or stops answering is a remote that fails).
 func ProtectsRemote(kind string) bool {
 	switch kind {
-	case KindWebhook, KindHTTP, KindNATS, KindKafka:
+	case KindWebhook, KindHTTP, KindNATS, KindKafka, KindWorker:
 		return true
 	}
 	return false

@@ -89,6 +89,9 @@ type Resolved struct {
 	// Login: binding ref -> a broker binding's username, password or
 	// token (broker.go).
 	Login map[string]*Login
+
+	// Worker: binding ref -> a worker binding's token (SPEC §4.3).
+	Worker map[string]string
 }
 
 // TLS is what an http handler's TLS needs, read at start-up.
@@ -109,6 +112,7 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 		TLS:    map[string]*TLS{},
 		Values: &secret.Set{},
 		Login:  map[string]*Login{},
+		Worker: map[string]string{},
 	}
 	p := newProblems(m.Path)
 	for _, ref := range m.Refs() {
@@ -138,6 +142,9 @@ func (m *Manifest) Resolve(env secret.Env) (*Resolved, error) {
 		}
 		if l := m.resolveLogin(p, path, b, env, res.Values); l != nil {
 			res.Login[ref] = l
+		}
+		if v, ok := m.resolveToken(p, path, b, env, res.Values); ok {
+			res.Worker[ref] = v
 		}
 		if t := m.resolveTLS(p, path, b, env, res.Values); t != nil {
 			res.TLS[ref] = t

@@ -43,6 +43,9 @@ func Triggers(w io.Writer, rows []admin.Trigger) error {
 		if program && !r.InProgram {
 			state += " (not in program)"
 		}
+		if len(r.NoWorker) > 0 {
+			state += " (no worker: " + strings.Join(r.NoWorker, ", ") + ")"
+		}
 		var open []string
 		for _, c := range r.Circuits {
 			open = append(open, c.ToolRef+" "+c.State)

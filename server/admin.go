@@ -74,6 +74,7 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 func (s *Server) adminService() *admin.Service {
 	svc := newService(s.store, s.current.Load, s.log.With().Str("component", "admin").Logger())
 	svc.Probe = s.health.Load
+	svc.NoWorker = s.noWorker
 	if h := s.history; h != nil {
 		svc.HistoryWindow = h.window
 		svc.LastPass = h.last.Load

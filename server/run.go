@@ -52,6 +52,7 @@ func (s *Server) start(ctx context.Context) error {
 			Tracing: s.tracing, RenewEvery: renew, LeaseTTL: leaseTTL, Slots: s.store.Slots,
 			Circuits: s.store.Circuits, OnCircuit: s.onCircuit, Waits: waits})
 		s.intake.Enqueued = s.disp.Notify
+		s.workerHub().Room = s.disp.Notify
 	}
 	if f.AdminSocket != "" {
 		srv, err := admin.Listen(f.AdminSocket, s.adminService())
@@ -133,7 +134,7 @@ func (s *Server) serve(ln, mln net.Listener) {
 	s.conns = newConnTracker(ln)
 	s.httpAddr = ln.Addr()
 	s.httpSrv = &http.Server{
-		Handler:           s.tracing.Middleware(s.intake.Router(s.readyz)),
+		Handler:           s.tracing.Middleware(s.withWorkers(s.intake.Router(s.readyz))),
 		ConnState:         s.conns.ConnState,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       30 * time.Second,

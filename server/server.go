@@ -31,6 +31,7 @@ import (
 	"github.com/touba/touba-trigger/sqlite/state"
 	"github.com/touba/touba-trigger/tracing"
 	"github.com/touba/touba-trigger/trigger"
+	"github.com/touba/touba-trigger/worker"
 )
 
 // Config is everything `serve` is told (SPEC §3).
@@ -149,7 +150,7 @@ func (s *Server) open(ctx context.Context) error {
 	if err := checkIsolation(c.Manifest, f.AllowUnisolatedHandlers, log); err != nil {
 		return err
 	}
-	s.stubs = &dispatcher.Stubs{}
+	s.stubs = &dispatcher.Stubs{Workers: worker.NewHub(nil)}
 	if f.Database != "" {
 		if s.cfg.NodeID == "" {
 			host, _ := os.Hostname()
@@ -188,6 +189,7 @@ func (s *Server) open(ctx context.Context) error {
 	s.metrics = metrics.NewNode(f.NodeID)
 	s.metrics.WatchTracing(s.tracing.DroppedSpans)
 	s.metrics.WatchBrokers(s.brokerCounts)
+	s.metrics.WatchWorkers(s.workerCounts)
 	// A database that does not answer yet is waited for; the node answers
 	// meanwhile (startwait.go).
 	s.store, err = openStores(ctx, storeConfig{OnWait: s.serveWhileWaiting, Queue: f.Queue, State: f.State, Journal: f.Journal,

@@ -27,6 +27,10 @@ func (s *Server) Shutdown(ctx context.Context) {
 	if s.disp != nil {
 		s.disp.StopLeasing()
 	}
+	// Open takes answer now with what they have, so the HTTP drain does
+	// not wait out their long polls; answers to calls in flight are still
+	// taken until the listener closes.
+	s.workerHub().Close()
 	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), s.deadline)
 	defer cancel()
 	if s.httpSrv != nil {

@@ -52,6 +52,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = runJournal(ctx, args[1:], stdout, stderr)
 	case "storage":
 		err = runStorage(ctx, args[1:], stdout, stderr)
+	case "listen":
+		err = runListen(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		err = runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -85,6 +87,7 @@ const usage cli.Usage = `usage:
   touba-trigger triggers ls | pause REF [--reason TEXT] | resume REF [--reason TEXT]
   touba-trigger journal unlock --effect-journal FILE
   touba-trigger storage [--history D]      # sizes, oldest entries, what --history forgets next
+  touba-trigger listen --url URL --token-file FILE --tool REF --forward-to URL [--signing-secret whsec_...] [--max-in-flight 1]
 The operator commands talk to the daemon on --admin-socket or, when none runs, open the files
 (--queue, --state, --effect-journal): read-only without the lock for ls and show, under the journal lock
 for the commands that change something (each takes --reason TEXT for the audit trail); each prints a

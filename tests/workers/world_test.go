@@ -1,0 +1,193 @@
+// Package workers_test runs the real touba-trigger binary with a worker
+// binding (SPEC §4.3) and workers that connect out to it: the Go SDK's
+// Worker in the test process, or testdata/worker as a process of its own
+// that a test can kill; and checks from outside what §4.3 and §5 promise.
+package workers_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/touba/touba-trigger/internal/gobuild"
+	"github.com/touba/touba-trigger/internal/testkit"
+)
+
+// workerBin is testdata/worker.
+var workerBin string
+
+func TestMain(m *testing.M) {
+	gobuild.Main(m, map[string]*string{"./testdata/worker": &workerBin})
+}
+
+const (
+	token     = "wk-token-7d1f0c"
+	postTool  = "tool:wk/Post"
+	stubTool  = "tool:wk/Stub"
+	orders    = "wk/Orders"
+	others    = "wk/Others"
+	keyed     = "wk/Keyed"
+	otherTool = "tool:wk/Other" // a second worker binding, another token
+)
+
+const program = `{"air_version": "touba-air-v1", "triggers": [
+  {"ref": "trigger:wk/Orders", "source": {"kind": "webhook"},
+   "steps": [{"id": "post", "tool": "tool:wk/Post", "input": {"order": {"$ref": "/event/body"}}}],
+   "retry": {"max_attempts": 5, "initial_interval_ms": 50, "max_interval_ms": 200}},
+  {"ref": "trigger:wk/Others", "source": {"kind": "webhook"},
+   "steps": [{"id": "bill", "tool": "tool:wk/Stub", "input": {"order": {"$ref": "/event/body"}}}]},
+  {"ref": "trigger:wk/Side", "source": {"kind": "webhook"},
+   "steps": [{"id": "other", "tool": "tool:wk/Other", "input": {"order": {"$ref": "/event/body"}}}]}]}`
+
+// world is one test's files and daemon.
+type world struct {
+	t                          *testing.T
+	dir, queue, state, journal string
+	admin                      string
+	d                          *testkit.Daemon
+	retryMode                  string
+	timeoutMS                  int
+	acked                      []string // queue ids, in the order accepted
+	ids                        map[string]string
+	extraFlags                 []string
+}
+
+// newWorld writes the program and a manifest with tool:wk/Post a worker
+// binding under retryMode with timeoutMS.
+func newWorld(t *testing.T, retryMode string, timeoutMS int) *world {
+	t.Helper()
+	dir := t.TempDir()
+	w := &world{t: t, dir: dir, queue: filepath.Join(dir, "q.sqlite"), state: filepath.Join(dir, "s.sqlite"),
+		journal: filepath.Join(dir, "j.sqlite"), admin: filepath.Join(dir, "admin.sock"), retryMode: retryMode,
+		timeoutMS: timeoutMS, ids: map[string]string{}}
+	manifest := fmt.Sprintf(`{"manifest_version": "touba-manifest-v1", "bindings": {
+  "tool:wk/Post": {"handler": {"kind": "worker", "token": {"env": "WK_TOKEN"}}, "grants": [], "timeout_ms": %d,
+    "circuit": null, "effect_contract": {"kind": "external_write", "retry_mode": %q}},
+  "tool:wk/Other": {"handler": {"kind": "worker", "token": {"env": "WK_OTHER_TOKEN"}}, "grants": [], "timeout_ms": %d,
+    "circuit": null, "effect_contract": {"kind": "none"}},
+  "tool:wk/Stub": {"handler": {"kind": "accounting_stub"}, "grants": [],
+    "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`, timeoutMS, retryMode, timeoutMS)
+	for name, content := range map[string]string{"program.air.json": program, "touba.manifest.json": manifest} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return w
+}
+
+// start runs the daemon on w's files (on the address of the last one, so
+// workers find it again after a restart).
+func (w *world) start(flags ...string) *testkit.Daemon {
+	w.t.Helper()
+	listen := "127.0.0.1:0"
+	if w.d != nil {
+		listen = w.d.Addr
+	}
+	args := append([]string{"serve", filepath.Join(w.dir, "program.air.json"),
+		"--manifest", filepath.Join(w.dir, "touba.manifest.json"), "--queue", w.queue, "--state", w.state,
+		"--effect-journal", w.journal, "--listen", listen, "--metrics-listen", "127.0.0.1:0",
+		"--admin-socket", w.admin, "--log-level", "info", "--take-over-stale-lock"}, append(w.extraFlags, flags...)...)
+	w.d = testkit.Start(w.t, []string{"WK_TOKEN=" + token, "WK_OTHER_TOKEN=" + token + "-other"}, args...)
+	return w.d
+}
+
+// send posts one delivery per event id to trigger; each must be 202.
+func (w *world) send(trigger string, ids ...string) {
+	w.t.Helper()
+	for _, id := range ids {
+		status, qid := testkit.Post(w.t, w.d.URL()+"/triggers/"+trigger, id, fmt.Sprintf(`{"order_id":%q}`, id))
+		if status != http.StatusAccepted {
+			w.t.Fatalf("post %s: %d\n%s", id, status, w.d.Log())
+		}
+		w.acked = append(w.acked, qid)
+		w.ids[id] = qid
+	}
+}
+
+// cli runs the CLI against the daemon's admin socket and decodes its
+// --json output into out.
+func (w *world) cli(out any, args ...string) {
+	w.t.Helper()
+	cmd := exec.Command(testkit.Binary(w.t), append(args, "--admin-socket", w.admin, "--json")...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		w.t.Fatalf("touba-trigger %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		w.t.Fatalf("touba-trigger %s: %v\n%s", strings.Join(args, " "), err, stdout.String())
+	}
+}
+
+// count is how many entries of trigger (all when "") have status.
+func (w *world) count(status, trigger string) int {
+	w.t.Helper()
+	args := []string{"queue", "ls", "--status", status, "--limit", "100000"}
+	if trigger != "" {
+		args = append(args, "--trigger", "trigger:"+trigger)
+	}
+	var entries []json.RawMessage
+	w.cli(&entries, args...)
+	return len(entries)
+}
+
+// waitStatus waits until n entries of trigger have status.
+func (w *world) waitStatus(status, trigger string, n int, timeout time.Duration) {
+	w.t.Helper()
+	testkit.WaitForReport(w.t, timeout, testkit.Every(100*time.Millisecond, func() bool { return w.count(status, trigger) >= n }),
+		fmt.Sprintf("%d entries of %s %s", n, trigger, status), func() { w.t.Log(w.d.Log()) })
+}
+
+// stop ends the daemon with SIGTERM.
+func (w *world) stop() {
+	w.t.Helper()
+	w.d.Signal(syscall.SIGTERM)
+	if code := w.d.Wait(60 * time.Second); code != 0 {
+		w.t.Fatalf("exit code %d after SIGTERM\n%s", code, w.d.Log())
+	}
+}
+
+// post sends body to the daemon's path with tok and returns the status
+// and body of the answer.
+func post(t *testing.T, url, tok, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// take takes up to n calls of tool with tok, waiting up to waitMS.
+func take(t *testing.T, d *testkit.Daemon, tok, tool string, n, waitMS int) []map[string]any {
+	t.Helper()
+	status, body := post(t, d.URL()+"/workers/v1/take", tok, fmt.Sprintf(`{"tools": [%q], "max": %d, "wait_ms": %d}`, tool, n, waitMS))
+	if status != http.StatusOK {
+		t.Fatalf("take: %d %s", status, body)
+	}
+	var got struct {
+		Calls []map[string]any `json:"calls"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil {
+		t.Fatalf("take answer %s: %v", body, err)
+	}
+	return got.Calls
+}
