@@ -56,6 +56,9 @@ type Effect struct {
 
 // EffectEvent is one entry of an effect's append-only audit trail.
 type EffectEvent struct {
+	// Seq orders the trail's rows; 0 on PostgreSQL for the events an
+	// effect's own row records (its first write's: postgres/journal_born.go),
+	// which come first.
 	Seq      int64     `json:"seq"`
 	Scope    string    `json:"scope"`
 	EffectID string    `json:"effect_id"`

@@ -222,29 +222,6 @@ func (j *Journal) List(ctx context.Context, f touba.EffectFilter) ([]touba.Effec
 	return out, rows.Err()
 }
 
-// Events returns the audit trail of one effect, in order.
-func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]touba.EffectEvent, error) {
-	rows, err := j.db.pool.Query(ctx, `SELECT seq, scope, effect_id, COALESCE(call_id, ''), state, at, COALESCE(detail, '')
-		FROM touba.effect_events WHERE scope = $1 AND effect_id = $2 ORDER BY seq`, scope, effectID)
-	if err != nil {
-		return nil, fmt.Errorf("effect events: %w", err)
-	}
-	defer rows.Close()
-	var out []touba.EffectEvent
-	for rows.Next() {
-		var e touba.EffectEvent
-		var at string
-		if err := rows.Scan(&e.Seq, &e.Scope, &e.EffectID, &e.CallID, &e.State, &at, &e.Detail); err != nil {
-			return nil, err
-		}
-		if e.At, err = touba.ParseTime(at); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
-}
-
 // CountByState returns how many effects are in each state.
 func (j *Journal) CountByState(ctx context.Context) (map[string]int64, error) {
 	return countBy(ctx, j.db.pool, `SELECT state, COUNT(*) FROM touba.effects GROUP BY state`)

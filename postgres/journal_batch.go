@@ -41,15 +41,11 @@ f AS (SELECT i.n, e.queue_id, e.kept, e.lease_expires_at < ` + j.db.dbFresh() + 
 		AND e.lease_expires_at IS NOT NULL AND e.lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE OF e),
 x AS (UPDATE touba.entries e SET lease_expires_at = ` + j.db.dbExpiry() + ` FROM f WHERE e.queue_id = f.queue_id AND f.stale),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
-		attempts, call_id, created_at, updated_at, owner, lease_token, kept)
-	SELECT i.scope, i.effect_id, i.tool_ref, i.operation, i.fingerprint, i.retry_mode, 'dispatched', 1, i.call_id, $9, $9, $10, i.token, f.kept
+		attempts, call_id, created_at, updated_at, owner, lease_token, kept, born, born_call)
+	SELECT i.scope, i.effect_id, i.tool_ref, i.operation, i.fingerprint, i.retry_mode, 'dispatched', 1, i.call_id, $9, $9, $10, i.token, f.kept,
+		'` + bornPD + `', i.call_id
 	FROM i JOIN f ON f.n = i.n ORDER BY i.n
-	ON CONFLICT DO NOTHING RETURNING scope, effect_id),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
-	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), v.s, $9, v.d || ' attempt 1', f.kept
-	FROM i JOIN ins ON ins.scope = i.scope AND ins.effect_id = i.effect_id JOIN f ON f.n = i.n,
-		(VALUES (1, 'prepared', 'prepare'), (2, 'dispatched', 'dispatch')) AS v(k, s, d)
-	ORDER BY i.n, v.k)
+	ON CONFLICT DO NOTHING RETURNING scope, effect_id)
 SELECT i.n, ins.scope IS NOT NULL FROM i LEFT JOIN ins ON ins.scope = i.scope AND ins.effect_id = i.effect_id ORDER BY i.n`
 }
 

@@ -31,11 +31,9 @@ func (j *Journal) fusedPrepare() string {
 	SELECT kept FROM touba.entries WHERE queue_id = $1 AND lease_token = $10 AND status = 'running'
 		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
-		attempts, call_id, created_at, updated_at, owner, lease_token, kept)
-	SELECT $1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10, kept FROM f
-	ON CONFLICT DO NOTHING RETURNING kept),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
-	SELECT $1, $2, NULLIF($7, ''), 'prepared', $8, 'prepare attempt 1', kept FROM ins)
+		attempts, call_id, created_at, updated_at, owner, lease_token, kept, born, born_call)
+	SELECT $1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10, kept, '` + bornP + `', $7 FROM f
+	ON CONFLICT DO NOTHING RETURNING kept)
 SELECT EXISTS (SELECT 1 FROM f), EXISTS (SELECT 1 FROM ins)`
 }
 
@@ -105,12 +103,9 @@ func (j *Journal) fusedPrepareDispatched() string {
 		AND lease_expires_at IS NOT NULL AND lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE),
 x AS (UPDATE touba.entries SET lease_expires_at = ` + j.db.dbExpiry() + ` WHERE queue_id = $1 AND (SELECT stale FROM f)),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
-		attempts, call_id, created_at, updated_at, owner, lease_token, kept)
-	SELECT $1, $2, $3, $4, $5, $6, 'dispatched', 1, $7, $8, $8, $9, $10, kept FROM f
-	ON CONFLICT DO NOTHING RETURNING kept),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
-	SELECT $1, $2, NULLIF($7, ''), s, $8, d || ' attempt 1', kept FROM ins,
-		(VALUES (1, 'prepared', 'prepare'), (2, 'dispatched', 'dispatch')) AS v(n, s, d) ORDER BY n)
+		attempts, call_id, created_at, updated_at, owner, lease_token, kept, born, born_call)
+	SELECT $1, $2, $3, $4, $5, $6, 'dispatched', 1, $7, $8, $8, $9, $10, kept, '` + bornPD + `', $7 FROM f
+	ON CONFLICT DO NOTHING RETURNING kept)
 SELECT EXISTS (SELECT 1 FROM f), EXISTS (SELECT 1 FROM ins)`
 }
 

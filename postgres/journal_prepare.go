@@ -125,8 +125,9 @@ func (j *Journal) prepareTx(ctx context.Context, tx *Tx, p touba.EffectPrepare) 
 	}
 	if r == nil {
 		tag, err := tx.Exec(ctx, `INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
-			attempts, call_id, created_at, updated_at, owner, lease_token, kept)
-			VALUES ($1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10, EXISTS (SELECT 1 FROM touba.entries k WHERE k.queue_id = $1 AND k.kept)) ON CONFLICT DO NOTHING`,
+			attempts, call_id, created_at, updated_at, owner, lease_token, kept, born, born_call)
+			VALUES ($1, $2, $3, $4, $5, $6, 'prepared', 1, $7, $8, $8, $9, $10, EXISTS (SELECT 1 FROM touba.entries k WHERE k.queue_id = $1 AND k.kept),
+				'`+bornP+`', $7) ON CONFLICT DO NOTHING`,
 			p.Scope, p.EffectID, p.ToolRef, p.Operation, p.Fingerprint, p.RetryMode, p.CallID, now, j.owner, p.LeaseToken)
 		if err != nil {
 			return nil, fmt.Errorf("prepare effect: %w", err)
@@ -138,7 +139,7 @@ func (j *Journal) prepareTx(ctx context.Context, tx *Tx, p touba.EffectPrepare) 
 		e := &touba.Effect{Scope: p.Scope, EffectID: p.EffectID, ToolRef: p.ToolRef, Operation: p.Operation,
 			Fingerprint: p.Fingerprint, RetryMode: p.RetryMode, State: touba.EffectPrepared, Attempts: 1,
 			CallID: p.CallID, CreatedAt: at, UpdatedAt: at}
-		return e, appendEvent(ctx, tx, p.Scope, p.EffectID, p.CallID, touba.EffectPrepared, now, "prepare attempt 1")
+		return e, nil // its prepared event is the row's (born)
 	}
 	if r.State == touba.EffectDispatched && r.owner == j.owner && r.CallID != p.CallID {
 		if err := markUnknown(ctx, tx, r, now, touba.DetailOrphaned); err != nil {
