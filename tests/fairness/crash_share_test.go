@@ -203,6 +203,15 @@ func (w *crashWorld) send(trigger, eventID, body string) (string, error) {
 	return id, nil
 }
 
+// left counts the deliveries of rest.
+func left(rest []part) int {
+	n := 0
+	for _, p := range rest {
+		n += p.n - p.from
+	}
+	return n
+}
+
 // parts are the batches, whole.
 func parts(bs ...batch) []part {
 	out := make([]part, len(bs))
@@ -281,12 +290,18 @@ func testCrashPausedHeld(t *testing.T, b backend) {
 	w.postEach(false, parts(batch{"fair/A", "a", a})...)
 	st := w.waitStatuses(w.ids[p:], 30*time.Second)
 	w.daemon.Kill()
-	t.Logf("%s: A's %d done while P paused (%v); killed with %d of P held", b.name(), a, st, w.heldNow("trigger:fair/P"))
+	applied := len(r.settled(t))
+	t.Logf("%s: A's %d done while P paused (%v); killed with %d of P held, %d effects applied", b.name(), a, st,
+		w.heldNow("trigger:fair/P"), applied)
+	if applied != a+1 {
+		t.Fatalf("%d effects applied while P was paused, want A's %d and the one call of P in flight at the pause", applied, a)
+	}
 	point := dispatcher.CrashAfterHeldLeased
 	w.run(point)
 	w.cli("triggers", "resume", "trigger:fair/P")
 	w.killed(point, 30*time.Second)
 	before := r.settled(t)
+	t.Logf("%s: killed at %s with %d of P held, %d effects applied", b.name(), point, w.heldNow("trigger:fair/P"), len(before))
 	w.run("")
 	w.allDone(60 * time.Second)
 	onceEach(t, r, before, p+a)
@@ -317,7 +332,13 @@ func testCrashCircuitHeld(t *testing.T, b backend) {
 		r.status.Store(http.StatusOK)
 	}
 	w.killed(point, 60*time.Second)
+	opened := strings.Contains(w.daemon.Log(), `"event":"circuit.open"`)
 	before := r.settled(t)
+	t.Logf("%s: killed at %s, circuit opened %v, %d of A held, %d deliveries not posted yet, %d effects applied",
+		b.name(), point, opened, w.heldNow("trigger:fair/A"), left(rest), len(before))
+	if !opened {
+		t.Fatal("killed before the circuit opened: no run was held on it")
+	}
 	w.run("")
 	w.postEach(false, rest...)
 	w.postEach(false, parts(batch{"fair/B", "b", bs})...)
@@ -330,27 +351,35 @@ func TestCrashCircuitHeldPostgres(t *testing.T) { testCrashCircuitHeld(t, newPos
 
 // testCrashLaterStepShare: C (weight 10) calls the stub, then the remote
 // (max_concurrency 2); A (weight 30) calls the remote first. Both are
-// posted; C's runs are handed back at their second step and leased at
-// C's share: the daemon, armed at after-held-leased, is killed at the
-// first such lease; restarted armed at after-held, with the remote's calls
-// slowed to 2 s so that 10 more of C meet the binding full, at the first
-// of them handed back; restarted again, every entry ends done, each
-// effect applied once.
+// posted while the remote holds its calls at a gate: C's runs are handed
+// back at their second step, A's wait. The daemon is killed (SIGKILL)
+// so; restarted armed at after-held-leased with the gate open, it is
+// killed at the first of C's held runs a lease takes at C's share;
+// restarted armed at after-held with the remote's calls slowed to 2 s, at
+// the first of 10 more of C handed back on the full binding; restarted
+// again, every entry ends done, each effect applied once.
 func testCrashLaterStepShare(t *testing.T, b backend) {
 	const a, c, c2 = 40, 40, 10
-	r := newEffectRemote(t, 50*time.Millisecond, http.StatusOK, false)
+	r := newEffectRemote(t, 50*time.Millisecond, http.StatusOK, true)
 	w := newCrashWorld(t, b, laterProgram("C", "A", 10, 30), stallManifest(r.srv.URL+"/r", `"max_concurrency": 2,`))
+	w.run("")
+	w.postEach(false, parts(batch{"fair/C", "c", c}, batch{"fair/A", "a", a})...)
+	w.heldAtLeast("trigger:fair/C", c-2, 30*time.Second)
+	w.daemon.Kill()
+	t.Logf("%s: killed with %d of C held, %d effects applied", b.name(), w.heldNow("trigger:fair/C"), len(r.settled(t)))
+	close(r.gate)
 	point := dispatcher.CrashAfterHeldLeased
 	w.run(point)
-	rest := w.postEach(true, parts(batch{"fair/C", "c", c}, batch{"fair/A", "a", a})...)
 	w.killed(point, 60*time.Second)
-	r.settled(t)
+	t.Logf("%s: killed at %s with %d of C held, %d effects applied", b.name(), point, w.heldNow("trigger:fair/C"), len(r.settled(t)))
 	r.delay.Store(int64(2 * time.Second))
 	point = dispatcher.CrashAfterHeld
 	w.run(point)
-	rest = w.postEach(true, append(rest, part{batch: batch{"fair/C", "c2", c2}})...)
+	rest := w.postEach(true, parts(batch{"fair/C", "c2", c2})...)
 	w.killed(point, 60*time.Second)
 	before := r.settled(t)
+	t.Logf("%s: killed at %s with %d of C held, %d deliveries not posted yet, %d effects applied",
+		b.name(), point, w.heldNow("trigger:fair/C"), left(rest), len(before))
 	r.delay.Store(int64(50 * time.Millisecond))
 	w.run("")
 	w.postEach(false, rest...)
