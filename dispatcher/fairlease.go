@@ -34,8 +34,8 @@ const holdsRefresh = time.Second
 // heldRecount is how often the leaser recounts the runs handed back when
 // it is the only node of its store: it counts them itself meanwhile (each
 // one it hands back, each one a lease takes, none left when an ask finds
-// fewer than counted), so the store's count, a read of every handed-back
-// run, is only a safety net.
+// fewer than counted), so the store's count (its hold counts table, a few
+// rows) is only a safety net.
 const heldRecount = 30 * time.Second
 
 // fairLease is the leaser's state for planned leases; only the leaser

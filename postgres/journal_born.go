@@ -10,7 +10,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 )
 
-// An effect's first events as columns of its row (migrations/0018_effect_born.sql,
+// An effect's first events as columns of its row (migrations/0019_effect_born.sql,
 // issue 42): the statement that creates the row records the events of that
 // write in born, with the call id they carry in born_call and their time in
 // created_at, and writes no effect_events row for them; every later event

@@ -272,6 +272,12 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		s.Close()
 		return nil, err
 	}
+	// Rows of a table openPartitions attached again were never seen by
+	// the held counts' triggers.
+	if err := s.Queue.recountHolds(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if c.RequeueRunning {
 		if s.Requeued, err = s.Queue.RequeueRunning(ctx); err != nil {
 			s.Close()

@@ -23,6 +23,9 @@ type Queue struct {
 	// takenOverAt is when a lease last looked for expired leases (unix
 	// ns): a full lease looks at most every takeOverEvery (queue_lease.go).
 	takenOverAt atomic.Int64
+	// recountedAt is when this node last recounted the held entries
+	// (unix ns, queue_holdcount.go).
+	recountedAt atomic.Int64
 	stop        chan struct{}
 	wg          sync.WaitGroup
 	closeOnce   sync.Once
@@ -32,8 +35,13 @@ func newQueue(d *db) *Queue { return &Queue{db: d, stop: make(chan struct{})} }
 
 var _ touba.QueueStore = (*Queue)(nil)
 
-// start reads the pending count, and refreshes it every second.
+// start recounts the held entries and reads the pending count; then,
+// every second, it folds the held counts' deltas (a recount every
+// holdRecountEvery) and reads the pending count again.
 func (q *Queue) start(ctx context.Context) error {
+	if err := q.recountHolds(ctx); err != nil {
+		return fmt.Errorf("queue: %w", err)
+	}
 	n, err := q.countPending(ctx)
 	if err != nil {
 		return fmt.Errorf("queue: count pending: %w", err)
@@ -51,6 +59,9 @@ func (q *Queue) start(ctx context.Context) error {
 			case <-t.C:
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if err := q.tendHolds(ctx); err != nil {
+				q.db.log.Warn().Err(err).Msg("cannot fold the held counts; retrying")
+			}
 			if n, err := q.countPending(ctx); err == nil {
 				q.pendingSeen.Store(n)
 			}
@@ -65,9 +76,7 @@ func (q *Queue) close() {
 }
 
 func (q *Queue) countPending(ctx context.Context) (int64, error) {
-	var n int64
-	err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM touba.entries WHERE status = 'pending'`).Scan(&n)
-	return n, err
+	return q.pendingNow(ctx)
 }
 
 // Pending returns the number of pending entries of every node, read now

@@ -127,28 +127,7 @@ func (q *Queue) HoldRun(ctx context.Context, queueID string, token int64, hold, 
 	})
 }
 
-// HeldRuns counts the entries handed back, by hold and trigger.
-func (q *Queue) HeldRuns(ctx context.Context) (map[string]map[string]int64, error) {
-	rows, err := q.db.pool.Query(ctx, `SELECT hold_on, trigger_ref, COUNT(*) FROM touba.entries
-		WHERE status = 'pending' AND hold_on IS NOT NULL GROUP BY hold_on, trigger_ref`)
-	if err != nil {
-		return nil, fmt.Errorf("held runs: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]map[string]int64{}
-	for rows.Next() {
-		var hold, ref string
-		var n int64
-		if err := rows.Scan(&hold, &ref, &n); err != nil {
-			return nil, fmt.Errorf("held runs: %w", err)
-		}
-		if out[hold] == nil {
-			out[hold] = map[string]int64{}
-		}
-		out[hold][ref] = n
-	}
-	return out, rows.Err()
-}
+// HeldRuns: queue_holdcount.go.
 
 // ReadyTriggers lists the triggers with leasable entries: a loose index
 // scan of entries_ready_trigger, one seek a trigger (as pickAround).

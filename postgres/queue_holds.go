@@ -57,40 +57,6 @@ func (q *Queue) PausedTriggers(ctx context.Context) ([]touba.TriggerPause, error
 	return out, rows.Err()
 }
 
-// CountByTrigger counts the active entries of each trigger by status;
-// pending entries held back behind their concurrency key count as "held".
-func (q *Queue) CountByTrigger(ctx context.Context) (map[string]map[string]int64, error) {
-	rows, err := q.db.pool.Query(ctx, `SELECT trigger_ref, status, COUNT(*), COUNT(*) FILTER (WHERE held AND hold_on IS NULL),
-		COUNT(hold_on), COUNT(*) FILTER (WHERE hold_on IS NOT NULL AND error_code = '`+touba.ECircuitOpen+`') FROM touba.entries
-		WHERE status IN ('pending', 'running', 'waiting') GROUP BY trigger_ref, status`)
-	if err != nil {
-		return nil, fmt.Errorf("count by trigger: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]map[string]int64{}
-	for rows.Next() {
-		var ref, st string
-		var n, held, holds, circuit int64
-		if err := rows.Scan(&ref, &st, &n, &held, &holds, &circuit); err != nil {
-			return nil, fmt.Errorf("count by trigger: %w", err)
-		}
-		if out[ref] == nil {
-			out[ref] = map[string]int64{}
-		}
-		out[ref][st] = n
-		if st == touba.StatusPending && held > 0 {
-			out[ref]["held"] = held
-		}
-		if st == touba.StatusPending && holds > circuit {
-			out[ref][touba.HeldSlot] = holds - circuit
-		}
-		if st == touba.StatusPending && circuit > 0 {
-			out[ref][touba.HeldCircuit] = circuit
-		}
-	}
-	return out, rows.Err()
-}
-
 // Circuits is the bindings' circuits, the cluster's (touba.CircuitStore).
 // Each node counts the outcomes of its own calls and writes only when a
 // circuit changes state: a closed circuit costs no write per call, and

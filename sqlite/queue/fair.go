@@ -109,31 +109,6 @@ func (q *Queue) HoldRun(ctx context.Context, queueID string, token int64, hold, 
 	return q.transition(queueID, token, 1, qHoldRun, hold, code, message, q.now(), queueID, token)
 }
 
-// HeldRuns counts the entries handed back, by hold and trigger: every
-// handed-back entry's row is read (the trigger is not in entries_hold),
-// which is why the dispatcher reads it seldom on SQLite (fairlease.go).
-func (q *Queue) HeldRuns(ctx context.Context) (map[string]map[string]int64, error) {
-	rows, err := q.db.Read.QueryContext(ctx, `SELECT hold_on, trigger_ref, COUNT(*) FROM entries INDEXED BY entries_hold
-		WHERE status = 'pending' AND hold_on IS NOT NULL GROUP BY hold_on, trigger_ref`)
-	if err != nil {
-		return nil, fmt.Errorf("held runs: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]map[string]int64{}
-	for rows.Next() {
-		var hold, ref string
-		var n int64
-		if err := rows.Scan(&hold, &ref, &n); err != nil {
-			return nil, fmt.Errorf("held runs: %w", err)
-		}
-		if out[hold] == nil {
-			out[hold] = map[string]int64{}
-		}
-		out[hold][ref] = n
-	}
-	return out, rows.Err()
-}
-
 // ReadyTriggers lists the triggers with leasable entries: one seek a
 // trigger in entries_ready_trigger (qNextReadyRef).
 func (q *Queue) ReadyTriggers(ctx context.Context) ([]string, error) {

@@ -77,40 +77,6 @@ func (q *Queue) PausedTriggers(ctx context.Context) ([]touba.TriggerPause, error
 	return out, rows.Err()
 }
 
-// CountByTrigger counts the entries of each trigger by status; pending
-// entries held back behind their concurrency key count as "held" too.
-func (q *Queue) CountByTrigger(ctx context.Context) (map[string]map[string]int64, error) {
-	rows, err := q.db.Read.QueryContext(ctx, `SELECT trigger_ref, status, COUNT(*), SUM(held = 1 AND hold_on IS NULL),
-		COUNT(hold_on), COUNT(CASE WHEN error_code = '`+touba.ECircuitOpen+`' AND hold_on IS NOT NULL THEN 1 END) FROM entries
-		WHERE status IN ('pending', 'running', 'waiting') GROUP BY trigger_ref, status`)
-	if err != nil {
-		return nil, fmt.Errorf("count by trigger: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]map[string]int64{}
-	for rows.Next() {
-		var ref, st string
-		var n, held, holds, circuit int64
-		if err := rows.Scan(&ref, &st, &n, &held, &holds, &circuit); err != nil {
-			return nil, fmt.Errorf("count by trigger: %w", err)
-		}
-		if out[ref] == nil {
-			out[ref] = map[string]int64{}
-		}
-		out[ref][st] = n
-		if st == touba.StatusPending && held > 0 {
-			out[ref]["held"] = held
-		}
-		if st == touba.StatusPending && holds > circuit {
-			out[ref][touba.HeldSlot] = holds - circuit
-		}
-		if st == touba.StatusPending && circuit > 0 {
-			out[ref][touba.HeldCircuit] = circuit
-		}
-	}
-	return out, rows.Err()
-}
-
 // Leasing around paused triggers. qLease reads entries_ready in queue_id
 // order and would read every pending entry of a paused trigger older than
 // the first it can lease (100,000 paused entries: 50 ms of the writer per
