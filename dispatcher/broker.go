@@ -45,6 +45,23 @@ func kafkaSpec(b *manifest.Binding, login *manifest.Login, tls *manifest.TLS, ou
 	return spec
 }
 
+// rabbitSpec is a rabbitmq binding as its runner needs it.
+func rabbitSpec(b *manifest.Binding, login *manifest.Login, tls *manifest.TLS, out handler.Outbound, log zerolog.Logger) handler.RabbitMQSpec {
+	o := b.Handler.Options
+	spec := handler.RabbitMQSpec{URL: o.URL, Exchange: o.Exchange, RoutingKey: o.RoutingKey,
+		Timeout: time.Duration(o.TimeoutSec) * time.Second, MaxPayload: b.MaxPayloadBytes, Guard: out.Guard, Log: log}
+	if o.Body != nil {
+		spec.BodyRef, spec.NoBody = o.Body.Ref, o.Body.None
+	}
+	if login != nil {
+		spec.Username, spec.Password = login.Username, login.Password
+	}
+	if tls != nil {
+		spec.CA, spec.ClientCert, spec.ClientKey = tls.CA, tls.Cert, tls.Key
+	}
+	return spec
+}
+
 // BrokerStats are the counters of c's broker bindings, by tool ref.
 func (c *Config) BrokerStats() map[string]*handler.BrokerStats {
 	out := map[string]*handler.BrokerStats{}

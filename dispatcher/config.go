@@ -116,6 +116,8 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 			r, err = handler.NewNATS(natsSpec(b, res.Login[ref], res.TLS[ref], out.guarded(b.Handler.Options), bl))
 		case manifest.KindKafka:
 			r, err = handler.NewKafka(kafkaSpec(b, res.Login[ref], res.TLS[ref], out.guarded(b.Handler.Options), bl))
+		case manifest.KindRabbitMQ:
+			r, err = handler.NewRabbitMQ(rabbitSpec(b, res.Login[ref], res.TLS[ref], out.guarded(b.Handler.Options), bl))
 		case manifest.KindAccountingStub:
 			r = stubs.Stub(ref)
 		case manifest.KindWorker:

@@ -120,6 +120,13 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		eff, err = d.journal.Prepare(ctx, p)
 	}
 	if err != nil {
+		if w, ok := b.Runner.(handler.DedupeWindower); ok {
+			// An unknown publish met again (after a restart, a replay):
+			// the park names the message to look for.
+			if c := touba.ErrorCode(err); c == touba.EEffectReconciliationRequired || c == touba.EEffectOutcomeUnknown {
+				return nil, brokerPark(c, w, b.Contract.RetryMode, scope, effectID, touba.ErrorMessage(err))
+			}
+		}
 		return d.refused(err, log)
 	}
 	crashpoint.Hit(CrashAfterPrepared)
@@ -225,8 +232,14 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		}
 		return nil, &verdict{action: retry, code: code, message: msg}
 	case touba.RetryReconcile:
+		if w, ok := b.Runner.(handler.DedupeWindower); ok {
+			return nil, brokerPark(touba.EEffectReconciliationRequired, w, b.Contract.RetryMode, scope, effectID, code+": "+msg)
+		}
 		return nil, stop(park, touba.EEffectReconciliationRequired, "outcome of %s is unknown (%s); reconcile it", effectID, code)
 	default:
+		if w, ok := b.Runner.(handler.DedupeWindower); ok {
+			return nil, brokerPark(touba.EEffectOutcomeUnknown, w, b.Contract.RetryMode, scope, effectID, code+": "+msg)
+		}
 		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome of %s is unknown (%s); not safe to replay", effectID, code)
 	}
 }

@@ -105,3 +105,12 @@ func (d *Dispatcher) firstDispatch(ctx context.Context, eff *touba.Effect) time.
 	}
 	return at
 }
+
+// brokerPark is the park of an unknown publish of a broker binding whose
+// retry_mode never re-sends it (reconcile: EffectReconciliationRequired;
+// none: EffectOutcomeUnknown), whatever the broker's window: it names the
+// effect id to look for and where, as a park past the window does.
+func brokerPark(code string, w handler.DedupeWindower, mode, scope, effectID, why string) *verdict {
+	return stop(park, code, "outcome of %s is unknown (%s); not published again (retry_mode %s): look for the message whose id is %s in %s, "+
+		"then touba-trigger effects resolve %s %s", effectID, why, mode, effectID, w.Where(), scope, effectID)
+}

@@ -15,21 +15,23 @@ import (
 // The broker kinds (SPEC §2.2 "Broker destinations"): each publishes the
 // step's input, or the part of it at options.body, as one message.
 const (
-	KindNATS  = "nats"
-	KindKafka = "kafka"
+	KindNATS     = "nats"
+	KindKafka    = "kafka"
+	KindRabbitMQ = "rabbitmq"
 )
 
 // DefaultNATSPort is the port of a nats:// or tls:// URL that names none.
 const DefaultNATSPort = "4222"
 
 // IsBroker tells whether kind is a broker destination.
-func IsBroker(kind string) bool { return kind == KindNATS || kind == KindKafka }
+func IsBroker(kind string) bool { return kind == KindNATS || kind == KindKafka || kind == KindRabbitMQ }
 
 // The options each broker kind takes.
 var (
 	natsOptions  = []string{"url", "subject", "stream", "body", "timeout_sec", "ca_file", "allow_addresses"}
 	kafkaOptions = []string{"brokers", "topic", "key", "transactional_id", "tls", "sasl_mechanism", "body",
 		"timeout_sec", "ca_file", "allow_addresses"}
+	rabbitOptions     = []string{"url", "exchange", "routing_key", "body", "timeout_sec", "ca_file", "allow_addresses"}
 	brokerCredentials = []string{"username", "password", "token", "client_certificate"}
 )
 
@@ -41,6 +43,9 @@ var (
 	streamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
 	// kafkaTopic: Kafka's topic names.
 	kafkaTopic = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+	// exchangeName: a RabbitMQ exchange name (what the broker accepts in a
+	// declaration: letters, digits, -, _, . and :, at most 255 bytes).
+	exchangeName = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,255}$`)
 )
 
 // nats checks a nats handler: options (url, subject, stream, body, ...)
@@ -297,7 +302,8 @@ func sample(t *urltpl.Text) string {
 
 // brokerContract applies the dedupe window rule at load (SPEC §2.2): a
 // kafka binding may declare retry_mode idempotency_key only with a
-// transactional_id; a broker binding has no compensating call.
+// transactional_id, a rabbitmq binding never (RabbitMQ has no dedupe
+// window); a broker binding has no compensating call.
 func (p *problems) brokerContract(path string, b *Binding) {
 	if !IsBroker(b.Handler.Kind) || b.Handler.Options == nil {
 		return
@@ -306,6 +312,11 @@ func (p *problems) brokerContract(path string, b *Binding) {
 		p.Fail(strictjson.Child(strictjson.Child(path, "effect_contract"), "retry_mode"),
 			"idempotency_key is refused for a kafka binding without options.transactional_id: Kafka's idempotent producer "+
 				"deduplicates only within one producer session")
+	}
+	if b.Handler.Kind == KindRabbitMQ && b.EffectContract.RetryMode == touba.RetryIdempotencyKey {
+		p.Fail(strictjson.Child(strictjson.Child(path, "effect_contract"), "retry_mode"),
+			"idempotency_key is refused for a rabbitmq binding: RabbitMQ never drops a message published again, so an "+
+				"unknown publish cannot be re-sent safely; use reconcile (parked for an operator) or none")
 	}
 	if b.Compensation != nil && b.Compensation.Supported {
 		p.Fail(strictjson.Child(strictjson.Child(path, "compensation"), "supported"),

@@ -21,10 +21,17 @@ const (
 		"key": "{/shop}", "transactional_id": "touba-orders", "sasl_mechanism": "SCRAM-SHA-256", "tls": true},
 		"credentials": {"username": {"env": "K_USER"}, "password": {"file": "kpw"}}},
 		"effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}`
+	rabbitBinding = `{"handler": {"kind": "rabbitmq", "options": {"url": "amqps://rabbit.test:5671/orders", "exchange": "orders",
+		"routing_key": "orders.{/shop}", "body": null, "timeout_sec": 4, "ca_file": "ca.pem"},
+		"credentials": {"username": {"env": "R_USER"}, "password": {"env": "R_PASSWORD"}}},
+		"effect_contract": {"kind": "external_write", "retry_mode": "reconcile"}}`
 )
 
 func TestParse_Brokers(t *testing.T) {
 	src := `{"manifest_version":"touba-manifest-v1","bindings":{"tool:a/N":` + natsBinding + `,"tool:a/K":` + kafkaBinding + `,
+		"tool:a/R":` + rabbitBinding + `,
+		"tool:a/RDefault": {"handler": {"kind": "rabbitmq", "options": {"url": "amqp://127.0.0.1", "routing_key": "orders"}},
+		"effect_contract": {"kind": "external_write", "retry_mode": "none"}},
 		"tool:a/KMin": {"handler": {"kind": "kafka", "options": {"brokers": ["127.0.0.1:9092"], "topic": "t"}},
 		"effect_contract": {"kind": "external_write", "retry_mode": "reconcile"}}}}`
 	m := MustParse(t, src)
@@ -41,6 +48,15 @@ func TestParse_Brokers(t *testing.T) {
 	if k.Topic != "orders" || k.Key != "{/shop}" || k.TransactionalID != "touba-orders" || !k.TLS || k.SASLMechanism != "SCRAM-SHA-256" ||
 		len(k.Brokers) != 2 {
 		t.Fatalf("kafka options %+v", k)
+	}
+	r := m.Bindings["tool:a/R"]
+	wantR := manifest.Options{URL: "amqps://rabbit.test:5671/orders", Exchange: "orders", RoutingKey: "orders.{/shop}",
+		Body: &manifest.Body{None: true}, TimeoutSec: 4, CAFile: "ca.pem"}
+	if !reflect.DeepEqual(*r.Handler.Options, wantR) || r.Handler.Credentials == nil || *r.Handler.Credentials.Username != (secret.Ref{Env: "R_USER"}) {
+		t.Fatalf("rabbitmq options %+v credentials %+v", *r.Handler.Options, r.Handler.Credentials)
+	}
+	if o := m.Bindings["tool:a/RDefault"].Handler.Options; o.Exchange != "" || o.RoutingKey != "orders" || o.TimeoutSec != 10 {
+		t.Fatalf("rabbitmq on the default exchange %+v", o)
 	}
 	if o := m.Bindings["tool:a/KMin"].Handler.Options; o.TimeoutSec != 10 || o.Key != "" {
 		t.Fatalf("kafka defaults %+v", o)
@@ -91,6 +107,9 @@ func TestParse_BrokersBad(t *testing.T) {
 	k := func(options, mode string) string {
 		return one(`{"handler":{"kind":"kafka","options":` + options + `},"effect_contract":{"kind":"external_write","retry_mode":"` + mode + `"}}`)
 	}
+	r := func(options, mode string) string {
+		return one(`{"handler":{"kind":"rabbitmq","options":` + options + `},"effect_contract":{"kind":"external_write","retry_mode":"` + mode + `"}}`)
+	}
 	for _, tt := range []struct{ name, src, want string }{
 		{"nats no stream", n(`{"url":"nats://h:4222","subject":"a.b"}`), B + `.handler.options.stream: required field is missing`},
 		{"nats http url", n(`{"url":"http://h:4222","subject":"a.b","stream":"S"}`), B + `.handler.options.url: must be a nats://host:port or tls://host:port URL`},
@@ -107,6 +126,21 @@ func TestParse_BrokersBad(t *testing.T) {
 		{"kafka sasl without login", k(`{"brokers":["h:1"],"topic":"t","sasl_mechanism":"PLAIN"}`, "reconcile"),
 			B + `.handler.credentials: sasl_mechanism PLAIN needs credentials.username and credentials.password`},
 		{"kafka token", one(`{"handler":{"kind":"kafka","options":{"brokers":["h:1"],"topic":"t"},"credentials":{"token":{"env":"T"}}},` + none + `}`),
+			B + `.handler.credentials.token: unknown field`},
+		{"rabbitmq idempotency_key", r(`{"url":"amqp://h","exchange":"x","routing_key":"k"}`, "idempotency_key"),
+			B + `.effect_contract.retry_mode: idempotency_key is refused for a rabbitmq binding: RabbitMQ never drops a message published again`},
+		{"rabbitmq no url", r(`{"exchange":"x"}`, "reconcile"), B + `.handler.options.url: required field is missing`},
+		{"rabbitmq http url", r(`{"url":"http://h","exchange":"x"}`, "reconcile"), B + `.handler.options.url: must be an amqp://host:port/vhost or amqps://host:port/vhost URL`},
+		{"rabbitmq user info", r(`{"url":"amqp://guest:SECRETPW@h/","exchange":"x"}`, "reconcile"), B + `.handler.options.url: must not contain user info`},
+		{"rabbitmq query", r(`{"url":"amqp://h/?heartbeat=5","exchange":"x"}`, "reconcile"), B + `.handler.options.url: must not have a query`},
+		{"rabbitmq two segments", r(`{"url":"amqp://h/a/b","exchange":"x"}`, "reconcile"), B + `.handler.options.url: has a path of more than one segment`},
+		{"rabbitmq bad exchange", r(`{"url":"amqp://h","exchange":"a b"}`, "reconcile"), B + `.handler.options.exchange: must be a RabbitMQ exchange name`},
+		{"rabbitmq nowhere", r(`{"url":"amqp://h"}`, "reconcile"), B + `.handler.options: names neither an exchange nor a routing_key`},
+		{"rabbitmq bad placeholder", r(`{"url":"amqp://h","exchange":"x","routing_key":"a.{x}"}`, "reconcile"),
+			B + `.handler.options.routing_key: placeholder {x} is not a JSON pointer`},
+		{"rabbitmq ca_file on amqp", r(`{"url":"amqp://h","exchange":"x","ca_file":"ca.pem"}`, "reconcile"),
+			B + `.handler.options.url: must be amqps:// with a ca_file or a client certificate`},
+		{"rabbitmq token", one(`{"handler":{"kind":"rabbitmq","options":{"url":"amqp://h","exchange":"x"},"credentials":{"token":{"env":"T"}}},` + none + `}`),
 			B + `.handler.credentials.token: unknown field`},
 		{"broker compensation", one(`{"handler":{"kind":"nats","options":{"url":"nats://h","subject":"a","stream":"S"}},"effect_contract":{"kind":"external_write","retry_mode":"reconcile"},"compensation":{"supported":true}}`),
 			B + `.compensation.supported: not allowed for a nats handler`},

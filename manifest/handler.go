@@ -17,6 +17,7 @@ var kindFields = map[string][]string{
 	KindAccountingStub: {},
 	KindNATS:           {"options", "credentials"},
 	KindKafka:          {"options", "credentials"},
+	KindRabbitMQ:       {"options", "credentials"},
 	KindWorker:         {"token"},
 }
 
@@ -34,8 +35,8 @@ func (p *problems) handler(path string, n *strictjson.Node, h *Handler) {
 	}
 	own, known := kindFields[kind]
 	if !known {
-		p.Fail(strictjson.Child(path, "kind"), "unknown handler kind %s (known: %s, %s, %s, %s, %s, %s, %s)",
-			strictjson.Quote(kind), KindAccountingStub, KindHTTP, KindKafka, KindNATS, KindProcess, KindWebhook, KindWorker)
+		p.Fail(strictjson.Child(path, "kind"), "unknown handler kind %s (known: %s, %s, %s, %s, %s, %s, %s, %s)",
+			strictjson.Quote(kind), KindAccountingStub, KindHTTP, KindKafka, KindNATS, KindProcess, KindRabbitMQ, KindWebhook, KindWorker)
 		return
 	}
 	h.Kind = kind
@@ -64,6 +65,8 @@ func (p *problems) handler(path string, n *strictjson.Node, h *Handler) {
 		p.nats(path, f, h)
 	case KindKafka:
 		p.kafka(path, f, h)
+	case KindRabbitMQ:
+		p.rabbitmq(path, f, h)
 	case KindWorker:
 		p.worker(path, f, h)
 	}

@@ -198,7 +198,7 @@ func TestParse_Bad(t *testing.T) {
 		{"unknown handler field", one(`{"handler":{"kind":"process","command":"h","shell":true},` + none + `}`),
 			B + `.handler.shell: unknown field (known: args, command, credentials, cwd, kind, options, persistent, token)`},
 		{"unknown handler kind", one(`{"handler":{"kind":"docker"},` + none + `}`),
-			B + `.handler.kind: unknown handler kind "docker" (known: accounting_stub, http, kafka, nats, process, webhook, worker)`},
+			B + `.handler.kind: unknown handler kind "docker" (known: accounting_stub, http, kafka, nats, process, rabbitmq, webhook, worker)`},
 		{"absent contract", one(`{"handler":` + proc + `}`), B + `.effect_contract: required field is missing`},
 		{"null contract", one(`{"handler":` + proc + `,"effect_contract":null}`), B + `.effect_contract: must not be null`},
 		{"unknown contract kind", one(`{"handler":` + proc + `,"effect_contract":{"kind":"maybe"}}`),

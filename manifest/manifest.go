@@ -133,7 +133,7 @@ var DefaultRemoteCircuit = Circuit{FailureRatio: 0.5, MinCalls: 20, WindowMS: 60
 // broker that refuses or stops answering is a remote that fails).
 func ProtectsRemote(kind string) bool {
 	switch kind {
-	case KindWebhook, KindHTTP, KindNATS, KindKafka, KindWorker:
+	case KindWebhook, KindHTTP, KindNATS, KindKafka, KindRabbitMQ, KindWorker:
 		return true
 	}
 	return false
@@ -149,7 +149,7 @@ type Persistent struct {
 // Options are where and how an HTTP kind (webhook, http) calls. The fields
 // after AllowAddresses are the http kind's (SPEC §2.2).
 type Options struct {
-	URL        string `json:"url,omitempty"` // absolute http or https; for http a template (handler/urltpl); nats:// or tls:// for nats
+	URL        string `json:"url,omitempty"` // absolute http or https; for http a template (handler/urltpl); nats:// or tls:// for nats; amqp:// or amqps:// for rabbitmq
 	TimeoutSec int    `json:"timeout_sec"`
 	// AllowAddresses are CIDRs the egress guard lets the calls reach
 	// although it refuses them by default or by --egress-deny.
@@ -173,6 +173,8 @@ type Options struct {
 	TransactionalID string   `json:"transactional_id,omitempty"` // kafka
 	TLS             bool     `json:"tls,omitempty"`              // kafka: connect with TLS
 	SASLMechanism   string   `json:"sasl_mechanism,omitempty"`   // kafka: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
+	Exchange        string   `json:"exchange,omitempty"`         // rabbitmq: "" is the default exchange
+	RoutingKey      string   `json:"routing_key,omitempty"`      // rabbitmq: a text template
 }
 
 // Header is one header of an http handler: a literal value, or a secret of

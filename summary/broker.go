@@ -73,6 +73,22 @@ func brokerSummary(b *manifest.Binding, res *manifest.Resolved) []string {
 			out = append(out, "transactional_id: "+o.TransactionalID+" (one transaction per publish)")
 		}
 		out = append(out, "dedupe window: none across producer sessions: an unknown publish is parked")
+	case manifest.KindRabbitMQ:
+		reads := "nothing"
+		if t, err := urltpl.ParseText(o.RoutingKey); err == nil && len(t.Pointers()) > 0 {
+			reads = strings.Join(t.Pointers(), ", ")
+		}
+		exchange := o.Exchange
+		if exchange == "" {
+			exchange = `"" (the default exchange)`
+		}
+		code := "EffectReconciliationRequired"
+		if b.EffectContract.RetryMode == "none" {
+			code = "EffectOutcomeUnknown"
+		}
+		out = append(out, fmt.Sprintf("PUBLISH %s exchange %s routing key %s", o.URL, exchange, o.RoutingKey),
+			"routing key reads: "+reads+"  body: "+body+"  message_id: the effect id  persistent, mandatory, publisher confirms",
+			"dedupe window: none (RabbitMQ never drops a message published again): an unknown publish is parked "+code)
 	}
 	return out
 }

@@ -27,8 +27,10 @@ const stubManifest = `{"manifest_version": "touba-manifest-v1", "bindings": {
 // BenchmarkE2E is deliveries/s end to end at the daemon's defaults (only
 // the required flags): posted by 32 concurrent senders, counted done when
 // the binding's applied calls reach the count (touba_handler_calls_total).
-// accounting_stub and nats (an embedded JetStream stream, file storage) in
-// the same run. Run: go test ./tests/brokers -run '^$' -bench E2E -benchtime 1x
+// accounting_stub, nats (an embedded JetStream stream, file storage) and
+// rabbitmq (a throwaway rabbitmq-server node, a durable queue, persistent
+// messages, publisher confirms; skipped when it is not installed) in the
+// same run. Run: go test ./tests/brokers -run '^$' -bench E2E -benchtime 1x
 func BenchmarkE2E(b *testing.B) {
 	n := 3000
 	if s := os.Getenv("BROKER_BENCH_N"); s != "" {
@@ -39,6 +41,10 @@ func BenchmarkE2E(b *testing.B) {
 		s := natstest.Start(b)
 		s.Stream("ORDERS", 2*time.Minute, "orders.>")
 		benchE2E(b, natsManifest(s.URL(), 10), n, func() int { return len(s.Messages("ORDERS")) })
+	})
+	b.Run("rabbitmq", func(b *testing.B) {
+		r := newRabbit(b)
+		benchE2E(b, rabbitManifest(r.URL(), 10, "reconcile"), n, func() int { return r.Count("orders.all") })
 	})
 }
 
@@ -102,7 +108,7 @@ func benchE2E(b *testing.B, manifest string, n int, stored func() int) {
 	b.ReportMetric(float64(n)/posted.Seconds(), "posted/s")
 	if stored != nil {
 		if got := stored(); got != n {
-			b.Errorf("the stream holds %d messages, want %d", got, n)
+			b.Errorf("the broker holds %d messages, want %d", got, n)
 		}
 	}
 	d.Signal(syscall.SIGTERM)

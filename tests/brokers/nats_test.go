@@ -41,6 +41,7 @@ type daemon struct {
 	t                                  *testing.T
 	dir, program, manifest, queue, jrn string
 	extra                              []string
+	env                                []string // added to the daemon's environment
 	d                                  *testkit.Daemon
 }
 
@@ -58,7 +59,7 @@ func (w *daemon) start() {
 	args := append([]string{"serve", w.program, "--manifest", w.manifest, "--queue", w.queue,
 		"--state", filepath.Join(w.dir, "s.sqlite"), "--effect-journal", w.jrn, "--admin-socket", w.socket(),
 		"--listen", "127.0.0.1:0", "--metrics-listen", "", "--take-over-stale-lock", "--workers", "4"}, w.extra...)
-	w.d = testkit.Start(w.t, nil, args...)
+	w.d = testkit.Start(w.t, w.env, args...)
 }
 
 func (w *daemon) socket() string { return filepath.Join(w.dir, "admin.sock") }
