@@ -3,9 +3,11 @@
 
 import assert from "node:assert/strict";
 import { rm } from "node:fs/promises";
+import { createServer } from "node:http";
 import test from "node:test";
-import { ToubaWorkerRefusedError, connect, createTool, createToolResult } from "../src/index.js";
+import { ToubaNoAnswer, ToubaWorkerRefusedError, connect, createTool, createToolResult } from "../src/index.js";
 import { POST_TOOL, TOKEN, World, binary, waitFor } from "../testdata/daemon.js";
+import { TOOL_REF, request } from "../testdata/helpers.js";
 
 const built = await binary().catch((err) => ({ skip: `go build ./cmd/touba-trigger failed: ${err.message}` }));
 const skip = built.skip ?? false;
@@ -176,4 +178,58 @@ test("connect: bad options are a TypeError", async () => {
   await assert.rejects(connect({ url: "http://x", token: "t", tools: [] }), TypeError);
   await assert.rejects(connect({ url: "http://x", token: "t", tools: [tool], maxInFlight: 0 }), TypeError);
   await assert.rejects(connect({ url: "http://x", token: "t", tools: [tool], maxInflight: 2 }), TypeError);
+});
+
+// stubDaemon is a stand-in for the daemon's worker wire that answers the
+// first takes 503, then hands out calls once, then none; answers are
+// recorded, the first refused 500.
+async function stubDaemon(calls) {
+  const s = { takes: 0, answers: [], handedOut: false };
+  s.server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      const send = (status, doc) => {
+        res.writeHead(status, { "Content-Type": "application/json" });
+        res.end(JSON.stringify(doc));
+      };
+      if (req.url === "/workers/v1/take") {
+        s.takes++;
+        if (s.takes <= 2) return send(503, { error: { code: "Unavailable", message: "shutting down" } });
+        if (!s.handedOut) {
+          s.handedOut = true;
+          return send(200, { calls });
+        }
+        return setTimeout(() => send(200, { calls: [] }), 20); // a short long-poll
+      }
+      s.answers.push(JSON.parse(body));
+      if (s.answers.length === 1) return send(500, { error: { code: "Internal", message: "try again" } });
+      return send(200, { status: "recorded" });
+    });
+  });
+  await new Promise((resolve) => s.server.listen(0, "127.0.0.1", resolve));
+  s.url = `http://127.0.0.1:${s.server.address().port}`;
+  return s;
+}
+
+test("connect: 5xx is retried with backoff and said; ToubaNoAnswer sends no answer; an answer is retried", async (t) => {
+  const s = await stubDaemon([request("a", { n: 1 }), request("b", { n: 2 })]);
+  t.after(() => s.server.close());
+  const tool = createTool({
+    toolRef: TOOL_REF,
+    run: ({ n, context }) => {
+      if (context.call_id === "b") throw new ToubaNoAnswer();
+      return { n };
+    },
+  });
+  const controller = new AbortController();
+  const logs = [];
+  const done = connect({ url: s.url, token: "t", tools: [tool], takeWaitMs: 1000, signal: controller.signal, log: (m) => logs.push(m) });
+  await waitFor(() => s.answers.length >= 2, 20_000, "the answer to be sent again after a 500");
+  controller.abort();
+  await done;
+  assert.equal(logs.filter((l) => l.includes("cannot reach") && l.includes("503")).length, 2, logs.join("\n"));
+  assert.ok(logs.some((l) => l.includes("connected to") && l.includes("again")), logs.join("\n"));
+  assert.deepEqual(s.answers.map((a) => a.call_id), ["a", "a"], "b is not answered");
+  assert.deepEqual(s.answers[1], { call_id: "a", ok: true, output: { n: 1 } });
 });
