@@ -9,12 +9,15 @@ import { ToubaNoAnswer, ToubaWorkerRefusedError, connect, createTool, createTool
 import { POST_TOOL, TOKEN, World, binary, waitFor } from "../testdata/daemon.js";
 import { TOOL_REF, request } from "../testdata/helpers.js";
 
-const built = await binary().catch((err) => ({ skip: `go build ./cmd/touba-trigger failed: ${err.message}` }));
+// Built once for the file; only a missing go skips (a failed build fails
+// each test that needs the daemon).
+const built = await binary().catch((err) => ({ error: err }));
 const skip = built.skip ?? false;
 test.after(() => built.dir && rm(built.dir, { recursive: true, force: true }));
 
 // world starts a daemon for one test and removes it after.
 async function world(t) {
+  if (built.error) throw new Error(`go build ./cmd/touba-trigger: ${built.error.message}\n${built.error.stderr ?? ""}`);
   const w = await World.create(built.bin);
   t.after(() => w.close());
   await w.start();

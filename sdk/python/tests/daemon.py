@@ -51,7 +51,10 @@ def build() -> tuple[str, str]:
         raise unittest.SkipTest("go is not installed: the worker tests need it to build the daemon (./cmd/touba-trigger)")
     folder = tempfile.mkdtemp(prefix="touba-sdk-py-")
     binary = os.path.join(folder, "touba-trigger")
-    subprocess.run([go, "build", "-o", binary, "./cmd/touba-trigger"], cwd=REPO, check=True, capture_output=True)
+    out = subprocess.run([go, "build", "-o", binary, "./cmd/touba-trigger"], cwd=REPO, capture_output=True, text=True)
+    if out.returncode != 0:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise RuntimeError(f"go build ./cmd/touba-trigger: exit {out.returncode}\n{out.stderr}")
     return binary, folder
 
 
