@@ -98,6 +98,8 @@ class Conn {
     this.inFlight = new Set(); // promises of the calls in hand
     this.noAnswer = new Set(); // call ids whose run threw ToubaNoAnswer
     this.down = false; // the last take failed: say so when one succeeds
+    this.roomFreed = null; // wakes the loop waiting for room
+    this.stopped = null; // wakes the loop's wait before the next try
   }
 
   // add keeps a copy of tool whose run notes ToubaNoAnswer by call id.
@@ -126,26 +128,30 @@ class Conn {
   }
 
   async run(signal) {
-    let stop;
-    const stopped = new Promise((resolve) => (stop = resolve));
-    if (signal?.aborted) stop();
-    signal?.addEventListener("abort", stop, { once: true });
+    // Resolvers of what the loop waits for, woken without piling reactions
+    // on a promise that lives as long as the worker.
+    const wake = () => {
+      this.roomFreed?.();
+      this.stopped?.();
+    };
+    signal?.addEventListener("abort", wake, { once: true });
     try {
-      await this.loop(signal, stopped);
+      await this.loop(signal);
     } finally {
-      signal?.removeEventListener("abort", stop);
+      signal?.removeEventListener("abort", wake);
       while (this.inFlight.size > 0) await Promise.all([...this.inFlight]);
     }
   }
 
-  async loop(signal, stopped) {
+  async loop(signal) {
     let backoff = FIRST_BACKOFF_MS;
     const refs = [...this.tools.keys()];
     for (;;) {
       // Wait for room for at least one call, then ask for as many as
       // there is room for.
       while (this.inFlight.size >= this.maxInFlight && !signal?.aborted) {
-        await Promise.race([stopped, ...this.inFlight]);
+        await new Promise((resolve) => (this.roomFreed = resolve));
+        this.roomFreed = null;
       }
       if (signal?.aborted) return;
       let calls;
@@ -159,8 +165,12 @@ class Conn {
         this.down = true;
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
         let timer;
-        await Promise.race([stopped, new Promise((resolve) => (timer = setTimeout(resolve, wait)))]);
+        await new Promise((resolve) => {
+          this.stopped = resolve;
+          timer = setTimeout(resolve, wait);
+        });
         clearTimeout(timer);
+        this.stopped = null;
         continue;
       }
       if (this.down) {
@@ -169,7 +179,10 @@ class Conn {
       }
       backoff = FIRST_BACKOFF_MS;
       for (const call of calls) {
-        const p = this.serve(call).finally(() => this.inFlight.delete(p));
+        const p = this.serve(call).finally(() => {
+          this.inFlight.delete(p);
+          this.roomFreed?.();
+        });
         this.inFlight.add(p);
       }
     }
