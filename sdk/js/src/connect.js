@@ -68,7 +68,7 @@ class StatusError extends Error {
  * in hand are answered), and with a TypeError on bad options.
  *
  * onCall(request, response, tookMs), when given, is called after each call
- * is answered (or, after ToubaNoAnswer, not), for a summary line.
+ * ends, answered or (after ToubaNoAnswer) not, for a summary line.
  */
 export async function connect(options = {}) {
   for (const key of Object.keys(options)) {

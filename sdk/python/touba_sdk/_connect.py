@@ -89,8 +89,8 @@ class Worker:
 
     As a context manager it runs in a thread of its own from __enter__; on
     __exit__ it stops, waits, and raises what run raised. on_call(request,
-    response, seconds), when given, is called after each call is answered
-    (or, after NoAnswer, not), for a summary line."""
+    response, seconds), when given, is called after each call ends,
+    answered or (after NoAnswer) not, for a summary line."""
 
     def __init__(self, url: str, token: str, tools: Iterable[Tool | Mapping], *,
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, take_wait: float = DEFAULT_TAKE_WAIT,
