@@ -1,5 +1,6 @@
 // @touba/sdk: write touba-trigger process handlers that speak
-// touba-tool-handler-v1 (SPEC §4), in one-shot or persistent mode (§4.1).
+// touba-tool-handler-v1 (SPEC §4), in one-shot or persistent mode (§4.1),
+// over HTTP (§4.2), or as a worker that connects out to the daemon (§4.3).
 //
 //   import { ToubaHandlerError, createToolResult, defineTool } from "@touba/sdk";
 //
@@ -16,6 +17,7 @@
 //   });
 
 export { defineTool, serveOne, servePersistent } from "./serve.js";
+export { DEFAULT_MAX_IN_FLIGHT, DEFAULT_TAKE_WAIT_MS, ToubaNoAnswer, ToubaWorkerRefusedError, connect } from "./connect.js";
 export { Tool, createTool } from "./tool.js";
 export { ToolResult, ToubaHandlerError, createToolResult } from "./result.js";
 export { Codes, MODE_ENV, Outcomes, PROTOCOL } from "./protocol.js";

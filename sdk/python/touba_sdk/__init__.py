@@ -1,6 +1,7 @@
 """touba_sdk: write touba-trigger process handlers in Python (standard
 library only) that speak touba-tool-handler-v1 (SPEC §4), in one-shot or
-persistent mode (§4.1).
+persistent mode (§4.1), over HTTP as a WSGI application (§4.2), or as a
+worker that connects out to the daemon (§4.3, connect).
 
     from touba_sdk import ToubaHandlerError, create_effect_receipt, create_tool_result, define_tool
 
@@ -38,6 +39,7 @@ from ._http import (
     verify_signature,
     wsgi_app,
 )
+from ._connect import DEFAULT_MAX_IN_FLIGHT, DEFAULT_TAKE_WAIT, NoAnswer, Worker, WorkerRefusedError, connect
 from ._result import Effect, EffectReceipt, ToolResult, ToubaHandlerError, create_effect_receipt, create_tool_result
 from ._serve import define_tool, serve_one, serve_persistent
 from ._tool import Tool
@@ -53,7 +55,10 @@ __all__ = [
     "CODE_PROTOCOL_ERROR",
     "CODE_TOOL_REF_MISMATCH",
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_TAKE_WAIT",
     "MODE_ENV",
+    "NoAnswer",
     "OUTCOMES",
     "PROTOCOL",
     "PROTOCOL_HEADER",
@@ -64,6 +69,9 @@ __all__ = [
     "ToolResult",
     "ToubaHandlerError",
     "ToubaSignatureError",
+    "Worker",
+    "WorkerRefusedError",
+    "connect",
     "create_effect_receipt",
     "create_tool_result",
     "define_tool",
