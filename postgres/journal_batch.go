@@ -37,10 +37,9 @@ func (j *Journal) buildPrepareDispatchedMany() string {
 	return `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[])
 	WITH ORDINALITY AS i(scope, effect_id, tool_ref, operation, fingerprint, retry_mode, call_id, token, n)),
 f AS (SELECT i.n, e.queue_id, e.kept, e.lease_expires_at < ` + j.db.dbFresh() + ` AS stale FROM touba.entries e JOIN i
-	ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running' AND ($11 = '' OR e.queue_id BETWEEN $11 AND $12)
+	ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running'
 		AND e.lease_expires_at IS NOT NULL AND e.lease_expires_at >= ` + j.db.dbNow() + ` FOR UPDATE OF e),
-x AS (UPDATE touba.entries e SET lease_expires_at = ` + j.db.dbExpiry() + ` FROM f WHERE e.queue_id = f.queue_id AND f.stale
-	AND ($11 = '' OR e.queue_id BETWEEN $11 AND $12)),
+x AS (UPDATE touba.entries e SET lease_expires_at = ` + j.db.dbExpiry() + ` FROM f WHERE e.queue_id = f.queue_id AND f.stale),
 ins AS (INSERT INTO touba.effects (scope, effect_id, tool_ref, operation, fingerprint, retry_mode, state,
 		attempts, call_id, created_at, updated_at, owner, lease_token, kept, born, born_call)
 	SELECT i.scope, i.effect_id, i.tool_ref, i.operation, i.fingerprint, i.retry_mode, 'dispatched', 1, i.call_id, $9, $9, $10, i.token, f.kept,
@@ -60,8 +59,7 @@ func (j *Journal) queuePrepares(b *pgx.Batch, rows []pdRow) *flushPart {
 		tokens[r] = p.LeaseToken
 	}
 	now := j.db.now()
-	lo, hi := span(cols[0])
-	b.Queue(j.prepareDispatchedMany(), cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], tokens, now, j.owner, lo, hi)
+	b.Queue(j.prepareDispatchedMany(), cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], tokens, now, j.owner)
 	return writtenPart(len(rows), "prepare", func(ctx context.Context, r int, ok bool) error { return rows[r].done(ctx, now, ok) })
 }
 
@@ -78,12 +76,11 @@ const finishMany = `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::
 		$7::text[], $8::text[], $9::text[], $10::text[])
 	WITH ORDINALITY AS i(scope, effect_id, token, state, receipt_ref, result, error_code, receipt_error_code, call_id, detail, n)),
 f AS (SELECT i.n, e.kept FROM touba.entries e JOIN i ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status = 'running'
-		AND ($13 = '' OR e.queue_id BETWEEN $13 AND $14)
 	FOR UPDATE OF e),
 u AS (UPDATE touba.effects x SET state = i.state, receipt_ref = NULLIF(i.receipt_ref, ''), result = i.result,
 		error_code = NULLIF(i.error_code, ''), receipt_error_code = NULLIF(i.receipt_error_code, ''), updated_at = $11, owner = NULL
 	FROM i JOIN f ON f.n = i.n
-	WHERE x.scope = i.scope AND x.effect_id = i.effect_id AND ($13 = '' OR x.scope BETWEEN $13 AND $14) AND x.state IN ('prepared', 'dispatched') AND x.call_id = i.call_id
+	WHERE x.scope = i.scope AND x.effect_id = i.effect_id AND x.state IN ('prepared', 'dispatched') AND x.call_id = i.call_id
 		AND x.owner = $12
 	RETURNING i.n),
 ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
@@ -105,8 +102,7 @@ func (j *Journal) queueOutcomes(b *pgx.Batch, rows []finRow) *flushPart {
 			results[r] = &s
 		}
 	}
-	lo, hi := span(cols[0])
-	b.Queue(finishMany, cols[0], cols[1], tokens, cols[2], cols[3], results, cols[4], cols[5], cols[6], cols[7], j.db.now(), j.owner, lo, hi)
+	b.Queue(finishMany, cols[0], cols[1], tokens, cols[2], cols[3], results, cols[4], cols[5], cols[6], cols[7], j.db.now(), j.owner)
 	return writtenPart(len(rows), "finish", func(ctx context.Context, r int, ok bool) error { return rows[r].done(ctx, ok) })
 }
 
@@ -133,7 +129,7 @@ UPDATE touba.entries e SET
 	error_message = CASE WHEN i.status = 'failed' AND e.cancel_requested IS NOT NULL THEN e.cancel_requested ELSE NULLIF(i.message, '') END,
 	cancel_requested = CASE WHEN i.status = 'parked' THEN e.cancel_requested END,
 	not_before = NULL, updated_at = $6, lease_owner = NULL, lease_expires_at = NULL
-FROM i WHERE e.queue_id = i.queue_id AND e.status = 'running' AND e.lease_token = i.token AND ($7 = '' OR e.queue_id BETWEEN $7 AND $8)
+FROM i WHERE e.queue_id = i.queue_id AND e.status = 'running' AND e.lease_token = i.token
 RETURNING i.n, e.trigger_ref, e.conc_key, e.conc_max, e.status`
 
 // queueEnds queues the statement of rows on b.
@@ -144,8 +140,7 @@ func queueEnds(b *pgx.Batch, rows []endRow, now string) *flushPart {
 		appendRow(cols, row.queueID, row.status, row.code, row.message)
 		tokens[r] = row.token
 	}
-	lo, hi := span(cols[0])
-	b.Queue(endMany, cols[0], tokens, cols[1], cols[2], cols[3], now, lo, hi)
+	b.Queue(endMany, cols[0], tokens, cols[1], cols[2], cols[3], now)
 	ended := make([]*endedRow, len(rows))
 	return &flushPart{
 		read: func(br pgx.BatchResults) error {
@@ -260,48 +255,4 @@ func written(br pgx.BatchResults, rows int) ([]bool, error) {
 		return nil, fmt.Errorf("%d answers for %d rows", seen, rows)
 	}
 	return ok, nil
-}
-
-// span is the least and the greatest of ids (a batch's queue ids, never
-// empty), for a multi-row statement's "($lo = '' OR queue_id BETWEEN $lo
-// AND $hi)": the ids come from an array, so without it the statement is
-// planned, locked and probed against every time partition (issue 42: each
-// statement a third to a half slower on 90 days of history than on a new
-// database); with it, a custom plan keeps the partitions the batch's ids
-// span, one or two. Both "" unless every id is a UUID as newID writes it:
-// their text order is the same in Go and in any collation the database
-// compares with (hex digits, hyphens where every id has them), where
-// another id's may not be.
-func span(ids []string) (lo, hi string) {
-	for _, id := range ids {
-		if !canonicalID(id) {
-			return "", ""
-		}
-	}
-	lo, hi = ids[0], ids[0]
-	for _, id := range ids[1:] {
-		lo, hi = min(lo, id), max(hi, id)
-	}
-	return lo, hi
-}
-
-// canonicalID tells a UUID in lowercase hex, 8-4-4-4-12.
-func canonicalID(id string) bool {
-	if len(id) != 36 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-				return false
-			}
-		}
-	}
-	return true
 }
