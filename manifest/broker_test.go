@@ -61,10 +61,9 @@ func TestParse_Brokers(t *testing.T) {
 	if o := m.Bindings["tool:a/KMin"].Handler.Options; o.TimeoutSec != 10 || o.Key != "" {
 		t.Fatalf("kafka defaults %+v", o)
 	}
-	// The broker kinds protect their broker as http does (SPEC §2.2), with a
-	// wider bound (DefaultBrokerMaxConcurrency).
+	// The broker kinds protect their broker as http does (SPEC §2.2).
 	for ref, b := range m.Bindings {
-		if b.MaxConcurrency != manifest.DefaultBrokerMaxConcurrency || b.Circuit == nil || *b.Circuit != manifest.DefaultRemoteCircuit {
+		if b.MaxConcurrency != manifest.DefaultRemoteMaxConcurrency || b.Circuit == nil || *b.Circuit != manifest.DefaultRemoteCircuit {
 			t.Errorf("%s: max_concurrency %d, circuit %+v; want the remote defaults", ref, b.MaxConcurrency, b.Circuit)
 		}
 	}

@@ -123,27 +123,6 @@ type Handler struct {
 // them off with "max_concurrency": 0 and "circuit": null.
 const DefaultRemoteMaxConcurrency = 16
 
-// DefaultBrokerMaxConcurrency is the bound of a nats, kafka or rabbitmq
-// binding that sets none: a broker is built to take many publishes at once,
-// and each waits for its acknowledgement (a JetStream or RabbitMQ fsync,
-// about 15 ms here), so 16 in flight held a broker binding to 0.3-0.5 of an
-// in-process handler's rate (issue 47); 64 reaches about 1,900 publishes/s
-// into RabbitMQ where 16 did 1,100, and still bounds what a broker that
-// slows down sees. The circuit is the same as for any remote.
-const DefaultBrokerMaxConcurrency = 64
-
-// DefaultMaxConcurrency is the max_concurrency of a binding of kind that
-// sets none (0: no default).
-func DefaultMaxConcurrency(kind string) int {
-	switch {
-	case kind == KindNATS || kind == KindKafka || kind == KindRabbitMQ:
-		return DefaultBrokerMaxConcurrency
-	case ProtectsRemote(kind):
-		return DefaultRemoteMaxConcurrency
-	}
-	return 0
-}
-
 // DefaultRemoteCircuit is the circuit of a webhook or http binding that
 // sets none; see DefaultRemoteMaxConcurrency.
 var DefaultRemoteCircuit = Circuit{FailureRatio: 0.5, MinCalls: 20, WindowMS: 60000, OpenMS: 30000}

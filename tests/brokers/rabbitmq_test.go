@@ -350,7 +350,7 @@ func TestRabbitMQCheck(t *testing.T) {
 		t.Fatalf("check: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		"tool:orders/Publish  rabbitmq  effect=external_write/reconcile  max_concurrency=64 (default)",
+		"tool:orders/Publish  rabbitmq  effect=external_write/reconcile  max_concurrency=16 (default)",
 		"PUBLISH amqp://rabbit.internal:5672/orders exchange orders routing key orders.{/shop_domain}",
 		"routing key reads: /shop_domain  body: the whole input  message_id: the effect id  persistent, mandatory, publisher confirms",
 		"dedupe window: none (RabbitMQ never drops a message published again): an unknown publish is parked EffectReconciliationRequired",
