@@ -78,7 +78,9 @@ func readRemote(t *testing.T, path string) []remoteLine {
 // (SPEC §4.3), and then §5's table: under idempotency_key it is handed
 // again, with the same effect id, to the next worker; under reconcile
 // and none the entry is parked and the call is never sent again.
-func TestWorkerKilledMidCall(t *testing.T) {
+func TestWorkerKilledMidCall(t *testing.T) { eachBackend(t, tWorkerKilledMidCall) }
+
+func tWorkerKilledMidCall(t *testing.T, backend string) {
 	for _, tc := range []struct {
 		mode, status, code string
 	}{
@@ -87,7 +89,7 @@ func TestWorkerKilledMidCall(t *testing.T) {
 		{touba.RetryNone, touba.StatusParked, touba.EEffectOutcomeUnknown},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			w := newWorld(t, tc.mode, 2000)
+			w := newWorld(t, backend, tc.mode, 2000)
 			w.start("--workers", "4")
 			remote, hang := filepath.Join(w.dir, "remote.jsonl"), filepath.Join(w.dir, "hang")
 			if err := os.WriteFile(hang, nil, 0o600); err != nil {
@@ -113,11 +115,11 @@ func TestWorkerKilledMidCall(t *testing.T) {
 				if len(lines) != 1 {
 					t.Fatalf("calls %+v, want the one call only", lines)
 				}
-				if code, _ := testkit.EntryError(t, w.queue, w.ids["evt-1"]); code != tc.code {
+				if code := w.entryError(w.ids["evt-1"]); code != tc.code {
 					t.Fatalf("entry parked with %s, want %s", code, tc.code)
 				}
 			}
-			effects, _ := testkit.Effects(t, w.journal)
+			effects, _ := w.effects()
 			want := touba.EffectApplied
 			if tc.mode != touba.RetryIdempotencyKey {
 				want = touba.EffectUnknown
@@ -134,8 +136,10 @@ func TestWorkerKilledMidCall(t *testing.T) {
 // nothing accepted is lost, the calls the journal says were applied are
 // never sent again, and those handed out (dispatched, now unknown) are
 // handed again under their effect ids.
-func TestDaemonKilledWithCallsHandedOut(t *testing.T) {
-	w := newWorld(t, touba.RetryIdempotencyKey, 30000)
+func TestDaemonKilledWithCallsHandedOut(t *testing.T) { eachBackend(t, tDaemonKilledWithCallsHandedOut) }
+
+func tDaemonKilledWithCallsHandedOut(t *testing.T, backend string) {
+	w := newWorld(t, backend, touba.RetryIdempotencyKey, 30000)
 	w.start("--workers", "8")
 	remote, hang := filepath.Join(w.dir, "remote.jsonl"), filepath.Join(w.dir, "hang")
 	p := startWorker(t, w, remote, hang, 8)
@@ -177,7 +181,7 @@ func TestDaemonKilledWithCallsHandedOut(t *testing.T) {
 			t.Errorf("%s (held by the worker at the kill) sent %d times, want 2 (once more, same effect)", id, seen[id])
 		}
 	}
-	effects, _ := testkit.Effects(t, w.journal)
+	effects, _ := w.effects()
 	if len(effects) != len(applied)+len(held) {
 		t.Fatalf("%d effects, want %d", len(effects), len(applied)+len(held))
 	}

@@ -89,8 +89,10 @@ func (l *lineLog) has(substr string) bool {
 // the secret it prints; a local server that answers 500 makes the call
 // come back (same webhook-id); listen survives the daemon restarting,
 // says so, and what is posted meanwhile drains in order.
-func TestListen(t *testing.T) {
-	w := newWorld(t, touba.RetryIdempotencyKey, 1500)
+func TestListen(t *testing.T) { eachBackend(t, tListen) }
+
+func tListen(t *testing.T, backend string) {
+	w := newWorld(t, backend, touba.RetryIdempotencyKey, 1500)
 	w.start("--workers", "4")
 	lap := newLaptop(t)
 	tokenFile := filepath.Join(w.dir, "token")

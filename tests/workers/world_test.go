@@ -1,7 +1,9 @@
 // Package workers_test runs the real touba-trigger binary with a worker
 // binding (SPEC §4.3) and workers that connect out to it: the Go SDK's
 // Worker in the test process, or testdata/worker as a process of its own
-// that a test can kill; and checks from outside what §4.3 and §5 promise.
+// that a test can kill; and checks from outside what §4.3 and §5 promise,
+// on SQLite and on PostgreSQL, where several nodes share one database
+// (SPEC §8) and workers connect to any of them.
 package workers_test
 
 import (
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
+	"github.com/touba/touba-trigger/internal/pgtest"
 	"github.com/touba/touba-trigger/internal/testkit"
 )
 
@@ -26,7 +29,7 @@ import (
 var workerBin string
 
 func TestMain(m *testing.M) {
-	gobuild.Main(m, map[string]*string{"./testdata/worker": &workerBin})
+	gobuild.Main(pgtest.M(m), map[string]*string{"./testdata/worker": &workerBin})
 }
 
 const (
@@ -59,16 +62,22 @@ type world struct {
 	acked                      []string // queue ids, in the order accepted
 	ids                        map[string]string
 	extraFlags                 []string
+	// db is the PostgreSQL database's URL; "" keeps the SQLite files.
+	db string
 }
 
 // newWorld writes the program and a manifest with tool:wk/Post a worker
-// binding under retryMode with timeoutMS.
-func newWorld(t *testing.T, retryMode string, timeoutMS int) *world {
+// binding under retryMode with timeoutMS; on backend's storage (a fresh
+// PostgreSQL database for pgBackend).
+func newWorld(t *testing.T, backend, retryMode string, timeoutMS int) *world {
 	t.Helper()
 	dir := t.TempDir()
 	w := &world{t: t, dir: dir, queue: filepath.Join(dir, "q.sqlite"), state: filepath.Join(dir, "s.sqlite"),
 		journal: filepath.Join(dir, "j.sqlite"), admin: filepath.Join(dir, "admin.sock"), retryMode: retryMode,
 		timeoutMS: timeoutMS, ids: map[string]string{}}
+	if backend == pgBackend {
+		w.db = pgtest.New(t)
+	}
 	manifest := fmt.Sprintf(`{"manifest_version": "touba-manifest-v1", "bindings": {
   "tool:wk/Post": {"handler": {"kind": "worker", "token": {"env": "WK_TOKEN"}}, "grants": [], "timeout_ms": %d,
     "circuit": null, "effect_contract": {"kind": "external_write", "retry_mode": %q}},
@@ -92,12 +101,20 @@ func (w *world) start(flags ...string) *testkit.Daemon {
 	if w.d != nil {
 		listen = w.d.Addr
 	}
-	args := append([]string{"serve", filepath.Join(w.dir, "program.air.json"),
-		"--manifest", filepath.Join(w.dir, "touba.manifest.json"), "--queue", w.queue, "--state", w.state,
-		"--effect-journal", w.journal, "--listen", listen, "--metrics-listen", "127.0.0.1:0",
-		"--admin-socket", w.admin, "--log-level", "info", "--take-over-stale-lock"}, append(w.extraFlags, flags...)...)
-	w.d = testkit.Start(w.t, []string{"WK_TOKEN=" + token, "WK_OTHER_TOKEN=" + token + "-other"}, args...)
+	w.d = w.startOn(listen, w.admin, "n1", flags...)
 	return w.d
+}
+
+// startOn runs a daemon on w's storage listening on listen, with its
+// admin socket at admin; node names it on PostgreSQL.
+func (w *world) startOn(listen, admin, node string, flags ...string) *testkit.Daemon {
+	w.t.Helper()
+	args := append([]string{"serve", filepath.Join(w.dir, "program.air.json"),
+		"--manifest", filepath.Join(w.dir, "touba.manifest.json")}, w.storageArgs(node)...)
+	args = append(args, "--listen", listen, "--metrics-listen", "127.0.0.1:0",
+		"--admin-socket", admin, "--log-level", "info")
+	args = append(args, append(w.extraFlags, flags...)...)
+	return testkit.Start(w.t, []string{"WK_TOKEN=" + token, "WK_OTHER_TOKEN=" + token + "-other"}, args...)
 }
 
 // send posts one delivery per event id to trigger; each must be 202.
