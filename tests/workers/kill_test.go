@@ -136,7 +136,9 @@ func tWorkerKilledMidCall(t *testing.T, backend string) {
 // nothing accepted is lost, the calls the journal says were applied are
 // never sent again, and those handed out (dispatched, now unknown) are
 // handed again under their effect ids.
-func TestDaemonKilledWithCallsHandedOut(t *testing.T) { eachBackend(t, tDaemonKilledWithCallsHandedOut) }
+func TestDaemonKilledWithCallsHandedOut(t *testing.T) {
+	eachBackend(t, tDaemonKilledWithCallsHandedOut)
+}
 
 func tDaemonKilledWithCallsHandedOut(t *testing.T, backend string) {
 	w := newWorld(t, backend, touba.RetryIdempotencyKey, 30000)
