@@ -27,9 +27,15 @@ type proc struct {
 // call in remote and hangs on them while hang exists.
 func startWorker(t *testing.T, w *world, remote, hang string, maxInFlight int) *proc {
 	t.Helper()
+	return startWorkerAt(t, w.d.URL(), remote, hang, maxInFlight)
+}
+
+// startWorkerAt is startWorker connected to the daemon at url.
+func startWorkerAt(t *testing.T, url, remote, hang string, maxInFlight int) *proc {
+	t.Helper()
 	p := &proc{done: make(chan struct{})}
 	p.cmd = exec.Command(workerBin)
-	p.cmd.Env = append(os.Environ(), "URL="+w.d.URL(), "TOKEN="+token, "TOOL="+postTool, "REMOTE="+remote, "HANG="+hang,
+	p.cmd.Env = append(os.Environ(), "URL="+url, "TOKEN="+token, "TOOL="+postTool, "REMOTE="+remote, "HANG="+hang,
 		fmt.Sprintf("MAX_IN_FLIGHT=%d", maxInFlight))
 	p.cmd.Stderr = &p.log
 	if err := p.cmd.Start(); err != nil {

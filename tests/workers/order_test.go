@@ -48,10 +48,16 @@ func (r *recorder) tool(name string) handler.Tool {
 
 // connect runs an in-process worker until the test ends.
 func connect(t *testing.T, w *world, name string, maxInFlight int, tools ...handler.Tool) context.CancelFunc {
+	return connectTo(t, w.d.URL(), name, maxInFlight, tools...)
+}
+
+// connectTo runs an in-process worker connected to the daemon at url
+// until the test ends.
+func connectTo(t *testing.T, url, name string, maxInFlight int, tools ...handler.Tool) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		wk := &handler.Worker{URL: w.d.URL(), Token: token, Tools: tools, MaxInFlight: maxInFlight, TakeWait: 5 * time.Second,
+		wk := &handler.Worker{URL: url, Token: token, Tools: tools, MaxInFlight: maxInFlight, TakeWait: 5 * time.Second,
 			Logf: func(format string, args ...any) { t.Logf(name+": "+format, args...) }}
 		done <- wk.Run(ctx)
 	}()

@@ -40,6 +40,7 @@ const (
 	others    = "wk/Others"
 	keyed     = "wk/Keyed"
 	otherTool = "tool:wk/Other" // a second worker binding, another token
+	chain     = "wk/Chain"      // a stub step, then tool:wk/Post
 )
 
 const program = `{"air_version": "touba-air-v1", "triggers": [
@@ -49,7 +50,11 @@ const program = `{"air_version": "touba-air-v1", "triggers": [
   {"ref": "trigger:wk/Others", "source": {"kind": "webhook"},
    "steps": [{"id": "bill", "tool": "tool:wk/Stub", "input": {"order": {"$ref": "/event/body"}}}]},
   {"ref": "trigger:wk/Side", "source": {"kind": "webhook"},
-   "steps": [{"id": "other", "tool": "tool:wk/Other", "input": {"order": {"$ref": "/event/body"}}}]}]}`
+   "steps": [{"id": "other", "tool": "tool:wk/Other", "input": {"order": {"$ref": "/event/body"}}}]},
+  {"ref": "trigger:wk/Chain", "source": {"kind": "webhook"},
+   "steps": [{"id": "bill", "tool": "tool:wk/Stub", "input": {"order": {"$ref": "/event/body"}}},
+             {"id": "post", "tool": "tool:wk/Post", "input": {"order": {"$ref": "/event/body"}}}],
+   "retry": {"max_attempts": 5, "initial_interval_ms": 50, "max_interval_ms": 200}}]}`
 
 // world is one test's files and daemon.
 type world struct {
@@ -83,8 +88,8 @@ func newWorld(t *testing.T, backend, retryMode string, timeoutMS int) *world {
     "circuit": null, "effect_contract": {"kind": "external_write", "retry_mode": %q}},
   "tool:wk/Other": {"handler": {"kind": "worker", "token": {"env": "WK_OTHER_TOKEN"}}, "grants": [], "timeout_ms": %d,
     "circuit": null, "effect_contract": {"kind": "none"}},
-  "tool:wk/Stub": {"handler": {"kind": "accounting_stub"}, "grants": [],
-    "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`, timeoutMS, retryMode, timeoutMS)
+  "tool:wk/Stub": {"handler": {"kind": "accounting_stub"}, "grants": [], "timeout_ms": %d,
+    "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`, timeoutMS, retryMode, timeoutMS, timeoutMS)
 	for name, content := range map[string]string{"program.air.json": program, "touba.manifest.json": manifest} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -118,12 +123,16 @@ func (w *world) startOn(listen, admin, node string, flags ...string) *testkit.Da
 }
 
 // send posts one delivery per event id to trigger; each must be 202.
-func (w *world) send(trigger string, ids ...string) {
+func (w *world) send(trigger string, ids ...string) { w.sendTo(w.d, trigger, ids...) }
+
+// sendTo posts one delivery per event id to trigger at node d; each must
+// be 202.
+func (w *world) sendTo(d *testkit.Daemon, trigger string, ids ...string) {
 	w.t.Helper()
 	for _, id := range ids {
-		status, qid := testkit.Post(w.t, w.d.URL()+"/triggers/"+trigger, id, fmt.Sprintf(`{"order_id":%q}`, id))
+		status, qid := testkit.Post(w.t, d.URL()+"/triggers/"+trigger, id, fmt.Sprintf(`{"order_id":%q}`, id))
 		if status != http.StatusAccepted {
-			w.t.Fatalf("post %s: %d\n%s", id, status, w.d.Log())
+			w.t.Fatalf("post %s: %d\n%s", id, status, d.Log())
 		}
 		w.acked = append(w.acked, qid)
 		w.ids[id] = qid

@@ -1,0 +1,182 @@
+package workers_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/pgtest"
+	"github.com/touba/touba-trigger/internal/testkit"
+)
+
+// Several nodes on one PostgreSQL database (SPEC §8) with workers
+// connected to some of them (SPEC §4.3): a call is handed out only by the
+// node that leased its run, to a worker connected to that node, so the
+// run's lease is the call's fence; a node leases a worker binding's runs
+// only while a worker connected to it has room, and a run that reaches
+// the binding on a node with no such worker is handed back for a node
+// that has one.
+
+// nodeWait bounds the waits of these tests: a take-over comes a lease
+// (nodeLeaseTTL) after the node stopped renewing, on a loaded machine.
+const nodeWait = 90 * time.Second
+
+// nodeLeaseTTL is the nodes' --lease-ttl: at least the binding's timeout
+// (nodeTimeoutMS) plus 5 s, and short so take-overs come soon.
+const (
+	nodeLeaseTTL  = "8s"
+	nodeTimeoutMS = 3000
+)
+
+// newNodesWorld is a world on a fresh PostgreSQL database whose nodes run
+// with nodeLeaseTTL; it skips where PostgreSQL 15 is not installed.
+func newNodesWorld(t *testing.T, retryMode string) *world {
+	t.Helper()
+	if ok, why := pgtest.Available(); !ok {
+		t.Skip("PostgreSQL 15 not installed: " + why)
+	}
+	w := newWorld(t, pgBackend, retryMode, nodeTimeoutMS)
+	w.extraFlags = []string{"--lease-ttl", nodeLeaseTTL}
+	return w
+}
+
+// node starts node name on w's database, with an admin socket of its own.
+func (w *world) node(name string, flags ...string) *testkit.Daemon {
+	w.t.Helper()
+	return w.startOn("127.0.0.1:0", filepath.Join(w.dir, name+".sock"), name, flags...)
+}
+
+// byEvent is every entry by event id, read from the database.
+func (w *world) byEvent() map[string]*touba.Delivery {
+	out := map[string]*touba.Delivery{}
+	for _, e := range w.entries() {
+		out[e.EventID] = e
+	}
+	return out
+}
+
+// waitEntries waits until every entry of ids has status.
+func (w *world) waitEntries(ids []string, status string, what string, logs ...*testkit.Daemon) {
+	w.t.Helper()
+	testkit.WaitForReport(w.t, nodeWait, testkit.Every(200*time.Millisecond, func() bool {
+		all := w.byEvent()
+		for _, id := range ids {
+			if e := all[id]; e == nil || e.Status != status {
+				return false
+			}
+		}
+		return true
+	}), what, func() {
+		for _, d := range logs {
+			w.t.Log(d.Log())
+		}
+	})
+}
+
+// eventIDs are n event ids with prefix.
+func eventIDs(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%03d", prefix, i)
+	}
+	return out
+}
+
+// TestNodesNeverTwoWorkersOnOneCall: two nodes and three workers (two on
+// node A, one on node B), deliveries posted to both nodes: every call is
+// run by one worker once, each effect applied once, and both nodes hand
+// calls out.
+func TestNodesNeverTwoWorkersOnOneCall(t *testing.T) {
+	w := newNodesWorld(t, touba.RetryIdempotencyKey)
+	a, b := w.node("n1", "--workers", "8"), w.node("n2", "--workers", "8")
+	rec := newRecorder()
+	connectTo(t, a.URL(), "a0", 4, rec.tool("a0"))
+	connectTo(t, a.URL(), "a1", 4, rec.tool("a1"))
+	connectTo(t, b.URL(), "b0", 4, rec.tool("b0"))
+	ids := eventIDs("evt", 150)
+	for i, id := range ids {
+		w.sendTo([]*testkit.Daemon{a, b}[i%2], orders, id)
+	}
+	w.waitEntries(ids, touba.StatusDone, "every entry done", a, b)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.dup) > 0 {
+		t.Fatalf("calls run by two workers: %v", rec.dup)
+	}
+	if len(rec.callBy) != len(ids) {
+		t.Errorf("%d calls run, want %d (one per entry)", len(rec.callBy), len(ids))
+	}
+	for id, n := range rec.effects {
+		if n != 1 {
+			t.Errorf("effect %s run %d times", id, n)
+		}
+	}
+	by := map[string]int{}
+	for _, name := range rec.callBy {
+		by[name]++
+	}
+	t.Logf("calls by worker: %v", by)
+	if by["a0"]+by["a1"] == 0 || by["b0"] == 0 {
+		t.Errorf("calls by worker %v: want both nodes to hand calls out", by)
+	}
+	effects, _ := w.effects()
+	for _, e := range effects {
+		if e.State != touba.EffectApplied {
+			t.Errorf("effect %s: %s", e.EffectID, e.State)
+		}
+	}
+}
+
+// TestNodeWithoutWorkerHandsRunsBack: node A, with no worker, leases the
+// runs of a trigger whose first step is not a worker's and runs that step;
+// at the worker step it hands each run back (no attempt spent) instead of
+// keeping it, and node B, whose worker connects later, leases them and
+// hands their calls out in acceptance order. A trigger whose first step is
+// the worker binding is not leased by A at all.
+func TestNodeWithoutWorkerHandsRunsBack(t *testing.T) {
+	w := newNodesWorld(t, touba.RetryIdempotencyKey)
+	a := w.node("n1", "--workers", "8")
+	chained, direct := eventIDs("chain", 20), eventIDs("direct", 10)
+	w.sendTo(a, chain, chained...)
+	w.sendTo(a, orders, direct...)
+	// Every chained run went past its stub step on A and was handed back
+	// on the worker binding; the direct ones were never leased.
+	testkit.WaitForReport(t, nodeWait, testkit.Every(200*time.Millisecond, func() bool {
+		all := w.byEvent()
+		for _, id := range chained {
+			if e := all[id]; e == nil || e.Status != touba.StatusPending || e.ErrorCode != touba.EWorkerUnavailable {
+				return false
+			}
+		}
+		return true
+	}), "node A to hand every chained run back", func() { t.Log(a.Log()) })
+	for _, id := range direct {
+		if e := w.byEvent()[id]; e.Status != touba.StatusPending || e.Attempts != 0 {
+			t.Errorf("%s: %s after %d attempts; want pending, never leased", id, e.Status, e.Attempts)
+		}
+	}
+	b := w.node("n2", "--workers", "8")
+	rec := newRecorder()
+	connectTo(t, b.URL(), "b0", 1, rec.tool("b0"))
+	w.waitEntries(append(slices.Clone(chained), direct...), touba.StatusDone, "node B's worker to run every call", a, b)
+	all := w.byEvent()
+	for _, id := range chained {
+		if e := all[id]; e.Attempts != 1 {
+			t.Errorf("%s: %d attempts, want 1 (waiting for a worker spends none)", id, e.Attempts)
+		}
+	}
+	rec.mu.Lock()
+	got := slices.Clone(rec.events)
+	rec.mu.Unlock()
+	// One call in flight: the worker took them one by one, each trigger's
+	// in acceptance order (the two triggers share the worker by weight).
+	for _, want := range [][]string{chained, direct} {
+		mine := slices.DeleteFunc(slices.Clone(got), func(id string) bool { return !slices.Contains(want, id) })
+		if !slices.Equal(mine, want) {
+			t.Errorf("calls run in the order\n%v\nwant\n%v", mine, want)
+		}
+	}
+}
