@@ -2,8 +2,11 @@ package workers_test
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -178,5 +181,116 @@ func TestNodeWithoutWorkerHandsRunsBack(t *testing.T) {
 		if !slices.Equal(mine, want) {
 			t.Errorf("calls run in the order\n%v\nwant\n%v", mine, want)
 		}
+	}
+}
+
+// TestNodeFrozenWithCallHandedOut: node A hands a call to its worker and
+// is frozen (SIGSTOP) before the answer reaches it. Past A's lease, node B
+// takes the entry over (the call's effect unknown), and under
+// idempotency_key hands the call, with the same effect id and a new call
+// id, to a worker connected to B, which applies it. Then the first worker's
+// answer is posted to A and A resumed: it is refused (409) or kept as an
+// effect.late_outcome event only; the effect stays B's, applied once.
+func TestNodeFrozenWithCallHandedOut(t *testing.T) {
+	w := newNodesWorld(t, touba.RetryIdempotencyKey)
+	a, b := w.node("n1", "--workers", "4"), w.node("n2", "--workers", "4")
+	// The first worker is this test, on A: it takes the call and holds it.
+	calls := make(chan []map[string]any, 1)
+	go func() { calls <- take(t, a, token, postTool, 1, 60000) }()
+	metricsA := "http://" + metricsAddr.FindStringSubmatch(a.Log())[1] + "/metrics"
+	testkit.WaitFor(t, nodeWait, testkit.Every(50*time.Millisecond, func() bool {
+		return strings.Contains(metricsPage(t, metricsA), `touba_worker_connected{tool_ref="tool:wk/Post"} 1`)
+	}), "the take on node A to be open")
+	w.sendTo(b, orders, "evt-1") // accepted by B, which has no worker: A leases it
+	var call map[string]any
+	select {
+	case got := <-calls:
+		if len(got) != 1 {
+			t.Fatalf("take on A: %d calls", len(got))
+		}
+		call = got[0]
+	case <-time.After(nodeWait):
+		t.Fatalf("node A handed no call out\n%s", a.Log())
+	}
+	ctx := call["context"].(map[string]any)
+	effectID, firstCall := ctx["effect"].(map[string]any)["effect_id"].(string), ctx["call_id"].(string)
+	a.Signal(syscall.SIGSTOP)
+	t.Cleanup(func() { a.Signal(syscall.SIGCONT) })
+
+	// Two workers on B (three in all); neither may have the call before
+	// A's lease is past.
+	rec := newRecorder()
+	connectTo(t, b.URL(), "b0", 4, rec.tool("b0"))
+	connectTo(t, b.URL(), "b1", 4, rec.tool("b1"))
+	w.waitEntries([]string{"evt-1"}, touba.StatusDone, "node B to take the entry over and its worker to apply the call", b)
+	rec.mu.Lock()
+	byB := maps.Clone(rec.callBy)
+	effectsB := maps.Clone(rec.effects)
+	rec.mu.Unlock()
+	if len(byB) != 1 || effectsB[effectID] != 1 || byB[firstCall] != "" {
+		t.Fatalf("B's workers ran calls %v of effects %v; want one call of %s other than A's %s", byB, effectsB, effectID, firstCall)
+	}
+
+	// The first worker's answer reaches A only once A runs again.
+	answered := make(chan string, 1)
+	go func() {
+		status, body := post(t, a.URL()+"/workers/v1/answer", token, answerDoc(call))
+		answered <- fmt.Sprintf("%d %s", status, body)
+	}()
+	// The answer's request must be in A's socket before A resumes: give
+	// the client a moment to write it (no signal from a frozen process).
+	time.Sleep(200 * time.Millisecond)
+	a.Signal(syscall.SIGCONT)
+	var late string
+	select {
+	case late = <-answered:
+	case <-time.After(nodeWait):
+		t.Fatal("node A never answered the late answer")
+	}
+	t.Logf("late answer to A: %s", late)
+	if !strings.HasPrefix(late, "200 ") && !(strings.HasPrefix(late, "409 ") && strings.Contains(late, touba.EWorkerCallNotHeld)) {
+		t.Fatalf("late answer to A: %s; want 200 (kept as a late outcome) or 409 WorkerCallNotHeld", late)
+	}
+	// A's run of the call ends (the answer, or the call's timeout): a late
+	// report, kept as an event only.
+	testkit.WaitForReport(t, nodeWait, testkit.Every(200*time.Millisecond, func() bool {
+		_, events := w.effects()
+		return slices.ContainsFunc(events[effectID], func(e touba.EffectEvent) bool { return e.State == "late_outcome" })
+	}), "node A's end of the call kept as a late outcome", func() { t.Log(a.Log()) })
+	// A works on afterwards, and what it runs is its own.
+	w.sendTo(a, orders, "evt-2")
+	w.waitEntries([]string{"evt-2"}, touba.StatusDone, "the next delivery to be run", a, b)
+
+	effects, events := w.effects()
+	var applied int
+	for _, e := range events[effectID] {
+		if e.State == touba.EffectApplied {
+			applied++
+		}
+	}
+	var eff touba.Effect
+	for _, e := range effects {
+		if e.EffectID == effectID {
+			eff = e
+		}
+	}
+	if eff.State != touba.EffectApplied || eff.ReceiptRef != "r:"+effectID || applied != 1 {
+		t.Errorf("effect %s: %s, receipt %q, %d applied events; want applied once, with B's worker's receipt r:%s\n%+v",
+			effectID, eff.State, eff.ReceiptRef, applied, effectID, events[effectID])
+	}
+	var states []string
+	var takeOver bool
+	for _, e := range events[effectID] {
+		states = append(states, e.State)
+		takeOver = takeOver || e.State == touba.EffectUnknown && strings.Contains(e.Detail, "the lease of node n1 expired")
+	}
+	if !takeOver {
+		t.Errorf("no unknown event naming node n1's lease: %+v", events[effectID])
+	}
+	t.Logf("events of %s: %v", effectID, states)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.effects[effectID] != 1 {
+		t.Errorf("effect %s run %d times by B's workers", effectID, rec.effects[effectID])
 	}
 }
