@@ -3,6 +3,8 @@ package workers_test
 import (
 	"fmt"
 	"maps"
+	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -292,5 +294,128 @@ func TestNodeFrozenWithCallHandedOut(t *testing.T) {
 	defer rec.mu.Unlock()
 	if rec.effects[effectID] != 1 {
 		t.Errorf("effect %s run %d times by B's workers", effectID, rec.effects[effectID])
+	}
+}
+
+// TestNodeKilledWithCallsHandedOut: node A's worker holds calls (it
+// recorded them at its remote side and never answers) when A is killed
+// (SIGKILL) and the worker with it. Past A's lease node B takes the
+// entries over and its worker gets each call again under the same effect
+// id; nothing accepted is lost, and no call the journal recorded applied
+// before the kill is sent again.
+func TestNodeKilledWithCallsHandedOut(t *testing.T) {
+	w := newNodesWorld(t, touba.RetryIdempotencyKey)
+	a, b := w.node("n1", "--workers", "8"), w.node("n2", "--workers", "8")
+	remote := filepath.Join(w.dir, "remote.jsonl")
+	hangA, hangB := filepath.Join(w.dir, "hang-a"), filepath.Join(w.dir, "hang-b")
+	wa := startWorkerAt(t, a.URL(), remote, hangA, 8)
+	wb := startWorkerAt(t, b.URL(), remote, hangB, 8)
+	applied := eventIDs("ok", 10)
+	for i, id := range applied {
+		w.sendTo([]*testkit.Daemon{a, b}[i%2], orders, id)
+	}
+	w.waitEntries(applied, touba.StatusDone, "the first deliveries applied", a, b)
+	// Only A's worker now: it takes the next calls and holds them.
+	wb.kill()
+	if err := os.WriteFile(hangA, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held := eventIDs("held", 5)
+	w.sendTo(b, orders, held...)
+	testkit.WaitFor(t, nodeWait, func() bool { return len(readRemote(t, remote)) == len(applied)+len(held) },
+		"A's worker to hold the calls")
+	a.Kill()
+	wa.kill()
+	startWorkerAt(t, b.URL(), remote, hangB, 8)
+	w.waitEntries(append(slices.Clone(applied), held...), touba.StatusDone, "node B to run the held calls again", b)
+	stop := func(d *testkit.Daemon) {
+		d.Signal(syscall.SIGTERM)
+		if code := d.Wait(60 * time.Second); code != 0 {
+			t.Fatalf("exit code %d after SIGTERM\n%s", code, d.Log())
+		}
+	}
+	stop(b)
+	byEvent := map[string][]remoteLine{}
+	for _, l := range readRemote(t, remote) {
+		byEvent[l.EventID] = append(byEvent[l.EventID], l)
+	}
+	for _, id := range applied {
+		if n := len(byEvent[id]); n != 1 {
+			t.Errorf("%s (applied before the kill) sent %d times", id, n)
+		}
+	}
+	for _, id := range held {
+		ls := byEvent[id]
+		if len(ls) != 2 || ls[0].EffectID != ls[1].EffectID || ls[0].CallID == ls[1].CallID || ls[0].PID == ls[1].PID {
+			t.Errorf("%s (held by A's worker at the kill) sent as %+v; want twice, one effect, two calls, two workers", id, ls)
+		}
+	}
+	effects, events := w.effects()
+	if len(effects) != len(applied)+len(held) {
+		t.Fatalf("%d effects, want %d", len(effects), len(applied)+len(held))
+	}
+	for _, e := range effects {
+		var n int
+		for _, ev := range events[e.EffectID] {
+			if ev.State == touba.EffectApplied {
+				n++
+			}
+		}
+		if e.State != touba.EffectApplied || n != 1 {
+			t.Errorf("effect %s: %s with %d applied events", e.EffectID, e.State, n)
+		}
+	}
+}
+
+// TestNodeWorkerLeftRunsGoToAnother: node A leases runs for the room of
+// its worker's take; the take ends having taken only the first calls (a
+// take answers as soon as it has any) and no other take comes to A. The
+// rest wait in A for a take a few seconds, end unsent and are handed back,
+// and node B, whose worker connects meanwhile, leases them: every call is
+// applied once, none by two workers.
+func TestNodeWorkerLeftRunsGoToAnother(t *testing.T) {
+	w := newNodesWorld(t, touba.RetryIdempotencyKey)
+	a, b := w.node("n1", "--workers", "64"), w.node("n2", "--workers", "8")
+	ids := eventIDs("evt", 50)
+	calls := make(chan []map[string]any, 1)
+	go func() { calls <- take(t, a, token, postTool, len(ids), 60000) }()
+	metricsA := "http://" + metricsAddr.FindStringSubmatch(a.Log())[1] + "/metrics"
+	testkit.WaitFor(t, nodeWait, testkit.Every(50*time.Millisecond, func() bool {
+		return strings.Contains(metricsPage(t, metricsA), `touba_worker_connected{tool_ref="tool:wk/Post"} 1`)
+	}), "the take on node A to be open")
+	w.sendTo(b, orders, ids...)
+	var got []map[string]any
+	select {
+	case got = <-calls:
+	case <-time.After(nodeWait):
+		t.Fatalf("node A handed no call out\n%s", a.Log())
+	}
+	t.Logf("the take on A got %d of %d calls", len(got), len(ids))
+	for _, c := range got {
+		if status, body := post(t, a.URL()+"/workers/v1/answer", token, answerDoc(c)); status != http.StatusOK {
+			t.Fatalf("answer: %d %s", status, body)
+		}
+	}
+	rec := newRecorder()
+	connectTo(t, b.URL(), "b0", 8, rec.tool("b0"))
+	w.waitEntries(ids, touba.StatusDone, "every entry done", a, b)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(got)+len(rec.callBy) != len(ids) || len(rec.dup) > 0 {
+		t.Errorf("%d calls taken on A and %d on B (dups %v); want %d in all, one each", len(got), len(rec.callBy), rec.dup, len(ids))
+	}
+	for id, n := range rec.effects {
+		if n != 1 {
+			t.Errorf("effect %s run %d times", id, n)
+		}
+	}
+	for _, c := range got {
+		id := c["context"].(map[string]any)["effect"].(map[string]any)["effect_id"].(string)
+		if rec.effects[id] != 0 {
+			t.Errorf("effect %s, applied through A, run again by B's worker", id)
+		}
+	}
+	if len(got) == len(ids) {
+		t.Log("the take on A got every call: no run waited in A this time")
 	}
 }
