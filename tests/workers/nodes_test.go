@@ -81,6 +81,24 @@ func (w *world) waitEntries(ids []string, status string, what string, logs ...*t
 	})
 }
 
+// noWorker is what `triggers ls` on node name says of trigger's worker
+// bindings with no worker.
+func (w *world) noWorker(name, trigger string) []string {
+	w.t.Helper()
+	var ts []struct {
+		TriggerRef string   `json:"trigger_ref"`
+		NoWorker   []string `json:"no_worker"`
+	}
+	w.cliAt(filepath.Join(w.dir, name+".sock"), &ts, "triggers", "ls")
+	for _, tr := range ts {
+		if tr.TriggerRef == "trigger:"+trigger {
+			return tr.NoWorker
+		}
+	}
+	w.t.Fatalf("triggers ls on %s: no %s in %+v", name, trigger, ts)
+	return nil
+}
+
 // eventIDs are n event ids with prefix.
 func eventIDs(prefix string, n int) []string {
 	out := make([]string, n)
@@ -150,7 +168,9 @@ func TestNodesNeverTwoWorkersOnOneCall(t *testing.T) {
 // at the worker step it hands each run back (no attempt spent) instead of
 // keeping it, and node B, whose worker connects later, leases them and
 // hands their calls out in acceptance order. A trigger whose first step is
-// the worker binding is not leased by A at all.
+// the worker binding is not leased by A at all. `triggers ls` on either
+// node names the binding as having no worker until B's connects, then on
+// neither.
 func TestNodeWithoutWorkerHandsRunsBack(t *testing.T) {
 	w := newNodesWorld(t, touba.RetryIdempotencyKey)
 	a := w.node("n1", "--workers", "8")
@@ -174,8 +194,16 @@ func TestNodeWithoutWorkerHandsRunsBack(t *testing.T) {
 		}
 	}
 	b := w.node("n2", "--workers", "8")
+	if got := w.noWorker("n1", orders); !slices.Equal(got, []string{postTool}) {
+		t.Errorf("triggers ls on A before any worker: no_worker %v, want [%s]", got, postTool)
+	}
 	rec := newRecorder()
 	connectTo(t, b.URL(), "b0", 1, rec.tool("b0"))
+	// A has no worker of its own, but B has one: the binding has a worker,
+	// whichever node is asked.
+	testkit.WaitFor(t, nodeWait, testkit.Every(250*time.Millisecond, func() bool {
+		return len(w.noWorker("n1", orders)) == 0 && len(w.noWorker("n2", orders)) == 0
+	}), "triggers ls on both nodes to see B's worker")
 	w.waitEntries(append(slices.Clone(chained), direct...), touba.StatusDone, "node B's worker to run every call", a, b)
 	all := w.byEvent()
 	for _, id := range chained {

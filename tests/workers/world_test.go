@@ -141,9 +141,12 @@ func (w *world) sendTo(d *testkit.Daemon, trigger string, ids ...string) {
 
 // cli runs the CLI against the daemon's admin socket and decodes its
 // --json output into out.
-func (w *world) cli(out any, args ...string) {
+func (w *world) cli(out any, args ...string) { w.cliAt(w.admin, out, args...) }
+
+// cliAt is cli against the daemon whose admin socket is admin.
+func (w *world) cliAt(admin string, out any, args ...string) {
 	w.t.Helper()
-	cmd := exec.Command(testkit.Binary(w.t), append(args, "--admin-socket", w.admin, "--json")...)
+	cmd := exec.Command(testkit.Binary(w.t), append(args, "--admin-socket", admin, "--json")...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
