@@ -15,14 +15,21 @@ type Workers struct{ db *db }
 // Workers is the store's worker presence.
 func (s *Store) Workers() *Workers { return &Workers{db: s.db} }
 
-// Seen records that this node has a worker of each of refs connected now.
+// workerSeenKept is how long a record outlives its node's last write: a
+// node id that is gone (the default id is hostname:pid, new at each
+// start) leaves no row behind for longer (SPEC §8.1).
+const workerSeenKept = time.Hour
+
+// Seen records that this node has a worker of each of refs connected now,
+// and forgets the records no node wrote within workerSeenKept.
 func (w *Workers) Seen(ctx context.Context, refs []string) error {
-	if len(refs) == 0 {
-		return nil
+	if refs == nil {
+		refs = []string{}
 	}
 	ctx, cancel := w.db.bounded(ctx)
 	defer cancel()
-	_, err := w.db.pool.Exec(ctx, `INSERT INTO touba.worker_seen (tool_ref, node_id, seen_at)
+	_, err := w.db.pool.Exec(ctx, `WITH gone AS (DELETE FROM touba.worker_seen WHERE seen_at < `+w.db.dbTime(-workerSeenKept)+`)
+		INSERT INTO touba.worker_seen (tool_ref, node_id, seen_at)
 		SELECT r, $2, `+w.db.dbNow()+` FROM unnest($1::text[]) r
 		ON CONFLICT (tool_ref, node_id) DO UPDATE SET seen_at = EXCLUDED.seen_at`, refs, w.db.cfg.NodeID)
 	if err != nil {

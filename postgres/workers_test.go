@@ -54,4 +54,28 @@ func TestWorkersSeen(t *testing.T) {
 	if want := map[string]int{"tool:x/Both": 1}; !maps.Equal(got, want) {
 		t.Fatalf("seen two minutes on %v, want %v", got, want)
 	}
+	// Two hours on, any node's write forgets A's rows (gone node ids
+	// leave nothing behind).
+	shift.Store(int64(2 * time.Hour))
+	if err := b.Workers().Seen(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := b.db.pool.QueryRow(ctx, `SELECT COUNT(*) FROM touba.worker_seen`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 {
+		t.Fatalf("%d rows kept two hours on, want 0", rows)
+	}
+	// A row forgotten and written again by one statement.
+	if err := a.Workers().Seen(ctx, []string{"tool:x/A"}); err != nil {
+		t.Fatal(err)
+	}
+	shift.Store(int64(4 * time.Hour))
+	if err := a.Workers().Seen(ctx, []string{"tool:x/A"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = b.Workers().SeenWithin(ctx, time.Minute); err != nil || !maps.Equal(got, map[string]int{"tool:x/A": 1}) {
+		t.Fatalf("seen after a write over a forgotten row: %v, %v", got, err)
+	}
 }
