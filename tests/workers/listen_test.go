@@ -149,7 +149,11 @@ func tListen(t *testing.T, backend string) {
 	testkit.WaitFor(t, 10*time.Second, func() bool { return out.has("o-2") && out.has(" 500 ") && out.has(" 204 ") },
 		"summary lines with the event and status")
 
-	// The daemon restarts; listen says it lost it, then that it is back.
+	// The daemon restarts once it recorded the three answers (a call still
+	// held by listen at the stop ends unknown and is sent again after the
+	// restart, same webhook-id: right under idempotency_key, but not what
+	// this test looks at); listen says it lost it, then that it is back.
+	w.waitStatus(touba.StatusDone, orders, 3, 30*time.Second)
 	w.d.Signal(syscall.SIGTERM)
 	if code := w.d.Wait(60 * time.Second); code != 0 {
 		t.Fatalf("exit %d", code)
