@@ -171,6 +171,13 @@ func (s *Server) background(ctx context.Context) {
 			})
 		}()
 	}
+	if s.store.Workers != nil {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			s.recordWorkers(ctx)
+		}()
+	}
 	if s.history != nil {
 		s.bg.Add(1)
 		go func() {

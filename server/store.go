@@ -43,6 +43,9 @@ type stores struct {
 	Circuits touba.CircuitStore
 	// Claims shares operator actions' claims across nodes; nil for files.
 	Claims admin.Claims
+	// Workers shares which nodes have workers of each worker binding
+	// connected (SPEC §4.3); nil for files, where one node is all.
+	Workers workerPresence
 	// Recovered are the effects found dispatched at open, now unknown;
 	// Requeued the entries found running, now pending.
 	Recovered []touba.Effect
@@ -90,7 +93,7 @@ func openStores(ctx context.Context, c storeConfig) (*stores, error) {
 			return nil, err
 		}
 		return &stores{Queue: st.Queue, State: st.State, Journal: st.Journal, Slots: st.Slots, Circuits: st.Circuits, Claims: st.Claims,
-			History:   st.History(),
+			History: st.History(), Workers: st.Workers(),
 			Recovered: st.Recovered, Requeued: st.Requeued, Shared: true, SchemaVersion: st.SchemaVersion, Close: st.Close}, nil
 	}
 	st, err := sqlite.Open(ctx, sqlite.Config{Queue: c.Queue, State: c.State, Journal: c.Journal,

@@ -107,12 +107,21 @@ func (s *Server) gatedOnWorkers() map[string]int64 {
 }
 
 // noWorker lists the worker bindings no worker was connected to within
-// the last 60 s, for `triggers ls`.
+// the last 60 s, on this node or (a shared store) any other, for
+// `triggers ls` and the console.
 func (s *Server) noWorker() []string {
 	stats := s.workerHub().Stats()
+	var elsewhere map[string]int
+	asked := false
 	var out []string
 	for _, r := range s.workerRunners() {
-		if !stats[r.Ref()].Seen {
+		if stats[r.Ref()].Seen {
+			continue
+		}
+		if !asked {
+			elsewhere, asked = s.workersElsewhere(), true
+		}
+		if elsewhere[r.Ref()] == 0 {
 			out = append(out, r.Ref())
 		}
 	}

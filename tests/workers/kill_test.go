@@ -27,9 +27,15 @@ type proc struct {
 // call in remote and hangs on them while hang exists.
 func startWorker(t *testing.T, w *world, remote, hang string, maxInFlight int) *proc {
 	t.Helper()
+	return startWorkerAt(t, w.d.URL(), remote, hang, maxInFlight)
+}
+
+// startWorkerAt is startWorker connected to the daemon at url.
+func startWorkerAt(t *testing.T, url, remote, hang string, maxInFlight int) *proc {
+	t.Helper()
 	p := &proc{done: make(chan struct{})}
 	p.cmd = exec.Command(workerBin)
-	p.cmd.Env = append(os.Environ(), "URL="+w.d.URL(), "TOKEN="+token, "TOOL="+postTool, "REMOTE="+remote, "HANG="+hang,
+	p.cmd.Env = append(os.Environ(), "URL="+url, "TOKEN="+token, "TOOL="+postTool, "REMOTE="+remote, "HANG="+hang,
 		fmt.Sprintf("MAX_IN_FLIGHT=%d", maxInFlight))
 	p.cmd.Stderr = &p.log
 	if err := p.cmd.Start(); err != nil {
@@ -78,7 +84,9 @@ func readRemote(t *testing.T, path string) []remoteLine {
 // (SPEC §4.3), and then §5's table: under idempotency_key it is handed
 // again, with the same effect id, to the next worker; under reconcile
 // and none the entry is parked and the call is never sent again.
-func TestWorkerKilledMidCall(t *testing.T) {
+func TestWorkerKilledMidCall(t *testing.T) { eachBackend(t, tWorkerKilledMidCall) }
+
+func tWorkerKilledMidCall(t *testing.T, backend string) {
 	for _, tc := range []struct {
 		mode, status, code string
 	}{
@@ -87,7 +95,7 @@ func TestWorkerKilledMidCall(t *testing.T) {
 		{touba.RetryNone, touba.StatusParked, touba.EEffectOutcomeUnknown},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			w := newWorld(t, tc.mode, 2000)
+			w := newWorld(t, backend, tc.mode, 2000)
 			w.start("--workers", "4")
 			remote, hang := filepath.Join(w.dir, "remote.jsonl"), filepath.Join(w.dir, "hang")
 			if err := os.WriteFile(hang, nil, 0o600); err != nil {
@@ -113,11 +121,11 @@ func TestWorkerKilledMidCall(t *testing.T) {
 				if len(lines) != 1 {
 					t.Fatalf("calls %+v, want the one call only", lines)
 				}
-				if code, _ := testkit.EntryError(t, w.queue, w.ids["evt-1"]); code != tc.code {
+				if code := w.entryError(w.ids["evt-1"]); code != tc.code {
 					t.Fatalf("entry parked with %s, want %s", code, tc.code)
 				}
 			}
-			effects, _ := testkit.Effects(t, w.journal)
+			effects, _ := w.effects()
 			want := touba.EffectApplied
 			if tc.mode != touba.RetryIdempotencyKey {
 				want = touba.EffectUnknown
@@ -135,7 +143,11 @@ func TestWorkerKilledMidCall(t *testing.T) {
 // never sent again, and those handed out (dispatched, now unknown) are
 // handed again under their effect ids.
 func TestDaemonKilledWithCallsHandedOut(t *testing.T) {
-	w := newWorld(t, touba.RetryIdempotencyKey, 30000)
+	eachBackend(t, tDaemonKilledWithCallsHandedOut)
+}
+
+func tDaemonKilledWithCallsHandedOut(t *testing.T, backend string) {
+	w := newWorld(t, backend, touba.RetryIdempotencyKey, 30000)
 	w.start("--workers", "8")
 	remote, hang := filepath.Join(w.dir, "remote.jsonl"), filepath.Join(w.dir, "hang")
 	p := startWorker(t, w, remote, hang, 8)
@@ -177,7 +189,7 @@ func TestDaemonKilledWithCallsHandedOut(t *testing.T) {
 			t.Errorf("%s (held by the worker at the kill) sent %d times, want 2 (once more, same effect)", id, seen[id])
 		}
 	}
-	effects, _ := testkit.Effects(t, w.journal)
+	effects, _ := w.effects()
 	if len(effects) != len(applied)+len(held) {
 		t.Fatalf("%d effects, want %d", len(effects), len(applied)+len(held))
 	}

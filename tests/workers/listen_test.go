@@ -89,8 +89,10 @@ func (l *lineLog) has(substr string) bool {
 // the secret it prints; a local server that answers 500 makes the call
 // come back (same webhook-id); listen survives the daemon restarting,
 // says so, and what is posted meanwhile drains in order.
-func TestListen(t *testing.T) {
-	w := newWorld(t, touba.RetryIdempotencyKey, 1500)
+func TestListen(t *testing.T) { eachBackend(t, tListen) }
+
+func tListen(t *testing.T, backend string) {
+	w := newWorld(t, backend, touba.RetryIdempotencyKey, 1500)
 	w.start("--workers", "4")
 	lap := newLaptop(t)
 	tokenFile := filepath.Join(w.dir, "token")
@@ -147,7 +149,11 @@ func TestListen(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, func() bool { return out.has("o-2") && out.has(" 500 ") && out.has(" 204 ") },
 		"summary lines with the event and status")
 
-	// The daemon restarts; listen says it lost it, then that it is back.
+	// The daemon restarts once it recorded the three answers (a call still
+	// held by listen at the stop ends unknown and is sent again after the
+	// restart, same webhook-id: right under idempotency_key, but not what
+	// this test looks at); listen says it lost it, then that it is back.
+	w.waitStatus(touba.StatusDone, orders, 3, 30*time.Second)
 	w.d.Signal(syscall.SIGTERM)
 	if code := w.d.Wait(60 * time.Second); code != 0 {
 		t.Fatalf("exit %d", code)

@@ -48,10 +48,16 @@ func (r *recorder) tool(name string) handler.Tool {
 
 // connect runs an in-process worker until the test ends.
 func connect(t *testing.T, w *world, name string, maxInFlight int, tools ...handler.Tool) context.CancelFunc {
+	return connectTo(t, w.d.URL(), name, maxInFlight, tools...)
+}
+
+// connectTo runs an in-process worker connected to the daemon at url
+// until the test ends.
+func connectTo(t *testing.T, url, name string, maxInFlight int, tools ...handler.Tool) context.CancelFunc {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		wk := &handler.Worker{URL: w.d.URL(), Token: token, Tools: tools, MaxInFlight: maxInFlight, TakeWait: 5 * time.Second,
+		wk := &handler.Worker{URL: url, Token: token, Tools: tools, MaxInFlight: maxInFlight, TakeWait: 5 * time.Second,
 			Logf: func(format string, args ...any) { t.Logf(name+": "+format, args...) }}
 		done <- wk.Run(ctx)
 	}()
@@ -70,8 +76,10 @@ func connect(t *testing.T, w *world, name string, maxInFlight int, tools ...hand
 // connected wait without being leased (no attempt spent: a hold, SPEC
 // §2.2) and drain in acceptance order once one connects (SPEC §4.3); each
 // is journaled dispatched before the worker gets it, then applied.
-func TestWorkerTakesInAcceptanceOrder(t *testing.T) {
-	w := newWorld(t, touba.RetryIdempotencyKey, 10000)
+func TestWorkerTakesInAcceptanceOrder(t *testing.T) { eachBackend(t, tWorkerTakesInAcceptanceOrder) }
+
+func tWorkerTakesInAcceptanceOrder(t *testing.T, backend string) {
+	w := newWorld(t, backend, touba.RetryIdempotencyKey, 10000)
 	w.start("--workers", "8")
 	var ids []string
 	for i := range 30 {
@@ -109,15 +117,16 @@ func TestWorkerTakesInAcceptanceOrder(t *testing.T) {
 		t.Errorf("triggers ls: %+v, want %s with no worker", ts, postTool)
 	}
 	metricsURL := "http://" + metricsAddr.FindStringSubmatch(w.d.Log())[1] + "/metrics"
-	testkit.WaitFor(t, 10*time.Second, testkit.Every(200*time.Millisecond, func() bool {
-		_, page := testkit.Get(t, metricsURL)
+	var page string
+	testkit.WaitForReport(t, 10*time.Second, testkit.Every(200*time.Millisecond, func() bool {
+		page = metricsPage(t, metricsURL)
 		return strings.Contains(page, `touba_worker_calls_waiting{tool_ref="tool:wk/Post"} 30`) &&
 			strings.Contains(page, `touba_worker_connected{tool_ref="tool:wk/Post"} 0`)
-	}), "the metrics to show 30 calls waiting and no worker")
+	}), "the metrics to show 30 calls waiting and no worker", func() { t.Log(workerMetrics(page)) })
 	rec := newRecorder()
 	connect(t, w, "w1", 1, rec.tool("w1"))
 	w.waitStatus(touba.StatusDone, orders, len(ids), 60*time.Second)
-	if _, page := testkit.Get(t, metricsURL); !strings.Contains(page, `touba_worker_calls_handed_out_total{tool_ref="tool:wk/Post"} 30`) ||
+	if page := metricsPage(t, metricsURL); !strings.Contains(page, `touba_worker_calls_handed_out_total{tool_ref="tool:wk/Post"} 30`) ||
 		!strings.Contains(page, `touba_worker_connected{tool_ref="tool:wk/Post"} 1`) {
 		t.Errorf("metrics after the drain:\n%s", page)
 	}
@@ -128,12 +137,12 @@ func TestWorkerTakesInAcceptanceOrder(t *testing.T) {
 	if !slices.Equal(got, ids) {
 		t.Fatalf("order run:\n%v\nwant\n%v", got, ids)
 	}
-	for _, e := range testkit.Entries(t, w.queue) {
+	for _, e := range w.entries() {
 		if e.Attempts != 1 {
 			t.Errorf("entry %s: %d attempts, want 1 (waiting for a worker spends none)", e.EventID, e.Attempts)
 		}
 	}
-	effects, events := testkit.Effects(t, w.journal)
+	effects, events := w.effects()
 	for _, e := range effects {
 		var states []string
 		for _, ev := range events[e.EffectID] {
@@ -147,8 +156,10 @@ func TestWorkerTakesInAcceptanceOrder(t *testing.T) {
 
 // TestTwoWorkersNeverHoldOneCall: three workers take many calls at once;
 // each call is run by one worker only and each effect applied once.
-func TestTwoWorkersNeverHoldOneCall(t *testing.T) {
-	w := newWorld(t, touba.RetryIdempotencyKey, 10000)
+func TestTwoWorkersNeverHoldOneCall(t *testing.T) { eachBackend(t, tTwoWorkersNeverHoldOneCall) }
+
+func tTwoWorkersNeverHoldOneCall(t *testing.T, backend string) {
+	w := newWorld(t, backend, touba.RetryIdempotencyKey, 10000)
 	w.start("--workers", "16")
 	rec := newRecorder()
 	for i := range 3 {
@@ -175,4 +186,25 @@ func TestTwoWorkersNeverHoldOneCall(t *testing.T) {
 		}
 	}
 	t.Logf("calls by worker: %v", by)
+}
+
+// nodeLabel is the label each metric carries on PostgreSQL.
+var nodeLabel = regexp.MustCompile(`node_id="[^"]*",?`)
+
+// metricsPage is the metrics page at url without the node_id label, so
+// one expectation reads both backends' pages.
+func metricsPage(t *testing.T, url string) string {
+	_, page := testkit.Get(t, url)
+	return strings.ReplaceAll(nodeLabel.ReplaceAllString(page, ""), "{}", "")
+}
+
+// workerMetrics are the lines of page about workers and held runs.
+func workerMetrics(page string) string {
+	var out []string
+	for _, l := range strings.Split(page, "\n") {
+		if strings.HasPrefix(l, "touba_worker_") || strings.HasPrefix(l, "touba_queue_") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -18,7 +18,9 @@ import (
 // then with WK_WAITING (10,000 by default) waiting: a hold (SPEC §2.2),
 // so the two figures match. The assertion is loose (3x) so load on the
 // machine does not make it flake; the figures are logged.
-func TestWaitingCallsCostNothing(t *testing.T) {
+func TestWaitingCallsCostNothing(t *testing.T) { eachBackend(t, tWaitingCallsCostNothing) }
+
+func tWaitingCallsCostNothing(t *testing.T, backend string) {
 	if testing.Short() {
 		t.Skip("posts 10,000 deliveries")
 	}
@@ -26,7 +28,7 @@ func TestWaitingCallsCostNothing(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("WK_WAITING")); err == nil {
 		waiting = v
 	}
-	w := newWorld(t, touba.RetryIdempotencyKey, 10000)
+	w := newWorld(t, backend, touba.RetryIdempotencyKey, 10000)
 	w.start("--workers", "8")
 	const n = 300
 	measure := func(prefix string) time.Duration {

@@ -27,8 +27,10 @@ func answerDoc(call map[string]any) string {
 // an answer twice, or to a call that timed out, is 409 WorkerCallNotHeld
 // and not used: the timed-out call ends unknown, is handed out again with
 // the same effect id (idempotency_key), and only that answer counts.
-func TestWireRefusals(t *testing.T) {
-	w := newWorld(t, touba.RetryIdempotencyKey, 1500)
+func TestWireRefusals(t *testing.T) { eachBackend(t, tWireRefusals) }
+
+func tWireRefusals(t *testing.T, backend string) {
+	w := newWorld(t, backend, touba.RetryIdempotencyKey, 1500)
 	d := w.start("--workers", "4")
 	takeURL := d.URL() + "/workers/v1/take"
 	body := fmt.Sprintf(`{"tools": [%q], "max": 1, "wait_ms": 0}`, postTool)
@@ -106,7 +108,7 @@ func TestWireRefusals(t *testing.T) {
 	}
 	w.waitStatus(touba.StatusDone, orders, 1, 20*time.Second)
 	w.stop()
-	effects, events := testkit.Effects(t, w.journal)
+	effects, events := w.effects()
 	if len(effects) != 1 || effects[0].State != touba.EffectApplied || effects[0].CallID != second["context"].(map[string]any)["call_id"] {
 		t.Fatalf("effects %+v", effects)
 	}

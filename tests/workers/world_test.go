@@ -1,7 +1,9 @@
 // Package workers_test runs the real touba-trigger binary with a worker
 // binding (SPEC §4.3) and workers that connect out to it: the Go SDK's
 // Worker in the test process, or testdata/worker as a process of its own
-// that a test can kill; and checks from outside what §4.3 and §5 promise.
+// that a test can kill; and checks from outside what §4.3 and §5 promise,
+// on SQLite and on PostgreSQL, where several nodes share one database
+// (SPEC §8) and workers connect to any of them.
 package workers_test
 
 import (
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/touba/touba-trigger/internal/gobuild"
+	"github.com/touba/touba-trigger/internal/pgtest"
 	"github.com/touba/touba-trigger/internal/testkit"
 )
 
@@ -26,7 +29,7 @@ import (
 var workerBin string
 
 func TestMain(m *testing.M) {
-	gobuild.Main(m, map[string]*string{"./testdata/worker": &workerBin})
+	gobuild.Main(pgtest.M(m), map[string]*string{"./testdata/worker": &workerBin})
 }
 
 const (
@@ -37,6 +40,7 @@ const (
 	others    = "wk/Others"
 	keyed     = "wk/Keyed"
 	otherTool = "tool:wk/Other" // a second worker binding, another token
+	chain     = "wk/Chain"      // a stub step, then tool:wk/Post
 )
 
 const program = `{"air_version": "touba-air-v1", "triggers": [
@@ -46,7 +50,11 @@ const program = `{"air_version": "touba-air-v1", "triggers": [
   {"ref": "trigger:wk/Others", "source": {"kind": "webhook"},
    "steps": [{"id": "bill", "tool": "tool:wk/Stub", "input": {"order": {"$ref": "/event/body"}}}]},
   {"ref": "trigger:wk/Side", "source": {"kind": "webhook"},
-   "steps": [{"id": "other", "tool": "tool:wk/Other", "input": {"order": {"$ref": "/event/body"}}}]}]}`
+   "steps": [{"id": "other", "tool": "tool:wk/Other", "input": {"order": {"$ref": "/event/body"}}}]},
+  {"ref": "trigger:wk/Chain", "source": {"kind": "webhook"},
+   "steps": [{"id": "bill", "tool": "tool:wk/Stub", "input": {"order": {"$ref": "/event/body"}}},
+             {"id": "post", "tool": "tool:wk/Post", "input": {"order": {"$ref": "/event/body"}}}],
+   "retry": {"max_attempts": 5, "initial_interval_ms": 50, "max_interval_ms": 200}}]}`
 
 // world is one test's files and daemon.
 type world struct {
@@ -59,23 +67,29 @@ type world struct {
 	acked                      []string // queue ids, in the order accepted
 	ids                        map[string]string
 	extraFlags                 []string
+	// db is the PostgreSQL database's URL; "" keeps the SQLite files.
+	db string
 }
 
 // newWorld writes the program and a manifest with tool:wk/Post a worker
-// binding under retryMode with timeoutMS.
-func newWorld(t *testing.T, retryMode string, timeoutMS int) *world {
+// binding under retryMode with timeoutMS; on backend's storage (a fresh
+// PostgreSQL database for pgBackend).
+func newWorld(t *testing.T, backend, retryMode string, timeoutMS int) *world {
 	t.Helper()
 	dir := t.TempDir()
 	w := &world{t: t, dir: dir, queue: filepath.Join(dir, "q.sqlite"), state: filepath.Join(dir, "s.sqlite"),
 		journal: filepath.Join(dir, "j.sqlite"), admin: filepath.Join(dir, "admin.sock"), retryMode: retryMode,
 		timeoutMS: timeoutMS, ids: map[string]string{}}
+	if backend == pgBackend {
+		w.db = pgtest.New(t)
+	}
 	manifest := fmt.Sprintf(`{"manifest_version": "touba-manifest-v1", "bindings": {
   "tool:wk/Post": {"handler": {"kind": "worker", "token": {"env": "WK_TOKEN"}}, "grants": [], "timeout_ms": %d,
     "circuit": null, "effect_contract": {"kind": "external_write", "retry_mode": %q}},
   "tool:wk/Other": {"handler": {"kind": "worker", "token": {"env": "WK_OTHER_TOKEN"}}, "grants": [], "timeout_ms": %d,
     "circuit": null, "effect_contract": {"kind": "none"}},
-  "tool:wk/Stub": {"handler": {"kind": "accounting_stub"}, "grants": [],
-    "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`, timeoutMS, retryMode, timeoutMS)
+  "tool:wk/Stub": {"handler": {"kind": "accounting_stub"}, "grants": [], "timeout_ms": %d,
+    "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`, timeoutMS, retryMode, timeoutMS, timeoutMS)
 	for name, content := range map[string]string{"program.air.json": program, "touba.manifest.json": manifest} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
 			t.Fatal(err)
@@ -92,21 +106,33 @@ func (w *world) start(flags ...string) *testkit.Daemon {
 	if w.d != nil {
 		listen = w.d.Addr
 	}
-	args := append([]string{"serve", filepath.Join(w.dir, "program.air.json"),
-		"--manifest", filepath.Join(w.dir, "touba.manifest.json"), "--queue", w.queue, "--state", w.state,
-		"--effect-journal", w.journal, "--listen", listen, "--metrics-listen", "127.0.0.1:0",
-		"--admin-socket", w.admin, "--log-level", "info", "--take-over-stale-lock"}, append(w.extraFlags, flags...)...)
-	w.d = testkit.Start(w.t, []string{"WK_TOKEN=" + token, "WK_OTHER_TOKEN=" + token + "-other"}, args...)
+	w.d = w.startOn(listen, w.admin, "n1", flags...)
 	return w.d
 }
 
+// startOn runs a daemon on w's storage listening on listen, with its
+// admin socket at admin; node names it on PostgreSQL.
+func (w *world) startOn(listen, admin, node string, flags ...string) *testkit.Daemon {
+	w.t.Helper()
+	args := append([]string{"serve", filepath.Join(w.dir, "program.air.json"),
+		"--manifest", filepath.Join(w.dir, "touba.manifest.json")}, w.storageArgs(node)...)
+	args = append(args, "--listen", listen, "--metrics-listen", "127.0.0.1:0",
+		"--admin-socket", admin, "--log-level", "info")
+	args = append(args, append(w.extraFlags, flags...)...)
+	return testkit.Start(w.t, []string{"WK_TOKEN=" + token, "WK_OTHER_TOKEN=" + token + "-other"}, args...)
+}
+
 // send posts one delivery per event id to trigger; each must be 202.
-func (w *world) send(trigger string, ids ...string) {
+func (w *world) send(trigger string, ids ...string) { w.sendTo(w.d, trigger, ids...) }
+
+// sendTo posts one delivery per event id to trigger at node d; each must
+// be 202.
+func (w *world) sendTo(d *testkit.Daemon, trigger string, ids ...string) {
 	w.t.Helper()
 	for _, id := range ids {
-		status, qid := testkit.Post(w.t, w.d.URL()+"/triggers/"+trigger, id, fmt.Sprintf(`{"order_id":%q}`, id))
+		status, qid := testkit.Post(w.t, d.URL()+"/triggers/"+trigger, id, fmt.Sprintf(`{"order_id":%q}`, id))
 		if status != http.StatusAccepted {
-			w.t.Fatalf("post %s: %d\n%s", id, status, w.d.Log())
+			w.t.Fatalf("post %s: %d\n%s", id, status, d.Log())
 		}
 		w.acked = append(w.acked, qid)
 		w.ids[id] = qid
@@ -115,9 +141,12 @@ func (w *world) send(trigger string, ids ...string) {
 
 // cli runs the CLI against the daemon's admin socket and decodes its
 // --json output into out.
-func (w *world) cli(out any, args ...string) {
+func (w *world) cli(out any, args ...string) { w.cliAt(w.admin, out, args...) }
+
+// cliAt is cli against the daemon whose admin socket is admin.
+func (w *world) cliAt(admin string, out any, args ...string) {
 	w.t.Helper()
-	cmd := exec.Command(testkit.Binary(w.t), append(args, "--admin-socket", w.admin, "--json")...)
+	cmd := exec.Command(testkit.Binary(w.t), append(args, "--admin-socket", admin, "--json")...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
