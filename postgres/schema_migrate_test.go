@@ -208,7 +208,7 @@ func TestMigrateTwiceIsANoOp(t *testing.T) {
 				if err != nil {
 					t.Fatalf("open %d: %v", i, err)
 				}
-				if got, want := st.SchemaVersion, "0017_gather_bytes.sql"; got != want {
+				if got, want := st.SchemaVersion, "0018_routes.sql"; got != want {
 					t.Errorf("schema version %q, want %q", got, want)
 				}
 				st.Close()
@@ -245,36 +245,36 @@ func TestSchemaTooNew(t *testing.T) {
 	}
 	// A new database is partitioned at once (SPEC §8.1): no release
 	// before 0015 runs on partitioned tables (history_partition_convert.go).
-	if level, by := meta(); level != "0015_history.sql" || by != "0017_gather_bytes.sql" {
-		t.Fatalf("recorded level %q set by %q, want 0015_history.sql set by 0017_gather_bytes.sql", level, by)
+	if level, by := meta(); level != "0015_history.sql" || by != "0018_routes.sql" {
+		t.Fatalf("recorded level %q set by %q, want 0015_history.sql set by 0018_routes.sql", level, by)
 	}
 
 	// Release N+1 applied an additive migration and kept the level: this
 	// binary starts, and lowers nothing.
 	mustExec(t, conn, `ALTER TABLE touba.entries ADD COLUMN next_release TEXT`)
-	mustExec(t, conn, `INSERT INTO touba.schema_migrations (name, applied_at) VALUES ('0018_next.sql', '2027-01-01T00:00:00.000Z')`)
+	mustExec(t, conn, `INSERT INTO touba.schema_migrations (name, applied_at) VALUES ('0019_next.sql', '2027-01-01T00:00:00.000Z')`)
 	mustExec(t, conn, `UPDATE touba.meta SET value = '0013_pgspeed_event_key.sql' WHERE key = $1`, schemacompat.KeyOldest)
 	st, err = Open(ctx, Config{URL: url, NodeID: "n"})
 	if err != nil {
 		t.Fatalf("open on the next release's schema: %v", err)
 	}
-	if st.SchemaVersion != "0018_next.sql" {
-		t.Errorf("schema version %q, want 0018_next.sql", st.SchemaVersion)
+	if st.SchemaVersion != "0019_next.sql" {
+		t.Errorf("schema version %q, want 0019_next.sql", st.SchemaVersion)
 	}
 	st.Close()
 	if level, _ := meta(); level != "0013_pgspeed_event_key.sql" {
 		t.Errorf("level %q after this binary's open, want 0013_pgspeed_event_key.sql kept", level)
 	}
 
-	// Release N+2 declared itself incompatible with binaries before 0018.
-	mustExec(t, conn, `UPDATE touba.meta SET value = CASE key WHEN $1 THEN '0018_contract_x.sql' ELSE '0019_y.sql' END
+	// Release N+2 declared itself incompatible with binaries before 0019.
+	mustExec(t, conn, `UPDATE touba.meta SET value = CASE key WHEN $1 THEN '0019_contract_x.sql' ELSE '0020_y.sql' END
 		WHERE key IN ($1, $2)`, schemacompat.KeyOldest, schemacompat.KeySetBy)
 	before := schemaShape(t, conn)
 	_, err = Open(ctx, Config{URL: url, NodeID: "n"})
 	if got := touba.ErrorCode(err); got != touba.ESchemaTooNew {
-		t.Fatalf("open on a schema needing 0018: %v (code %s), want %s", err, got, touba.ESchemaTooNew)
+		t.Fatalf("open on a schema needing 0019: %v (code %s), want %s", err, got, touba.ESchemaTooNew)
 	}
-	for _, want := range []string{"0018_contract_x or later", "0019_y", "knows up to 0017_gather_bytes"} {
+	for _, want := range []string{"0019_contract_x or later", "0020_y", "knows up to 0018_routes"} {
 		if !strings.Contains(touba.ErrorMessage(err), want) {
 			t.Errorf("refusal %q does not say %q", touba.ErrorMessage(err), want)
 		}

@@ -39,6 +39,10 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 				// is gathered with its key's deliveries.
 				t.SetDurable(e)
 				t.SetGather(e)
+				// And, at an accepting trigger, feeds its routes (SPEC
+				// §2.4); a route whose key fails is left unfed, said so
+				// in the entry's routing.
+				_ = t.SetRoutes(e)
 			}
 		}
 	}

@@ -53,6 +53,11 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		in.reject(w, r, req, touba.ETriggerNotFound, fmt.Sprintf("%s is a schedule trigger: it takes no deliveries", req.triggerRef), "")
 		return
 	}
+	if t.IsRoute() {
+		// Its entries are its accepting trigger's deliveries (SPEC §2.4).
+		in.reject(w, r, req, touba.ETriggerNotFound, notARoute(t).Message, "")
+		return
+	}
 	req.known = true
 	if !in.admit(w, r, req, cfg, t) {
 		return
@@ -117,6 +122,12 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		in.reject(w, r, req, touba.EKeyTooLong, touba.ErrorMessage(err), "")
 		return
 	}
+	if err := t.SetRoutes(d); err != nil {
+		// A route's key failed: nothing enqueued anywhere, as for a key
+		// of the accepting trigger's own (SPEC §2.4).
+		in.reject(w, r, req, touba.ErrorCode(err), touba.ErrorMessage(err), "")
+		return
+	}
 	res, err := in.Queue.Enqueue(r.Context(), d)
 	if touba.ErrorCode(err) == touba.EKeyTooLong {
 		in.reject(w, r, req, touba.EKeyTooLong, touba.ErrorMessage(err), "")
@@ -136,6 +147,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	switch {
 	case a.Status == touba.IntakeEnqueued:
 		in.matched(t, id, res)
+		in.routed(r.RemoteAddr, req, t, d, res)
 		if in.Enqueued != nil {
 			in.Enqueued()
 		}
