@@ -54,7 +54,7 @@ type Program struct {
 	// of the file, with where each stands and its static cost (check
 	// prints them).
 	Expressions []Located
-	byName   map[string]*Trigger
+	byName      map[string]*Trigger
 }
 
 // Trigger is one webhook trigger and its steps.
