@@ -57,6 +57,10 @@ type Service struct {
 	// ProgramTriggers, when set, lists the running program's triggers
 	// and their tools; Circuits the circuits not closed (triggers.go).
 	ProgramTriggers func() []ProgramTrigger
+	// Tester, when set, builds what tries triggers (TestTrigger): of the
+	// running program when program is nil, else of that candidate
+	// program's text (path names it in messages).
+	Tester func(program []byte, path string) (Tester, error)
 	Circuits        func(ctx context.Context) ([]touba.CircuitState, error)
 	// Claims, when set, shares the entries' claims with the other nodes
 	// and CLIs on the database (see busy).

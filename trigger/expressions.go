@@ -1,10 +1,12 @@
 package trigger
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,9 +58,15 @@ func ParseProgramWith(path string, data []byte, o LoadOptions) (*Program, error)
 	}
 	p.Env = w.exprs.env
 	p.Expressions = w.exprs.list
+	at := make(map[string]int, len(p.Expressions))
 	for i := range p.Expressions {
-		p.Expressions[i].Trigger = triggerOfPath(p, p.Expressions[i].Path)
+		x := &p.Expressions[i]
+		x.Trigger, at[x.Path] = triggerOfPath(p, x.Path)
 	}
+	// By trigger, in the file's order, then by path.
+	slices.SortStableFunc(p.Expressions, func(a, b Located) int {
+		return cmp.Or(cmp.Compare(at[a.Path], at[b.Path]), strings.Compare(a.Path, b.Path))
+	})
 	return p, nil
 }
 
@@ -177,20 +185,20 @@ func isCEL(n *strictjson.Node, key string) bool {
 	return n.Kind == strictjson.Object && len(n.Keys) == 1 && n.Keys[0] == key
 }
 
-// triggerOfPath is the ref of the trigger a JSON path of the program
-// stands in ("$.triggers[3]..."), "" when it names none.
-func triggerOfPath(p *Program, path string) string {
+// triggerOfPath is the ref and index of the trigger a JSON path of the
+// program stands in ("$.triggers[3]..."); "" and -1 when it names none.
+func triggerOfPath(p *Program, path string) (string, int) {
 	rest, ok := strings.CutPrefix(path, "$.triggers[")
 	if !ok {
-		return ""
+		return "", -1
 	}
 	end := strings.IndexByte(rest, ']')
 	if end < 0 {
-		return ""
+		return "", -1
 	}
 	i, err := strconv.Atoi(rest[:end])
 	if err != nil || i < 0 || i >= len(p.Triggers) {
-		return ""
+		return "", -1
 	}
-	return p.Triggers[i].Ref
+	return p.Triggers[i].Ref, i
 }

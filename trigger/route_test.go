@@ -54,7 +54,7 @@ func TestRoutesLoad(t *testing.T) {
 		t.Errorf("the schedule has %d routes, want 1", len(n.Routes))
 	}
 	// Every expression is listed with its path and cost, for check.
-	if len(p.Expressions) != 3 || p.Expressions[0].Path != "$.triggers[0].filter[0].cel" || p.Expressions[0].Trigger != "trigger:r/Route1" ||
+	if len(p.Expressions) != 3 || p.Expressions[1].Path != "$.triggers[0].filter[0].cel" || p.Expressions[0].Trigger != "trigger:r/Route1" ||
 		p.Expressions[0].Expr.Cost == 0 {
 		t.Errorf("expressions %+v", p.Expressions)
 	}

@@ -1,0 +1,50 @@
+package report
+
+import (
+	"fmt"
+	"io"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/admin"
+)
+
+// printRoutes is the routes part of `queue show` of an accepting trigger's
+// entry (SPEC §2.4): each route of its trigger when it was accepted, the
+// ones it fed with their entry and its status, the others with why not.
+func printRoutes(w io.Writer, d *admin.EntryDetail) {
+	if len(d.Routes) == 0 {
+		return
+	}
+	fed := 0
+	for _, r := range d.Routes {
+		if r.Fed {
+			fed++
+		}
+	}
+	fmt.Fprintf(w, "\nroutes (%d, fed %d)\n", len(d.Routes), fed)
+	t := newTable(w, "  ROUTE", "FED", "ENTRY", "STATUS", "WHY NOT")
+	for _, r := range d.Routes {
+		fedText, status, why := "no", r.Status, RouteWhyNot(r.RouteOutcome)
+		if r.Fed {
+			fedText = "yes"
+		}
+		if status == "" && r.QueueID != "" && r.Fed {
+			status = "(forgotten)"
+		}
+		t.row("  "+r.TriggerRef, fedText, r.QueueID, status, why)
+	}
+	t.flush()
+}
+
+// RouteWhyNot says why a route did not take a delivery; "" when it did.
+func RouteWhyNot(o touba.RouteOutcome) string {
+	switch {
+	case o.Fed:
+		return ""
+	case o.Code == touba.IntakeFiltered:
+		return "its filter did not hold"
+	case o.Code == touba.IntakeDuplicate:
+		return "entry " + o.QueueID + " already held this event of the route"
+	}
+	return cell(codeAndMessage(o.Code, o.Message), 200)
+}
