@@ -60,8 +60,8 @@ type Service struct {
 	// Tester, when set, builds what tries triggers (TestTrigger): of the
 	// running program when program is nil, else of that candidate
 	// program's text (path names it in messages).
-	Tester func(program []byte, path string) (Tester, error)
-	Circuits        func(ctx context.Context) ([]touba.CircuitState, error)
+	Tester   func(program []byte, path string) (Tester, error)
+	Circuits func(ctx context.Context) ([]touba.CircuitState, error)
 	// Claims, when set, shares the entries' claims with the other nodes
 	// and CLIs on the database (see busy).
 	Claims Claims
