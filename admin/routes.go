@@ -38,3 +38,18 @@ func (s *Service) routes(ctx context.Context, r *touba.Routing, out *EntryDetail
 	}
 	return nil
 }
+
+// RouteWhyNot says why a route did not take a delivery; "" when it did.
+func RouteWhyNot(o touba.RouteOutcome) string {
+	switch {
+	case o.Fed:
+		return ""
+	case o.Code == touba.IntakeFiltered:
+		return "its filter did not hold"
+	case o.Code == touba.IntakeDuplicate:
+		return "entry " + o.QueueID + " already held this event of the route"
+	case o.Message == "":
+		return o.Code
+	}
+	return o.Code + ": " + o.Message
+}

@@ -95,7 +95,7 @@ func (s *Service) TestTrigger(ctx context.Context, r TriggerTestRequest) (*Trigg
 			continue
 		}
 		tried := tester.Try(ref, st.d)
-		tried.QueueID, tried.DeliveryID = st.d.QueueID, st.deliveryID
+		tried.QueueID, tried.DeliveryID, tried.EventID, tried.ReceivedAt = st.d.QueueID, st.deliveryID, st.d.EventID, st.d.ReceivedAt
 		if tried.Taken {
 			out.Taken++
 		}

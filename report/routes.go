@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 
-	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/admin"
 )
 
@@ -24,7 +23,7 @@ func printRoutes(w io.Writer, d *admin.EntryDetail) {
 	fmt.Fprintf(w, "\nroutes (%d, fed %d)\n", len(d.Routes), fed)
 	t := newTable(w, "  ROUTE", "FED", "ENTRY", "STATUS", "WHY NOT")
 	for _, r := range d.Routes {
-		fedText, status, why := "no", r.Status, RouteWhyNot(r.RouteOutcome)
+		fedText, status, why := "no", r.Status, cell(admin.RouteWhyNot(r.RouteOutcome), 200)
 		if r.Fed {
 			fedText = "yes"
 		}
@@ -34,17 +33,4 @@ func printRoutes(w io.Writer, d *admin.EntryDetail) {
 		t.row("  "+r.TriggerRef, fedText, r.QueueID, status, why)
 	}
 	t.flush()
-}
-
-// RouteWhyNot says why a route did not take a delivery; "" when it did.
-func RouteWhyNot(o touba.RouteOutcome) string {
-	switch {
-	case o.Fed:
-		return ""
-	case o.Code == touba.IntakeFiltered:
-		return "its filter did not hold"
-	case o.Code == touba.IntakeDuplicate:
-		return "entry " + o.QueueID + " already held this event of the route"
-	}
-	return cell(codeAndMessage(o.Code, o.Message), 200)
 }

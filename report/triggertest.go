@@ -40,7 +40,7 @@ func TriggerTest(w io.Writer, r *admin.TriggerTest) error {
 			if o.Fed {
 				fmt.Fprintf(w, "  route %s: fed\n", o.TriggerRef)
 			} else {
-				fmt.Fprintf(w, "  route %s: not fed, %s\n", o.TriggerRef, RouteWhyNot(o))
+				fmt.Fprintf(w, "  route %s: not fed, %s\n", o.TriggerRef, cell(admin.RouteWhyNot(o), 300))
 			}
 		}
 		for _, s := range d.Steps {
