@@ -209,10 +209,17 @@ func (s *Service) Triggers(ctx context.Context) ([]Trigger, error) {
 	for _, t := range by {
 		out = append(out, *t)
 	}
+	// Each route right under its accepting trigger, in the program's order.
+	place := map[string]int{}
+	for _, t := range by {
+		for i, r := range t.Routes {
+			place[r] = i
+		}
+	}
 	slices.SortFunc(out, func(a, b Trigger) int {
-		// Each route right under its accepting trigger.
 		return cmp.Or(strings.Compare(cmp.Or(a.RouteOf, a.TriggerRef), cmp.Or(b.RouteOf, b.TriggerRef)),
-			cmp.Compare(a.RouteOf, b.RouteOf), strings.Compare(a.TriggerRef, b.TriggerRef))
+			cmp.Compare(a.RouteOf, b.RouteOf), cmp.Compare(place[a.TriggerRef], place[b.TriggerRef]),
+			strings.Compare(a.TriggerRef, b.TriggerRef))
 	})
 	return out, nil
 }
