@@ -39,7 +39,10 @@ func (t *Trigger) SetRoutes(d *touba.Delivery) error {
 	}
 	r := &touba.Routing{Routes: make([]touba.RouteOutcome, len(t.Routes))}
 	d.Routing, d.Routes = r, make([]*touba.Delivery, 0, len(t.Routes))
-	var doc map[string]any // decoded once for every route's filter
+	// Decoded once for every route's filter, and one set of variables for
+	// their expressions, each route's own trigger_ref in it in turn.
+	var doc map[string]any
+	var vars *expr.Vars
 	var failed error
 	for i, rt := range t.Routes {
 		o := &r.Routes[i]
@@ -49,8 +52,11 @@ func (t *Trigger) SetRoutes(d *touba.Delivery) error {
 				doc = filterDoc(d.Headers, d.Body)
 			}
 			ok, err := passes(rt.Filter, doc, func() *expr.Vars {
-				return &expr.Vars{TriggerRef: rt.Ref, EventID: d.EventID, ReceivedAt: touba.FormatTime(d.ReceivedAt),
-					Headers: d.Headers, Body: doc["body"]}
+				if vars == nil {
+					vars = &expr.Vars{EventID: d.EventID, ReceivedAt: touba.FormatTime(d.ReceivedAt), Headers: d.Headers, Body: doc["body"]}
+				}
+				vars.TriggerRef, vars.Event = rt.Ref, nil
+				return vars
 			})
 			switch {
 			case err != nil:
