@@ -30,6 +30,9 @@ type request struct {
 	verified   bool // signature passed (or none configured): body may be kept
 	known      bool // triggerRef names a trigger of the program
 	headers    map[string]string
+	// doc is the filter document the trigger's filter decoded (nil when
+	// it has none), read again by its routes' filters.
+	doc map[string]any
 }
 
 // Serve handles POST /triggers/<name>. Checks run in the order of SPEC
@@ -122,7 +125,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		in.reject(w, r, req, touba.EKeyTooLong, touba.ErrorMessage(err), "")
 		return
 	}
-	if err := t.SetRoutes(d); err != nil {
+	if err := t.setRoutes(d, req.doc); err != nil {
 		// A route's key failed: nothing enqueued anywhere, as for a key
 		// of the accepting trigger's own (SPEC §2.4).
 		in.reject(w, r, req, touba.ErrorCode(err), touba.ErrorMessage(err), "")

@@ -25,7 +25,11 @@ import (
 // (KeyTooLong) leaves the route unfed too, and is returned: intake
 // refuses the delivery whole (nothing enqueued anywhere), as for a key of
 // its own; an operator's replay enqueues it with the routes that could.
-func (t *Trigger) SetRoutes(d *touba.Delivery) error {
+func (t *Trigger) SetRoutes(d *touba.Delivery) error { return t.setRoutes(d, nil) }
+
+// setRoutes is SetRoutes with the filter document intake decoded for t's
+// own filter (doc; nil to decode it here if a route's filter needs it).
+func (t *Trigger) setRoutes(d *touba.Delivery, doc map[string]any) error {
 	if len(t.Routes) == 0 {
 		return nil
 	}
@@ -41,7 +45,6 @@ func (t *Trigger) SetRoutes(d *touba.Delivery) error {
 	d.Routing, d.Routes = r, make([]*touba.Delivery, 0, len(t.Routes))
 	// Decoded once for every route's filter, and one set of variables for
 	// their expressions, each route's own trigger_ref in it in turn.
-	var doc map[string]any
 	var vars *expr.Vars
 	var failed error
 	for i, rt := range t.Routes {

@@ -100,13 +100,23 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) 
 			return Result{}, err
 		}
 	}
+	var routing []byte
+	var routes [][]byte
+	if len(d.Routes) > 0 || d.Routing != nil {
+		// Its routes' ids and what each entry records, outside the writer
+		// (its goroutine is the bottleneck); d's id with them.
+		if d.QueueID == "" {
+			d.QueueID = q.opts.NewID()
+		}
+		routing, routes = touba.RoutingOf(d, q.opts.NewID)
+	}
 	var res Result
 	var refused error
 	// Shared, not isolated: the hot path costs one statement, and an error
 	// here is the transaction's, which fails the batch.
 	err := q.w.DoShared(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
 		var err error
-		res, refused, err = q.enqueueTx(ctx, tx, d, string(hdr))
+		res, refused, err = q.enqueueTx(ctx, tx, d, string(hdr), routing, routes)
 		return err
 	})
 	if err = q.closedErr(err); err != nil {
@@ -118,7 +128,7 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) 
 }
 
 // enqueueTx is the identity decision and the insert, in the writer's batch.
-func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, headers string) (Result, error, error) {
+func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, headers string, routing []byte, routes [][]byte) (Result, error, error) {
 	if q.pending.Load()+q.batchAdded+pendingNeed(d) > q.opts.MaxPending {
 		// Full: a known identity still gets its true answer.
 		if d.EventID != "" {
@@ -133,7 +143,6 @@ func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery
 	if d.QueueID == "" {
 		d.QueueID = q.opts.NewID()
 	}
-	routing, routes := touba.RoutingOf(d, q.opts.NewID)
 	r, created, err := q.insertTx(ctx, tx, d, headers, routing)
 	if err != nil {
 		return Result{}, nil, err
