@@ -74,14 +74,9 @@ func routeOps(o *enqueueOp) []*enqueueOp {
 // flushEnqueues created (their identities locked with them).
 func flushRoutes(ctx context.Context, q querier, ops []*enqueueOp, now string) error {
 	var all []*enqueueOp
-	var of []*enqueueOp
 	for _, o := range ops {
 		if o.batchRoutes && o.res.Created {
-			rs := routeOps(o)
-			all = append(all, rs...)
-			for range rs {
-				of = append(of, o)
-			}
+			all = append(all, routeOps(o)...)
 		}
 	}
 	if len(all) == 0 {

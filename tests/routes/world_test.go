@@ -201,15 +201,6 @@ func (w *world) start(crashpoint string) *testkit.Daemon {
 	return w.d
 }
 
-// stop ends the daemon with SIGTERM, which must exit 0.
-func (w *world) stop() {
-	w.t.Helper()
-	w.d.Signal(syscall.SIGTERM)
-	if code := w.d.Wait(30 * time.Second); code != 0 {
-		w.t.Fatalf("SIGTERM: exit code %d, want 0\n%s", code, w.d.Log())
-	}
-}
-
 // reload sends SIGHUP and waits until the daemon says it loaded the new
 // program.
 func (w *world) reload() {
