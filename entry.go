@@ -28,6 +28,10 @@ type EnqueueResult struct {
 	// GatherWake is when the gathering starts unless a later delivery
 	// moves it (GatherOpened, GatherMerged).
 	GatherWake time.Time
+	// Routes are, for a created entry with Delivery.Routes, the result of
+	// each route's delivery, in their order (Created false where an entry
+	// already held the route's identity); nil otherwise.
+	Routes []EnqueueResult
 }
 
 // EntryFilter selects queue entries for listings, oldest first, or newest
@@ -52,6 +56,9 @@ type EntryDetail struct {
 	ErrorMessage string
 	NotBefore    *time.Time // set while a retry waits
 	BodyBytes    int64      // -1 once retention purged the body
+	// Routing is what the entry recorded of routes (SPEC §2.4): an
+	// accepting entry's routes fed and not, a route entry's source.
+	Routing *Routing
 }
 
 // ReplayResult says what an operator's replay did to one entry.

@@ -120,6 +120,20 @@ type Delivery struct {
 	// forgotten by --history, so a tick forgotten after it ran is still
 	// known as enqueued (LatestTickID).
 	Tick bool
+	// Routes are intake's input to Enqueue for a delivery of an accepting
+	// trigger (SPEC §2.4; routes.go), not read back: one delivery per
+	// route whose filter took it, each with its route's keys. The queue
+	// stores them, each under the identity (route, event id), in the
+	// transaction that stores this delivery's entry, and only when that
+	// entry is new. Routing is what the entry records of its routes (an
+	// accepting entry's outcomes, a route entry's source), written with it
+	// and read back by Detail only.
+	Routes  []*Delivery
+	Routing *Routing
+	// Done is intake's input to Enqueue for an accepting trigger with no
+	// steps (SPEC §2.4): its new entry is stored done at once, and nothing
+	// runs it.
+	Done bool
 	// MergedInto is, for a merged entry, the queue id of the entry that
 	// carries its run; "" otherwise.
 	MergedInto string

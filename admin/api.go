@@ -125,6 +125,11 @@ type EntryDetail struct {
 	// Gathering is the gathering the entry carries (debounce, batch),
 	// with the deliveries merged into it (gather.go); nil for any other.
 	Gathering *GatheringDetail `json:"gathering,omitempty"`
+	// Routes are, for an entry of an accepting trigger, each route of its
+	// trigger when it was accepted, fed or not (routes.go); RoutedFrom
+	// is, for a route's entry, the accepting entry it came from.
+	Routes     []RouteDetail `json:"routes,omitempty"`
+	RoutedFrom string        `json:"routed_from,omitempty"`
 	// ResumeSteps are the steps `queue resume --from` takes for this
 	// entry, in order; empty when it cannot be resumed now.
 	ResumeSteps []string `json:"resume_steps,omitempty"`

@@ -31,6 +31,9 @@ func (s *Service) Entry(ctx context.Context, queueID string) (*EntryDetail, erro
 	out := &EntryDetail{Entry: entryOf(d, extra.BodyBytes), ErrorMessage: extra.ErrorMessage, NotBefore: extra.NotBefore,
 		Headers: d.Headers, Runs: []touba.Run{}, Steps: []touba.StepOutput{}, Effects: []EffectDetail{},
 		Deliveries: []touba.LoggedDelivery{}, Operator: []touba.OperatorEvent{}, Waits: []WaitDetail{}, MatchedWaits: []touba.Wait{}}
+	if err := s.routes(ctx, extra.Routing, out); err != nil {
+		return nil, err
+	}
 	if d.Body != nil {
 		out.Body = bodyOf(d.Body)
 	}

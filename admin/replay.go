@@ -269,6 +269,8 @@ func unreplayable(r *touba.LoggedDelivery) string {
 	switch {
 	case r.ErrorCode == touba.IntakeFiltered && r.BodyStored:
 		return "" // filtered out on purpose; an operator may still run it
+	case r.ErrorCode == touba.EExpressionFailed && r.BodyStored:
+		return "" // a filter's expression failed (SPEC §2.4): replayable once the program is fixed
 	case r.StatusCode < 400 && r.ErrorCode != touba.ETriggerReplayRejected:
 		// A redelivery of a consumed entry (200 consumed, code
 		// TriggerReplayRejected) stays replayable, as its 409 form is.

@@ -57,7 +57,11 @@ type Service struct {
 	// ProgramTriggers, when set, lists the running program's triggers
 	// and their tools; Circuits the circuits not closed (triggers.go).
 	ProgramTriggers func() []ProgramTrigger
-	Circuits        func(ctx context.Context) ([]touba.CircuitState, error)
+	// Tester, when set, builds what tries triggers (TestTrigger): of the
+	// running program when program is nil, else of that candidate
+	// program's text (path names it in messages).
+	Tester   func(program []byte, path string) (Tester, error)
+	Circuits func(ctx context.Context) ([]touba.CircuitState, error)
 	// NoWorker, when set, lists the worker bindings (SPEC §4.3) no worker
 	// has been connected to within 60 s on this node.
 	NoWorker func() []string

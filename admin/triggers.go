@@ -24,6 +24,8 @@ type TriggerAPI interface {
 	Triggers(ctx context.Context) ([]Trigger, error)
 	PauseTrigger(ctx context.Context, r TriggerRequest) (*TriggerChange, error)
 	ResumeTrigger(ctx context.Context, r TriggerRequest) (*TriggerChange, error)
+	// TestTrigger tries a trigger on stored deliveries (triggertest.go).
+	TestTrigger(ctx context.Context, r TriggerTestRequest) (*TriggerTest, error)
 }
 
 // Trigger is one trigger as operators see it.
@@ -67,6 +69,11 @@ type Trigger struct {
 	// NoWorker are its worker bindings with no worker connected (SPEC
 	// §4.3): their calls wait.
 	NoWorker []string `json:"no_worker,omitempty"`
+	// RouteOf is, for a route, the trigger whose deliveries it takes, and
+	// Routes are, for an accepting trigger, its routes (SPEC §2.4): a
+	// listing shows each route right under its accepting trigger.
+	RouteOf string   `json:"route_of,omitempty"`
+	Routes  []string `json:"routes,omitempty"`
 }
 
 // HeldTotal is the sum of its pending entries held back, for every reason.
@@ -124,6 +131,10 @@ type ProgramTrigger struct {
 	// StepKinds each step's kind (its tool, sleep or wait_for), for --repin.
 	Digest    string
 	StepKinds map[string]string
+	// RouteOf is, for a route, its accepting trigger; Routes are, for an
+	// accepting trigger, its routes in the program's order (SPEC §2.4).
+	RouteOf string
+	Routes  []string
 }
 
 func (s *Service) holds() (touba.HoldStore, error) {
@@ -179,6 +190,7 @@ func (s *Service) Triggers(ctx context.Context) ([]Trigger, error) {
 					t.NoWorker = append(t.NoWorker, ref)
 				}
 			}
+			t.RouteOf, t.Routes = pt.RouteOf, pt.Routes
 			for _, c := range circuits {
 				if slices.Contains(pt.Tools, c.ToolRef) {
 					t.Circuits = append(t.Circuits, c)
@@ -209,7 +221,18 @@ func (s *Service) Triggers(ctx context.Context) ([]Trigger, error) {
 	for _, t := range by {
 		out = append(out, *t)
 	}
-	slices.SortFunc(out, func(a, b Trigger) int { return strings.Compare(a.TriggerRef, b.TriggerRef) })
+	// Each route right under its accepting trigger, in the program's order.
+	place := map[string]int{}
+	for _, t := range by {
+		for i, r := range t.Routes {
+			place[r] = i
+		}
+	}
+	slices.SortFunc(out, func(a, b Trigger) int {
+		return cmp.Or(strings.Compare(cmp.Or(a.RouteOf, a.TriggerRef), cmp.Or(b.RouteOf, b.TriggerRef)),
+			cmp.Compare(a.RouteOf, b.RouteOf), cmp.Compare(place[a.TriggerRef], place[b.TriggerRef]),
+			strings.Compare(a.TriggerRef, b.TriggerRef))
+	})
 	return out, nil
 }
 
@@ -309,6 +332,12 @@ func triggerRoutes(rt *httprouter.Router, api API) {
 			reply(w)(api.ResumeTrigger(r.Context(), req))
 		}
 	})
+	rt.POST("/v1/triggers/test", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		var req TriggerTestRequest
+		if decode(w, r, &req) {
+			reply(w)(api.TestTrigger(r.Context(), req))
+		}
+	})
 }
 
 // Triggers implements API.
@@ -324,4 +353,9 @@ func (c *Client) PauseTrigger(ctx context.Context, r TriggerRequest) (*TriggerCh
 // ResumeTrigger implements API.
 func (c *Client) ResumeTrigger(ctx context.Context, r TriggerRequest) (*TriggerChange, error) {
 	return post[*TriggerChange](ctx, c, "/v1/triggers/resume", r)
+}
+
+// TestTrigger implements API.
+func (c *Client) TestTrigger(ctx context.Context, r TriggerTestRequest) (*TriggerTest, error) {
+	return post[*TriggerTest](ctx, c, "/v1/triggers/test", r)
 }

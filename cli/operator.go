@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Default file names (SPEC §3), under $STATE_DIRECTORY or ./.touba, and
@@ -74,9 +75,17 @@ var envFlags = map[string]bool{"admin-socket": true, "queue": true, "state": tru
 // see envFlags. In the effects commands --state is a filter, so it never
 // reads TOUBA_STATE.
 func (f *Operator) Parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	return f.ParseExcept(fs, args)
+}
+
+// ParseExcept is Parse where the flags named by own never read the
+// environment either: a command's own meaning of a name that elsewhere
+// says where things are (triggers test's --program is a candidate to try,
+// not the daemon's program).
+func (f *Operator) ParseExcept(fs *flag.FlagSet, args []string, own ...string) ([]string, error) {
 	var noEnv []string
 	fs.VisitAll(func(fl *flag.Flag) {
-		if !envFlags[fl.Name] || (f.stateIsFilter && fl.Name == "state") {
+		if !envFlags[fl.Name] || (f.stateIsFilter && fl.Name == "state") || slices.Contains(own, fl.Name) {
 			noEnv = append(noEnv, fl.Name)
 		}
 	})

@@ -123,6 +123,8 @@ func (c *Console) routes() {
 	c.mux.HandleFunc("GET /triggers", c.triggers)
 	c.mux.HandleFunc("POST /triggers/pause", c.pauseTrigger)
 	c.mux.HandleFunc("POST /triggers/resume", c.resumeTrigger)
+	c.mux.HandleFunc("GET /triggers/test", c.triggerTest)
+	c.mux.HandleFunc("POST /triggers/test", c.triggerTest)
 	// A GET of an action's address (a result page reloaded, or the zone
 	// form coming back to it) goes to the page the action belongs to,
 	// not to a plain-text 405.

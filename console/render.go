@@ -18,7 +18,7 @@ import (
 )
 
 // The pages, each parsed with the layout.
-var pageNames = []string{"login", "overview", "parked", "entries", "entry", "effect", "deliveries", "delivery", "result", "error", "confirm", "triggers"}
+var pageNames = []string{"login", "overview", "parked", "entries", "entry", "effect", "deliveries", "delivery", "result", "error", "confirm", "triggers", "triggertest"}
 
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
@@ -37,6 +37,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"bytes":       admin.HumanBytes,
 		"window":      window,
 		"ref":         breakableRef,
+		"routeWhyNot": admin.RouteWhyNot,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {

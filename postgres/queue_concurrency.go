@@ -148,12 +148,13 @@ func enqueueKeyed(ctx context.Context, tx *Tx, o *enqueueOp, now string) error {
 	}
 	var id string
 	err := tx.QueryRow(ctx, `INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
-		received_at, status, updated_at, traceparent, conc_key, conc_max, held, conc_seq, program_digest)
-		SELECT $1, i.trigger_ref, i.event_id, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, nextval('touba.conc_seqs'), $14
+		received_at, status, updated_at, traceparent, conc_key, conc_max, held, conc_seq, program_digest, routing)
+		SELECT $1, i.trigger_ref, i.event_id, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, nextval('touba.conc_seqs'), $14,
+			NULLIF($15, '')
 		FROM (SELECT $2::text AS trigger_ref, $3::text AS event_id) i WHERE i.event_id = '' OR `+noOtherEntry+`
 		ON CONFLICT DO NOTHING RETURNING queue_id`,
 		d.QueueID, d.TriggerRef, d.EventID, d.Digest, body, o.headers, d.RemoteAddr, touba.FormatTime(d.ReceivedAt), now,
-		d.TraceParent, d.ConcKey, d.ConcMax, n >= d.ConcMax, d.ProgramDigest).Scan(&id)
+		d.TraceParent, d.ConcKey, d.ConcMax, n >= d.ConcMax, d.ProgramDigest, string(o.routing)).Scan(&id)
 	if err == nil {
 		o.res = touba.EnqueueResult{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}
 		return moveCursors(ctx, tx, []*enqueueOp{o})

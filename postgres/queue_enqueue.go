@@ -20,6 +20,12 @@ type enqueueOp struct {
 	res     touba.EnqueueResult
 	retry   bool // lost a deadlock: undone, to be tried again
 	busy    bool // its key's lock is held elsewhere: nothing written, to be asked again
+	// routing is what the entry records of routes (touba.RoutingOf), and
+	// routes what each of its routes' entries records; batchRoutes says
+	// that flushEnqueues stores its routes' entries (queue_routes.go).
+	routing     []byte
+	routes      [][]byte
+	batchRoutes bool
 }
 
 // Enqueue takes the identity decision and stores a new entry, in the
@@ -67,6 +73,11 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	if err == nil && d.Gather != nil {
 		err = d.Gather.Check()
 	}
+	for _, r := range d.Routes {
+		if err == nil {
+			err = checkRoute(r)
+		}
+	}
 	if err != nil {
 		if newID {
 			d.QueueID = ""
@@ -74,10 +85,14 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 		return touba.EnqueueResult{}, err
 	}
 	op := &enqueueOp{d: d, headers: string(hdr)}
+	op.routing, op.routes = touba.RoutingOf(d, q.db.newEntryID)
 	keyed := d.ConcKey != "" && d.ConcMax > 0
 	// A gathered delivery takes the durable path: decided now, under its
-	// gathering's lock (queue_gather.go).
-	durable := len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0 || d.Gather != nil
+	// gathering's lock (queue_gather.go); so does one with a route that
+	// would (queue_routes.go).
+	durable := isDurable(d) || len(d.Routes) > 0 && (keyed ||
+		slices.ContainsFunc(d.Routes, func(r *touba.Delivery) bool { return isDurable(r) || isKeyed(r) }))
+	op.batchRoutes = len(d.Routes) > 0 && !durable
 	backoff := 5 * time.Millisecond
 	for try := 1; ; try++ {
 		op.retry, op.busy = false, false
@@ -160,8 +175,17 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (touba.EnqueueRe
 	}
 	q.batched.Add(1)
 	if op.res.Created {
-		q.enqueued.Add(1)
-		q.pendingSeen.Add(1)
+		n := int64(1)
+		for _, r := range op.res.Routes {
+			if r.Created {
+				n++
+			}
+		}
+		q.enqueued.Add(n)
+		if d.Done {
+			n--
+		}
+		q.pendingSeen.Add(n)
 	} else {
 		d.QueueID = ""
 	}
@@ -186,13 +210,13 @@ func (d *db) newEntryID() string { return d.ids.New() }
 // growing with the table.
 const qEnqueue = `WITH input AS (
 	SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bytea[], $6::text[], $7::text[],
-		$8::text[], $9::text[], $11::text[]) WITH ORDINALITY AS i(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr,
-		received_at, traceparent, program_digest, n)),
+		$8::text[], $9::text[], $11::text[], $12::text[], $13::text[]) WITH ORDINALITY AS i(queue_id, trigger_ref, event_id, digest,
+		body, headers, remote_addr, received_at, traceparent, program_digest, status, routing, n)),
 ins AS (
 	INSERT INTO touba.entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status,
-		updated_at, traceparent, program_digest)
-	SELECT queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, 'pending', $10, traceparent,
-		program_digest
+		updated_at, traceparent, program_digest, routing)
+	SELECT queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, $10, traceparent,
+		program_digest, NULLIF(routing, '')
 	FROM (SELECT *, row_number() OVER (PARTITION BY trigger_ref, event_id ORDER BY n) AS r FROM input) i
 	WHERE i.event_id = '' OR (i.r = 1 AND ` + noOtherEntry + `)
 	ON CONFLICT DO NOTHING
@@ -209,9 +233,7 @@ LEFT JOIN LATERAL (SELECT x.queue_id, x.digest, x.status FROM touba.entries x
 func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string) error {
 	var keys []int32
 	for _, o := range ops {
-		if o.d.EventID != "" {
-			keys = append(keys, identityKey(o.d.TriggerRef, o.d.EventID))
-		}
+		keys = o.identityKeys(keys)
 	}
 	busy, err := tryLockIdentities(ctx, q, keys)
 	if err != nil {
@@ -220,7 +242,7 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 	if len(busy) > 0 {
 		free := make([]*enqueueOp, 0, len(ops))
 		for _, o := range ops {
-			if o.d.EventID != "" && busy[identityKey(o.d.TriggerRef, o.d.EventID)] {
+			if slices.ContainsFunc(o.identityKeys(nil), func(k int32) bool { return busy[k] }) {
 				o.busy = true
 				continue
 			}
@@ -230,22 +252,51 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 			return nil
 		}
 	}
+	if err := insertEnqueues(ctx, q, ops, now); err != nil {
+		return err
+	}
+	if err := moveCursors(ctx, q, ops); err != nil {
+		return err
+	}
+	if err := flushRoutes(ctx, q, ops, now); err != nil {
+		return err
+	}
+	// Answers taken from entries already there wait, with this commit, for
+	// the synchronous standby (durableBarrier); an entry inserted here
+	// wrote WAL already, so its commit waits anyway.
+	inserted := slices.ContainsFunc(ops, func(o *enqueueOp) bool { return o.res.Created })
+	if !inserted && len(ops) > 0 {
+		if _, err := q.Exec(ctx, durableBarrier); err != nil {
+			return fmt.Errorf("enqueue: wait for the entries before it to be durable: %w", err)
+		}
+	}
+	return nil
+}
+
+// insertEnqueues runs qEnqueue for ops, their identities locked, and
+// fills in each result.
+func insertEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string) error {
 	n := len(ops)
 	ids, refs, evs, digs, hdrs, addrs, recv, tps, progs := make([]string, n), make([]string, n), make([]string, n),
 		make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	statuses, routings := make([]string, n), make([]string, n)
 	bodies := make([][]byte, n)
 	byID := make(map[string]*enqueueOp, n)
 	for i, o := range ops {
 		d := o.d
 		ids[i], refs[i], evs[i], digs[i], hdrs[i] = d.QueueID, d.TriggerRef, d.EventID, d.Digest, o.headers
 		addrs[i], recv[i], tps[i], progs[i] = d.RemoteAddr, touba.FormatTime(d.ReceivedAt), d.TraceParent, d.ProgramDigest
+		statuses[i], routings[i] = touba.StatusPending, string(o.routing)
+		if d.Done {
+			statuses[i] = touba.StatusDone
+		}
 		bodies[i] = d.Body
 		if bodies[i] == nil {
 			bodies[i] = []byte{}
 		}
 		byID[d.QueueID] = o
 	}
-	rows, err := q.Query(ctx, qEnqueue, ids, refs, evs, digs, bodies, hdrs, addrs, recv, tps, now, progs)
+	rows, err := q.Query(ctx, qEnqueue, ids, refs, evs, digs, bodies, hdrs, addrs, recv, tps, now, progs, statuses, routings)
 	if err != nil {
 		return fmt.Errorf("enqueue: %w", err)
 	}
@@ -259,6 +310,9 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 		o := byID[id]
 		if r.Created {
 			r = touba.EnqueueResult{QueueID: id, Created: true, Digest: o.d.Digest, Status: touba.StatusPending}
+			if o.d.Done {
+				r.Status = touba.StatusDone
+			}
 		}
 		o.res = r
 	}
@@ -280,7 +334,7 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 		case o.res.QueueID != "":
 		case created[k] != nil:
 			first := created[k]
-			o.res = touba.EnqueueResult{QueueID: first.d.QueueID, Digest: first.d.Digest, Status: touba.StatusPending}
+			o.res = touba.EnqueueResult{QueueID: first.d.QueueID, Digest: first.d.Digest, Status: first.res.Status}
 		default:
 			ex, ok, err := lookup(ctx, q, o.d)
 			if err != nil {
@@ -289,18 +343,6 @@ func flushEnqueues(ctx context.Context, q querier, ops []*enqueueOp, now string)
 				return fmt.Errorf("entry for %s/%s neither inserted nor found", o.d.TriggerRef, o.d.EventID)
 			}
 			o.res = ex
-		}
-	}
-	if err := moveCursors(ctx, q, ops); err != nil {
-		return err
-	}
-	// Answers taken from entries already there wait, with this commit, for
-	// the synchronous standby (durableBarrier); an entry inserted here
-	// wrote WAL already, so its commit waits anyway.
-	inserted := slices.ContainsFunc(ops, func(o *enqueueOp) bool { return o.res.Created })
-	if !inserted && len(ops) > 0 {
-		if _, err := q.Exec(ctx, durableBarrier); err != nil {
-			return fmt.Errorf("enqueue: wait for the entries before it to be durable: %w", err)
 		}
 	}
 	return nil

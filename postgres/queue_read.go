@@ -23,10 +23,10 @@ func (q *Queue) Get(ctx context.Context, queueID string) (*touba.Delivery, error
 
 // Detail returns the entry's error message, retry time and body size.
 func (q *Queue) Detail(ctx context.Context, queueID string) (*touba.EntryDetail, error) {
-	var msg, notBefore *string
+	var msg, notBefore, routing *string
 	var size *int64
-	err := q.db.pool.QueryRow(ctx, `SELECT error_message, not_before, length(body)::bigint FROM touba.entries WHERE queue_id = $1`,
-		queueID).Scan(&msg, &notBefore, &size)
+	err := q.db.pool.QueryRow(ctx, `SELECT error_message, not_before, length(body)::bigint, routing FROM touba.entries WHERE queue_id = $1`,
+		queueID).Scan(&msg, &notBefore, &size, &routing)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	} else if err != nil {
@@ -45,6 +45,11 @@ func (q *Queue) Detail(ctx context.Context, queueID string) (*touba.EntryDetail,
 			return nil, fmt.Errorf("entry %s: not_before: %w", queueID, err)
 		}
 		d.NotBefore = &t
+	}
+	if routing != nil {
+		if d.Routing, err = touba.ParseRouting([]byte(*routing)); err != nil {
+			return nil, fmt.Errorf("entry %s: routing: %w", queueID, err)
+		}
 	}
 	return d, nil
 }

@@ -93,7 +93,12 @@ func enqueueDurable(ctx context.Context, tx *Tx, o *enqueueOp, keyed bool, clock
 		}
 	}
 	if d.Gather != nil {
-		return gather(ctx, tx, o, clock)
+		if err := gather(ctx, tx, o, clock); err != nil {
+			return err
+		}
+	}
+	if len(d.Routes) > 0 {
+		return enqueueRoutes(ctx, tx, o, clock)
 	}
 	return nil
 }

@@ -110,10 +110,10 @@ func (b backend) Batch(ctx context.Context, fn func(*Tx) error) error {
 }
 
 func (b backend) commit(ctx context.Context, t *Tx) error {
-	if len(t.enq) > 0 && (len(t.runs) > 0 || slices.ContainsFunc(t.enq, func(o *enqueueOp) bool { return o.d.EventID != "" })) {
+	if len(t.enq) > 0 && (len(t.runs) > 0 || slices.ContainsFunc(t.enq, func(o *enqueueOp) bool { return o.d.EventID != "" || o.batchRoutes })) {
 		// Two statements: one transaction, so that no delivery commits
-		// in a batch that then fails; and the identities' locks
-		// (queue_identity.go) last until COMMIT.
+		// in a batch that then fails, nor an entry without its routes';
+		// and the identities' locks (queue_identity.go) last until COMMIT.
 		if err := t.begin(ctx); err != nil {
 			return err
 		}

@@ -19,6 +19,9 @@ func Entry(w io.Writer, d *admin.EntryDetail) error {
 	if d.MergedInto != "" {
 		field(w, "merged into", d.MergedInto)
 	}
+	if d.RoutedFrom != "" {
+		field(w, "routed from", d.RoutedFrom+" (the accepting trigger's entry)")
+	}
 	if d.ErrorCode != "" || d.ErrorMessage != "" {
 		field(w, "error", codeAndMessage(d.ErrorCode, d.ErrorMessage))
 	}
@@ -77,6 +80,7 @@ func Entry(w io.Writer, d *admin.EntryDetail) error {
 	}
 	printWaits(w, d)
 	printGathering(w, d)
+	printRoutes(w, d)
 	fmt.Fprintf(w, "\ndeliveries naming this entry (%d)\n", len(d.Deliveries))
 	t = newTable(w, "  DELIVERY_ID", "AT", "STATUS", "CODE", "REMOTE")
 	for _, r := range d.Deliveries {

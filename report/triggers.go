@@ -24,7 +24,8 @@ func TriggerChange(w io.Writer, r *admin.TriggerChange) error {
 	return nil
 }
 
-// Triggers is the table of `triggers ls`: one row per trigger, with
+// Triggers is the table of `triggers ls`: one row per trigger (a route
+// under its accepting trigger, marked └), with
 // its state, its dispatch weight, its runnable and running entries, its
 // held ones with their reasons in short ("12 (slot 10, key 2)"), its
 // waiting ones, its open circuits and who paused it and why. Runnable
@@ -65,7 +66,12 @@ func Triggers(w io.Writer, rows []admin.Trigger) error {
 		if r.Weight > 0 {
 			weight = strconv.Itoa(r.Weight)
 		}
-		t.row(r.TriggerRef, state, weight, strconv.FormatInt(r.Runnable, 10), strconv.FormatInt(r.Running, 10), r.HeldSummary(),
+		name := r.TriggerRef
+		if r.RouteOf != "" {
+			// Under its accepting trigger (SPEC §2.4).
+			name = "└ " + name
+		}
+		t.row(name, state, weight, strconv.FormatInt(r.Runnable, 10), strconv.FormatInt(r.Running, 10), r.HeldSummary(),
 			strconv.FormatInt(r.Waiting, 10), circuits, by, reason)
 	}
 	return t.flush()

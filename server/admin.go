@@ -20,8 +20,9 @@ import (
 // newService is the admin API over open stores, for the daemon and for
 // the CLI on files alike. current gives the configuration in force (nil
 // when none is loaded: the CLI on files without --program).
-func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logger) *admin.Service {
+func newService(st *stores, current func() *dispatcher.Config, costLimit uint64, log zerolog.Logger) *admin.Service {
 	svc := &admin.Service{Queue: st.Queue, State: st.State, Log: log, Claims: st.Claims}
+	svc.Tester = newTester(current, costLimit)
 	svc.HasTrigger = func(ref string) bool {
 		c := current()
 		if c == nil {
@@ -39,6 +40,10 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 				// is gathered with its key's deliveries.
 				t.SetDurable(e)
 				t.SetGather(e)
+				// And, at an accepting trigger, feeds its routes (SPEC
+				// §2.4); a route whose key fails is left unfed, said so
+				// in the entry's routing.
+				_ = t.SetRoutes(e)
 			}
 		}
 	}
@@ -72,7 +77,7 @@ func newService(st *stores, current func() *dispatcher.Config, log zerolog.Logge
 
 // adminService is the admin API over the daemon's own stores.
 func (s *Server) adminService() *admin.Service {
-	svc := newService(s.store, s.current.Load, s.log.With().Str("component", "admin").Logger())
+	svc := newService(s.store, s.current.Load, s.cfg.ExpressionCostLimit, s.log.With().Str("component", "admin").Logger())
 	svc.Probe = s.health.Load
 	svc.NoWorker = s.noWorker
 	if h := s.history; h != nil {
@@ -180,7 +185,7 @@ func OpenFiles(ctx context.Context, c FilesConfig) (*Files, error) {
 		}
 		f.closers = append(f.closers, func() error { dcfg.CloseRunners(nil); return nil })
 	}
-	f.Service = newService(st, func() *dispatcher.Config { return dcfg }, c.Log)
+	f.Service = newService(st, func() *dispatcher.Config { return dcfg }, c.ExpressionCostLimit, c.Log)
 	f.Service.HistoryWindow = touba.DefaultHistory // what a daemon with the default forgets
 	if dcfg == nil {
 		f.Service.Compensator = nil // the admin API then says what to give

@@ -112,8 +112,12 @@ func programTriggers(current func() *dispatcher.Config) func() []admin.ProgramTr
 				steps = append(steps, st.ID)
 				kinds[st.ID] = st.Kind()
 			}
-			out = append(out, admin.ProgramTrigger{Ref: t.Ref, Tools: slices.Sorted(maps.Keys(tools)), Steps: steps, Weight: t.Weight,
-				Digest: t.Digest, StepKinds: kinds})
+			pt := admin.ProgramTrigger{Ref: t.Ref, Tools: slices.Sorted(maps.Keys(tools)), Steps: steps, Weight: t.Weight,
+				Digest: t.Digest, StepKinds: kinds, RouteOf: t.Source.From}
+			for _, r := range t.Routes {
+				pt.Routes = append(pt.Routes, r.Ref)
+			}
+			out = append(out, pt)
 		}
 		return out
 	}

@@ -98,6 +98,7 @@ func Run(t *testing.T, f Factory) {
 	t.Run("Waits", func(t *testing.T) { runWaits(t, f) })
 	t.Run("Fair", func(t *testing.T) { runFair(t, f) })
 	t.Run("Gather", func(t *testing.T) { runGather(t, f) })
+	t.Run("Routes", func(t *testing.T) { runRoutes(t, f) })
 	t.Run("History", func(t *testing.T) { runHistory(t, f) })
 }
 

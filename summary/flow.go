@@ -27,11 +27,7 @@ func flowSummary(t *trigger.Trigger) []string {
 		out = append(out, fmt.Sprintf("rate_limit=%s/s burst=%d", strconv.FormatFloat(r.PerSecond, 'f', -1, 64), r.Burst))
 	}
 	if len(t.Filter) > 0 {
-		conds := make([]string, len(t.Filter))
-		for i, c := range t.Filter {
-			conds[i] = condText(c)
-		}
-		out = append(out, "filter: "+strings.Join(conds, " and "))
+		out = append(out, "filter: "+conditions(t.Filter))
 	}
 	if c := t.Concurrency; c != nil {
 		key := c.KeyRef
@@ -44,6 +40,15 @@ func flowSummary(t *trigger.Trigger) []string {
 		out = append(out, g)
 	}
 	return out
+}
+
+// conditions is a filter as check prints it: its items and-ed.
+func conditions(filter []trigger.Condition) string {
+	conds := make([]string, len(filter))
+	for i, c := range filter {
+		conds[i] = condText(c)
+	}
+	return strings.Join(conds, " and ")
 }
 
 func condText(c trigger.Condition) string {

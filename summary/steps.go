@@ -101,12 +101,13 @@ func compactJSON(raw []byte) string {
 	return b.String()
 }
 
-// idleTriggers are the triggers with no steps that nothing awaits and
-// that cancel nothing: their entries end done at once and mean nothing.
+// idleTriggers are the triggers with no steps that nothing awaits, that
+// cancel nothing and feed no route: their entries end done at once and
+// mean nothing.
 func idleTriggers(p *trigger.Program) []string {
 	var out []string
 	for _, t := range p.Triggers {
-		if len(t.Steps) == 0 && !t.Durable() {
+		if len(t.Steps) == 0 && !t.Durable() && len(t.Routes) == 0 {
 			out = append(out, t.Ref)
 		}
 	}

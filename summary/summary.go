@@ -32,6 +32,12 @@ func Write(w io.Writer, c *server.Loaded, history time.Duration) {
 	for _, t := range c.Program.Triggers {
 		if sc := t.Source.Schedule; sc != nil {
 			printSchedule(w, t, sc, time.Now())
+			printLines(w, routesSummary(t))
+			printLines(w, durableSummary(c.Program, t))
+			continue
+		}
+		if t.IsRoute() {
+			printRoute(w, t)
 			printLines(w, durableSummary(c.Program, t))
 			continue
 		}
@@ -41,9 +47,11 @@ func Write(w io.Writer, c *server.Loaded, history time.Duration) {
 		// refused, and what a redelivery of a consumed entry is answered.
 		fmt.Fprintf(w, "    event_id: %s  redelivery=%s\n", t.Source.EventID.Describe(), t.Source.Redelivery)
 		printLines(w, flowSummary(t))
+		printLines(w, routesSummary(t))
 		printLines(w, durableSummary(c.Program, t))
 	}
 	printDigests(w, c.Program)
+	printExpressions(w, c.Program)
 	for _, t := range c.Program.Triggers {
 		if why := t.UnsignedEventID(); why != "" {
 			fmt.Fprintf(w, "warning: %s: %s\n", t.Ref, why)

@@ -1,10 +1,14 @@
 package trigger
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	touba "github.com/touba/touba-trigger"
@@ -53,6 +57,16 @@ func ParseProgramWith(path string, data []byte, o LoadOptions) (*Program, error)
 		return nil, w.Err()
 	}
 	p.Env = w.exprs.env
+	p.Expressions = w.exprs.list
+	at := make(map[string]int, len(p.Expressions))
+	for i := range p.Expressions {
+		x := &p.Expressions[i]
+		x.Trigger, at[x.Path] = triggerOfPath(p, x.Path)
+	}
+	// By trigger, in the file's order, then by path.
+	slices.SortStableFunc(p.Expressions, func(a, b Located) int {
+		return cmp.Or(cmp.Compare(at[a.Path], at[b.Path]), strings.Compare(a.Path, b.Path))
+	})
 	return p, nil
 }
 
@@ -62,6 +76,19 @@ func ParseProgramWith(path string, data []byte, o LoadOptions) (*Program, error)
 type exprState struct {
 	limit uint64
 	env   *expr.Env
+	// list are the program's expressions in the order loaded, each with
+	// its JSON path (Program.Expressions); bodies are the triggers'
+	// max_body_bytes by ref, read before the load (route.go).
+	list   []Located
+	bodies map[string]int64
+}
+
+// Located is one expression of a program and where it stands: its JSON
+// path in the file, and the trigger it belongs to.
+type Located struct {
+	Path    string
+	Trigger string
+	Expr    *expr.Expr
 }
 
 var envs sync.Map // cost limit -> *expr.Env: an Env is immutable, shared by loads
@@ -101,6 +128,7 @@ func (w walker) compile(path string, n *strictjson.Node, scope expr.Scope, want 
 	if err != nil {
 		return nil, w.FailCode(touba.EProgramInvalid, path, "CEL: %v", err)
 	}
+	w.exprs.list = append(w.exprs.list, Located{Path: path, Expr: x})
 	return x, nil
 }
 
@@ -155,4 +183,22 @@ func keyName(ref string, x *expr.Expr) string {
 // {"$cel": EXPR}.
 func isCEL(n *strictjson.Node, key string) bool {
 	return n.Kind == strictjson.Object && len(n.Keys) == 1 && n.Keys[0] == key
+}
+
+// triggerOfPath is the ref and index of the trigger a JSON path of the
+// program stands in ("$.triggers[3]..."); "" and -1 when it names none.
+func triggerOfPath(p *Program, path string) (string, int) {
+	rest, ok := strings.CutPrefix(path, "$.triggers[")
+	if !ok {
+		return "", -1
+	}
+	end := strings.IndexByte(rest, ']')
+	if end < 0 {
+		return "", -1
+	}
+	i, err := strconv.Atoi(rest[:end])
+	if err != nil || i < 0 || i >= len(p.Triggers) {
+		return "", -1
+	}
+	return p.Triggers[i].Ref, i
 }

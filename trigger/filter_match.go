@@ -150,8 +150,9 @@ func (in *Intake) filterOut(w http.ResponseWriter, r *http.Request, req *request
 	if len(t.Filter) == 0 {
 		return false
 	}
-	ok, err := t.Takes(req.eventID, req.at, req.headers, req.body)
+	ok, doc, err := t.takes(req.eventID, req.at, req.headers, req.body)
 	if ok {
+		req.doc = doc
 		return false
 	}
 	code := touba.IntakeFiltered
@@ -173,14 +174,22 @@ func (in *Intake) filterOut(w http.ResponseWriter, r *http.Request, req *request
 // delivery too. A {"cel": EXPR} item that fails gives false and an
 // ExpressionFailed error.
 func (t *Trigger) Takes(eventID string, at time.Time, headers map[string]string, body []byte) (bool, error) {
+	ok, _, err := t.takes(eventID, at, headers, body)
+	return ok, err
+}
+
+// takes is Takes, and the document it decoded (nil when t has no
+// filter), which the routes' filters read too (SetRoutes).
+func (t *Trigger) takes(eventID string, at time.Time, headers map[string]string, body []byte) (bool, map[string]any, error) {
 	if len(t.Filter) == 0 {
-		return true, nil
+		return true, nil, nil
 	}
 	doc := filterDoc(headers, body)
-	return passes(t.Filter, doc, func() *expr.Vars {
+	ok, err := passes(t.Filter, doc, func() *expr.Vars {
 		return &expr.Vars{TriggerRef: t.Ref, EventID: eventID, ReceivedAt: touba.FormatTime(at),
 			Headers: headers, Body: doc["body"]}
 	})
+	return ok, doc, err
 }
 
 type filteredAnswer struct {

@@ -30,6 +30,9 @@ type request struct {
 	verified   bool // signature passed (or none configured): body may be kept
 	known      bool // triggerRef names a trigger of the program
 	headers    map[string]string
+	// doc is the filter document the trigger's filter decoded (nil when
+	// it has none), read again by its routes' filters.
+	doc map[string]any
 }
 
 // Serve handles POST /triggers/<name>. Checks run in the order of SPEC
@@ -51,6 +54,11 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		// Its entries are its ticks (package schedule): a POST that could
 		// forge one is answered as for a name with no route.
 		in.reject(w, r, req, touba.ETriggerNotFound, fmt.Sprintf("%s is a schedule trigger: it takes no deliveries", req.triggerRef), "")
+		return
+	}
+	if t.IsRoute() {
+		// Its entries are its accepting trigger's deliveries (SPEC §2.4).
+		in.reject(w, r, req, touba.ETriggerNotFound, notARoute(t).Message, "")
 		return
 	}
 	req.known = true
@@ -117,6 +125,12 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 		in.reject(w, r, req, touba.EKeyTooLong, touba.ErrorMessage(err), "")
 		return
 	}
+	if err := t.setRoutes(d, req.doc); err != nil {
+		// A route's key failed: nothing enqueued anywhere, as for a key
+		// of the accepting trigger's own (SPEC §2.4).
+		in.reject(w, r, req, touba.ErrorCode(err), touba.ErrorMessage(err), "")
+		return
+	}
 	res, err := in.Queue.Enqueue(r.Context(), d)
 	if touba.ErrorCode(err) == touba.EKeyTooLong {
 		in.reject(w, r, req, touba.EKeyTooLong, touba.ErrorMessage(err), "")
@@ -136,6 +150,7 @@ func (in *Intake) Serve(w http.ResponseWriter, r *http.Request, name string) {
 	switch {
 	case a.Status == touba.IntakeEnqueued:
 		in.matched(t, id, res)
+		in.routed(r.RemoteAddr, req, t, d, res)
 		if in.Enqueued != nil {
 			in.Enqueued()
 		}

@@ -50,7 +50,11 @@ type Program struct {
 	// load's cost limit; nil when the program has none.
 	Env      *expr.Env
 	Triggers []*Trigger
-	byName   map[string]*Trigger
+	// Expressions are every CEL expression of the program, in the order
+	// of the file, with where each stands and its static cost (check
+	// prints them).
+	Expressions []Located
+	byName      map[string]*Trigger
 }
 
 // Trigger is one webhook trigger and its steps.
@@ -80,6 +84,12 @@ type Trigger struct {
 	Digest     string
 	Definition json.RawMessage
 
+	// Routes are the triggers that take their deliveries from this one
+	// (SPEC §2.4), in the program's order; accepting is, for a route, the
+	// trigger it takes them from (route.go).
+	Routes    []*Trigger
+	accepting *Trigger
+
 	// listeners are the wait_for steps and cancel_on entries of the
 	// program that name this trigger (waits.go); nil when none does.
 	listeners *Listeners
@@ -99,6 +109,10 @@ type Source struct {
 	// Schedule is set for a "schedule" source (schedule_source.go); such
 	// a trigger has no HTTP route and none of the webhook fields above.
 	Schedule *Schedule
+	// From is, for a route (kind "trigger", route.go), the ref of its
+	// accepting trigger; a route has none of the webhook fields above of
+	// its own (MaxBodyBytes and Redelivery are its accepting trigger's).
+	From string
 }
 
 // EventIDSource names where the event id comes from: exactly one of Header

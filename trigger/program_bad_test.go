@@ -49,7 +49,7 @@ var badPrograms = []struct{ name, src, want string }{
 	{"source null", withSource(`null`), `$.triggers[0].source: must not be null`},
 	{"source unknown field", withSource(`{"kind":"webhook","path":"/hooks/a"}`), `$.triggers[0].source.path: unknown field (known: allow_from, event_id, kind, max_body_bytes, rate_limit, redelivery, verify)`},
 	{"kind missing", withSource(`{}`), `$.triggers[0].source.kind: required field is missing`},
-	{"kind wrong", withSource(`{"kind":"poll"}`), `$.triggers[0].source.kind: must be "webhook" or "schedule"`},
+	{"kind wrong", withSource(`{"kind":"poll"}`), `$.triggers[0].source.kind: must be "webhook", "schedule" or "trigger"`},
 	{"max_body_bytes fraction", withSource(`{"kind":"webhook","max_body_bytes":1.5}`), `$.triggers[0].source.max_body_bytes: must be a positive integer (got 1.5)`},
 	{"max_body_bytes exponent", withSource(`{"kind":"webhook","max_body_bytes":1e3}`), `$.triggers[0].source.max_body_bytes: must be a positive integer (got 1e3)`},
 	{"max_body_bytes 1.0", withSource(`{"kind":"webhook","max_body_bytes":1.0}`), `$.triggers[0].source.max_body_bytes: must be a positive integer (got 1.0)`},

@@ -49,6 +49,7 @@ func (w walker) program(path string, data []byte) (*Program, error) {
 	if len(list) == 0 {
 		return nil, w.Fail("$.triggers", "must hold at least one trigger")
 	}
+	w.exprs.bodies = prescanBodies(list)
 	p := &Program{Path: path, byName: map[string]*Trigger{}}
 	for i, r := range list {
 		t, err := w.trigger(strictjson.Index("$.triggers", i), r)
@@ -60,6 +61,9 @@ func (w walker) program(path string, data []byte) (*Program, error) {
 		}
 		p.byName[t.Name] = t
 		p.Triggers = append(p.Triggers, t)
+	}
+	if err := w.linkRoutes(p); err != nil {
+		return nil, err
 	}
 	if err := w.index(p); err != nil {
 		return nil, err

@@ -40,20 +40,6 @@ var (
 	scheduleFields = map[string]bool{"kind": true, "cron": true, "timezone": true, "catch_up": true}
 )
 
-// isScheduleKind peeks at a source's kind before it is checked.
-func isScheduleKind(n *strictjson.Node) bool {
-	if n == nil || n.Kind != strictjson.Object {
-		return false
-	}
-	for i, k := range n.Keys {
-		if k == "kind" {
-			v := n.Vals[i]
-			return v.Kind == strictjson.String && v.Text == KindSchedule
-		}
-	}
-	return false
-}
-
 // schedule reads a schedule source; m holds the source's known fields.
 // A webhook-only field is refused, not ignored: a schedule has no sender
 // to verify, limit or identify.

@@ -14,10 +14,13 @@ import (
 func (w walker) source(path string, raw *strictjson.Node) (Source, error) {
 	s := Source{MaxBodyBytes: DefaultMaxBodyBytes}
 	allowed := webhookFields
-	if isScheduleKind(raw) {
+	switch sourceKind(raw) {
+	case KindSchedule:
 		// Every field, so that a webhook-only one is refused by name
 		// (schedule) rather than as unknown.
 		allowed = sourceFields
+	case KindRoute:
+		allowed = append(append([]string{}, sourceFields...), "trigger")
 	}
 	m, err := w.Object(path, raw, allowed, "kind")
 	if err != nil {
@@ -31,9 +34,12 @@ func (w walker) source(path string, raw *strictjson.Node) (Source, error) {
 		s.Redelivery = touba.RedeliveryAcknowledge
 		s.Schedule, err = w.schedule(path, m)
 		return s, err
+	case KindRoute:
+		s.Redelivery = touba.RedeliveryAcknowledge
+		return s, w.route(path, m, &s)
 	case KindWebhook:
 	default:
-		return s, w.Fail(path+".kind", `must be "webhook" or "schedule"`)
+		return s, w.Fail(path+".kind", `must be "webhook", "schedule" or "trigger"`)
 	}
 	if v, ok := m["max_body_bytes"]; ok {
 		if s.MaxBodyBytes, err = w.Integer(path+".max_body_bytes", v, maxBodyBytesUpperBound); err != nil {

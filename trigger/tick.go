@@ -51,6 +51,10 @@ func (in *Intake) EnqueueTick(ctx context.Context, ref string, at time.Time) (st
 		Headers: req.headers, ReceivedAt: req.at, Tick: true}
 	t.SetConcurrencyKey(d)
 	t.SetDurable(d)
+	if err := t.SetRoutes(d); err != nil {
+		// A tick has no sender to refuse: it feeds the routes that could.
+		in.Logger.Warn().Str("trigger_ref", t.Ref).Str("event_id", id).Err(err).Msg("a route of the tick could not take it")
+	}
 	res, err := in.Queue.Enqueue(ctx, d)
 	if err != nil {
 		code := touba.ETriggerUnavailable
@@ -65,6 +69,7 @@ func (in *Intake) EnqueueTick(ctx context.Context, ref string, at time.Time) (st
 	switch {
 	case a.Status == touba.IntakeEnqueued:
 		in.matched(t, id, res)
+		in.routed("", req, t, d, res)
 		if in.Enqueued != nil {
 			in.Enqueued()
 		}

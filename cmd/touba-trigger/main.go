@@ -85,6 +85,7 @@ const usage cli.Usage = `usage:
   touba-trigger effects resolve SCOPE EFFECT_ID --applied --receipt-ref REF [--result FILE] | --not-applied
   touba-trigger effects compensate SCOPE EFFECT_ID
   touba-trigger triggers ls | pause REF [--reason TEXT] | resume REF [--reason TEXT]
+  touba-trigger triggers test REF [--program FILE] [--last N]   # try a trigger on stored deliveries
   touba-trigger journal unlock --effect-journal FILE
   touba-trigger storage [--history D]      # sizes, oldest entries, what --history forgets next
   touba-trigger listen --url URL --token-file FILE --tool REF --forward-to URL [--signing-secret whsec_...] [--max-in-flight 1]

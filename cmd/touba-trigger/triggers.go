@@ -9,14 +9,18 @@ import (
 	"github.com/touba/touba-trigger/report"
 )
 
-// runTriggers is `touba-trigger triggers ls | pause REF | resume REF`
-// (SPEC §6): pausing holds a trigger's dispatch (its entries wait pending;
-// intake still answers 202), persisted in the queue store, so it survives
-// restarts and, on PostgreSQL, holds on every node.
+// runTriggers is `touba-trigger triggers ls | pause REF | resume REF |
+// test REF` (SPEC §6): pausing holds a trigger's dispatch (its entries
+// wait pending; intake still answers 202), persisted in the queue store,
+// so it survives restarts and, on PostgreSQL, holds on every node; test
+// tries a trigger on stored deliveries (SPEC §2.4, triggertest.go).
 func runTriggers(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	verb, args, fs, f, err := operatorVerb("triggers", args, stderr, true, "ls", "pause", "resume")
+	verb, args, fs, f, err := operatorVerb("triggers", args, stderr, true, "ls", "pause", "resume", "test")
 	if err != nil {
 		return err
+	}
+	if verb == "test" {
+		return runTriggersTest(ctx, args, fs, f, stdout, stderr)
 	}
 	if verb == "ls" {
 		if pos, err := f.Parse(fs, args); err != nil {

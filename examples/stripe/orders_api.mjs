@@ -4,6 +4,9 @@
 //   PUT /orders/<order id>/payment   Authorization: Bearer $ORDERS_API_TOKEN
 //                                    Idempotency-Key: <the effect id>
 //
+// The body is the step's input, which the program computes with CEL: the
+// invoice, the amount in units (not cents) and the currency upper case.
+//
 // It answers 401 without the token, 400 without an Idempotency-Key, 201
 // when it records the payment and 200 with the same answer when the key
 // comes again (the daemon repeats a call whose answer it lost: the binding's
@@ -64,7 +67,7 @@ const server = createServer((req, res) => {
     } catch {
       return answer(res, 400, { error: "body is not JSON" });
     }
-    const rec = { idempotency_key: key, order_id: orderId, payment_intent: payment.payment_intent, amount: payment.amount, currency: payment.currency };
+    const rec = { idempotency_key: key, order_id: orderId, invoice: payment.invoice, amount: payment.amount, currency: payment.currency };
     mkdirSync(".touba", { recursive: true });
     appendFileSync(file, JSON.stringify(rec) + "\n");
     answer(res, 201, { order_id: orderId, status: "paid" }, { Location: `/orders/${encodeURIComponent(orderId)}` });

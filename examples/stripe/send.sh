@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sends BODY_FILE to the Stripe trigger as a signed delivery, with curl;
+# Sends BODY_FILE to the Stripe endpoint as a signed delivery, with curl;
 # prints the daemon's answer and its HTTP status.
 #   ./send.sh [BODY_FILE]     (default event.json)
 # Environment: STRIPE_WEBHOOK_SECRET (required), TOUBA_URL (default http://127.0.0.1:8080).

@@ -17,10 +17,10 @@ type Detail = touba.EntryDetail
 // Detail returns the entry's error message, retry time and body size, or
 // nil and no error when there is no such entry.
 func (q *Queue) Detail(ctx context.Context, queueID string) (*Detail, error) {
-	var msg, notBefore sql.NullString
+	var msg, notBefore, routing sql.NullString
 	var size sql.NullInt64
-	err := q.db.Read.QueryRowContext(ctx, `SELECT error_message, not_before, length(body) FROM entries WHERE queue_id = ?`,
-		queueID).Scan(&msg, &notBefore, &size)
+	err := q.db.Read.QueryRowContext(ctx, `SELECT error_message, not_before, length(body), routing FROM entries WHERE queue_id = ?`,
+		queueID).Scan(&msg, &notBefore, &size, &routing)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	} else if err != nil {
@@ -36,6 +36,9 @@ func (q *Queue) Detail(ctx context.Context, queueID string) (*Detail, error) {
 			return nil, fmt.Errorf("entry %s: not_before: %w", queueID, err)
 		}
 		d.NotBefore = &t
+	}
+	if d.Routing, err = touba.ParseRouting([]byte(routing.String)); err != nil {
+		return nil, fmt.Errorf("entry %s: routing: %w", queueID, err)
 	}
 	return d, nil
 }

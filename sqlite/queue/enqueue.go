@@ -10,6 +10,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/commit"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
@@ -94,13 +95,28 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) 
 	if err := d.CheckKeys(); err != nil {
 		return Result{}, err
 	}
+	for _, r := range d.Routes {
+		if err := checkRoute(r); err != nil {
+			return Result{}, err
+		}
+	}
+	var routing []byte
+	var routes [][]byte
+	if len(d.Routes) > 0 || d.Routing != nil {
+		// Its routes' ids and what each entry records, outside the writer
+		// (its goroutine is the bottleneck); d's id with them.
+		if d.QueueID == "" {
+			d.QueueID = q.opts.NewID()
+		}
+		routing, routes = touba.RoutingOf(d, q.opts.NewID)
+	}
 	var res Result
 	var refused error
 	// Shared, not isolated: the hot path costs one statement, and an error
 	// here is the transaction's, which fails the batch.
 	err := q.w.DoShared(context.Background(), func(ctx context.Context, tx *sqlitex.Tx) error {
 		var err error
-		res, refused, err = q.enqueueTx(ctx, tx, d, string(hdr))
+		res, refused, err = q.enqueueTx(ctx, tx, d, string(hdr), routing, routes)
 		return err
 	})
 	if err = q.closedErr(err); err != nil {
@@ -112,8 +128,8 @@ func (q *Queue) Enqueue(ctx context.Context, d *touba.Delivery) (Result, error) 
 }
 
 // enqueueTx is the identity decision and the insert, in the writer's batch.
-func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, headers string) (Result, error, error) {
-	if q.pending.Load()+q.batchAdded >= q.opts.MaxPending {
+func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, headers string, routing []byte, routes [][]byte) (Result, error, error) {
+	if q.pending.Load()+q.batchAdded+pendingNeed(d) > q.opts.MaxPending {
 		// Full: a known identity still gets its true answer.
 		if d.EventID != "" {
 			if ex, ok, err := lookup(ctx, tx, d); err != nil {
@@ -127,38 +143,21 @@ func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery
 	if d.QueueID == "" {
 		d.QueueID = q.opts.NewID()
 	}
-	// The insert is the identity decision: the partial unique index refuses
-	// a second entry for (trigger_ref, event_id), so a new delivery costs
-	// one statement and a known one two.
-	held := false
-	if d.ConcKey != "" && d.ConcMax > 0 {
-		var err error
-		if held, err = heldAtEnqueue(ctx, tx, d.TriggerRef, d.ConcKey, d.ConcMax); err != nil {
-			return Result{}, nil, err
-		}
-	}
-	res, err := tx.ExecContext(ctx, qInsert, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, headers,
-		d.RemoteAddr, touba.FormatTime(d.ReceivedAt), q.batchTime(), d.TraceParent, d.ConcKey, d.ConcMax, held, d.ProgramDigest)
+	r, created, err := q.insertTx(ctx, tx, d, headers, routing)
 	if err != nil {
 		return Result{}, nil, err
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
-		q.batchAdded++
-		r := Result{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: touba.StatusPending}
-		// Durable steps (offers.go): nothing at all to do, and no statement
-		// run, for a delivery that carries no match values.
-		if len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0 {
-			if err := q.applyMatches(ctx, tx, d, &r); err != nil {
-				return Result{}, nil, err
-			}
-		}
-		if d.Gather != nil {
-			if err := q.gather(ctx, tx, d, &r); err != nil {
-				return Result{}, nil, fmt.Errorf("gather %s: %w", d.QueueID, err)
-			}
-		}
+	if created {
 		if err := moveCursor(ctx, tx, d); err != nil {
 			return Result{}, nil, err
+		}
+		// Its routes' entries, in this transaction (SPEC §2.4): all of
+		// them commit with it, or none does.
+		if len(d.Routes) > 0 {
+			crashpoint.Hit(CrashRoutesBetween)
+			if err := q.routesTx(ctx, tx, d, headers, routes, &r); err != nil {
+				return Result{}, nil, err
+			}
 		}
 		return r, nil, nil
 	}
@@ -177,14 +176,104 @@ func (q *Queue) enqueueTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery
 	return ex, nil, nil
 }
 
+// insertTx inserts d unless its identity exists, and applies what a new
+// entry carries (its offers, cancels and gathering). The insert is the
+// identity decision: the partial unique index refuses a second entry for
+// (trigger_ref, event_id), so a new delivery costs one statement and a
+// known one two.
+func (q *Queue) insertTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, headers string, routing []byte) (Result, bool, error) {
+	held := false
+	if d.ConcKey != "" && d.ConcMax > 0 {
+		var err error
+		if held, err = heldAtEnqueue(ctx, tx, d.TriggerRef, d.ConcKey, d.ConcMax); err != nil {
+			return Result{}, false, err
+		}
+	}
+	status := touba.StatusPending
+	if d.Done {
+		status = touba.StatusDone
+	}
+	res, err := tx.ExecContext(ctx, qInsert, d.QueueID, d.TriggerRef, d.EventID, d.Digest, d.Body, headers,
+		d.RemoteAddr, touba.FormatTime(d.ReceivedAt), status, q.batchTime(), d.TraceParent, d.ConcKey, d.ConcMax, held,
+		d.ProgramDigest, string(routing))
+	if err != nil {
+		return Result{}, false, err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return Result{}, false, nil
+	}
+	if d.Done {
+		q.batchDone++
+	} else {
+		q.batchAdded++
+	}
+	r := Result{QueueID: d.QueueID, Created: true, Digest: d.Digest, Status: status}
+	// Durable steps (offers.go): nothing at all to do, and no statement
+	// run, for a delivery that carries no match values.
+	if len(d.Offers) > 0 || len(d.Cancels) > 0 || len(d.CancelKeys) > 0 {
+		if err := q.applyMatches(ctx, tx, d, &r); err != nil {
+			return Result{}, false, err
+		}
+	}
+	if d.Gather != nil {
+		if err := q.gather(ctx, tx, d, &r); err != nil {
+			return Result{}, false, fmt.Errorf("gather %s: %w", d.QueueID, err)
+		}
+	}
+	return r, true, nil
+}
+
+// routesTx inserts the entries of d's routes (routing: what each
+// records), d's entry being new, and says in r what each did. A route
+// whose identity an entry holds already is not fed: d's routing says so.
+func (q *Queue) routesTx(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery, headers string, routing [][]byte, r *Result) error {
+	r.Routes = make([]Result, len(d.Routes))
+	held := false
+	for i, rd := range d.Routes {
+		rr, created, err := q.insertTx(ctx, tx, rd, headers, routing[i])
+		if err != nil {
+			return fmt.Errorf("route %s: %w", rd.TriggerRef, err)
+		}
+		if !created {
+			ex, ok, err := lookup(ctx, tx, rd)
+			if err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("entry for %s/%s neither inserted nor found", rd.TriggerRef, rd.EventID)
+			}
+			rr = ex
+			d.Routing.Held(rd.TriggerRef, ex.QueueID)
+			held = true
+		}
+		r.Routes[i] = rr
+	}
+	if held {
+		if _, err := tx.ExecContext(ctx, `UPDATE entries SET routing = ? WHERE queue_id = ?`, string(d.Routing.JSON()), d.QueueID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRoute refuses, before the writer (where an error fails the
+// batch), a route's delivery the writer would refuse.
+func checkRoute(r *touba.Delivery) error {
+	if r.Gather != nil {
+		if err := r.Gather.Check(); err != nil {
+			return err
+		}
+	}
+	return r.CheckKeys()
+}
+
 // onBatch runs in the writer after each batch: the pending count moves
 // only by what committed.
 func (q *Queue) onBatch(_ int, _ time.Duration, err error) {
 	if err == nil {
 		q.pending.Add(q.batchAdded + q.batchMoved)
-		q.enqueued.Add(q.batchAdded)
+		q.enqueued.Add(q.batchAdded + q.batchDone)
 	}
-	q.batchAdded, q.batchMoved, q.batchNow = 0, 0, ""
+	q.batchAdded, q.batchMoved, q.batchDone, q.batchNow = 0, 0, 0, ""
 }
 
 // batchTime is the time of the batch being written, formatted once for
@@ -199,8 +288,8 @@ func (q *Queue) batchTime() string {
 const (
 	qInsert = `INSERT INTO entries
 		(queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at, traceparent,
-		 conc_key, conc_max, held, first_token, program_digest)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, NULLIF(?, ''), ?, ?, 1, ?)
+		 conc_key, conc_max, held, first_token, program_digest, routing)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), ?, ?, 1, ?, NULLIF(?, ''))
 		ON CONFLICT (trigger_ref, event_id) WHERE event_id != '' DO NOTHING`
 	qFind = `SELECT queue_id, digest, status FROM entries WHERE trigger_ref = ? AND event_id = ? AND event_id != ''`
 )
@@ -212,4 +301,19 @@ func lookup(ctx context.Context, tx *sqlitex.Tx, d *touba.Delivery) (Result, boo
 		return ex, false, nil
 	}
 	return ex, err == nil, err
+}
+
+// CrashRoutesBetween is the crash point (internal/crashpoint) inside
+// intake's transaction, after an accepting trigger's new entry and before
+// its routes' entries (SPEC §2.4): nothing of the batch is on disk.
+const CrashRoutesBetween = "routes-between"
+
+// pendingNeed is how many pending entries d may add: its own (unless it
+// is stored done) and its routes', at least one.
+func pendingNeed(d *touba.Delivery) int64 {
+	n := int64(len(d.Routes))
+	if !d.Done {
+		n++
+	}
+	return max(n, 1)
 }

@@ -52,6 +52,7 @@ type Queue struct {
 	// Touched by the writer goroutine only: how the batch being written
 	// moves the pending count.
 	batchAdded, batchMoved int64
+	batchDone              int64  // entries stored done at once (an accepting trigger with no steps)
 	batchNow               string // batchTime's cache
 	closeOnce              sync.Once
 	closeErr               error

@@ -1,9 +1,12 @@
 // Package senders_test runs examples/stripe as its README walks through it:
-// the real daemon on the example's program and manifest, its Node.js
-// handler on sdk/js, and requests signed by the example's sign.mjs, and
-// checks the answers a sender sees: new (202 enqueued), duplicate (202
-// duplicate), redelivered after consumption (200 consumed) and conflicting
-// (409). npm_test.go signs with the senders' own npm packages.
+// the real daemon on the example's program and manifest (one endpoint, a
+// route per event type), its Node.js handler on sdk/js, its orders API
+// called by an http binding whose body the program computes with CEL, and
+// requests signed by the example's sign.mjs, and checks the answers a
+// sender sees: new (202 enqueued), redelivered (200 consumed: the
+// endpoint's own entry has no steps), conflicting (409), another type (202
+// filtered), and that each event runs in exactly its route.
+// npm_test.go signs with the senders' own npm packages.
 package senders_test
 
 import (
@@ -80,7 +83,8 @@ func newExample(t *testing.T) *example {
 	base := t.TempDir()
 	dir := filepath.Join(base, "examples", "stripe")
 	for _, f := range []string{"orders_api.mjs", "program.air.json", "touba.manifest.json", "package.json", "sign.mjs",
-		"event.json", "event-changed.json", "handlers/record_payment.handler.mjs"} {
+		"event.json", "event-changed.json", "refund.json", "subscription-deleted.json", "customer-created.json",
+		"handlers/record_event.handler.mjs"} {
 		b, err := os.ReadFile(filepath.Join(root, "examples", "stripe", f))
 		if err != nil {
 			t.Fatal(err)
@@ -193,7 +197,8 @@ func (e *example) send(d *testkit.Daemon, file string, env ...string) reply {
 	return post(e.t, d.URL(), body, e.sign(file, env...))
 }
 
-func (e *example) payments() []map[string]any { return e.lines("payments.jsonl") }
+// events are the events the handler booked.
+func (e *example) events() []map[string]any { return e.lines("events.jsonl") }
 
 // orders are the payments the orders API recorded.
 func (e *example) orders() []map[string]any { return e.lines("orders.jsonl") }
@@ -213,7 +218,7 @@ func (e *example) lines(name string) []map[string]any {
 	for _, line := range lines[:len(lines)-1] {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			e.t.Fatalf("payments line %q: %v", line, err)
+			e.t.Fatalf("%s line %q: %v", name, line, err)
 		}
 		out = append(out, m)
 	}
@@ -228,18 +233,46 @@ func want(t *testing.T, what string, got reply, status int, result, queueID stri
 	}
 }
 
+// cli runs an operator command on the example's daemon and returns its
+// standard output.
+func (e *example) cli(args ...string) string {
+	e.t.Helper()
+	out, err := exec.Command(testkit.Binary(e.t), append(args, "--admin-socket", filepath.Join(e.run, "admin.sock"))...).Output()
+	if err != nil {
+		e.t.Fatalf("touba-trigger %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// byTrigger are the queue's entries, by trigger, read from the files.
+func (e *example) byTrigger() map[string][]*touba.Delivery {
+	e.t.Helper()
+	out := map[string][]*touba.Delivery{}
+	for _, d := range testkit.Entries(e.t, filepath.Join(e.run, "q.sqlite")) {
+		out[strings.TrimPrefix(d.TriggerRef, "trigger:examples.stripe/")] = append(out[strings.TrimPrefix(d.TriggerRef, "trigger:examples.stripe/")], d)
+	}
+	return out
+}
+
 // TestStripeExample walks the README: with the dispatcher off (--workers 0)
-// a new event is enqueued, its redelivery is a duplicate and the same id
-// with another body a conflict; with it on, the event is recorded once, and
-// a redelivery is then acknowledged 200 consumed and runs nothing.
+// a new event is enqueued and its endpoint's entry ends done at once, its
+// redelivery is consumed and the same id with another body a conflict,
+// another type is filtered; each event feeds exactly its route, and
+// triggers test shows what a route would compute. With the dispatcher on,
+// each event is booked once by its own flow, the invoice's order is marked
+// paid with the body CEL computed, and a redelivery runs nothing.
 func TestStripeExample(t *testing.T) {
 	e := newExample(t)
 	d := e.start("--workers", "0")
 	first := e.send(d, "event.json")
 	want(t, "new event", first, http.StatusAccepted, touba.IntakeEnqueued, "")
-	want(t, "redelivery while pending", e.send(d, "event.json"), http.StatusAccepted, touba.IntakeDuplicate, first.queueID)
+	want(t, "redelivery", e.send(d, "event.json"), http.StatusOK, touba.IntakeConsumed, first.queueID)
 	want(t, "same id, another body", e.send(d, "event-changed.json"), http.StatusConflict, touba.ETriggerEventPayloadConflict, first.queueID)
 	want(t, "signed 10 minutes ago", e.send(d, "event.json", "TIMESTAMP="+stale()), http.StatusUnauthorized, touba.ETriggerSignatureInvalid, "")
+	want(t, "another type", e.send(d, "customer-created.json"), http.StatusAccepted, touba.IntakeFiltered, "")
+	refund := e.send(d, "refund.json")
+	want(t, "a refund", refund, http.StatusAccepted, touba.IntakeEnqueued, "")
+	want(t, "a subscription deleted", e.send(d, "subscription-deleted.json"), http.StatusAccepted, touba.IntakeEnqueued, "")
 	// Stripe's id is in the body: a body without one is refused, not
 	// given a fresh identity (which made one entry per retry).
 	if err := os.WriteFile(filepath.Join(e.dir, "not-json.txt"), []byte("not json"), 0o644); err != nil {
@@ -248,53 +281,76 @@ func TestStripeExample(t *testing.T) {
 	for range 2 {
 		want(t, "body not JSON", e.send(d, "not-json.txt"), http.StatusBadRequest, touba.ETriggerEventIDMissing, "")
 	}
+	// Each event feeds its own route; the endpoint's entries are done.
+	got := e.byTrigger()
+	for name, n := range map[string]int{"Events": 3, "InvoicePaid": 1, "ChargeRefunded": 1, "SubscriptionDeleted": 1} {
+		if len(got[name]) != n {
+			t.Fatalf("%d entries of %s, want %d: %v", len(got[name]), name, n, got)
+		}
+	}
+	for _, x := range got["Events"] {
+		if x.Status != touba.StatusDone {
+			t.Fatalf("endpoint entry %s is %s, want done at once", x.QueueID, x.Status)
+		}
+	}
+	if x := got["InvoicePaid"][0]; x.EventID != "evt_1QExample0001" || x.Status != touba.StatusPending || x.ConcKey != `"cus_QExample0001"` {
+		t.Fatalf("InvoicePaid's entry %+v, want the invoice's event, pending, keyed by its customer", x)
+	}
+	// What the invoice's route would send, without sending it.
+	tried := e.cli("triggers", "test", "examples.stripe/InvoicePaid")
+	for _, w := range []string{"4 deliveries tried, 1 taken", `step mark-paid (tool:examples.stripe/MarkOrderPaid): input {"amount":20,"currency":"EUR","invoice":"in_1QExample0001","order_id":"A-1001"}`,
+		"delivery ", "(filtered at intake)"} {
+		if !strings.Contains(tried, w) {
+			t.Fatalf("triggers test: want %q in\n%s", w, tried)
+		}
+	}
 	d.Signal(syscall.SIGTERM)
 	if code := d.Wait(30 * time.Second); code != 0 {
 		t.Fatalf("exit %d\n%s", code, d.Log())
 	}
 
 	d = e.start("--workers", "2")
-	testkit.WaitFor(t, 60*time.Second, func() bool { return len(e.payments()) == 1 }, "the payment recorded")
-	// The second step PUTs the order's payment to the orders API, with the
-	// bearer token from ORDERS_API_TOKEN and the effect id as its key.
+	testkit.WaitFor(t, 60*time.Second, func() bool { return len(e.events()) == 3 }, "the three events booked")
+	// The invoice's second step PUTs the order's payment to the orders API,
+	// with the body the program computed, the bearer token from
+	// ORDERS_API_TOKEN and the effect id as its key.
 	testkit.WaitFor(t, 60*time.Second, func() bool { return len(e.orders()) == 1 }, "the order marked paid")
-	if o := e.orders()[0]; o["order_id"] != "A-1001" || o["idempotency_key"] != first.queueID+":mark-paid" ||
-		o["amount"] != float64(2000) || o["payment_intent"] != "pi_3QExample0001" {
-		t.Fatalf("orders API recorded %v, want order A-1001 paid 2000 under key %s:mark-paid", o, first.queueID)
+	invoice := e.byTrigger()["InvoicePaid"][0].QueueID
+	if o := e.orders()[0]; o["order_id"] != "A-1001" || o["idempotency_key"] != invoice+":mark-paid" ||
+		o["amount"] != float64(20) || o["currency"] != "EUR" || o["invoice"] != "in_1QExample0001" {
+		t.Fatalf("orders API recorded %v, want order A-1001 paid 20 EUR under key %s:mark-paid", o, invoice)
 	}
 	var show string
 	testkit.WaitFor(t, 30*time.Second, func() bool {
-		out, _ := exec.Command(testkit.Binary(t), "queue", "show", first.queueID, "--admin-socket", filepath.Join(e.run, "admin.sock")).Output()
-		show = string(out)
+		show = e.cli("queue", "show", invoice)
 		return strings.Contains(show, "status       done")
-	}, "the entry done")
+	}, "the invoice's entry done")
 	if !strings.Contains(show, "request PUT http://127.0.0.1:") || !strings.Contains(show, "Authorization: <secret ORDERS_API_TOKEN>") ||
-		strings.Contains(show, ordersToken) {
-		t.Fatalf("queue show: want the request sent, without the token:\n%s", show)
+		strings.Contains(show, ordersToken) || !strings.Contains(show, "routed from  "+first.queueID) {
+		t.Fatalf("queue show: want the request sent, without the token, routed from %s:\n%s", first.queueID, show)
+	}
+	if show := e.cli("queue", "show", first.queueID); !strings.Contains(show, "routes (3, fed 1)") ||
+		!strings.Contains(show, "trigger:examples.stripe/ChargeRefunded       no   -") {
+		t.Fatalf("queue show of the endpoint's entry: want its routes\n%s", show)
 	}
 	r := e.send(d, "event.json")
-	want(t, "redelivery after consumption", r, http.StatusOK, touba.IntakeConsumed, first.queueID)
+	want(t, "redelivery after the run", r, http.StatusOK, touba.IntakeConsumed, first.queueID)
 	if r.code != touba.ETriggerReplayRejected {
 		t.Fatalf("200 consumed carries code %q, want %s", r.code, touba.ETriggerReplayRejected)
 	}
 	want(t, "same id, another body, consumed", e.send(d, "event-changed.json"), http.StatusConflict, touba.ETriggerEventPayloadConflict, first.queueID)
 
-	// The delivery log lists the redelivery with the rejections: status
-	// 200, code TriggerReplayRejected, the entry it names.
+	// The delivery log lists the redeliveries with the rejections: status
+	// 200, code TriggerReplayRejected, the entry they name.
 	var rows []touba.LoggedDelivery
 	testkit.WaitFor(t, 30*time.Second, func() bool {
-		cmd := exec.Command(testkit.Binary(t), "deliveries", "ls", "--rejected", "--code", touba.ETriggerReplayRejected,
-			"--json", "--admin-socket", filepath.Join(e.run, "admin.sock"))
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("deliveries ls: %v", err)
-		}
 		rows = nil
-		if err := json.Unmarshal(out, &rows); err != nil {
+		out := e.cli("deliveries", "ls", "--rejected", "--code", touba.ETriggerReplayRejected, "--json")
+		if err := json.Unmarshal([]byte(out), &rows); err != nil {
 			t.Fatalf("deliveries ls --json: %v\n%s", err, out)
 		}
-		return len(rows) == 1
-	}, "the redelivery in the delivery log")
+		return len(rows) == 2
+	}, "the redeliveries in the delivery log")
 	if rows[0].StatusCode != http.StatusOK || rows[0].QueueID != first.queueID {
 		t.Fatalf("delivery log row %+v, want status 200 naming %s", rows[0], first.queueID)
 	}
@@ -306,13 +362,26 @@ func TestStripeExample(t *testing.T) {
 	if strings.Contains(d.Log(), ordersToken) {
 		t.Fatal("the daemon's log holds the orders API token")
 	}
-	p := e.payments()
-	if len(p) != 1 || p[0]["event_id"] != "evt_1QExample0001" || p[0]["amount"] != float64(2000) || p[0]["effect_id"] != first.queueID+":record" {
-		t.Fatalf("payments %v, want the one event, amount 2000, under effect %s:record", p, first.queueID)
+	booked := map[string]map[string]any{}
+	for _, ev := range e.events() {
+		booked[ev["type"].(string)] = ev
 	}
-	entries := testkit.Entries(t, filepath.Join(e.run, "q.sqlite"))
-	if len(entries) != 1 || entries[0].Status != touba.StatusDone {
-		t.Fatalf("entries %+v, want one, done", entries)
+	byRef := e.byTrigger()
+	if ev := booked["invoice.paid"]; len(booked) != 3 || ev["amount"] != float64(2000) || ev["effect_id"] != invoice+":record" {
+		t.Fatalf("events %v, want the three, the invoice's 2000 under effect %s:record", e.events(), invoice)
+	}
+	if ev := booked["charge.refunded"]; ev["amount"] != float64(500) || ev["effect_id"] != byRef["ChargeRefunded"][0].QueueID+":record" {
+		t.Fatalf("refund booked %v, want 500 by ChargeRefunded's entry", ev)
+	}
+	for name, list := range byRef {
+		if len(list) != map[string]int{"Events": 3}[name]+map[bool]int{true: 1}[name != "Events"] {
+			t.Fatalf("entries %v after the run", byRef)
+		}
+		for _, x := range list {
+			if x.Status != touba.StatusDone {
+				t.Fatalf("entry %s of %s is %s, want done", x.QueueID, name, x.Status)
+			}
+		}
 	}
 }
 

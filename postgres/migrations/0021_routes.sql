@@ -1,0 +1,13 @@
+-- Routes (SPEC §2.4): what an entry records of routes, as JSON
+-- (touba.Routing), as in the SQLite queue (0013_routes.sql there): for an
+-- entry of an accepting trigger, each route of its trigger and whether it
+-- fed it (the route's entry) or why not; for a route's entry, the
+-- accepting entry it came from. NULL for every other entry. Written in
+-- intake's transaction with the entry, read by queue show only.
+--
+-- Expand only: the previous release never reads or writes the column.
+-- Nullable with no default, so adding it rewrites nothing (on every
+-- partition, when the table is partitioned); last in its transaction,
+-- since the ACCESS EXCLUSIVE lock it takes on entries (for an instant) is
+-- held to the commit.
+ALTER TABLE touba.entries ADD COLUMN routing TEXT;
