@@ -285,10 +285,51 @@ func withCircuits(t *testing.T, path string) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range m["bindings"].(map[string]any) {
+	bindings := m["bindings"].(map[string]any)
+	for _, v := range bindings {
 		v.(map[string]any)["circuit"] = map[string]any{"failure_ratio": 0.5, "min_calls": 20, "window_ms": 60000, "open_ms": 30000}
 	}
+	// And a worker binding no step calls, so that the touba_worker_ series
+	// (by binding, at zero) exist too (SPEC §4.3).
+	token := filepath.Join(filepath.Dir(path), "worker-token")
+	if err := os.WriteFile(token, []byte("metrics-worker-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bindings["tool:metrics/Worker"] = map[string]any{"handler": map[string]any{"kind": "worker", "token": map[string]any{"file": token}},
+		"grants": []any{}, "timeout_ms": 10000,
+		"effect_contract": map[string]any{"kind": "external_write", "retry_mode": "idempotency_key"}}
+	withWorkerStep(t, filepath.Join(filepath.Dir(path), "program.air.json"))
 	if b, err = json.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withWorkerStep adds to the program at path a trigger whose one step calls
+// tool:metrics/Worker (withCircuits' worker binding): a binding no step
+// uses is refused at load. No delivery is sent to it.
+func withWorkerStep(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	triggers := p["triggers"].([]any)
+	var tr map[string]any
+	c, _ := json.Marshal(triggers[0])
+	if err := json.Unmarshal(c, &tr); err != nil {
+		t.Fatal(err)
+	}
+	tr["ref"] = "trigger:metrics/Worker"
+	tr["steps"] = []any{map[string]any{"id": "w", "tool": "tool:metrics/Worker", "input": map[string]any{"$ref": "/event/body"}}}
+	p["triggers"] = append(triggers, tr)
+	if b, err = json.Marshal(p); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(path, b, 0o600); err != nil {
