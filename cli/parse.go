@@ -69,3 +69,9 @@ func DefaultDir(envName string) string {
 	}
 	return ".touba"
 }
+
+// Strings is a repeatable string flag: each use appends its value.
+type Strings []string
+
+func (l *Strings) String() string     { return strings.Join(*l, ",") }
+func (l *Strings) Set(v string) error { *l = append(*l, v); return nil }

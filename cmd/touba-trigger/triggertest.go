@@ -32,9 +32,6 @@ func runTriggersTest(ctx context.Context, args []string, fs *flag.FlagSet, f *cl
 	} else if len(pos) != 1 {
 		return cli.Usagef("triggers test takes one trigger REF (trigger:NAME or NAME)")
 	}
-	if req.Last < 1 || req.Last > admin.MaxTestLast {
-		return cli.Usagef("--last must be between 1 and %d, got %d", admin.MaxTestLast, req.Last)
-	}
 	req.TriggerRef = pos[0]
 	if program != "" {
 		if req.Program, err = os.ReadFile(program); err != nil {
