@@ -32,10 +32,15 @@ type Binding struct {
 	MaxConcurrency int
 	// Circuit is the binding's circuit breaker; zero is none (circuit.go).
 	Circuit CircuitConfig
-	// InProcess: the runner is the daemon's own code (accounting_stub): no
-	// process starts and no request leaves between prepared and
-	// dispatched, so the journal writes both in one commit (step.go).
-	InProcess bool
+	// OneCommit: the journal writes prepared and dispatched in one commit
+	// (step.go, docs/performance.md "Prepared and dispatched in one
+	// commit"). For the daemon's own code (accounting_stub), where no
+	// process starts and no request leaves between them; and for a nats
+	// binding under idempotency_key, where a crash between them reads
+	// unknown and is published again under the same message id inside the
+	// stream's duplicate window (window.go): no availability cost, and one
+	// fsync wait fewer inside the binding's max_concurrency slot (issue 47).
+	OneCommit bool
 }
 
 // ExternalWrite reports whether calls of b go through the journal.
@@ -135,7 +140,9 @@ func NewConfig(p *trigger.Program, m *manifest.Manifest, res *manifest.Resolved,
 		}
 		c.Bindings[ref] = &Binding{Ref: ref, Contract: b.EffectContract, Grants: b.Grants, Timeout: b.Timeout(),
 			Runner: r, Compensation: b.Compensation != nil && b.Compensation.Supported, MaxConcurrency: maxConc,
-			InProcess: b.Handler.Kind == manifest.KindAccountingStub, Circuit: circuitOf(b.Circuit)}
+			OneCommit: b.Handler.Kind == manifest.KindAccountingStub ||
+				b.Handler.Kind == manifest.KindNATS && b.EffectContract.RetryMode == touba.RetryIdempotencyKey,
+			Circuit: circuitOf(b.Circuit)}
 	}
 	return c, nil
 }

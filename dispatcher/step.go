@@ -112,7 +112,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		}
 	}
 	pd, merged := d.journal.(prepareDispatcher)
-	merged = merged && b.InProcess
+	merged = merged && b.OneCommit
 	var eff *touba.Effect
 	if merged {
 		eff, err = pd.PrepareDispatched(ctx, p)
