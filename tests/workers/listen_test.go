@@ -30,6 +30,9 @@ type laptop struct {
 	ids    map[string]string // order id -> webhook-id
 	bad    []string
 	failOn map[string]int // order id -> 500s still to answer
+	// lastBody and lastHeader are the last request as it came.
+	lastBody   []byte
+	lastHeader http.Header
 	srv    *httptest.Server
 }
 
@@ -46,6 +49,7 @@ func newLaptop(t *testing.T) *laptop {
 		id := in.Order.OrderID
 		l.mu.Lock()
 		defer l.mu.Unlock()
+		l.lastBody, l.lastHeader = body, r.Header.Clone()
 		v, err := verify.New(verify.Config{Scheme: verify.SchemeStandardWebhooks, Secrets: []string{l.secret}})
 		if err == nil {
 			err = v.Verify(r.Header, body, time.Now())
