@@ -33,7 +33,7 @@ type laptop struct {
 	// lastBody and lastHeader are the last request as it came.
 	lastBody   []byte
 	lastHeader http.Header
-	srv    *httptest.Server
+	srv        *httptest.Server
 }
 
 func newLaptop(t *testing.T) *laptop {
