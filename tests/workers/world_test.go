@@ -29,7 +29,7 @@ import (
 var workerBin string
 
 func TestMain(m *testing.M) {
-	gobuild.Main(pgtest.M(m), map[string]*string{"./testdata/worker": &workerBin})
+	gobuild.Main(pgtest.M(m), map[string]*string{"./testdata/worker": &workerBin, "./testdata/benchtool": &benchTool})
 }
 
 const (
