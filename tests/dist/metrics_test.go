@@ -252,87 +252,62 @@ func TestPromtoolRules(t *testing.T) {
 	run(t, prom, nil, promtool, append([]string{"test", "rules"}, tests...)...)
 }
 
+// editJSON rewrites the JSON file at path through edit.
+func editJSON(t *testing.T, path string, edit func(doc map[string]any)) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	edit(doc)
+	if b, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // withGathering gives the program's first trigger a batch (SPEC §2.1), so
 // that the gatherings' series exist.
 func withGathering(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p map[string]any
-	if err := json.Unmarshal(b, &p); err != nil {
-		t.Fatal(err)
-	}
-	p["triggers"].([]any)[0].(map[string]any)["batch"] = map[string]any{"max_size": 10, "window_ms": 1000}
-	if b, err = json.Marshal(p); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	editJSON(t, path, func(p map[string]any) {
+		p["triggers"].([]any)[0].(map[string]any)["batch"] = map[string]any{"max_size": 10, "window_ms": 1000}
+	})
 }
 
 // withCircuits gives every binding of the manifest at path a circuit
-// (SPEC §2.2), so a daemon on it exports the circuits' gauges.
+// (SPEC §2.2), so a daemon on it exports the circuits' gauges; and adds a
+// worker binding no delivery calls, so that the touba_worker_ series (by
+// binding, at zero) exist too (SPEC §4.3), with the program's step that
+// uses it (a binding no step uses is refused at load).
 func withCircuits(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	bindings := m["bindings"].(map[string]any)
-	for _, v := range bindings {
-		v.(map[string]any)["circuit"] = map[string]any{"failure_ratio": 0.5, "min_calls": 20, "window_ms": 60000, "open_ms": 30000}
-	}
-	// And a worker binding no step calls, so that the touba_worker_ series
-	// (by binding, at zero) exist too (SPEC §4.3).
-	token := filepath.Join(filepath.Dir(path), "worker-token")
+	dir := filepath.Dir(path)
+	token := filepath.Join(dir, "worker-token")
 	if err := os.WriteFile(token, []byte("metrics-worker-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	bindings["tool:metrics/Worker"] = map[string]any{"handler": map[string]any{"kind": "worker", "token": map[string]any{"file": token}},
-		"grants": []any{}, "timeout_ms": 10000,
-		"effect_contract": map[string]any{"kind": "external_write", "retry_mode": "idempotency_key"}}
-	withWorkerStep(t, filepath.Join(filepath.Dir(path), "program.air.json"))
-	if b, err = json.Marshal(m); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// withWorkerStep adds to the program at path a trigger whose one step calls
-// tool:metrics/Worker (withCircuits' worker binding): a binding no step
-// uses is refused at load. No delivery is sent to it.
-func withWorkerStep(t *testing.T, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p map[string]any
-	if err := json.Unmarshal(b, &p); err != nil {
-		t.Fatal(err)
-	}
-	triggers := p["triggers"].([]any)
-	var tr map[string]any
-	c, _ := json.Marshal(triggers[0])
-	if err := json.Unmarshal(c, &tr); err != nil {
-		t.Fatal(err)
-	}
-	tr["ref"] = "trigger:metrics/Worker"
-	tr["steps"] = []any{map[string]any{"id": "w", "tool": "tool:metrics/Worker", "input": map[string]any{"$ref": "/event/body"}}}
-	p["triggers"] = append(triggers, tr)
-	if b, err = json.Marshal(p); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	editJSON(t, path, func(m map[string]any) {
+		bindings := m["bindings"].(map[string]any)
+		for _, v := range bindings {
+			v.(map[string]any)["circuit"] = map[string]any{"failure_ratio": 0.5, "min_calls": 20, "window_ms": 60000, "open_ms": 30000}
+		}
+		bindings["tool:metrics/Worker"] = map[string]any{"handler": map[string]any{"kind": "worker", "token": map[string]any{"file": token}},
+			"grants": []any{}, "timeout_ms": 10000,
+			"effect_contract": map[string]any{"kind": "external_write", "retry_mode": "idempotency_key"}}
+	})
+	editJSON(t, filepath.Join(dir, "program.air.json"), func(p map[string]any) {
+		triggers := p["triggers"].([]any)
+		tr := map[string]any{}
+		for k, v := range triggers[0].(map[string]any) {
+			tr[k] = v // shallow: only ref and steps are replaced
+		}
+		tr["ref"] = "trigger:metrics/Worker"
+		tr["steps"] = []any{map[string]any{"id": "w", "tool": "tool:metrics/Worker", "input": map[string]any{"$ref": "/event/body"}}}
+		p["triggers"] = append(triggers, tr)
+	})
 }
