@@ -89,7 +89,13 @@ func signedProgram(name string, tools ...string) string {
 // checks that it was enqueued.
 func deliver(t *testing.T, d *testkit.Daemon, name, eventID, secret string) {
 	t.Helper()
-	body := []byte(`{"n":1}`)
+	deliverBody(t, d, name, eventID, `{"n":1}`, secret)
+}
+
+// deliverBody is deliver with a body of the test's.
+func deliverBody(t *testing.T, d *testkit.Daemon, name, eventID, text, secret string) {
+	t.Helper()
+	body := []byte(text)
 	req, err := http.NewRequest(http.MethodPost, d.URL()+"/triggers/iso/"+name, strings.NewReader(string(body)))
 	if err != nil {
 		t.Fatal(err)
