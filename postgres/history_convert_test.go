@@ -26,7 +26,12 @@ import (
 //     no row is lost, and the old rows are the partition <t>_old.
 func TestConversionBesideWriters(t *testing.T) {
 	ctx := context.Background()
-	const timeout = time.Second // the nodes': --database-timeout 1s
+	// The nodes' default --database-timeout (lock_timeout 1 s). With 1 s
+	// (200 ms), the swap's catalog changes, which take tens of
+	// milliseconds, outlasted a writer's lock_timeout once with both
+	// cores busy (a full CI run); a swap that copied the 300,000 rows
+	// under its lock would still take seconds.
+	const timeout = 5 * time.Second
 	nodeLock := lockTimeout(timeout)
 	url := atMigrationUUID(t, "0014", 300_000)
 	conn := superConn(t, url)
