@@ -104,7 +104,10 @@ func TestShortPartitionsUnderLoad(t *testing.T) {
 	if unavailable.Load() > 0 || other.Load() > 0 {
 		t.Errorf("intake refused %d deliveries with 503 and %d otherwise, want every one answered 202", unavailable.Load(), other.Load())
 	}
-	if want := int(loadRun.Seconds()) * loadRate * 9 / 10; len(acks) < want {
+	// Half the planned load at least, or the partitions were not put to
+	// the test. Not 90 %: with both cores busy (a full CI run beside other
+	// work) the senders fell behind and 80 % were sent, all answered 202.
+	if want := int(loadRun.Seconds()) * loadRate / 2; len(acks) < want {
 		t.Errorf("%d deliveries answered 202, want at least %d: the load was not steady", len(acks), want)
 	}
 	if maxParts > maxPartitions {
@@ -119,13 +122,17 @@ func TestShortPartitionsUnderLoad(t *testing.T) {
 			old = append(old, a.id)
 		}
 	}
+	// Each is forgotten by the first pass after it is done; the bound is
+	// for a loaded machine, where the last of them run late.
 	var still int64
-	testkit.WaitForReport(t, 30*time.Second, testkit.Every(500*time.Millisecond, func() bool {
-		if err := watch.QueryRow(ctx, `SELECT count(*) FROM touba.entries WHERE queue_id = ANY ($1)`, old).Scan(&still); err != nil {
+	var statuses string
+	testkit.WaitForReport(t, 120*time.Second, testkit.Every(500*time.Millisecond, func() bool {
+		if err := watch.QueryRow(ctx, `SELECT count(*), COALESCE(string_agg(DISTINCT status, ','), '') FROM touba.entries
+			WHERE queue_id = ANY ($1)`, old).Scan(&still, &statuses); err != nil {
 			t.Fatal(err)
 		}
 		return still == 0
 	}), fmt.Sprintf("the %d done entries past the window forgotten", len(old)), func() {
-		t.Errorf("%d of %d done entries past the window are still there", still, len(old))
+		t.Errorf("%d of %d entries past the window are still there (status %s)", still, len(old), statuses)
 	})
 }

@@ -21,10 +21,11 @@ import (
 // their bound.
 const journalEvents = 1_000_000
 
-// dbTimeout is both nodes' --database-timeout: no intake write of the
-// previous release may wait longer for the database (plus the answer's
-// own way back).
-const dbTimeout = 2 * time.Second
+// dbTimeout is both nodes' --database-timeout, the default: no intake
+// write of the previous release may wait longer for the database (plus
+// the answer's own way back). With 2 s, a full CI run beside other work
+// once starved a commit of the old node past it, migration or not.
+const dbTimeout = 5 * time.Second
 
 // TestRollingUpgradeOnPostgres (SPEC §8 rolling upgrades, issue 33): the
 // previous release runs a node on a database whose journal is large, and
@@ -102,15 +103,21 @@ func TestRollingUpgradeOnPostgres(t *testing.T) {
 	t.Logf("%d deliveries acknowledged; the old node's slowest answer took %s", acked.Load(), slowest)
 	mu.Unlock()
 
+	// A delivery answered 503 may have committed all the same (its
+	// commit outlived the answer's bound): then it runs too, as its
+	// sender's retry would find. So: at least every acknowledged one done.
 	n := int(acked.Load())
-	testkit.WaitFor(t, 120*time.Second, func() bool { return countEntries(t, dsn, "done") == n }, fmt.Sprintf("all %d entries to be done", n))
+	testkit.WaitFor(t, 120*time.Second, func() bool {
+		return countEntries(t, dsn, "done") >= n && countEntries(t, dsn, "pending")+countEntries(t, dsn, "running") == 0
+	}, fmt.Sprintf("all %d entries to be done", n))
 	for _, st := range []string{"parked", "failed", "pending", "running"} {
 		if c := countEntries(t, dsn, st); c != 0 {
 			t.Errorf("%d entries %s, want none", c, st)
 		}
 	}
-	if got := r.distinct(); got != n {
-		t.Errorf("%d writes reached the remote, want %d: one per delivery", got, n)
+	done := countEntries(t, dsn, "done")
+	if got := r.distinct(); got != done {
+		t.Errorf("%d writes reached the remote for %d entries done (%d acknowledged), want one per entry", got, done, n)
 	}
 	for _, bad := range []string{"55P03", "lock timeout", "canceling statement"} {
 		if strings.Contains(old.Log(), bad) {
@@ -122,7 +129,7 @@ func TestRollingUpgradeOnPostgres(t *testing.T) {
 	stop(t, old)
 	again := node(prev, "old-1")
 	mustPost(t, again.URL(), "Orders", "after-upgrade", `{"n": -1}`, 202)
-	testkit.WaitFor(t, 60*time.Second, func() bool { return countEntries(t, dsn, "done") == n+1 }, "the restarted old node to run its delivery")
+	testkit.WaitFor(t, 60*time.Second, func() bool { return countEntries(t, dsn, "done") == done+1 }, "the restarted old node to run its delivery")
 	stop(t, again)
 	stop(t, neu)
 }
