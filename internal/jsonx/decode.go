@@ -2,6 +2,8 @@ package jsonx
 
 import (
 	"encoding/json"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -15,8 +17,9 @@ import (
 // but white space after the value, invalid JSON, nesting past its limit.
 // The caller then asks encoding/json, which gives the value or the error
 // it always gave. When ok is true, v is what encoding/json gives (a
-// string with an escape or with bytes that are not UTF-8 is unquoted by
-// encoding/json itself; a repeated key keeps its last value).
+// string with an escape or with bytes that are not UTF-8 is unquoted as
+// encoding/json unquotes it, unquote; a repeated key keeps its last
+// value).
 func Decode(b []byte) (v any, ok bool) {
 	v, i, ok := decodeValue(b, skip(b, 0), 0)
 	if !ok || skip(b, i) != len(b) {
@@ -126,8 +129,7 @@ func decodeArray(b []byte, i, depth int) (any, int, bool) {
 
 // decodeString reads a string whose opening quote is before b[i]. A plain
 // one (no escape, no control character, UTF-8) is its bytes; any other
-// that str accepts is unquoted by encoding/json, so that escapes and
-// invalid bytes come out as they always did.
+// that str accepts is unquoted as encoding/json unquotes it.
 func decodeString(b []byte, i int) (string, int, bool) {
 	start := i
 	ascii := true
@@ -143,21 +145,13 @@ func decodeString(b []byte, i int) (string, int, bool) {
 			if ascii || utf8.Valid(seg) {
 				return string(seg), i + 1, true
 			}
-			var s string
-			if err := json.Unmarshal(b[start-1:i+1], &s); err != nil {
-				return "", i, false
-			}
-			return s, i + 1, true
+			return unquote(seg), i + 1, true
 		case c == '\\':
 			j, ok := str(b, i)
 			if !ok {
 				return "", j, false
 			}
-			var s string
-			if err := json.Unmarshal(b[start-1:j], &s); err != nil {
-				return "", j, false
-			}
-			return s, j, true
+			return unquote(b[start : j-1]), j, true
 		case c < 0x20:
 			return "", i, false
 		}
@@ -175,3 +169,66 @@ var special = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// unquote is a string's content (between its quotes, checked by str)
+// as encoding/json's unquote makes it: escapes replaced, a \u escape of a
+// lone surrogate and each byte that is not UTF-8 made U+FFFD.
+func unquote(s []byte) string {
+	b := make([]byte, 0, len(s)+utf8.UTFMax)
+	for r := 0; r < len(s); {
+		c := s[r]
+		switch {
+		case c == '\\':
+			switch e := s[r+1]; e {
+			case 'b':
+				b, r = append(b, '\b'), r+2
+			case 'f':
+				b, r = append(b, '\f'), r+2
+			case 'n':
+				b, r = append(b, '\n'), r+2
+			case 'r':
+				b, r = append(b, '\r'), r+2
+			case 't':
+				b, r = append(b, '\t'), r+2
+			case 'u':
+				rr := u4(s[r+2:])
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if r+6 <= len(s) && s[r] == '\\' && s[r+1] == 'u' {
+						if dec := utf16.DecodeRune(rr, u4(s[r+2:])); dec != unicode.ReplacementChar {
+							b, r = utf8.AppendRune(b, dec), r+6
+							break
+						}
+					}
+					rr = unicode.ReplacementChar
+				}
+				b = utf8.AppendRune(b, rr)
+			default: // '"', '\\', '/'
+				b, r = append(b, e), r+2
+			}
+		case c < utf8.RuneSelf:
+			b, r = append(b, c), r+1
+		default:
+			rr, size := utf8.DecodeRune(s[r:])
+			b, r = utf8.AppendRune(b, rr), r+size
+		}
+	}
+	return string(b)
+}
+
+// u4 reads the four hex digits str checked.
+func u4(s []byte) rune {
+	var r rune
+	for _, c := range s[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c = c - 'a' + 10
+		default:
+			c = c - 'A' + 10
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
