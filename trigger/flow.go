@@ -10,6 +10,7 @@ import (
 
 	"github.com/touba/touba-trigger/expr"
 	"github.com/touba/touba-trigger/internal/jsonptr"
+	"github.com/touba/touba-trigger/internal/jsonx"
 	"github.com/touba/touba-trigger/internal/strictjson"
 )
 
@@ -295,6 +296,9 @@ func (w walker) eventRef(path string, raw *strictjson.Node, what string) (string
 
 // decodeValue decodes one JSON value with numbers kept as written.
 func decodeValue(raw []byte) (any, error) {
+	if v, ok := jsonx.Decode(raw); ok {
+		return v, nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
