@@ -137,7 +137,8 @@ const DefaultRemoteMaxConcurrency = 16
 // broker that slows down sees, and the circuit is the same as for any
 // remote. Kafka and RabbitMQ keep 16: a RabbitMQ confirm waits for the
 // queue's fsync, and with 64 in flight a broker killed mid-load failed
-// four times the publishes at once.
+// more publishes at once, whose backed-off retries outlasted its kill
+// test's 2 minutes.
 const DefaultNATSMaxConcurrency = 64
 
 // DefaultMaxConcurrency is the max_concurrency of a binding of kind that

@@ -38,7 +38,7 @@ const stubManifest = `{"manifest_version": "touba-manifest-v1", "bindings": {
 // test process's (the senders, and the embedded NATS server for nats) per
 // delivery, and the mean call time (touba_dispatch_latency_seconds). With
 // BROKER_BENCH_BASE=PATH each kind runs a second time on that build of
-// the binary (sub-benchmarks named .../base), alternating with this tree's
+// the binary (sub-benchmarks named KIND/this-N and KIND/base-N), alternating with this tree's
 // in one run, BROKER_BENCH_ROUNDS times (default 1). With
 // BROKER_BENCH_PPROF=DIR the daemon's CPU profile of the first 8 s of each
 // run is written there; BROKER_BENCH_NATS_MAX_CONCURRENCY=N sets the nats
@@ -58,11 +58,17 @@ func BenchmarkE2E(b *testing.B) {
 	}
 	for r := range rounds * len(builds) {
 		bin := builds[r%len(builds)]
+		// Each name once: a repeated one gets a "#01" suffix, and a '#' in
+		// the temporary directory's path cuts the daemon's SQLite file URIs.
 		name := func(kind string) string {
-			if bin != "" {
-				return kind + "/base"
+			if len(builds) == 1 && rounds == 1 {
+				return kind
 			}
-			return kind
+			which := "this"
+			if bin != "" {
+				which = "base"
+			}
+			return fmt.Sprintf("%s/%s-%d", kind, which, r/len(builds)+1)
 		}
 		b.Run(name("accounting_stub"), func(b *testing.B) { benchE2E(b, bin, stubManifest, n, nil) })
 		b.Run(name("nats"), func(b *testing.B) {
