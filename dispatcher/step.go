@@ -66,7 +66,18 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		}
 	}
 	ctx = withPass(ctx, pass)
-	defer release()
+	// The slot bounds the calls in flight at the remote (SPEC §2.2): it is
+	// given back when the call has answered, not after the journal has
+	// written its outcome, so a binding's slots are not spent waiting on
+	// the daemon's own disk (docs/performance.md, "Broker destinations").
+	released := false
+	free := func() {
+		if !released {
+			released = true
+			release()
+		}
+	}
+	defer free()
 	callID := uuidv7.New()
 	req := &handler.Request{Protocol: protocol.Name, Operation: protocol.Invoke, ToolRef: st.Tool, Input: input,
 		Context: handler.Context{TriggerRef: e.TriggerRef, EventID: e.EventID, QueueID: e.QueueID, RunID: runID,
@@ -74,6 +85,7 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 	log := &callLog{run: runLog, step: st.ID, callID: callID}
 	if !b.ExternalWrite() {
 		res := d.call(ctx, cfg.Secrets, b, req, func() error { return nil })
+		free()
 		if res.OK {
 			return rawOrNull(res.Output), false, nil
 		}
@@ -83,13 +95,14 @@ func (d *Dispatcher) step(ctx context.Context, cfg *Config, e *touba.Delivery, r
 		log.get().Info().Str("code", res.Err.Code).Str("reason", res.Err.Message).Msg("step failed")
 		return nil, false, fromError(res.Err)
 	}
-	out, v = d.effect(ctx, cfg.Secrets, b, e, st, touba.EffectIDFor(e.QueueID, st.ID, gens[st.ID]), req, log)
+	out, v = d.effect(ctx, cfg.Secrets, b, e, st, touba.EffectIDFor(e.QueueID, st.ID, gens[st.ID]), req, log, free)
 	return out, true, v
 }
 
-// effect runs one external write under the journal's rules.
+// effect runs one external write under the journal's rules; answered is
+// called once the handler has answered (the binding's slot is given back).
 func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding, e *touba.Delivery, st trigger.Step, effectID string,
-	req *handler.Request, log *callLog) (json.RawMessage, *verdict) {
+	req *handler.Request, log *callLog, answered func()) (json.RawMessage, *verdict) {
 	fp, err := handler.FingerprintCanonical(st.Tool, touba.OperationInvoke, req.Input) // resolve made it canonical
 	if err != nil {
 		return nil, stop(fail, touba.EStepInputUnresolved, "input of step %s: %v", st.ID, err)
@@ -106,7 +119,10 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	// better (docs/performance.md, "Prepared and dispatched in one commit").
 	// A broker binding re-sends an unknown publish only inside the
 	// broker's dedupe window (window.go).
-	if w, ok := b.Runner.(handler.DedupeWindower); ok {
+	// An entry's first lease has no effect on record (only a run
+	// prepares one, and a run needs a lease): nothing unknown to judge,
+	// and no journal read per publish.
+	if w, ok := b.Runner.(handler.DedupeWindower); ok && !e.FirstLease {
 		if v := d.windowVerdict(ctx, b, w, scope, effectID, log); v != nil {
 			return nil, v
 		}
@@ -137,8 +153,9 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	// when its binding's request could not be built now; an input it
 	// cannot be built from (a URL placeholder that is an object) is the
 	// runner's refusal, unsent: not_applied, StepInputUnresolved.
+	// Only the separate dispatched event records it.
 	var request string
-	if dr, ok := b.Runner.(handler.Describer); ok {
+	if dr, ok := b.Runner.(handler.Describer); ok && !merged {
 		request, _ = dr.Describe(req)
 	}
 	res := d.call(ctx, secrets, b, req, func() error {
@@ -150,6 +167,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		crashpoint.Hit(CrashAfterDispatched)
 		return nil
 	})
+	answered()
 	crashpoint.Hit(CrashAfterAnswer)
 
 	outcome := res.Outcome

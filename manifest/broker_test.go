@@ -61,9 +61,14 @@ func TestParse_Brokers(t *testing.T) {
 	if o := m.Bindings["tool:a/KMin"].Handler.Options; o.TimeoutSec != 10 || o.Key != "" {
 		t.Fatalf("kafka defaults %+v", o)
 	}
-	// The broker kinds protect their broker as http does (SPEC §2.2).
+	// The broker kinds protect their broker as http does (SPEC §2.2); a
+	// nats binding with a wider bound (DefaultNATSMaxConcurrency).
 	for ref, b := range m.Bindings {
-		if b.MaxConcurrency != manifest.DefaultRemoteMaxConcurrency || b.Circuit == nil || *b.Circuit != manifest.DefaultRemoteCircuit {
+		want := manifest.DefaultRemoteMaxConcurrency
+		if b.Handler.Kind == manifest.KindNATS {
+			want = manifest.DefaultNATSMaxConcurrency
+		}
+		if b.MaxConcurrency != want || b.Circuit == nil || *b.Circuit != manifest.DefaultRemoteCircuit {
 			t.Errorf("%s: max_concurrency %d, circuit %+v; want the remote defaults", ref, b.MaxConcurrency, b.Circuit)
 		}
 	}

@@ -127,7 +127,7 @@ func (p *problems) binding(path string, n *strictjson.Node) *Binding {
 			b.MaxConcurrency = int(v)
 		}
 	} else if remote {
-		b.MaxConcurrency = DefaultRemoteMaxConcurrency
+		b.MaxConcurrency = DefaultMaxConcurrency(b.Handler.Kind)
 	}
 	if c, ok := f["circuit"]; ok {
 		if c.Kind != strictjson.Null {

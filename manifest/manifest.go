@@ -75,8 +75,9 @@ type Binding struct {
 	EffectContract  EffectContract        `json:"effect_contract"`
 	Compensation    *Compensation         `json:"compensation,omitempty"`
 	// MaxConcurrency bounds the calls of the binding in flight at once
-	// across the daemon's workers; 0 is no bound. A webhook or http
-	// binding that does not set it gets DefaultRemoteMaxConcurrency.
+	// across the daemon's workers; 0 is no bound. A binding of a kind
+	// with remote defaults that does not set it gets
+	// DefaultMaxConcurrency(kind).
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
 	// Circuit is the binding's circuit breaker; nil is none. A webhook or
 	// http binding that does not set it gets DefaultRemoteCircuit.
@@ -122,6 +123,35 @@ type Handler struct {
 // probe through every 30 s instead of 5 tries per delivery. A binding turns
 // them off with "max_concurrency": 0 and "circuit": null.
 const DefaultRemoteMaxConcurrency = 16
+
+// DefaultNATSMaxConcurrency is the bound of a nats binding that sets none.
+// A JetStream publish in flight costs the server one pending
+// acknowledgement on a connection it already holds: the stream appends it
+// and acknowledges without waiting for a disk (its file store syncs in the
+// background), and nats.go itself lets 4,000 asynchronous publishes wait
+// for their acknowledgements. What a nats binding's slot waited on at 16
+// was the daemon's own journal and queue commits around each publish (a
+// fsync each), not the broker: 16 held it to 0.5-0.76 of an in-process
+// handler's rate where 64 keeps up with intake (issue 47,
+// docs/performance.md "Broker destinations"). 64 still bounds what a
+// broker that slows down sees, and the circuit is the same as for any
+// remote. Kafka and RabbitMQ keep 16: a RabbitMQ confirm waits for the
+// queue's fsync, and with 64 in flight a broker killed mid-load failed
+// more publishes at once, whose backed-off retries outlasted its kill
+// test's 2 minutes.
+const DefaultNATSMaxConcurrency = 64
+
+// DefaultMaxConcurrency is the max_concurrency of a binding of kind that
+// sets none (0: no default).
+func DefaultMaxConcurrency(kind string) int {
+	switch {
+	case kind == KindNATS:
+		return DefaultNATSMaxConcurrency
+	case ProtectsRemote(kind):
+		return DefaultRemoteMaxConcurrency
+	}
+	return 0
+}
 
 // DefaultRemoteCircuit is the circuit of a webhook or http binding that
 // sets none; see DefaultRemoteMaxConcurrency.

@@ -15,7 +15,7 @@ func limitText(b *manifest.Binding) string {
 	switch {
 	case remote && b.MaxConcurrency == 0:
 		return "  max_concurrency=off"
-	case remote && b.MaxConcurrency == manifest.DefaultRemoteMaxConcurrency:
+	case remote && b.MaxConcurrency == manifest.DefaultMaxConcurrency(b.Handler.Kind):
 		return fmt.Sprintf("  max_concurrency=%d (default)", b.MaxConcurrency)
 	case b.MaxConcurrency > 0:
 		return fmt.Sprintf("  max_concurrency=%d", b.MaxConcurrency)

@@ -27,6 +27,7 @@ func TestCheckPrintsTheWindow(t *testing.T) {
 		"PUBLISH " + s.URL() + " subject orders.{/shop_domain} stream ORDERS",
 		"subject reads: /shop_domain  body: the whole input  Nats-Msg-Id: the effect id",
 		"dedupe window: 1m30s (duplicate_window): an unknown publish is re-sent with the same id until first dispatch + 1m25s, then parked",
+		"tool:orders/Publish  nats  effect=external_write/idempotency_key  max_concurrency=64 (default)",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("check lacks %q:\n%s", want, out)

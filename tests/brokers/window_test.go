@@ -55,6 +55,44 @@ func TestNATSUnknownOutsideWindowIsParked(t *testing.T) {
 	}
 }
 
+// A lost acknowledgement inside a 6 s window (1 s publish timeout: re-sent
+// with the same id until first dispatch + 5 s), then the broker down for
+// 8 s: the retries meet the unknown effect at their later leases, wait
+// while the broker is down, and park it once the window has passed. It is
+// never published again: a re-send after the broker is back would be a
+// second copy the stream keeps. This is the check each later lease makes
+// before publishing; a first lease skips it (no effect on record yet).
+func TestNATSUnknownRetriedPastWindowIsParked(t *testing.T) {
+	s := natstest.Start(t)
+	s.Stream("ORDERS", 6*time.Second, "orders.>")
+	p := newProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
+	w := newDaemon(t, natsManifest("nats://"+p.addr(), 1))
+	w.start()
+	w.d.WaitLog("nats stream duplicate_window read", 30*time.Second)
+	p.mute.Store(true)
+	_, id := w.post("ord-1", "s.example")
+	testkit.WaitFor(t, 20*time.Second, func() bool { return byEffect(t, s)[id+":publish"] == 1 }, "the message in the stream")
+	w.d.WaitLog("effect outcome unknown", 20*time.Second)
+	p.setDown(true)
+	p.mute.Store(false)
+	testkit.WaitFor(t, 30*time.Second, func() bool {
+		d := w.entry(id)
+		return d != nil && d.Status == touba.StatusParked
+	}, "the entry parked")
+	time.Sleep(8 * time.Second) // the broker down for 8 s, past the window
+	p.setDown(false)
+	w.d.WaitLog("nats reconnected", 30*time.Second)
+	d := w.entry(id)
+	if d.Status != touba.StatusParked || d.ErrorCode != touba.EEffectReconciliationRequired ||
+		!strings.Contains(d.ErrorMessage, id+":publish") {
+		t.Fatalf("entry %s %s: %s", d.Status, d.ErrorCode, d.ErrorMessage)
+	}
+	w.stop()
+	if n := byEffect(t, s)[id+":publish"]; n != 1 {
+		t.Fatalf("the effect is %d times in the stream, want once", n)
+	}
+}
+
 // The same lost acknowledgement with a 2 min window: the unknown publish
 // is sent again with its id, the stream acknowledges a duplicate, and the
 // effect is applied, in the stream once.
