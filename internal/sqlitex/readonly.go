@@ -29,7 +29,7 @@ func OpenReadOnly(path string) (*DB, error) {
 	q.Set("_busy_timeout", "10000")
 	q.Set("_query_only", "1")
 	q.Set("_txlock", "deferred")
-	dsn := "file:" + path + "?" + q.Encode()
+	dsn := uri(path, q)
 	w, err := sql.Open(readerDriver, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open %s read-only: %w", path, err)

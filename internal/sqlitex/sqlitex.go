@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,7 +86,7 @@ func Open(path string) (*DB, error) {
 	q.Set("_synchronous", synchronous())
 	q.Set("_foreign_keys", "1")
 	q.Set("_txlock", "immediate")
-	w, err := sql.Open(writerDriver, "file:"+path+"?"+q.Encode())
+	w, err := sql.Open(writerDriver, uri(path, q))
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
@@ -110,14 +111,14 @@ func Open(path string) (*DB, error) {
 	}
 
 	q.Set("_txlock", "deferred")
-	c, err := sql.Open(readerDriver, "file:"+path+"?"+q.Encode())
+	c, err := sql.Open(readerDriver, uri(path, q))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	c.SetMaxOpenConns(1)
 	q.Set("_query_only", "1")
-	r, err := sql.Open(readerDriver, "file:"+path+"?"+q.Encode())
+	r, err := sql.Open(readerDriver, uri(path, q))
 	if err != nil {
 		w.Close()
 		c.Close()
@@ -212,4 +213,11 @@ func CountBy(ctx context.Context, db *sql.DB, query string, args ...any) (map[st
 		out[k] = n
 	}
 	return out, rows.Err()
+}
+
+// uri is path as an SQLite URI with the query q. SQLite decodes %HH in a
+// URI's path and ends it at '?' or '#', so those three are escaped: a
+// --queue of "/var/lib/a#1/q.sqlite" would otherwise open "/var/lib/a".
+func uri(path string, q url.Values) string {
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3F", "#", "%23").Replace(path) + "?" + q.Encode()
 }
