@@ -91,6 +91,66 @@ class ConnectWireTest(unittest.TestCase):
         self.assertEqual(s.answers[1], {"call_id": "a", "ok": True, "output": {"n": 1}})
 
 
+class KeepAliveDaemon:
+    """A stand-in for the daemon's wire over HTTP/1.1 that hands out one
+    call per take, n in all, and records the connection (the client's port)
+    each answer came over."""
+
+    def __init__(self, n: int) -> None:
+        self.lock = threading.Lock()
+        self.left = n
+        self.ports: list[int] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with stub.lock:
+                    if self.path == "/workers/v1/take":
+                        calls = [request(f"c{stub.left}", {"n": stub.left})] if stub.left > 0 else []
+                        stub.left -= len(calls)
+                        doc: Any = {"calls": calls}
+                    else:
+                        stub.ports.append(self.client_address[1])
+                        doc = {"status": "recorded"}
+                if self.path == "/workers/v1/take" and not calls:
+                    time.sleep(0.02)  # a short long-poll
+                body = json.dumps(doc).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                try:
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # a take the worker cut short when told to stop
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class ConnectKeepAliveTest(unittest.TestCase):
+    def test_answers_reuse_one_connection(self) -> None:
+        # A new TCP connection per answer cost as much as a quick call.
+        s = KeepAliveDaemon(5)
+        self.addCleanup(s.close)
+        with Worker(s.url, "t", [Tool(TOOL_REF, lambda value, context: value)], max_in_flight=1, take_wait=1,
+                    log=lambda message: None):
+            wait_for(lambda: len(s.ports) >= 5, 20, "every call answered")
+        self.assertEqual(len(set(s.ports)), 1, f"answers came over the connections of ports {s.ports}")
+
+
 class ConnectArgumentsTest(unittest.TestCase):
     def test_bad_arguments_are_type_errors(self) -> None:
         tool = Tool(POST_TOOL, lambda value, context: None)

@@ -120,6 +120,9 @@ class Worker:
         self._in_flight = 0
         self._calls: list[threading.Thread] = []
         self._take_conn: http.client.HTTPConnection | None = None
+        # Connections answers left open, for the next answers: a new TCP
+        # connection per call cost as much as the call.
+        self._idle: list[http.client.HTTPConnection] = []
         self._no_answer: set[str] = set()
         self._tools: dict[str, Tool] = {}
         for t in tools if not isinstance(tools, (str, Mapping, Tool)) else [tools]:
@@ -186,6 +189,10 @@ class Worker:
                 pending = list(self._calls)
             for t in pending:
                 t.join()
+            with self._cond:
+                idle, self._idle = self._idle, []
+            for conn in idle:
+                conn.close()
 
     def start(self) -> Worker:
         """Runs the worker in a thread of its own; join waits for it."""
@@ -317,29 +324,56 @@ class Worker:
     def _post(self, path: str, body: bytes, timeout: float, take: bool = False) -> bytes:
         """Sends body to the daemon's path with the worker's token and returns
         the answer's body. 401 and 403 raise WorkerRefusedError. A take is
-        kept where stop() can cut it short."""
+        kept where stop() can cut it short, on a connection of its own; other
+        requests reuse the connections that answers left open."""
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = cls(self._host, self._port, timeout=timeout)
+        reused = None
+        if not take:
+            with self._cond:
+                reused = self._idle.pop() if self._idle else None
+        conn = reused or cls(self._host, self._port, timeout=timeout)
+        keep = False
         try:
             if take:
                 with self._cond:
                     if self._stop.is_set():
                         raise _Stopped()
                     self._take_conn = conn
-            conn.request("POST", self._prefix + path, body, {
-                "Content-Type": "application/json", "Authorization": f"Bearer {self._token}"})
-            if take:
-                # stop() may have come before the socket existed.
-                with self._cond:
-                    if self._stop.is_set():
-                        raise _Stopped()
-            resp = conn.getresponse()
+            headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"}
+            try:
+                if reused is not None:
+                    conn.timeout = timeout
+                    if conn.sock is not None:
+                        conn.sock.settimeout(timeout)
+                conn.request("POST", self._prefix + path, body, headers)
+                if take:
+                    # stop() may have come before the socket existed.
+                    with self._cond:
+                        if self._stop.is_set():
+                            raise _Stopped()
+                resp = conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                if reused is None:
+                    raise
+                # The daemon closed the idle connection (its idle timeout)
+                # before reading this request: once more on a new one.
+                conn.close()
+                conn = cls(self._host, self._port, timeout=timeout)
+                conn.request("POST", self._prefix + path, body, headers)
+                resp = conn.getresponse()
             data = resp.read()
+            keep = not take and not resp.will_close
         finally:
             if take:
                 with self._cond:
                     self._take_conn = None
-            conn.close()
+            if keep:
+                with self._cond:
+                    if len(self._idle) < self._max + 2:
+                        self._idle.append(conn)
+                        conn = None
+            if conn is not None:
+                conn.close()
         if resp.status == 200:
             return data
         code = message = ""
