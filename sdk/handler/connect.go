@@ -50,8 +50,9 @@ type Worker struct {
 	// TakeWait is how long one take long-polls (DefaultTakeWait when 0;
 	// the daemon allows at most 60 s).
 	TakeWait time.Duration
-	// Client makes the requests (a client without a timeout when nil:
-	// takes long-poll, and each request is bounded by its context).
+	// Client makes the requests (when nil, a client without a timeout that
+	// keeps a connection open for each call in flight and the take: takes
+	// long-poll, and each request is bounded by its context).
 	Client *http.Client
 	// Logf receives the worker's news: connected, disconnected and the
 	// wait before the next try, answers refused. Nil: the standard logger.
@@ -93,7 +94,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	c := &conn{w: w, base: strings.TrimRight(w.URL, "/"), refs: refs, tools: tools, slots: make(chan struct{}, n)}
 	if c.w.Client == nil {
-		c.w.Client = &http.Client{}
+		// A call's answer is a request of its own, up to n at once: the
+		// default transport keeps 2 idle connections to a host, so most
+		// answers paid a new TCP connection.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = n + 1
+		c.w.Client = &http.Client{Transport: t}
 	}
 	err := c.loop(ctx)
 	c.running.Wait()
