@@ -50,8 +50,8 @@ type Worker struct {
 	// Ahead is how many calls the worker takes before it has room to run
 	// them, so that the next calls are in hand when one ends and the
 	// daemon prepares the next ones meanwhile. They start in the order
-	// taken; their timeout runs from the take, and a worker that
-	// dies leaves them unknown like the calls it was running. 0 takes
+	// taken; their timeout runs from the take, and a worker that dies
+	// leaves them unknown like the calls it was running. 0 takes
 	// MaxInFlight ahead, none when MaxInFlight is 1: the daemon hands out
 	// in acceptance order the calls waiting when a take comes, but two
 	// runs leased at once for a take's room reach it in either order, so
