@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"sync"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
@@ -42,9 +43,9 @@ type call struct {
 var ErrNotHeld = errors.New("the call is not held by a worker")
 
 // Take waits up to wait for calls of refs and hands out up to n of them,
-// oldest entry first: each is journaled dispatched (its runner's hook)
-// before Take returns its request, and is then held by the caller until
-// it answers or the call's timeout passes. It returns at once when calls
+// oldest entry first: each is journaled dispatched (its runner's hook, all
+// of them at once) before Take returns its request, and is then held by
+// the caller until it answers or the call's timeout passes. It returns at once when calls
 // wait, and empty when wait passes, ctx ends or the Hub closes.
 func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration) [][]byte {
 	if n <= 0 || len(refs) == 0 {
@@ -100,9 +101,21 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 		q.lastTake = now
 	}
 	h.mu.Unlock()
+	// Each call's dispatched event is a journal write of its own: made at
+	// once, they share one group commit instead of a sync each.
+	bodies := make([][]byte, len(picked))
+	var wg sync.WaitGroup
+	for i, c := range picked {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bodies[i] = h.handOut(c)
+		}()
+	}
+	wg.Wait()
 	out := make([][]byte, 0, len(picked))
-	for _, c := range picked {
-		if body := h.handOut(c); body != nil {
+	for _, body := range bodies {
+		if body != nil {
 			out = append(out, body)
 		}
 	}

@@ -47,11 +47,25 @@ type Worker struct {
 	Tools []Tool
 	// MaxInFlight bounds the calls run at once (DefaultMaxInFlight when 0).
 	MaxInFlight int
+	// Ahead is how many calls the worker takes before it has room to run
+	// them, so that the next calls are in hand when one ends and the
+	// daemon prepares the next ones meanwhile. They start in the order
+	// taken; their timeout runs from the take, and a worker that dies
+	// leaves them unknown like the calls it was running. 0 takes
+	// MaxInFlight ahead, none when MaxInFlight is 1: the daemon hands out
+	// in acceptance order the calls waiting when a take comes, but two
+	// runs leased at once for a take's room reach it in either order, so
+	// only a worker that asks for one call at a time gets them strictly
+	// in order. A negative Ahead takes none (for calls that run close to
+	// their timeout, or tools under reconcile or none, which a dead
+	// worker's calls park).
+	Ahead int
 	// TakeWait is how long one take long-polls (DefaultTakeWait when 0;
 	// the daemon allows at most 60 s).
 	TakeWait time.Duration
-	// Client makes the requests (a client without a timeout when nil:
-	// takes long-poll, and each request is bounded by its context).
+	// Client makes the requests (when nil, a client without a timeout that
+	// keeps a connection open for each call in flight and the take: takes
+	// long-poll, and each request is bounded by its context).
 	Client *http.Client
 	// Logf receives the worker's news: connected, disconnected and the
 	// wait before the next try, answers refused. Nil: the standard logger.
@@ -62,10 +76,11 @@ type Worker struct {
 }
 
 // Connect runs a worker of tools against the daemon at url with token
-// until ctx ends: it takes calls, runs each in its own goroutine (at most
-// DefaultMaxInFlight at once), answers them, and reconnects with backoff
-// when the daemon cannot be reached. When ctx ends it takes no more calls,
-// finishes and answers those in hand, and returns nil.
+// until ctx ends: it takes calls (as many again ahead, Worker.Ahead),
+// runs at most DefaultMaxInFlight at once in the order taken, answers
+// them, and reconnects with backoff when the daemon cannot be reached.
+// When ctx ends it takes no more calls, finishes and answers those in
+// hand, and returns nil.
 func Connect(ctx context.Context, url, token string, tools ...Tool) error {
 	return (&Worker{URL: url, Token: token, Tools: tools}).Run(ctx)
 }
@@ -91,11 +106,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	if n <= 0 {
 		n = DefaultMaxInFlight
 	}
-	c := &conn{w: w, base: strings.TrimRight(w.URL, "/"), refs: refs, tools: tools, slots: make(chan struct{}, n)}
+	ahead := w.Ahead
+	if ahead == 0 && n > 1 {
+		ahead = n
+	}
+	ahead = max(ahead, 0)
+	c := &conn{w: w, base: strings.TrimRight(w.URL, "/"), refs: refs, tools: tools,
+		slots: make(chan struct{}, n+ahead), queue: make(chan json.RawMessage, n+ahead)}
 	if c.w.Client == nil {
-		c.w.Client = &http.Client{}
+		// A call's answer is a request of its own, up to n at once: the
+		// default transport keeps 2 idle connections to a host, so most
+		// answers paid a new TCP connection.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = n + 1
+		c.w.Client = &http.Client{Transport: t}
+	}
+	for range n {
+		c.running.Add(1)
+		go c.runner(ctx)
 	}
 	err := c.loop(ctx)
+	close(c.queue)
 	c.running.Wait()
 	return err
 }
@@ -106,9 +137,10 @@ type conn struct {
 	base    string
 	refs    []string
 	tools   map[string]*Tool
-	slots   chan struct{} // one per call in flight
-	running sync.WaitGroup
-	down    bool // the last take failed: say so when one succeeds
+	slots   chan struct{}        // one per call in hand: taken, not yet answered
+	queue   chan json.RawMessage // calls taken, for the runners in that order
+	running sync.WaitGroup       // the runners
+	down    bool                 // the last take failed: say so when one succeeds
 }
 
 func (c *conn) logf(format string, args ...any) {
@@ -168,8 +200,7 @@ func (c *conn) loop(ctx context.Context) error {
 		}
 		backoff = firstBackoff
 		for _, raw := range calls {
-			c.running.Add(1)
-			go c.serve(ctx, raw)
+			c.queue <- raw // room for it: it holds a slot
 		}
 	}
 }
@@ -196,17 +227,35 @@ func (c *conn) take(ctx context.Context, n int) ([]json.RawMessage, error) {
 	return got.Calls, nil
 }
 
-// serve runs one call and answers it. The call runs to its end even when
-// the worker is stopping (a clean stop finishes the calls in hand); its
-// deadline is the request's.
-func (c *conn) serve(ctx context.Context, raw json.RawMessage) {
+// runner serves calls one after another, in the order taken, until the
+// queue is closed and drained: a clean stop finishes the calls in hand,
+// those taken ahead included.
+func (c *conn) runner(ctx context.Context) {
 	defer c.running.Done()
-	defer func() { <-c.slots }()
+	for raw := range c.queue {
+		c.serve(ctx, raw)
+		<-c.slots
+	}
+}
+
+// serve runs one call and answers it. The call runs to its end even when
+// the worker is stopping; its deadline is the request's. A call taken
+// ahead whose deadline passed before it could start is not run: the
+// daemon has ended it (unknown) already, and may hand it to another worker.
+func (c *conn) serve(ctx context.Context, raw json.RawMessage) {
 	start := time.Now()
 	var head struct {
 		ToolRef string `json:"tool_ref"`
+		Context struct {
+			CallID         string `json:"call_id"`
+			DeadlineUnixMS int64  `json:"deadline_unix_ms"`
+		} `json:"context"`
 	}
 	_ = json.Unmarshal(raw, &head)
+	if d := head.Context.DeadlineUnixMS; d > 0 && !start.Before(time.UnixMilli(d)) {
+		c.logf("touba worker: call %s was past its deadline before it could start; not run", head.Context.CallID)
+		return
+	}
 	t := c.tools[head.ToolRef]
 	if t == nil {
 		t = &Tool{Ref: c.refs[0], Run: func(context.Context, *Call) (*Result, error) { return nil, nil }}

@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -45,7 +46,14 @@ const benchProgram = `{"air_version": "touba-air-v1", "triggers": [
 //     one before is applied; from the 202 to the tool's write reaching the
 //     remote side (an HTTP server in this process), p50 and p99.
 //
-// WORKER_BENCH_N (default 5000) and WORKER_BENCH_L (default 200) set N and L.
+// Each kind also reports the CPU it took per call in the timed window (the
+// daemon's and the tool's, from /proc), steadier than calls/s on a box
+// other work shares.
+//
+// WORKER_BENCH_N (default 5000) and WORKER_BENCH_L (default 200) set N and L;
+// WORKER_BENCH_POLL_MS (default 10) how often /metrics is read for the
+// count (each read costs the daemon a few ms of CPU: the slower kind, read
+// more often per call, pays more of it).
 func BenchmarkWorkerVsProcess(b *testing.B) {
 	if testing.Short() {
 		b.Skip("runs the real binary for a minute")
@@ -57,6 +65,8 @@ func BenchmarkWorkerVsProcess(b *testing.B) {
 		b.ReportMetric(proc.rate, "process-calls/s")
 		b.ReportMetric(work.rate, "worker-calls/s")
 		b.ReportMetric(work.rate/proc.rate, "worker/process")
+		b.ReportMetric(proc.cpu, "process-cpu-ms/call")
+		b.ReportMetric(work.cpu, "worker-cpu-ms/call")
 		b.ReportMetric(ms(proc.p50), "process-p50-ms")
 		b.ReportMetric(ms(proc.p99), "process-p99-ms")
 		b.ReportMetric(ms(work.p50), "worker-p50-ms")
@@ -66,6 +76,7 @@ func BenchmarkWorkerVsProcess(b *testing.B) {
 
 type benchFigures struct {
 	rate     float64
+	cpu      float64 // ms of CPU a call, the daemon's and the tool's
 	p50, p99 time.Duration
 }
 
@@ -109,6 +120,9 @@ func benchKind(b *testing.B, kind string, n, l int) benchFigures {
 	d := testkit.Start(b, env, "serve", prog, "--manifest", man, "--queue", q,
 		"--state", filepath.Join(dir, "s.sqlite"), "--effect-journal", filepath.Join(dir, "j.sqlite"),
 		"--admin-socket", filepath.Join(dir, "admin.sock"), "--listen", "127.0.0.1:0", "--metrics-listen", ml.Addr().String())
+	// The tool's process: the worker, or the persistent handler (the
+	// daemon's child, found once it runs).
+	var tool *os.Process
 	if kind == "worker" {
 		cmd := exec.Command(benchTool)
 		cmd.Env = append(os.Environ(), append(env, "URL="+d.URL(), "TOKEN="+token)...)
@@ -116,18 +130,34 @@ func benchKind(b *testing.B, kind string, n, l int) benchFigures {
 			b.Fatal(err)
 		}
 		defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+		tool = cmd.Process
+	}
+	cpu := func() float64 {
+		if tool == nil {
+			if out, err := exec.Command("pgrep", "-P", strconv.Itoa(d.Cmd.Process.Pid)).Output(); err == nil {
+				if pid, err := strconv.Atoi(strings.Fields(string(out))[0]); err == nil {
+					tool, _ = os.FindProcess(pid)
+				}
+			}
+		}
+		t := cpuTicks(d.Cmd.Process.Pid)
+		if tool != nil {
+			t += cpuTicks(tool.Pid)
+		}
+		return t
 	}
 
 	var t0 time.Time
-	a0 := 0
-	testkit.WaitForReport(b, time.Duration(envInt("WORKER_BENCH_WAIT_S", 600))*time.Second, testkit.Every(10*time.Millisecond, func() bool {
+	a0, c0 := 0, 0.0
+	poll := time.Duration(envInt("WORKER_BENCH_POLL_MS", 10)) * time.Millisecond
+	testkit.WaitForReport(b, time.Duration(envInt("WORKER_BENCH_WAIT_S", 600))*time.Second, testkit.Every(poll, func() bool {
 		a := applied(metrics)
 		if t0.IsZero() && a >= n/10 {
-			t0, a0 = time.Now(), a
+			t0, a0, c0 = time.Now(), a, cpu()
 		}
 		return a >= n
 	}), "every prefilled call applied", func() { b.Log(d.Log()) })
-	fig := benchFigures{rate: float64(n-a0) / time.Since(t0).Seconds()}
+	fig := benchFigures{rate: float64(n-a0) / time.Since(t0).Seconds(), cpu: (cpu() - c0) * 1000 / clockTicks / float64(n-a0)}
 
 	var lat []time.Duration
 	for i := range l {
@@ -201,6 +231,26 @@ func applied(url string) int {
 		}
 	}
 	return total
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's times.
+const clockTicks = 100
+
+// cpuTicks is the user and system time pid took, in clock ticks (0 once it
+// is gone).
+func cpuTicks(pid int) float64 {
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which may hold spaces.
+	f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return u + s
 }
 
 func envInt(name string, def int) int {

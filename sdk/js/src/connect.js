@@ -19,7 +19,7 @@ const MAX_ANSWER_BACKOFF_MS = 5_000;
 // A take may take wait_ms; past this much more the daemon is not answering.
 const TAKE_GRACE_MS = 30_000;
 
-const OPTIONS = ["url", "token", "tools", "maxInFlight", "takeWaitMs", "signal", "log", "onCall"];
+const OPTIONS = ["url", "token", "tools", "maxInFlight", "ahead", "takeWaitMs", "signal", "log", "onCall"];
 
 /**
  * ToubaWorkerRefusedError: the daemon refused the worker's token (401,
@@ -59,8 +59,11 @@ class StatusError extends Error {
 /**
  * connect runs a worker of tools (Tools from createTool, or definitions as
  * defineTool takes) against the daemon at url (its --listen address) with
- * the worker binding's token. It takes calls with long polls of takeWaitMs,
- * runs up to maxInFlight at once, answers each, and reconnects with
+ * the worker binding's token. It takes calls with long polls of takeWaitMs
+ * (up to ahead more than it can run: maxInFlight by default, none when
+ * maxInFlight is 1), runs up to maxInFlight at once in the order taken
+ * (a call taken ahead and past its deadline before it could start is not
+ * run), answers each, and reconnects with
  * jittered backoff (200 ms doubling to 30 s) while the daemon cannot be
  * reached or answers 5xx, saying so through log. When signal aborts it
  * takes no more calls, finishes and answers those in hand, and resolves.
@@ -79,12 +82,17 @@ export async function connect(options = {}) {
   if (typeof token !== "string" || token === "") throw new TypeError("connect: token is empty");
   const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
   if (!Number.isSafeInteger(maxInFlight) || maxInFlight < 1) throw new TypeError("connect: maxInFlight is not a positive integer");
+  // Calls taken before there is room to run them, so the next ones are in
+  // hand when one ends (see the Go SDK's Worker.Ahead): maxInFlight more
+  // by default, none at maxInFlight 1, which keeps the daemon's order.
+  const ahead = Math.max(options.ahead ?? (maxInFlight > 1 ? maxInFlight : 0), 0);
+  if (!Number.isSafeInteger(ahead)) throw new TypeError("connect: ahead is not an integer");
   const takeWaitMs = options.takeWaitMs ?? DEFAULT_TAKE_WAIT_MS;
   if (!Number.isSafeInteger(takeWaitMs) || takeWaitMs < 1) throw new TypeError("connect: takeWaitMs is not a positive integer");
   if (onCall !== undefined && typeof onCall !== "function") throw new TypeError("connect: onCall is not a function");
   if (options.log !== undefined && typeof options.log !== "function") throw new TypeError("connect: log is not a function");
   const log = options.log ?? ((msg) => process.stderr.write(`${msg}\n`));
-  const w = new Conn({ base: url.replace(/\/+$/, ""), token, log, onCall, takeWaitMs, maxInFlight });
+  const w = new Conn({ base: url.replace(/\/+$/, ""), token, log, onCall, takeWaitMs, maxInFlight, ahead });
   if (!Array.isArray(options.tools) || options.tools.length === 0) throw new TypeError("connect: a worker needs at least one tool");
   for (const t of options.tools) w.add(t instanceof Tool ? t : new Tool(t));
   return w.run(signal);
@@ -95,7 +103,9 @@ class Conn {
   constructor(settings) {
     Object.assign(this, settings);
     this.tools = new Map(); // tool_ref -> Tool that runs it here
-    this.inFlight = new Set(); // promises of the calls in hand
+    this.inFlight = new Set(); // promises of the calls in hand: taken, not yet answered
+    this.running = 0; // calls running: at most maxInFlight
+    this.turns = []; // resolvers of the calls taken ahead, in the order taken
     this.noAnswer = new Set(); // call ids whose run threw ToubaNoAnswer
     this.down = false; // the last take failed: say so when one succeeds
     this.roomFreed = null; // wakes the loop waiting for room
@@ -149,14 +159,14 @@ class Conn {
     for (;;) {
       // Wait for room for at least one call, then ask for as many as
       // there is room for.
-      while (this.inFlight.size >= this.maxInFlight && !signal?.aborted) {
+      while (this.inFlight.size >= this.maxInFlight + this.ahead && !signal?.aborted) {
         await new Promise((resolve) => (this.roomFreed = resolve));
         this.roomFreed = null;
       }
       if (signal?.aborted) return;
       let calls;
       try {
-        calls = await this.take(refs, this.maxInFlight - this.inFlight.size, signal);
+        calls = await this.take(refs, this.maxInFlight + this.ahead - this.inFlight.size, signal);
       } catch (err) {
         if (signal?.aborted) return;
         if (err instanceof ToubaWorkerRefusedError) throw err;
@@ -179,7 +189,7 @@ class Conn {
       }
       backoff = FIRST_BACKOFF_MS;
       for (const call of calls) {
-        const p = this.serve(call).finally(() => {
+        const p = this.serveInTurn(call).finally(() => {
           this.inFlight.delete(p);
           this.roomFreed?.();
         });
@@ -196,6 +206,27 @@ class Conn {
     const got = JSON.parse(text);
     if (!Array.isArray(got?.calls)) throw new Error("take answer: no calls array");
     return got.calls;
+  }
+
+  // serveInTurn runs call once fewer than maxInFlight run, in the order
+  // taken. A call taken ahead whose deadline passed before it could start
+  // is not run: the daemon has ended it (unknown) already, and may hand it
+  // to another worker.
+  async serveInTurn(call) {
+    if (this.running < this.maxInFlight) this.running++;
+    else await new Promise((resolve) => this.turns.push(resolve)); // the slot is handed over
+    try {
+      const due = call?.context?.deadline_unix_ms;
+      if (Number.isSafeInteger(due) && due > 0 && Date.now() >= due) {
+        this.log(`touba worker: call ${call?.context?.call_id} was past its deadline before it could start; not run`);
+        return;
+      }
+      await this.serve(call);
+    } finally {
+      const next = this.turns.shift();
+      if (next) next();
+      else this.running--;
+    }
   }
 
   // serve runs one call and answers it. The call runs to its end even when

@@ -8,6 +8,7 @@ handler.Connect."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import http.client
 import inspect
 import json
@@ -79,8 +80,11 @@ class Worker:
     arguments) for the daemon at url (its --listen address) with the worker
     binding's token.
 
-    run() takes calls with long polls of take_wait seconds, runs each in its
-    own thread (at most max_in_flight at once), answers each, and reconnects
+    run() takes calls with long polls of take_wait seconds (up to ahead more
+    than it can run: max_in_flight by default, none when max_in_flight is 1),
+    runs each in its own thread (at most max_in_flight at once, in the order
+    taken; a call taken ahead and past its deadline before it could start is
+    not run), answers each, and reconnects
     with jittered backoff (0.2 s doubling to 30 s) while the daemon cannot be
     reached or answers 5xx, saying so through log. stop(), or setting
     stop_event, makes it take no more calls, finish and answer those in
@@ -95,7 +99,7 @@ class Worker:
     def __init__(self, url: str, token: str, tools: Iterable[Tool | Mapping], *,
                  max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, take_wait: float = DEFAULT_TAKE_WAIT,
                  stop_event: threading.Event | None = None, log: Callable[[str], None] | None = None,
-                 on_call: Callable[[dict, dict, float], None] | None = None) -> None:
+                 on_call: Callable[[dict, dict, float], None] | None = None, ahead: int | None = None) -> None:
         u = urlsplit(url) if isinstance(url, str) else None
         if u is None or u.scheme not in ("http", "https") or not u.hostname:
             raise TypeError("connect: url is not an http(s) URL")
@@ -103,6 +107,8 @@ class Worker:
             raise TypeError("connect: token is empty")
         if not isinstance(max_in_flight, int) or isinstance(max_in_flight, bool) or max_in_flight < 1:
             raise TypeError("connect: max_in_flight is not a positive integer")
+        if ahead is not None and (not isinstance(ahead, int) or isinstance(ahead, bool)):
+            raise TypeError("connect: ahead is not an integer")
         if not isinstance(take_wait, (int, float)) or isinstance(take_wait, bool) or take_wait <= 0:
             raise TypeError("connect: take_wait is not a positive number of seconds")
         self._url = url.rstrip("/")
@@ -112,6 +118,13 @@ class Worker:
         self._prefix = u.path.rstrip("/")
         self._token = token
         self._max = max_in_flight
+        # Calls taken before there is room to run them, so the next ones are
+        # in hand when one ends (see the Go SDK's Worker.Ahead): max_in_flight
+        # more by default, none at max_in_flight 1, which keeps the daemon's
+        # order.
+        self._ahead = max(ahead if ahead is not None else (max_in_flight if max_in_flight > 1 else 0), 0)
+        self._running = 0  # calls running: at most max_in_flight
+        self._turns: collections.deque[threading.Event] = collections.deque()  # calls taken ahead, in order
         self._take_wait = float(take_wait)
         self._stop = stop_event if stop_event is not None else threading.Event()
         self._log = log or _default_log
@@ -120,6 +133,9 @@ class Worker:
         self._in_flight = 0
         self._calls: list[threading.Thread] = []
         self._take_conn: http.client.HTTPConnection | None = None
+        # Connections answers left open, for the next answers: a new TCP
+        # connection per call cost as much as the call.
+        self._idle: list[http.client.HTTPConnection] = []
         self._no_answer: set[str] = set()
         self._tools: dict[str, Tool] = {}
         for t in tools if not isinstance(tools, (str, Mapping, Tool)) else [tools]:
@@ -186,6 +202,10 @@ class Worker:
                 pending = list(self._calls)
             for t in pending:
                 t.join()
+            with self._cond:
+                idle, self._idle = self._idle, []
+            for conn in idle:
+                conn.close()
 
     def start(self) -> Worker:
         """Runs the worker in a thread of its own; join waits for it."""
@@ -228,11 +248,11 @@ class Worker:
             # Wait for room for at least one call, then ask for as many as
             # there is room for.
             with self._cond:
-                while self._in_flight >= self._max and not self._stop.is_set():
+                while self._in_flight >= self._max + self._ahead and not self._stop.is_set():
                     self._cond.wait()
                 if self._stop.is_set():
                     return
-                room = self._max - self._in_flight
+                room = self._max + self._ahead - self._in_flight
             try:
                 calls = self._take(refs, room)
             except WorkerRefusedError:
@@ -255,7 +275,14 @@ class Worker:
                 self._calls = [t for t in self._calls if t.is_alive()]
                 for call in calls:
                     self._in_flight += 1
-                    t = threading.Thread(target=self._serve, args=(call,), name="touba-call")
+                    # A run slot now, or a turn for one in the order taken.
+                    turn = None
+                    if self._running < self._max:
+                        self._running += 1
+                    else:
+                        turn = threading.Event()
+                        self._turns.append(turn)
+                    t = threading.Thread(target=self._serve, args=(call, turn), name="touba-call")
                     self._calls.append(t)
                     t.start()
 
@@ -266,12 +293,22 @@ class Worker:
             raise ValueError("take answer: no calls list")
         return got["calls"]
 
-    def _serve(self, call: Any) -> None:
-        """Runs one call and answers it. The call runs to its end even when
-        the worker is stopping (a clean stop finishes the calls in hand)."""
+    def _serve(self, call: Any, turn: threading.Event | None) -> None:
+        """Runs one call, once its turn comes (a call taken ahead), and
+        answers it. The call runs to its end even when the worker is
+        stopping (a clean stop finishes the calls in hand). A call taken
+        ahead whose deadline passed before it could start is not run: the
+        daemon has ended it (unknown) already, and may hand it to another
+        worker."""
+        if turn is not None:
+            turn.wait()  # the slot of the call before it is handed over
         start = time.monotonic()
         call_id = p.call_id_of(call)
         try:
+            due = (call.get("context") or {}).get("deadline_unix_ms") if isinstance(call, dict) else None
+            if isinstance(due, int) and due > 0 and time.time() * 1000 >= due:
+                self._log(f"touba worker: call {call_id} was past its deadline before it could start; not run")
+                return
             # A call for a tool this worker lacks is answered ToolRefMismatch by the first one.
             ref = call.get("tool_ref") if isinstance(call, dict) else None
             tool = self._tools.get(ref) if isinstance(ref, str) else None
@@ -288,6 +325,10 @@ class Worker:
             self._log(f"touba worker: call {call_id}: {traceback.format_exc()}")
         finally:
             with self._cond:
+                if self._turns:
+                    self._turns.popleft().set()
+                else:
+                    self._running -= 1
                 self._in_flight -= 1
                 self._cond.notify_all()
 
@@ -317,29 +358,56 @@ class Worker:
     def _post(self, path: str, body: bytes, timeout: float, take: bool = False) -> bytes:
         """Sends body to the daemon's path with the worker's token and returns
         the answer's body. 401 and 403 raise WorkerRefusedError. A take is
-        kept where stop() can cut it short."""
+        kept where stop() can cut it short, on a connection of its own; other
+        requests reuse the connections that answers left open."""
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = cls(self._host, self._port, timeout=timeout)
+        reused = None
+        if not take:
+            with self._cond:
+                reused = self._idle.pop() if self._idle else None
+        conn = reused or cls(self._host, self._port, timeout=timeout)
+        keep = False
         try:
             if take:
                 with self._cond:
                     if self._stop.is_set():
                         raise _Stopped()
                     self._take_conn = conn
-            conn.request("POST", self._prefix + path, body, {
-                "Content-Type": "application/json", "Authorization": f"Bearer {self._token}"})
-            if take:
-                # stop() may have come before the socket existed.
-                with self._cond:
-                    if self._stop.is_set():
-                        raise _Stopped()
-            resp = conn.getresponse()
+            headers = {"Content-Type": "application/json", "Authorization": f"Bearer {self._token}"}
+            try:
+                if reused is not None:
+                    conn.timeout = timeout
+                    if conn.sock is not None:
+                        conn.sock.settimeout(timeout)
+                conn.request("POST", self._prefix + path, body, headers)
+                if take:
+                    # stop() may have come before the socket existed.
+                    with self._cond:
+                        if self._stop.is_set():
+                            raise _Stopped()
+                resp = conn.getresponse()
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError):
+                if reused is None:
+                    raise
+                # The daemon closed the idle connection (its idle timeout)
+                # before reading this request: once more on a new one.
+                conn.close()
+                conn = cls(self._host, self._port, timeout=timeout)
+                conn.request("POST", self._prefix + path, body, headers)
+                resp = conn.getresponse()
             data = resp.read()
+            keep = not take and not resp.will_close
         finally:
             if take:
                 with self._cond:
                     self._take_conn = None
-            conn.close()
+            if keep:
+                with self._cond:
+                    if len(self._idle) < self._max + 2:
+                        self._idle.append(conn)
+                        conn = None
+            if conn is not None:
+                conn.close()
         if resp.status == 200:
             return data
         code = message = ""
@@ -366,7 +434,7 @@ def _describe(err: BaseException) -> str:
 def connect(url: str, token: str, tools: Iterable[Tool | Mapping], *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
             take_wait: float = DEFAULT_TAKE_WAIT, stop_event: threading.Event | None = None,
             log: Callable[[str], None] | None = None,
-            on_call: Callable[[dict, dict, float], None] | None = None) -> None:
+            on_call: Callable[[dict, dict, float], None] | None = None, ahead: int | None = None) -> None:
     """Runs a Worker of tools against the daemon at url with token until
     stop_event is set: it takes calls, runs up to max_in_flight at once,
     answers them, and reconnects with backoff while the daemon cannot be
@@ -375,4 +443,4 @@ def connect(url: str, token: str, tools: Iterable[Tool | Mapping], *, max_in_fli
     403, TypeError on bad arguments. Worker offers stop() and a context
     manager instead of an Event."""
     Worker(url, token, tools, max_in_flight=max_in_flight, take_wait=take_wait, stop_event=stop_event, log=log,
-           on_call=on_call).run()
+           on_call=on_call, ahead=ahead).run()
