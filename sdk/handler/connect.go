@@ -186,6 +186,10 @@ func (c *conn) loop(ctx context.Context) error {
 			wait := backoff/2 + rand.N(backoff/2+1)
 			c.logf("touba worker: cannot reach %s: %v; retrying in %s", c.base, err, wait.Round(time.Millisecond))
 			c.down = true
+			// The take may have died with its connection (a black hole
+			// keeps it open to the end of the take's bound): the next
+			// try dials anew rather than take an idle one leading nowhere.
+			c.w.Client.CloseIdleConnections()
 			backoff = min(backoff*2, maxBackoff)
 			select {
 			case <-time.After(wait):
