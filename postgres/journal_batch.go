@@ -59,7 +59,7 @@ func (j *Journal) queuePrepares(b *pgx.Batch, rows []pdRow) *flushPart {
 		tokens[r] = p.LeaseToken
 	}
 	now := j.db.now()
-	b.Queue(j.prepareDispatchedMany(), cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], tokens, now, j.owner)
+	b.Queue(j.db.hot.on(j.prepareDispatchedMany(), j.db.hot.suffix(cols[0])), cols[0], cols[1], cols[2], cols[3], cols[4], cols[5], cols[6], tokens, now, j.owner)
 	return writtenPart(len(rows), "prepare", func(ctx context.Context, r int, ok bool) error { return rows[r].done(ctx, now, ok) })
 }
 
@@ -102,7 +102,7 @@ func (j *Journal) queueOutcomes(b *pgx.Batch, rows []finRow) *flushPart {
 			results[r] = &s
 		}
 	}
-	b.Queue(finishMany, cols[0], cols[1], tokens, cols[2], cols[3], results, cols[4], cols[5], cols[6], cols[7], j.db.now(), j.owner)
+	b.Queue(j.db.hot.on(finishMany, j.db.hot.suffix(cols[0])), cols[0], cols[1], tokens, cols[2], cols[3], results, cols[4], cols[5], cols[6], cols[7], j.db.now(), j.owner)
 	return writtenPart(len(rows), "finish", func(ctx context.Context, r int, ok bool) error { return rows[r].done(ctx, ok) })
 }
 
@@ -133,14 +133,14 @@ FROM i WHERE e.queue_id = i.queue_id AND e.status = 'running' AND e.lease_token 
 RETURNING i.n, e.trigger_ref, e.conc_key, e.conc_max, e.status`
 
 // queueEnds queues the statement of rows on b.
-func queueEnds(b *pgx.Batch, rows []endRow, now string) *flushPart {
+func queueEnds(b *pgx.Batch, rows []endRow, now string, hot *hotLeaves) *flushPart {
 	cols := make([][]string, 4)
 	tokens := make([]int64, len(rows))
 	for r, row := range rows {
 		appendRow(cols, row.queueID, row.status, row.code, row.message)
 		tokens[r] = row.token
 	}
-	b.Queue(endMany, cols[0], tokens, cols[1], cols[2], cols[3], now)
+	b.Queue(hot.on(endMany, hot.suffix(cols[0])), cols[0], tokens, cols[1], cols[2], cols[3], now)
 	ended := make([]*endedRow, len(rows))
 	return &flushPart{
 		read: func(br pgx.BatchResults) error {
