@@ -46,12 +46,7 @@ func (q *Queue) claim(ctx context.Context, tx *Tx, pick string, n int, out []*to
 	for _, set := range claimPlanSets {
 		b.Queue(set)
 	}
-	b.Queue(`WITH old AS (SELECT * FROM (`+pick+`) p LIMIT `+strconv.Itoa(claimCap(n))+`)
-		UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = `+q.db.dbExpiry()+`,
-			lease_token = nextval('touba.lease_tokens'), updated_at = $1, leased = true,
-			held = e.held AND e.hold_on IS NULL, hold_on = NULL
-		FROM old WHERE e.queue_id = old.queue_id
-		RETURNING old.status, old.owner, NOT old.leased, `+qualified("e."), append([]any{q.db.now(), n, q.db.cfg.NodeID}, extra...)...)
+	b.Queue(q.claimSQL(pick, n), append([]any{q.db.now(), n, q.db.cfg.NodeID}, extra...)...)
 	for _, reset := range claimPlanResets {
 		b.Queue(reset)
 	}
@@ -74,6 +69,16 @@ func (q *Queue) claim(ctx context.Context, tx *Tx, pick string, n int, out []*to
 		}
 	}
 	return out, took, br.Close()
+}
+
+// claimSQL is claim's statement.
+func (q *Queue) claimSQL(pick string, n int) string {
+	return `WITH old AS (SELECT * FROM (` + pick + `) p LIMIT ` + strconv.Itoa(claimCap(n)) + `)
+		UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = ` + q.db.dbExpiry() + `,
+			lease_token = nextval('touba.lease_tokens'), updated_at = $1, leased = true,
+			held = e.held AND e.hold_on IS NULL, hold_on = NULL
+		FROM old WHERE e.queue_id = old.queue_id
+		RETURNING old.status, old.owner, NOT old.leased, ` + qualified("e.")
 }
 
 // scanClaimed reads a claim's leased entries from br.
