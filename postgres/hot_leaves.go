@@ -120,6 +120,17 @@ func find(list []hotLeaf, id string) (hotLeaf, bool) {
 	return hotLeaf{}, false
 }
 
+// load reads the partitions now (Open: before the first batch, which a
+// refresh behind the busy pool's connections took seconds to serve).
+func (h *hotLeaves) load(ctx context.Context) {
+	began := time.Now()
+	if list, err := readHotLeaves(ctx, h.pool); err == nil {
+		h.mu.Lock()
+		h.list, h.at, h.tried = list, began, began
+		h.mu.Unlock()
+	}
+}
+
 // refresh reads the partitions again in the background, one read at a time.
 func (h *hotLeaves) refresh() {
 	if !h.refreshing.CompareAndSwap(false, true) {

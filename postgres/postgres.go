@@ -275,6 +275,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		s.Close()
 		return nil, err
 	}
+	d.hot.load(ctx)
 	// Rows of a table openPartitions attached again were never seen by
 	// the held counts' triggers.
 	if err := s.Queue.recountHolds(ctx); err != nil {
