@@ -58,6 +58,7 @@ type hotLeaves struct {
 	at         time.Time // when list was read; zero: never, or stale
 	tried      time.Time // the last refresh begun
 	gen        int64     // stale's count: a read begun before the last stale is not kept
+	want       bool      // stale: read again at the next lookup
 	refreshing atomic.Bool
 	sql        sync.Map // statement text and suffix -> the statement on the partition
 }
@@ -69,13 +70,26 @@ const hotLeavesAge = 10 * time.Second
 func newHotLeaves(pool *pgxpool.Pool) *hotLeaves { return &hotLeaves{pool: pool} }
 
 // stale makes the next lookup refresh the list: this node created,
-// attached, detached or dropped partitions.
+// attached, detached or dropped partitions. The list serves meanwhile
+// (a refresh waits for one of the pool's connections, which a drain keeps
+// busy): a partition it names that is gone fails one batch (gone).
 func (h *hotLeaves) stale() {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
-	h.at, h.tried = time.Time{}, time.Time{}
+	h.want = true
+	h.gen++
+	h.mu.Unlock()
+}
+
+// gone drops the list: a batch named a partition no longer there.
+func (h *hotLeaves) gone() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.list, h.at, h.want = nil, time.Time{}, true
 	h.gen++
 	h.mu.Unlock()
 }
@@ -87,12 +101,12 @@ func (h *hotLeaves) suffix(ids []string) string {
 		return ""
 	}
 	h.mu.RLock()
-	list, at, tried := h.list, h.at, h.tried
+	list, at, tried, want := h.list, h.at, h.tried, h.want
 	h.mu.RUnlock()
 	now := time.Now()
 	old := now.Sub(at) > hotLeavesAge
 	l, ok := find(list, ids[0])
-	if (old || !ok) && now.Sub(tried) > time.Second {
+	if want || (old || !ok) && now.Sub(tried) > time.Second {
 		h.refresh()
 	}
 	if !ok || at.IsZero() {
@@ -126,7 +140,7 @@ func (h *hotLeaves) load(ctx context.Context) {
 	began := time.Now()
 	if list, err := readHotLeaves(ctx, h.pool); err == nil {
 		h.mu.Lock()
-		h.list, h.at, h.tried = list, began, began
+		h.list, h.at, h.tried, h.want = list, began, began, false
 		h.mu.Unlock()
 	}
 }
@@ -137,7 +151,7 @@ func (h *hotLeaves) refresh() {
 		return
 	}
 	h.mu.Lock()
-	h.tried = time.Now()
+	h.tried, h.want = time.Now(), false
 	gen := h.gen
 	h.mu.Unlock()
 	go func() {
@@ -153,7 +167,7 @@ func (h *hotLeaves) refresh() {
 		if h.gen == gen {
 			h.list, h.at = list, began
 		} else {
-			h.tried = time.Time{} // made stale meanwhile: read again
+			h.want = true // made stale meanwhile: read again
 		}
 		h.mu.Unlock()
 	}()

@@ -111,7 +111,7 @@ func TestBatchOnDroppedPartitionRunsAgain(t *testing.T) {
 	}
 	runAll(t, st, ds)
 	h.mu.RLock()
-	stale := h.at.IsZero() || h.list[0].suffix != "_p19700101t000000000"
+	stale := h.at.IsZero() || len(h.list) == 0 || h.list[0].suffix != "_p19700101t000000000"
 	h.mu.RUnlock()
 	if !stale {
 		t.Error("the cache still names the dropped partition as fresh")

@@ -130,7 +130,7 @@ func (t *Tx) flushWith(ctx context.Context, runs bool) error {
 	}
 	t.d.err = t.pipeline(ctx, b, parts)
 	if undefinedTable(t.d.err) {
-		t.b.hot.stale() // a partition named was dropped: read them again
+		t.b.hot.gone() // a partition named was dropped: read them again
 	}
 	return t.d.err
 }
