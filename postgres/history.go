@@ -48,8 +48,10 @@ func (h *History) Prune(ctx context.Context, before time.Time) (touba.PruneRepor
 	}
 	// Before the partitions ahead: a table all of whose partitions an
 	// earlier build detached has no index to copy for them.
-	if _, _, err := d.reattachOrphans(ctx); err != nil {
+	if attached, _, err := d.reattachOrphans(ctx); err != nil {
 		return rep, err
+	} else if len(attached) > 0 {
+		d.hot.stale()
 	}
 	created, ok, err := d.ensureAhead(ctx, width)
 	rep.Created = created

@@ -320,6 +320,7 @@ func (d *db) forgetRange(ctx context.Context, r rangeLeaves, from, to int64) (en
 		}
 	}
 	crashpoint.Hit(CrashAfterDetach)
+	d.hot.stale()
 	dropped, err = d.dropDetached(ctx)
 	return entries, kept, dropped, err
 }

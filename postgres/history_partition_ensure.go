@@ -90,6 +90,9 @@ func (d *db) ensureAhead(ctx context.Context, width time.Duration) (created int,
 		created, err = ensureRange(ctx, tx, width, now, now+partitionAhead(width).Milliseconds())
 		return err
 	})
+	if created > 0 {
+		d.hot.stale()
+	}
 	return created, ok, err
 }
 

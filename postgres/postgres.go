@@ -151,6 +151,8 @@ type db struct {
 	deferred deferCounts
 	// ids makes queue and delivery ids of cfg.Now's time.
 	ids uuidv7.Generator
+	// hot: the time partitions the batch statements name (hot_leaves.go).
+	hot *hotLeaves
 }
 
 // writer is the writer of an entry's own changes: always the same one for
@@ -237,6 +239,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	}
 	d := &db{pool: pool, cfg: c, log: c.Log, pooled: pooled, begin: beginSQL(c.Timeout, pooled)}
 	d.ids.Now = c.Now
+	d.hot = newHotLeaves(pool)
 	if c.Register {
 		if err := d.register(ctx); err != nil {
 			return nil, err
@@ -249,7 +252,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 	// one that fails makes the batch run again with them (internal/commit).
 	for range c.Writers {
 		d.ws = append(d.ws, commit.New[*Tx](backend{pool: pool, now: d.now, begin: d.begin, set: d.set(),
-			timeout: c.Timeout, dc: &d.deferred},
+			timeout: c.Timeout, dc: &d.deferred, hot: d.hot},
 			commit.Options{MaxBatch: 1024, Queue: 4096, Timeout: c.Timeout, Optimistic: true}))
 	}
 	d.w = d.ws[0]
@@ -272,6 +275,7 @@ func Open(ctx context.Context, c Config) (_ *Store, err error) {
 		s.Close()
 		return nil, err
 	}
+	d.hot.load(ctx)
 	// Rows of a table openPartitions attached again were never seen by
 	// the held counts' triggers.
 	if err := s.Queue.recountHolds(ctx); err != nil {

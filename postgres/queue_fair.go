@@ -23,7 +23,7 @@ var _ touba.FairQueue = (*Queue)(nil)
 
 const (
 	// pickTrigger is one trigger's ask ($4 its ref).
-	pickTrigger = `SELECT queue_id FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = $4
+	pickTrigger = `SELECT ` + pickCols + ` FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = $4
 		AND (e.not_before IS NULL OR e.not_before <= $1)
 		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = $4)
 		ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED`
@@ -31,16 +31,16 @@ const (
 	// at): the first of each key value among its oldest runnable, then the
 	// second of each... Those looked at are locked for the transaction,
 	// leased or not (a window function cannot take FOR UPDATE itself).
-	pickByKey = `SELECT queue_id FROM (
-		SELECT queue_id, ROW_NUMBER() OVER (PARTITION BY conc_key ORDER BY queue_id COLLATE "C") AS turn FROM (
-			SELECT queue_id, conc_key FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = $4
+	pickByKey = `SELECT queue_id, status, owner, leased FROM (
+		SELECT queue_id, status, owner, leased, ROW_NUMBER() OVER (PARTITION BY conc_key ORDER BY queue_id COLLATE "C") AS turn FROM (
+			SELECT ` + pickCols + `, conc_key FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = $4
 				AND (e.not_before IS NULL OR e.not_before <= $1)
 				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = $4)
 			ORDER BY e.queue_id COLLATE "C" LIMIT $5 FOR UPDATE SKIP LOCKED) w) r
 		ORDER BY turn, queue_id COLLATE "C" LIMIT $2`
 	// pickHold is a hold's ask ($4 the binding): its oldest entries, of
 	// triggers not paused (of trigger $5 only, when not '').
-	pickHold = `SELECT queue_id FROM touba.entries e WHERE e.hold_on = $4 AND e.status = 'pending'
+	pickHold = `SELECT ` + pickCols + ` FROM touba.entries e WHERE e.hold_on = $4 AND e.status = 'pending'
 		AND ($5::text = '' OR e.trigger_ref = $5)
 		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 		ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED`

@@ -151,7 +151,7 @@ func (c *Circuits) Circuits(ctx context.Context) ([]touba.CircuitState, error) {
 }
 
 // pickPending picks the oldest due pending entries no key holds back.
-const pickPending = `SELECT queue_id FROM touba.entries e WHERE status = 'pending' AND NOT held AND (not_before IS NULL OR not_before <= $1)
+const pickPending = `SELECT ` + pickCols + ` FROM touba.entries e WHERE status = 'pending' AND NOT held AND (not_before IS NULL OR not_before <= $1)
 	AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 	ORDER BY queue_id LIMIT $2 FOR UPDATE SKIP LOCKED`
 
@@ -172,8 +172,8 @@ const readyRefs = `WITH RECURSIVE refs(ref) AS (
 const pickAround = readyRefs + `,
 	active AS (SELECT ref FROM refs WHERE ref IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = refs.ref))
-	SELECT c.queue_id FROM active CROSS JOIN LATERAL (
-		SELECT queue_id FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = active.ref
+	SELECT c.* FROM active CROSS JOIN LATERAL (
+		SELECT ` + pickCols + ` FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = active.ref
 			AND (e.not_before IS NULL OR e.not_before <= $1) ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED) c
 	ORDER BY c.queue_id LIMIT $2`
 

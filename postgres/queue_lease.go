@@ -111,7 +111,7 @@ func (q *Queue) leaseBegin(ctx context.Context, tx *Tx, now string) (pending str
 // expiredPick selects, for claim, the running entries whose lease expired
 // by the database's clock, oldest expiry first, but a paused trigger's.
 func (q *Queue) expiredPick() string {
-	return `SELECT queue_id FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
+	return `SELECT ` + pickCols + ` FROM touba.entries e WHERE status = 'running' AND lease_expires_at < ` + q.db.dbNow() + `
 		AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = e.trigger_ref)
 		ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED`
 }
@@ -129,41 +129,6 @@ func (q *Queue) leased(drained bool, took []takeOver) {
 		q.db.log.Warn().Str("event", "lease.taken_over").Str("queue_id", t.queueID).Str("previous_node", t.oldOwner).
 			Msg("lease expired; entry taken over from another node")
 	}
-}
-
-// claim leases the entries pick selects (its $1 the time, $2 the limit,
-// $3 this node, then extra), up to n, appending them to out and the
-// expired leases it took over to took. An entry handed back on a hold
-// is no longer held once leased.
-func (q *Queue) claim(ctx context.Context, tx *Tx, pick string, n int, out []*touba.Delivery, took []takeOver,
-	extra ...any) ([]*touba.Delivery, []takeOver, error) {
-	rows, err := tx.Query(ctx, `WITH picked AS (`+pick+`),
-		old AS (SELECT e.queue_id, e.status, COALESCE(e.lease_owner, '') AS owner, e.leased FROM touba.entries e JOIN picked USING (queue_id))
-		UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = `+q.db.dbExpiry()+`,
-			lease_token = nextval('touba.lease_tokens'), updated_at = $1, leased = true,
-			held = e.held AND e.hold_on IS NULL, hold_on = NULL
-		FROM old WHERE e.queue_id = old.queue_id
-		RETURNING old.status, old.owner, NOT old.leased, `+qualified("e."), append([]any{q.db.now(), n, q.db.cfg.NodeID}, extra...)...)
-	if err != nil {
-		return out, took, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var was, oldOwner string
-		var first bool
-		d, err := scanEntry(prefixScanner{rows, []any{&was, &oldOwner, &first}})
-		if err != nil {
-			return out, took, err
-		}
-		// Never leased before: no run has written a checkpoint
-		// (migration 0012), so the dispatcher skips reading them.
-		d.FirstLease = first
-		if was == touba.StatusRunning {
-			took = append(took, takeOver{queueID: d.QueueID, oldOwner: oldOwner})
-		}
-		out = append(out, d)
-	}
-	return out, took, rows.Err()
 }
 
 // qualified is entryColumns with each column read from alias p.

@@ -91,6 +91,7 @@ type backend struct {
 	set     string        // setLocal behind a pooler; "" when the session has the bounds
 	timeout time.Duration // a rollback's bound
 	dc      *deferCounts  // what flushes took (tx_deferred.go)
+	hot     *hotLeaves    // the time partitions a flush may name (hot_leaves.go)
 }
 
 // Batch runs fn on a transaction begun when its first statement needs it

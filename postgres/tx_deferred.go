@@ -122,13 +122,16 @@ func (t *Tx) flushWith(ctx context.Context, runs bool) error {
 		parts = append(parts, t.d.jr.queueOutcomes(b, fin))
 	}
 	if len(ends) > 0 {
-		parts = append(parts, queueEnds(b, ends, t.b.now()))
+		parts = append(parts, queueEnds(b, ends, t.b.now(), t.b.hot))
 	}
 	if runs {
 		parts = append(parts, queueRuns(b, t.runs))
 		t.runs = nil
 	}
 	t.d.err = t.pipeline(ctx, b, parts)
+	if undefinedTable(t.d.err) {
+		t.b.hot.gone() // a partition named was dropped: read them again
+	}
 	return t.d.err
 }
 
