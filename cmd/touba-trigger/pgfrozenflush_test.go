@@ -23,16 +23,19 @@ import (
 func TestFrozenFlushStallsNoOther(t *testing.T) {
 	dsn := pgtest.New(t)
 	node := frozenNodes(t, dsn)
-	// The entries first, through a node that runs none of them.
+	// The entries through a node that runs none of them, once node a
+	// listens: had they been there before, a's dispatcher could freeze in
+	// its first flush before a logged that it listens (the dispatcher
+	// starts first), and the test would wait for that line in vain.
 	in := node("flush-intake", nil, 0)
+	a := node("flush-a", []string{"TOUBA_CRASHPOINT=stop:" + postgres.CrashFlushSent}, 4)
+	defer a.Signal(syscall.SIGCONT) // so that the clean-up's SIGKILL ends it
 	const n = 20
 	for i := range n {
 		if st, _ := postTimed(in.URL(), "frozen/Plain", fmt.Sprintf("f-%d", i), `{"n":1}`, 10*time.Second); st != http.StatusAccepted {
 			t.Fatalf("delivery f-%d: %d", i, st)
 		}
 	}
-	a := node("flush-a", []string{"TOUBA_CRASHPOINT=stop:" + postgres.CrashFlushSent}, 4)
-	defer a.Signal(syscall.SIGCONT) // so that the clean-up's SIGKILL ends it
 	testkit.WaitFor(t, 30*time.Second, func() bool { return stopped(a.Cmd.Process.Pid) }, "node a to freeze in a flush")
 
 	b := node("flush-b", nil, 4)
