@@ -25,6 +25,7 @@ import (
 	"github.com/touba/touba-trigger/dedupe"
 	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sqlite/queue"
+	"github.com/touba/touba-trigger/trigger"
 )
 
 // benchTool is testdata/benchtool.
@@ -50,23 +51,44 @@ const benchProgram = `{"air_version": "touba-air-v1", "triggers": [
 // daemon's and the tool's, from /proc), steadier than calls/s on a box
 // other work shares.
 //
+// The prefilled entries carry the trigger's program digest, as intake gives
+// every entry it accepts: an entry without it looks accepted under another
+// definition and pays a read of its gathering and of its cancels a run.
+//
 // WORKER_BENCH_N (default 5000) and WORKER_BENCH_L (default 200) set N and L;
 // WORKER_BENCH_POLL_MS (default 10) how often /metrics is read for the
 // count (each read costs the daemon a few ms of CPU: the slower kind, read
 // more often per call, pays more of it).
+// WORKER_BENCH_REF_BIN and WORKER_BENCH_REF_TOOL (another build's daemon and
+// benchtool) add a third run each round, that build's worker, between the
+// process and this build's worker, so two builds compare in one run;
+// WORKER_BENCH_PPROF (a folder) writes an 8 s CPU profile of each worker
+// run's daemon there, taken once a tenth of the calls are applied.
 func BenchmarkWorkerVsProcess(b *testing.B) {
 	if testing.Short() {
 		b.Skip("runs the real binary for a minute")
 	}
 	n, l := envInt("WORKER_BENCH_N", 5000), envInt("WORKER_BENCH_L", 200)
-	for range b.N {
-		proc := benchKind(b, "process", n, l)
-		work := benchKind(b, "worker", n, l)
+	ours := benchBuild{bin: testkit.Binary(b), tool: benchTool}
+	ref := benchBuild{bin: os.Getenv("WORKER_BENCH_REF_BIN"), tool: os.Getenv("WORKER_BENCH_REF_TOOL")}
+	for i := range b.N {
+		proc := benchKind(b, ours, "process", n, l, fmt.Sprintf("process-%d", i))
+		if ref.bin != "" && ref.tool != "" {
+			r := benchKind(b, ref, "worker", n, l, fmt.Sprintf("ref-%d", i))
+			b.ReportMetric(r.rate, "ref-worker-calls/s")
+			b.ReportMetric(r.rate/proc.rate, "ref-worker/process")
+			b.ReportMetric(r.cpu, "ref-worker-cpu-ms/call")
+			b.ReportMetric(r.commits, "ref-worker-commits/call")
+			b.ReportMetric(ms(r.p50), "ref-worker-p50-ms")
+		}
+		work := benchKind(b, ours, "worker", n, l, fmt.Sprintf("ours-%d", i))
 		b.ReportMetric(proc.rate, "process-calls/s")
 		b.ReportMetric(work.rate, "worker-calls/s")
 		b.ReportMetric(work.rate/proc.rate, "worker/process")
 		b.ReportMetric(proc.cpu, "process-cpu-ms/call")
 		b.ReportMetric(work.cpu, "worker-cpu-ms/call")
+		b.ReportMetric(proc.commits, "process-commits/call")
+		b.ReportMetric(work.commits, "worker-commits/call")
 		b.ReportMetric(ms(proc.p50), "process-p50-ms")
 		b.ReportMetric(ms(proc.p99), "process-p99-ms")
 		b.ReportMetric(ms(work.p50), "worker-p50-ms")
@@ -77,12 +99,16 @@ func BenchmarkWorkerVsProcess(b *testing.B) {
 type benchFigures struct {
 	rate     float64
 	cpu      float64 // ms of CPU a call, the daemon's and the tool's
+	commits  float64 // the queue's and the journal's commits a call
 	p50, p99 time.Duration
 }
 
-func benchKind(b *testing.B, kind string, n, l int) benchFigures {
+// benchBuild is one build's daemon and benchtool.
+type benchBuild struct{ bin, tool string }
+
+func benchKind(b *testing.B, build benchBuild, kind string, n, l int, name string) benchFigures {
 	dir := b.TempDir()
-	handler := fmt.Sprintf(`{"kind": "process", "command": %q, "persistent": {"max_in_flight": 16}}`, benchTool)
+	handler := fmt.Sprintf(`{"kind": "process", "command": %q, "persistent": {"max_in_flight": 16}}`, build.tool)
 	if kind == "worker" {
 		handler = `{"kind": "worker", "token": {"env": "WK_TOKEN"}}`
 	}
@@ -95,7 +121,7 @@ func benchKind(b *testing.B, kind string, n, l int) benchFigures {
 			b.Fatal(err)
 		}
 	}
-	prefill(b, q, n)
+	prefill(b, q, n, benchDigest(b))
 	pings := make(chan time.Time, 1)
 	rl, err := net.Listen("tcp", "127.0.0.1:18977") // testdata/benchtool's remoteURL
 	if err != nil {
@@ -117,14 +143,24 @@ func benchKind(b *testing.B, kind string, n, l int) benchFigures {
 	metrics := "http://" + ml.Addr().String() + "/metrics"
 	ml.Close()
 	env := []string{"WK_TOKEN=" + token}
-	d := testkit.Start(b, env, "serve", prog, "--manifest", man, "--queue", q,
+	pprofDir, pprofAddr := os.Getenv("WORKER_BENCH_PPROF"), ""
+	if pprofDir != "" {
+		pl, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		pprofAddr = pl.Addr().String()
+		pl.Close()
+		env = append(env, "TOUBA_PPROF="+pprofAddr)
+	}
+	d := testkit.StartCmd(b, exec.Command(build.bin, "serve", prog, "--manifest", man, "--queue", q,
 		"--state", filepath.Join(dir, "s.sqlite"), "--effect-journal", filepath.Join(dir, "j.sqlite"),
-		"--admin-socket", filepath.Join(dir, "admin.sock"), "--listen", "127.0.0.1:0", "--metrics-listen", ml.Addr().String())
+		"--admin-socket", filepath.Join(dir, "admin.sock"), "--listen", "127.0.0.1:0", "--metrics-listen", ml.Addr().String()), env)
 	// The tool's process: the worker, or the persistent handler (the
 	// daemon's child, found once it runs).
 	var tool *os.Process
 	if kind == "worker" {
-		cmd := exec.Command(benchTool)
+		cmd := exec.Command(build.tool)
 		cmd.Env = append(os.Environ(), append(env, "URL="+d.URL(), "TOKEN="+token)...)
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
@@ -148,16 +184,26 @@ func benchKind(b *testing.B, kind string, n, l int) benchFigures {
 	}
 
 	var t0 time.Time
-	a0, c0 := 0, 0.0
+	a0, c0, k0 := 0, 0.0, 0
+	var profiled sync.WaitGroup
+	defer profiled.Wait()
 	poll := time.Duration(envInt("WORKER_BENCH_POLL_MS", 10)) * time.Millisecond
 	testkit.WaitForReport(b, time.Duration(envInt("WORKER_BENCH_WAIT_S", 600))*time.Second, testkit.Every(poll, func() bool {
 		a := applied(metrics)
 		if t0.IsZero() && a >= n/10 {
-			t0, a0, c0 = time.Now(), a, cpu()
+			t0, a0, c0, k0 = time.Now(), a, cpu(), commits(metrics)
+			if pprofAddr != "" {
+				profiled.Add(1)
+				go func() {
+					defer profiled.Done()
+					benchProfile(b, pprofAddr, filepath.Join(pprofDir, name+".pprof"))
+				}()
+			}
 		}
 		return a >= n
 	}), "every prefilled call applied", func() { b.Log(d.Log()) })
-	fig := benchFigures{rate: float64(n-a0) / time.Since(t0).Seconds(), cpu: (cpu() - c0) * 1000 / clockTicks / float64(n-a0)}
+	fig := benchFigures{rate: float64(n-a0) / time.Since(t0).Seconds(), cpu: (cpu() - c0) * 1000 / clockTicks / float64(n-a0),
+		commits: float64(commits(metrics)-k0) / float64(n-a0)}
 
 	var lat []time.Duration
 	for i := range l {
@@ -182,9 +228,39 @@ func benchKind(b *testing.B, kind string, n, l int) benchFigures {
 	return fig
 }
 
+// benchDigest is trigger:bench/Orders's program digest, which intake
+// would give each of its entries.
+func benchDigest(b *testing.B) string {
+	p, err := trigger.ParseProgram("bench.air.json", []byte(benchProgram))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p.Triggers[0].Digest
+}
+
+// benchProfile writes an 8 s CPU profile of the daemon serving pprof at
+// addr to path.
+func benchProfile(b *testing.B, addr, path string) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=8")
+	if err != nil {
+		b.Log(err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		b.Log(err)
+		return
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Log(err)
+	}
+}
+
 // prefill puts n pending deliveries of trigger:bench/Orders in the queue
-// file at path.
-func prefill(b *testing.B, path string, n int) {
+// file at path, accepted under digest.
+func prefill(b *testing.B, path string, n int, digest string) {
 	ctx := context.Background()
 	q, err := queue.Open(ctx, path, queue.Options{MaxPending: int64(n) + 1000})
 	if err != nil {
@@ -201,7 +277,7 @@ func prefill(b *testing.B, path string, n int) {
 			defer wg.Done()
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
 				d := &touba.Delivery{TriggerRef: "trigger:bench/Orders", EventID: fmt.Sprintf("pre-%d", i), Digest: dedupe.Digest(body),
-					Body: body, Headers: map[string]string{"content-type": "application/json"}, RemoteAddr: "prefill"}
+					Body: body, Headers: map[string]string{"content-type": "application/json"}, RemoteAddr: "prefill", ProgramDigest: digest}
 				if _, err := q.Enqueue(ctx, d); err != nil {
 					b.Error(err)
 					return
@@ -210,6 +286,26 @@ func prefill(b *testing.B, path string, n int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// commits is touba_queue_commits_total plus touba_journal_commits_total at
+// url: each a transaction and a sync.
+func commits(url string) int {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	total := 0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && (f[0] == "touba_queue_commits_total" || f[0] == "touba_journal_commits_total") {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			total += int(v)
+		}
+	}
+	return total
 }
 
 // applied is touba_handler_calls_total{outcome="applied"} at url.

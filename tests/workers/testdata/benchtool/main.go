@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/touba/touba-trigger/sdk/handler"
@@ -51,6 +52,10 @@ func main() {
 	defer stop()
 	w := &handler.Worker{URL: os.Getenv("URL"), Token: os.Getenv("TOKEN"), Tools: []handler.Tool{tool},
 		Logf: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }}
+	// AHEAD sets Worker.Ahead, for trying other depths than the default.
+	if n, err := strconv.Atoi(os.Getenv("AHEAD")); err == nil {
+		w.Ahead = n
+	}
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
