@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -98,11 +99,27 @@ func count(ctx context.Context, conn *pgx.Conn, status string) int64 {
 }
 
 // busy says whether an entry is still pending or running (or the schema
-// is not there yet).
-func busy(ctx context.Context, conn *pgx.Conn) bool {
-	var yes bool
-	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM touba.entries WHERE status IN ('pending', 'running'))`).Scan(&yes)
-	return err != nil || yes
+// is not there yet). from is the smallest queue id among those, found
+// anew at each probe from the last one up: a literal in the text, so that
+// the plan made for it prunes the time partitions below it, and the scan
+// passes only the entries finished since the probe before. An entry
+// pending or running again keeps its id and is never below from (it was
+// unfinished when from was found), and the daemons make no entries while
+// they drain; the final count is the check. Without the bound each probe
+// opened every partition's index, 2-4.5 ms at 72 partitions every 20 ms,
+// counted in the database's CPU per effect as if the daemon's.
+func busy(ctx context.Context, conn *pgx.Conn, from *string) bool {
+	var first string
+	lit := strings.ReplaceAll(*from, "'", "''")
+	err := conn.QueryRow(ctx, `SELECT queue_id FROM touba.entries WHERE queue_id >= '`+lit+`'
+		AND status IN ('pending', 'running') ORDER BY queue_id LIMIT 1`).Scan(&first)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false
+	} else if err != nil {
+		return true
+	}
+	*from = first
+	return true
 }
 
 func serve() {
@@ -174,12 +191,13 @@ func wait(ctx context.Context, url string, n int) {
 		log.Fatal(err)
 	}
 	start := time.Now()
+	var from string
 	// Poll with a statement that stops at the first entry not yet done
 	// (an index probe), not a count of the whole table: a COUNT(*) every
 	// 20 ms was a fifth of the database's statement time in the figures
 	// it measured (issue 28). The full count is taken once at the end.
 	for {
-		for busy(ctx, conn) {
+		for busy(ctx, conn, &from) {
 			if time.Since(start) > 10*time.Minute {
 				log.Fatal("not done within 10 minutes")
 			}
