@@ -60,7 +60,7 @@ type hotLeaves struct {
 	gen        int64     // stale's count: a read begun before the last stale is not kept
 	want       bool      // stale: read again at the next lookup
 	refreshing atomic.Bool
-	sql        sync.Map // statement text and suffix -> the statement on the partition
+	sql        sync.Map // suffix, NUL, statement text -> the statement on the partition (pruned by keep)
 }
 
 // hotLeavesAge bounds how long a partition another node added or dropped
@@ -142,7 +142,24 @@ func (h *hotLeaves) load(ctx context.Context) {
 		h.mu.Lock()
 		h.list, h.at, h.tried, h.want = list, began, began, false
 		h.mu.Unlock()
+		h.keep(list)
 	}
+}
+
+// keep drops the statements made for partitions list no longer holds: a
+// new partition comes every width (every 10 s at the floor), and each
+// would otherwise keep its statements for the daemon's life.
+func (h *hotLeaves) keep(list []hotLeaf) {
+	live := make(map[string]bool, len(list))
+	for _, l := range list {
+		live[l.suffix] = true
+	}
+	h.sql.Range(func(k, _ any) bool {
+		if suffix, _, _ := strings.Cut(k.(string), "\x00"); !live[suffix] {
+			h.sql.Delete(k)
+		}
+		return true
+	})
 }
 
 // refresh reads the partitions again in the background, one read at a time.
@@ -164,12 +181,16 @@ func (h *hotLeaves) refresh() {
 			return // the parent meanwhile; tried again in a second
 		}
 		h.mu.Lock()
-		if h.gen == gen {
+		kept := h.gen == gen
+		if kept {
 			h.list, h.at = list, began
 		} else {
 			h.want = true // made stale meanwhile: read again
 		}
 		h.mu.Unlock()
+		if kept {
+			h.keep(list)
+		}
 	}()
 }
 

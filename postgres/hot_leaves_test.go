@@ -223,3 +223,18 @@ func TestBatchEndReadsOnlyItsRows(t *testing.T) {
 		t.Logf("the end of 25 entries read %.0f rows of entries", rows)
 	}
 }
+
+// The statements made for a partition go with it: a new one comes every
+// width (10 s at the floor), and each kept its statements for good.
+func TestHotLeavesKeepsOnlyListedStatements(t *testing.T) {
+	h := newHotLeaves(nil)
+	for _, suffix := range []string{"_p1", "_p2", "_p3"} {
+		h.on(`UPDATE touba.entries e SET x = 1`, suffix)
+	}
+	h.keep([]hotLeaf{{from: 0, to: 10, suffix: "_p3"}})
+	var left []string
+	h.sql.Range(func(k, _ any) bool { left = append(left, k.(string)); return true })
+	if len(left) != 1 || !strings.HasPrefix(left[0], "_p3\x00") {
+		t.Errorf("statements kept: %q, want those of _p3 only", left)
+	}
+}
