@@ -72,17 +72,7 @@ func TestNetworkIsolationAsTheDaemonsUser(t *testing.T) {
 			case "credential":
 				asNobody(t, dir, cmd)
 			case "setpriv":
-				setpriv, err := exec.LookPath("setpriv")
-				if err != nil {
-					t.Skip("no setpriv (util-linux) on this host")
-				}
-				args := []string{"--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"}
-				if os.Geteuid() == 0 {
-					chownAll(t, dir)
-					args = append(args, fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups")
-				}
-				cmd = exec.Command(setpriv, append(append(args, "--", daemonBin), serveArgs(dir)...)...)
-				cmd.Dir = dir
+				cmd = setprivCmd(t, dir, daemonBin)
 			}
 			secret := "isolation-" + fmt.Sprint(time.Now().UnixNano())
 			d := testkit.StartCmd(t, cmd, []string{secretVar + "=" + secret})
@@ -129,4 +119,24 @@ func warning(log, substr string) string {
 		}
 	}
 	return ""
+}
+
+// setprivCmd is the daemon of dir as the shipped unit runs it, through
+// setpriv: no new privileges, an empty capability bounding set, and as
+// nobody (owning dir's files) when the test runs as root. It skips the
+// test without setpriv.
+func setprivCmd(t *testing.T, dir, daemonBin string) *exec.Cmd {
+	t.Helper()
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("no setpriv (util-linux) on this host")
+	}
+	args := []string{"--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"}
+	if os.Geteuid() == 0 {
+		chownAll(t, dir)
+		args = append(args, fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups")
+	}
+	cmd := exec.Command(setpriv, append(append(args, "--", daemonBin), serveArgs(dir)...)...)
+	cmd.Dir = dir
+	return cmd
 }

@@ -43,8 +43,7 @@ func routedManifest(natsURL string) string {
 // privileges, an empty capability bounding set (setpriv). Each delivery
 // reaches its route's destination once.
 func TestRoutesWorkersAndBrokersAsTheDaemonsUser(t *testing.T) {
-	setpriv, err := exec.LookPath("setpriv")
-	if err != nil {
+	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("no setpriv (util-linux) on this host")
 	}
 	broker := natstest.Start(t)
@@ -53,13 +52,7 @@ func TestRoutesWorkersAndBrokersAsTheDaemonsUser(t *testing.T) {
 	dir, daemonBin := daemonDir(t)
 	writeFile(t, filepath.Join(dir, "program.air.json"), routedProgram)
 	writeFile(t, filepath.Join(dir, "touba.manifest.json"), routedManifest(broker.URL()))
-	args := []string{"--no-new-privs", "--bounding-set=-all", "--inh-caps=-all"}
-	if os.Geteuid() == 0 {
-		chownAll(t, dir)
-		args = append(args, fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups")
-	}
-	cmd := exec.Command(setpriv, append(append(args, "--", daemonBin), serveArgs(dir)...)...)
-	cmd.Dir = dir
+	cmd := setprivCmd(t, dir, daemonBin)
 	secret := "isolation-" + fmt.Sprint(time.Now().UnixNano())
 	d := testkit.StartCmd(t, cmd, []string{secretVar + "=" + secret, "ISO_WORKER_TOKEN=" + workerToken})
 	if os.Geteuid() == 0 {
