@@ -133,10 +133,12 @@ test("connect: a stop takes no more calls and finishes the call in hand", { skip
   await w.send("s-2");
   release();
   await wk.done;
-  // The answer was sent before connect resolved: the effect is applied.
+  // The answer was sent before connect resolved; the daemon journals it
+  // after answering the POST, so the effect reads applied once its entry
+  // is done (read at once, it was still dispatched under load, once).
+  await w.waitDone(1);
   const effects = await w.effects();
   assert.deepEqual(effects.map((e) => e.state), ["applied"]);
-  await w.waitDone(1);
   // s-2 was not taken: it waits for a worker, no effect begun.
   const pending = await w.entries("pending");
   assert.deepEqual(pending.map((e) => e.event_id), ["s-2"]);
