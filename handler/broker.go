@@ -32,6 +32,9 @@ const (
 // acknowledgement, when a spec names none.
 const DefaultBrokerTimeout = 10 * time.Second
 
+// rabbitHeartbeat is the AMQP heartbeat a rabbitmq connection asks for.
+const rabbitHeartbeat = 5 * time.Second
+
 // DedupeWindower is a broker runner that knows how long its broker drops a
 // message published again with the same id (SPEC §2.2 "Dedupe windows"):
 // the dispatcher re-sends an unknown publish only while first dispatch +

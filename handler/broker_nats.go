@@ -56,7 +56,8 @@ type natsPub struct {
 
 	window     atomic.Int64 // the stream's duplicate_window, ns; valid when windowRead
 	windowRead atomic.Bool
-	reading    sync.Mutex // one read of the window at a time
+	reading    sync.Mutex  // one read of the window at a time
+	probing    atomic.Bool // a probe of the connection is under way (probe.go)
 }
 
 // NewNATS returns a Runner for spec. It connects in the background: a
@@ -88,6 +89,12 @@ func NewNATS(spec NATSSpec) (Runner, error) {
 		// later, after its call has ended.
 		nats.ReconnectBufSize(-1),
 		nats.Timeout(spec.Timeout),
+		// A connection that answers nothing (black-holed: no reset) is
+		// found by pings; nats.go's default (2 min, two outstanding) left
+		// publishes timing out for 4-6 min. A publish that times out
+		// probes at once (broker_nats_probe.go).
+		nats.PingInterval(natsPingInterval),
+		nats.MaxPingsOutstanding(2),
 		nats.ConnectHandler(func(*nats.Conn) { p.connected("connected") }),
 		nats.ReconnectHandler(func(*nats.Conn) { p.connected("reconnected") }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -269,6 +276,9 @@ func (p *natsPub) Call(ctx context.Context, req *Request, dispatched func() erro
 			"stream": ack.Stream, "seq": ack.Sequence, "duplicate": ack.Duplicate, "subject": m.Subject})
 	}
 	res := p.judge(req, err)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		go p.probe()
+	}
 	if res.Outcome == touba.EffectUnknown || req.Context.Effect == nil && res.Err.Code == touba.EHandlerTimeout {
 		p.stats.Unknown.Add(1)
 	} else {

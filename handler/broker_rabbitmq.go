@@ -109,7 +109,12 @@ func NewRabbitMQ(spec RabbitMQSpec) (Runner, error) {
 	p.log = spec.Log.With().Str("handler", "rabbitmq").Str("url", u.Scheme+"://"+u.Host+u.EscapedPath()).
 		Str("exchange", spec.Exchange).Logger()
 	p.cfg = amqp.Config{
-		Dial:       p.dial,
+		Dial: p.dial,
+		// A connection that carries nothing (black-holed: no reset) ends
+		// after three heartbeats unheard: 15 s at 5 s, the floor RabbitMQ's
+		// guide advises, where amqp091's 10 s took 30-40 s, every publish
+		// meanwhile unconfirmed.
+		Heartbeat:  rabbitHeartbeat,
 		Properties: amqp.Table{"connection_name": "touba-trigger", "product": "touba-trigger"},
 	}
 	switch {

@@ -234,8 +234,8 @@ func TestRabbitMQBrokerKillAndDaemonKill(t *testing.T) {
 // the message is never published again: in the queue once.
 func TestRabbitMQUnknownIsParked(t *testing.T) {
 	n := newRabbit(t)
-	p := newProxy(t, n.Addr())
-	w := newDaemon(t, rabbitManifest("amqp://"+p.addr()+"/", 1, "reconcile"))
+	p := testkit.NewProxy(t, n.Addr())
+	w := newDaemon(t, rabbitManifest("amqp://"+p.Addr()+"/", 1, "reconcile"))
 	w.start()
 	w.d.WaitLog("rabbitmq connected", 30*time.Second)
 	// A first delivery leaves an open channel in the pool, so the next
@@ -245,7 +245,7 @@ func TestRabbitMQUnknownIsParked(t *testing.T) {
 		d := w.entry(first)
 		return d != nil && d.Status == touba.StatusDone
 	}, "the first entry done")
-	p.mute.Store(true) // the next publish reaches the broker; its confirm is lost
+	p.Mute(true) // the next publish reaches the broker; its confirm is lost
 	status, id := w.post("ord-1", "s.example")
 	if status != http.StatusAccepted {
 		t.Fatalf("post: %d", status)
@@ -254,8 +254,8 @@ func TestRabbitMQUnknownIsParked(t *testing.T) {
 		d := w.entry(id)
 		return d != nil && d.Status == touba.StatusParked
 	}, "the entry parked")
-	p.mute.Store(false)
-	p.cut()
+	p.Mute(false)
+	p.Cut()
 	w.d.WaitLog("rabbitmq reconnected", 30*time.Second)
 	d := w.entry(id)
 	w.stop()

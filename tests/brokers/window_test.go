@@ -21,24 +21,24 @@ import (
 func TestNATSUnknownOutsideWindowIsParked(t *testing.T) {
 	s := natstest.Start(t)
 	s.Stream("ORDERS", 2*time.Second, "orders.>")
-	p := newProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
-	w := newDaemon(t, natsManifest("nats://"+p.addr(), 1))
+	p := testkit.NewProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
+	w := newDaemon(t, natsManifest("nats://"+p.Addr(), 1))
 	w.start()
 	w.d.WaitLog("nats stream duplicate_window read", 30*time.Second)
-	p.mute.Store(true) // the next publish reaches the stream; its ack is lost
+	p.Mute(true) // the next publish reaches the stream; its ack is lost
 	status, id := w.post("ord-1", "s.example")
 	if status != http.StatusAccepted {
 		t.Fatalf("post: %d", status)
 	}
 	testkit.WaitFor(t, 20*time.Second, func() bool { return byEffect(t, s)[id+":publish"] == 1 }, "the message in the stream")
-	p.setDown(true)
-	p.mute.Store(false)
+	p.Down(true)
+	p.Mute(false)
 	testkit.WaitFor(t, 30*time.Second, func() bool {
 		d := w.entry(id)
 		return d != nil && d.Status == touba.StatusParked
 	}, "the entry parked")
 	time.Sleep(5 * time.Second) // the broker down for 5 s
-	p.setDown(false)
+	p.Down(false)
 	w.d.WaitLog("nats reconnected", 30*time.Second)
 	d := w.entry(id)
 	if d.Status != touba.StatusParked || d.ErrorCode != touba.EEffectReconciliationRequired ||
@@ -65,22 +65,22 @@ func TestNATSUnknownOutsideWindowIsParked(t *testing.T) {
 func TestNATSUnknownRetriedPastWindowIsParked(t *testing.T) {
 	s := natstest.Start(t)
 	s.Stream("ORDERS", 6*time.Second, "orders.>")
-	p := newProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
-	w := newDaemon(t, natsManifest("nats://"+p.addr(), 1))
+	p := testkit.NewProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
+	w := newDaemon(t, natsManifest("nats://"+p.Addr(), 1))
 	w.start()
 	w.d.WaitLog("nats stream duplicate_window read", 30*time.Second)
-	p.mute.Store(true)
+	p.Mute(true)
 	_, id := w.post("ord-1", "s.example")
 	testkit.WaitFor(t, 20*time.Second, func() bool { return byEffect(t, s)[id+":publish"] == 1 }, "the message in the stream")
 	w.d.WaitLog("effect outcome unknown", 20*time.Second)
-	p.setDown(true)
-	p.mute.Store(false)
+	p.Down(true)
+	p.Mute(false)
 	testkit.WaitFor(t, 30*time.Second, func() bool {
 		d := w.entry(id)
 		return d != nil && d.Status == touba.StatusParked
 	}, "the entry parked")
 	time.Sleep(8 * time.Second) // the broker down for 8 s, past the window
-	p.setDown(false)
+	p.Down(false)
 	w.d.WaitLog("nats reconnected", 30*time.Second)
 	d := w.entry(id)
 	if d.Status != touba.StatusParked || d.ErrorCode != touba.EEffectReconciliationRequired ||
@@ -99,16 +99,16 @@ func TestNATSUnknownRetriedPastWindowIsParked(t *testing.T) {
 func TestNATSUnknownInsideWindowIsRepublished(t *testing.T) {
 	s := natstest.Start(t)
 	s.Stream("ORDERS", 2*time.Minute, "orders.>")
-	p := newProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
-	w := newDaemon(t, natsManifest("nats://"+p.addr(), 1))
+	p := testkit.NewProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
+	w := newDaemon(t, natsManifest("nats://"+p.Addr(), 1))
 	w.start()
 	w.d.WaitLog("nats stream duplicate_window read", 30*time.Second)
-	p.mute.Store(true)
+	p.Mute(true)
 	_, id := w.post("ord-1", "s.example")
 	testkit.WaitFor(t, 20*time.Second, func() bool { return byEffect(t, s)[id+":publish"] == 1 }, "the message in the stream")
 	w.d.WaitLog("effect outcome unknown", 20*time.Second)
-	p.mute.Store(false)
-	p.cut() // the muted connection is of no use: the client reconnects
+	p.Mute(false)
+	p.Cut() // the muted connection is of no use: the client reconnects
 	testkit.WaitFor(t, 30*time.Second, func() bool {
 		d := w.entry(id)
 		return d != nil && d.Status == touba.StatusDone
