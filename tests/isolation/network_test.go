@@ -121,7 +121,7 @@ func warning(log, substr string) string {
 	return ""
 }
 
-// setprivCmd is the daemon of dir as the shipped unit runs it, through
+// setprivCmd is the daemon of dir as the shipped unit runs it (its flags), through
 // setpriv: no new privileges, an empty capability bounding set, and as
 // nobody (owning dir's files) when the test runs as root. It skips the
 // test without setpriv.
@@ -136,7 +136,9 @@ func setprivCmd(t *testing.T, dir, daemonBin string) *exec.Cmd {
 		chownAll(t, dir)
 		args = append(args, fmt.Sprintf("--reuid=%d", nobody), fmt.Sprintf("--regid=%d", nobody), "--clear-groups")
 	}
-	cmd := exec.Command(setpriv, append(append(args, "--", daemonBin), serveArgs(dir)...)...)
+	// --take-over-stale-lock as the unit passes it: a restart after a
+	// crash takes over the lock record the crash left.
+	cmd := exec.Command(setpriv, append(append(args, "--", daemonBin), serveArgs(dir, "--take-over-stale-lock")...)...)
 	cmd.Dir = dir
 	return cmd
 }

@@ -65,30 +65,7 @@ func TestRoutesWorkersAndBrokersAsTheDaemonsUser(t *testing.T) {
 		}
 	}
 
-	var (
-		mu     sync.Mutex
-		worked = map[string]int{} // effect id -> calls
-	)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		wk := &handler.Worker{URL: d.URL(), Token: workerToken, TakeWait: 5 * time.Second,
-			Logf: func(format string, a ...any) { t.Logf("worker: "+format, a...) },
-			Tools: []handler.Tool{{Ref: "tool:iso/Work", Run: func(_ context.Context, c *handler.Call) (*handler.Result, error) {
-				e := c.Effect()
-				mu.Lock()
-				worked[e.EffectID]++
-				mu.Unlock()
-				return handler.Output(map[string]bool{"ok": true}).WithReceipt(c.Receipt(handler.Applied, "r:"+e.EffectID)), nil
-			}}}}
-		done <- wk.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	})
+	worked := runWorker(t, d.URL())
 
 	const each = 5
 	for i := range each {
@@ -97,18 +74,9 @@ func TestRoutesWorkersAndBrokersAsTheDaemonsUser(t *testing.T) {
 		deliverBody(t, d, "Events", fmt.Sprintf("x-%d", i), `{"type":"x"}`, secret) // no route's
 	}
 	testkit.WaitFor(t, 60*time.Second, testkit.Every(100*time.Millisecond, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(worked) == each && len(broker.Messages("ISO")) == each
+		return worked.count() == each && len(broker.Messages("ISO")) == each
 	}), fmt.Sprintf("%d calls at the worker and %d messages in the stream", each, each))
-
-	mu.Lock()
-	for id, n := range worked {
-		if n != 1 {
-			t.Errorf("the worker ran effect %s %d times, want once", id, n)
-		}
-	}
-	mu.Unlock()
+	worked.once(t, each)
 	seen := map[string]bool{}
 	for _, m := range broker.Messages("ISO") {
 		id := m.Header.Get("Nats-Msg-Id")
@@ -120,4 +88,58 @@ func TestRoutesWorkersAndBrokersAsTheDaemonsUser(t *testing.T) {
 	if line := warning(d.Log(), "isolat"); line != "" {
 		t.Errorf("the daemon warned about isolation: %s", line)
 	}
+}
+
+// workerCalls counts a worker's calls by effect id.
+type workerCalls struct {
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (w *workerCalls) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.by)
+}
+
+// once checks that the worker ran n effects, each once.
+func (w *workerCalls) once(t *testing.T, n int) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id, c := range w.by {
+		if c != 1 {
+			t.Errorf("the worker ran effect %s %d times, want once", id, c)
+		}
+	}
+	if len(w.by) != n {
+		t.Errorf("the worker ran %d effects, want %d", len(w.by), n)
+	}
+}
+
+// runWorker connects a worker serving tool:iso/Work to the daemon at url
+// until the test ends; its calls are applied at once.
+func runWorker(t *testing.T, url string) *workerCalls {
+	w := &workerCalls{by: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		wk := &handler.Worker{URL: url, Token: workerToken, TakeWait: 5 * time.Second,
+			Logf: func(format string, a ...any) { t.Logf("worker: "+format, a...) },
+			Tools: []handler.Tool{{Ref: "tool:iso/Work", Run: func(_ context.Context, c *handler.Call) (*handler.Result, error) {
+				e := c.Effect()
+				w.mu.Lock()
+				w.by[e.EffectID]++
+				w.mu.Unlock()
+				return handler.Output(map[string]bool{"ok": true}).WithReceipt(c.Receipt(handler.Applied, "r:"+e.EffectID)), nil
+			}}}}
+		done <- wk.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	return w
 }
