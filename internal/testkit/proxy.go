@@ -42,16 +42,7 @@ func NewProxy(tb testing.TB, target string) *Proxy {
 		tb.Fatal(err)
 	}
 	p := &Proxy{l: l, target: target}
-	tb.Cleanup(func() {
-		l.Close()
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, c := range p.conns {
-			c.a.Close()
-			c.b.Close()
-		}
-		p.conns = nil
-	})
+	tb.Cleanup(func() { l.Close(); p.Cut() })
 	go p.serve()
 	return p
 }

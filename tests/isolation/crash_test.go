@@ -48,17 +48,7 @@ func TestKilledAndRestartedAsTheDaemonsUser(t *testing.T) {
 	testkit.WaitFor(t, 60*time.Second, testkit.Every(100*time.Millisecond, func() bool {
 		return len(broker.Messages("ISO")) >= n && worked.count() >= n
 	}), fmt.Sprintf("%d messages in the stream and %d calls at the worker", n, n))
-	seen := map[string]bool{}
-	for _, m := range broker.Messages("ISO") {
-		id := m.Header.Get("Nats-Msg-Id")
-		if seen[id] {
-			t.Errorf("effect %s is twice in the stream", id)
-		}
-		seen[id] = true
-	}
-	if len(seen) != n {
-		t.Errorf("%d effects in the stream, want %d", len(seen), n)
-	}
+	onceInStream(t, broker, n)
 	worked.once(t, n)
 	c, err := admin.Dial(filepath.Join(dir, "admin.sock"))
 	if err != nil {

@@ -77,14 +77,7 @@ func TestRoutesWorkersAndBrokersAsTheDaemonsUser(t *testing.T) {
 		return worked.count() == each && len(broker.Messages("ISO")) == each
 	}), fmt.Sprintf("%d calls at the worker and %d messages in the stream", each, each))
 	worked.once(t, each)
-	seen := map[string]bool{}
-	for _, m := range broker.Messages("ISO") {
-		id := m.Header.Get("Nats-Msg-Id")
-		if seen[id] {
-			t.Errorf("effect %s is twice in the stream", id)
-		}
-		seen[id] = true
-	}
+	onceInStream(t, broker, each)
 	if line := warning(d.Log(), "isolat"); line != "" {
 		t.Errorf("the daemon warned about isolation: %s", line)
 	}
@@ -142,4 +135,20 @@ func runWorker(t *testing.T, url string) *workerCalls {
 		}
 	})
 	return w
+}
+
+// onceInStream checks that stream ISO holds n effects, each once.
+func onceInStream(t *testing.T, broker *natstest.Server, n int) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, m := range broker.Messages("ISO") {
+		id := m.Header.Get("Nats-Msg-Id")
+		if seen[id] {
+			t.Errorf("effect %s is twice in the stream", id)
+		}
+		seen[id] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d effects in the stream, want %d", len(seen), n)
+	}
 }
