@@ -69,7 +69,7 @@ type Config struct {
 	// Recover runs the journal's recovery at open (the daemon's start-up):
 	// dispatched effects no live lease holds become unknown.
 	Recover    bool
-	MaxPending int64            // default 1,000,000 (counted across nodes, refreshed every second)
+	MaxPending int64            // default 1,000,000 (counted across nodes: queue.go, pendingRecountEvery)
 	Now        func() time.Time // default time.Now; never decides a lease's expiry (the database's clock does)
 	// ClockOffset, for tests, shifts the database's clock as lease
 	// decisions see it: a suite whose injected clock jumps hours ahead
