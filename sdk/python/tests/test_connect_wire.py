@@ -180,7 +180,9 @@ class ConnectAheadTest(unittest.TestCase):
             return value
 
         with Worker(s.url, "t", [Tool(TOOL_REF, run)], max_in_flight=2, take_wait=1, log=lambda message: None):
-            wait_for(lambda: s.left == 8, 20, "two calls running and two taken ahead")
+            # Both counts: four calls taken says nothing of how many started yet,
+            # and a release before the second starts would let them run one by one.
+            wait_for(lambda: s.left == 8 and state["running"] == 2, 20, "two calls running and two taken ahead")
             release.set()
             wait_for(lambda: len(s.answered) == 12, 20, "every call answered")
         self.assertEqual(s.maxes[0], 4)
