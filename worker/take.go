@@ -43,8 +43,8 @@ type call struct {
 var ErrNotHeld = errors.New("the call is not held by a worker")
 
 // Take waits up to wait for calls of refs and hands out up to n of them,
-// oldest entry first: each is journaled dispatched (its runner's hook, all
-// of them at once) before Take returns its request, and is then held by
+// oldest entry first: each is journaled (its runner's hook, all of them at
+// once) before Take returns its request, and is then held by
 // the caller until it answers or the call's timeout passes. It returns at once when calls
 // wait, and empty when wait passes, ctx ends or the Hub closes.
 func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration) [][]byte {
@@ -101,8 +101,8 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 		q.lastTake = now
 	}
 	h.mu.Unlock()
-	// Each call's dispatched event is a journal write of its own: made at
-	// once, they share one group commit instead of a sync each.
+	// Each call's journal write (prepared and dispatched) is its own:
+	// made at once, they share one group commit instead of a sync each.
 	bodies := make([][]byte, len(picked))
 	var wg sync.WaitGroup
 	for i, c := range picked {
@@ -144,10 +144,17 @@ func (h *Hub) pick(qs []*queue, n int) []*call {
 	return out
 }
 
-// handOut encodes c's request, journals it dispatched and holds it for
-// the worker: the request, or nil when c ended instead (too large, the
-// journal refused, its runner gave up meanwhile).
+// handOut journals c (its runner's hook: dispatched, or prepared and
+// dispatched in one commit, which sets the request's effect and attempt),
+// then encodes its request and holds it for the worker: the request, or
+// nil when c ended instead (the journal refused, too large, its runner
+// gave up meanwhile). A call the journal refused was never handed out;
+// one too large is journaled but never sent (not_applied).
 func (h *Hub) handOut(c *call) []byte {
+	if err := c.dispatched(); err != nil {
+		h.finish(c, handler.Failed(c.req, touba.EffectNotApplied, false, handler.HookError(err)))
+		return nil
+	}
 	body, err := handler.EncodeRequest(c.req, h.now().Add(c.timeout))
 	if err != nil {
 		h.finish(c, handler.Failed(c.req, touba.EffectNotApplied, false, touba.Errorf(touba.EINTERNAL, "%v", err)))
@@ -156,10 +163,6 @@ func (h *Hub) handOut(c *call) []byte {
 	if c.maxPayload > 0 && int64(len(body)) > c.maxPayload {
 		h.finish(c, handler.Failed(c.req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerPayloadTooLarge,
 			"request of %d bytes over max_payload_bytes %d; never handed to a worker", len(body), c.maxPayload)))
-		return nil
-	}
-	if err := c.dispatched(); err != nil {
-		h.finish(c, handler.Failed(c.req, touba.EffectNotApplied, false, handler.HookError(err)))
 		return nil
 	}
 	h.mu.Lock()
