@@ -93,6 +93,9 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 		picked = h.pick(qs, n)
 		h.mu.Unlock()
 	}
+	if len(picked) > 0 && len(picked) < n {
+		picked = h.gather(ctx, qs, picked, n)
+	}
 	h.mu.Lock()
 	now := h.now()
 	for _, q := range qs {
@@ -120,6 +123,70 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 		}
 	}
 	return out
+}
+
+// gatherFor bounds how long a take that holds some calls waits for the
+// runs leased for its room that are not yet at their call: a run leased
+// reaches its call within moments (no journal write before it), and a
+// take of one call costs a journal commit and an HTTP answer of its own
+// (docs/performance.md, "Round 12").
+const gatherFor = time.Millisecond
+
+// gather adds to picked the calls of runs leased for the take's room that
+// reach the Hub within gatherFor, up to n in all: one take, one journal
+// commit and one answer carry them, where each would otherwise wait for
+// a take of its own.
+func (h *Hub) gather(ctx context.Context, qs []*queue, picked []*call, n int) []*call {
+	h.mu.Lock()
+	// The calls picked are no longer room: nothing more is leased for
+	// them meanwhile.
+	for _, c := range picked {
+		h.bindings[c.ref].room--
+	}
+	on := reservedIn(qs)
+	h.mu.Unlock()
+	timer := time.NewTimer(h.gatherFor)
+	defer timer.Stop()
+	for on && len(picked) < n {
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(h.stop)},
+		}
+		h.mu.Lock()
+		for _, q := range qs {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.wake)})
+		}
+		h.mu.Unlock()
+		if i, _, _ := reflect.Select(cases); i < 3 {
+			break
+		}
+		h.mu.Lock()
+		more := h.pick(qs, n-len(picked))
+		for _, c := range more {
+			h.bindings[c.ref].room--
+		}
+		picked = append(picked, more...)
+		on = reservedIn(qs)
+		h.mu.Unlock()
+	}
+	h.mu.Lock()
+	for _, c := range picked {
+		h.bindings[c.ref].room++
+	}
+	h.mu.Unlock()
+	return picked
+}
+
+// reservedIn tells whether runs leased for qs's room are on their way to
+// their call; h.mu held.
+func reservedIn(qs []*queue) bool {
+	for _, q := range qs {
+		if len(q.reserved) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // pick moves up to n waiting calls of qs to handing, oldest entry first
