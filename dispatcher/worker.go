@@ -79,6 +79,16 @@ func (d *Dispatcher) untaken(b *Binding, res *handler.Result) *verdict {
 // journaled, and res says why.
 func (d *Dispatcher) callAtHandOut(ctx context.Context, secrets *secret.Set, b *Binding, pd prepareDispatcher,
 	p touba.EffectPrepare, req *handler.Request) (res *handler.Result, prepErr error, prepared bool) {
+	// The circuit hears only of calls handed out: one never prepared
+	// (refused, no worker came) says nothing of the handler, and its
+	// pass, unused, frees a probe for another run.
+	pass := passOf(ctx)
+	defer func() {
+		if prepared {
+			pass.done(res)
+		}
+	}()
+	ctx = context.WithValue(ctx, passKey{}, (*circuitPass)(nil))
 	res = d.call(ctx, secrets, b, req, func() error {
 		if err := context.Cause(ctx); err != nil {
 			// The run is stopping: the call ends unsent, nothing journaled.

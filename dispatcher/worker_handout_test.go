@@ -54,18 +54,14 @@ func (c *countingJournal) counts() string {
 // the Hub (for up to 5 s) until a take hands it out.
 type plainQueue struct{ dispatcher.Queue }
 
-// TestWorkerCallPreparedAtHandOut: a worker binding's external write is
-// journaled only when a take hands its call out, prepared and dispatched
-// in one write (one commit, shared with the take's other calls), and the
-// request the worker gets carries the attempt that write counted. While
-// the call waits for a take nothing is journaled. A call whose prepare
-// finds its effect applied already is left out of the take, never handed
-// out, and its run goes on with the journal's result.
-func TestWorkerCallPreparedAtHandOut(t *testing.T) {
+// newWorkerWorld is a world whose toolW is a worker binding (with circuit,
+// a JSON value) over a Hub, its dispatcher on a plainQueue and a
+// countingJournal.
+func newWorkerWorld(t *testing.T, circuit string) (*world, *worker.Hub, *countingJournal) {
 	hub := worker.NewHub(nil)
-	defer hub.Close()
+	t.Cleanup(hub.Close)
 	manifest := `{"manifest_version": "touba-manifest-v1", "bindings": {"` + toolW + `": {
-	  "handler": {"kind": "worker", "token": {"env": "WK_TOKEN"}}, "grants": [], "timeout_ms": 20000,
+	  "handler": {"kind": "worker", "token": {"env": "WK_TOKEN"}}, "grants": [], "timeout_ms": 20000, "circuit": ` + circuit + `,
 	  "effect_contract": {"kind": "external_write", "retry_mode": "idempotency_key"}}}}`
 	w := newWorld(t, program(t, 3, step{"post", toolW, map[string]any{"n": ref("/event/body/n")}}), manifest,
 		map[string]string{"WK_TOKEN": "wk-token"}, false)
@@ -77,6 +73,18 @@ func TestWorkerCallPreparedAtHandOut(t *testing.T) {
 	if err := w.d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return w, hub, cj
+}
+
+// TestWorkerCallPreparedAtHandOut: a worker binding's external write is
+// journaled only when a take hands its call out, prepared and dispatched
+// in one write (one commit, shared with the take's other calls), and the
+// request the worker gets carries the attempt that write counted. While
+// the call waits for a take nothing is journaled. A call whose prepare
+// finds its effect applied already is left out of the take, never handed
+// out, and its run goes on with the journal's result.
+func TestWorkerCallPreparedAtHandOut(t *testing.T) {
+	w, hub, cj := newWorkerWorld(t, "null")
 	waiting := func() bool { return hub.Stats()[toolW].Waiting == 1 }
 
 	qid := w.enqueue(trigName, `{"n": 1}`, nil)
@@ -129,5 +137,49 @@ func TestWorkerCallPreparedAtHandOut(t *testing.T) {
 	}
 	if st := hub.Stats()[toolW]; st.HandedOut != 1 || st.Waiting != 0 {
 		t.Fatalf("hub %+v, want one call handed out and none waiting", st)
+	}
+}
+
+// TestWorkerCallRefusedAtHandOutIsNoCallForTheCircuit: a call whose
+// prepare is refused at the hand-out never reached a worker, so the
+// binding's circuit does not count it: one failed call of min_calls 2
+// leaves the circuit closed, where counting the refused call as a success
+// would make 1 failure in 2 calls, over failure_ratio 0.4, and open it.
+func TestWorkerCallRefusedAtHandOutIsNoCallForTheCircuit(t *testing.T) {
+	w, hub, _ := newWorkerWorld(t, `{"failure_ratio": 0.4, "min_calls": 2, "window_ms": 600000, "open_ms": 600000}`)
+	waiting := func() bool { return hub.Stats()[toolW].Waiting == 1 }
+	qid := w.enqueue(trigName, `{"n": 1}`, nil)
+	testkit.WaitFor(t, waitFor, testkit.Every(time.Millisecond, waiting), "the call to wait for a worker")
+	bodies := hub.Take(context.Background(), []string{toolW}, 5, time.Second)
+	if len(bodies) != 1 {
+		t.Fatalf("the take handed out %d calls, want 1", len(bodies))
+	}
+	var req handler.Request
+	if err := json.Unmarshal(bodies[0], &req); err != nil {
+		t.Fatal(err)
+	}
+	e := req.Context.Effect
+	doc := fmt.Sprintf(`{"call_id": %q, "ok": false, "error": {"code": %q, "message": "down", "details": {
+		"effect_receipt": {"effect_id": %q, "fingerprint": %q, "outcome": "not_applied", "receipt_ref": "r-1"}}}}`,
+		req.Context.CallID, touba.EHandlerFailed, e.EffectID, e.Fingerprint)
+	if err := hub.Answer(req.Context.CallID, func(string) bool { return true }, []byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	// The run is retried; its effect is found applied meanwhile (as a
+	// run elsewhere could have), so the retry's prepare refuses it.
+	testkit.WaitFor(t, waitFor, testkit.Every(time.Millisecond, waiting), "the retry's call to wait for a worker")
+	if state := circuitState(w.d); state != touba.CircuitClosed {
+		t.Fatalf("circuit %s after one failed call of min_calls 2", state)
+	}
+	if err := w.seed(qid, "post", e.Fingerprint, touba.RetryIdempotencyKey, true, touba.EffectApplied,
+		json.RawMessage(`{"posted": "elsewhere"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if bodies := hub.Take(context.Background(), []string{toolW}, 5, 200*time.Millisecond); len(bodies) != 0 {
+		t.Fatalf("the take handed out a call whose effect was applied: %s", bodies)
+	}
+	wantEntry(t, w.wait(qid, touba.StatusDone), touba.StatusDone, "", 2)
+	if state := circuitState(w.d); state != touba.CircuitClosed {
+		t.Fatalf("circuit %s: the call refused at the hand-out was counted", state)
 	}
 }
