@@ -44,9 +44,11 @@ var ErrNotHeld = errors.New("the call is not held by a worker")
 
 // Take waits up to wait for calls of refs and hands out up to n of them,
 // oldest entry first: each is journaled (its runner's hook, all of them at
-// once) before Take returns its request, and is then held by
-// the caller until it answers or the call's timeout passes. It returns at once when calls
-// wait, and empty when wait passes, ctx ends or the Hub closes.
+// once) before Take returns its request, and is then held by the caller
+// until it answers or the call's timeout passes. It returns once calls
+// wait (at most gatherFor later while runs leased for its room are on
+// their way to their call), and empty when wait passes, ctx ends or the
+// Hub closes.
 func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration) [][]byte {
 	if n <= 0 || len(refs) == 0 {
 		return nil
