@@ -128,6 +128,20 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		}
 	}
 	pd, merged := d.journal.(prepareDispatcher)
+	if merged && takerOf(b) != nil {
+		// A worker binding's call is prepared when a take hands it out,
+		// prepared and dispatched in that one commit (worker.go).
+		res, prepErr, prepared := d.callAtHandOut(ctx, secrets, b, pd, p, req)
+		answered()
+		switch {
+		case prepErr != nil:
+			return d.refused(prepErr, log)
+		case !prepared:
+			return nil, d.unsent(b, res, log)
+		}
+		crashpoint.Hit(CrashAfterAnswer)
+		return d.effectEnd(ctx, b, scope, effectID, callID, res, log)
+	}
 	merged = merged && b.OneCommit
 	var eff *touba.Effect
 	if merged {
@@ -146,7 +160,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		return d.refused(err, log)
 	}
 	crashpoint.Hit(CrashAfterPrepared)
-	req.Context.Effect = &handler.Effect{Scope: scope, EffectID: effectID, Fingerprint: fp,
+	req.Context.Effect = &handler.Effect{Scope: scope, EffectID: effectID, Fingerprint: p.Fingerprint,
 		RetryMode: b.Contract.RetryMode, Attempt: eff.Attempts}
 	// What an HTTP kind sends, for the journal's dispatched event. Asked
 	// after Prepare, so that an effect already applied is read back even
@@ -169,97 +183,7 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 	})
 	answered()
 	crashpoint.Hit(CrashAfterAnswer)
-
-	outcome := res.Outcome
-	if outcome == "" {
-		outcome = touba.EffectNotApplied
-		if res.Dispatched {
-			outcome = touba.EffectUnknown
-		}
-	}
-	o := touba.EffectOutcome{Scope: scope, EffectID: effectID, CallID: callID, State: outcome, ReceiptRef: res.ReceiptRef,
-		ReceiptErrorCode: res.ReceiptErrorCode, Detail: res.Detail}
-	if res.Err != nil {
-		o.ErrorCode = res.Err.Code
-	}
-	if outcome == touba.EffectApplied {
-		o.Result = rawOrNull(res.Output)
-	}
-	if err := d.finish(ctx, o, log); touba.ErrorCode(err) == touba.ESecretValueRefused {
-		// The outcome state is journaled; what held a secret was dropped.
-		// An applied result that cannot be stored cannot be restored
-		// either, so the run stops here for an operator.
-		log.get().Error().Str("outcome", outcome).Msg("effect receipt or result held a secret value; not stored")
-		if outcome == touba.EffectApplied {
-			return nil, stop(park, touba.ESecretValueRefused, "result of %s held a secret value and was not stored", effectID)
-		}
-	} else if touba.ErrorCode(err) == touba.ELeaseLost {
-		// Another node took the entry over while the call ran: the journal
-		// kept this answer as effect.late_outcome only, and the new
-		// holder's view stands. Nothing more is done here.
-		log.get().Warn().Str("event", "effect.late_outcome").Str("outcome", outcome).Msg("lease lost during the call; outcome kept as an audit event only")
-		return nil, stop(later, touba.ELeaseLost, "%s", touba.ErrorMessage(err))
-	} else if err != nil {
-		// The call happened and its outcome is not on disk: only an
-		// operator can say what it did. The call has ended, so its claim
-		// is released and the record turned unknown (now, or by the next
-		// Prepare or Resolve of it if the journal still cannot write):
-		// a replay then parks once on it instead of looping on
-		// EffectInProgress, and `effects resolve` accepts it.
-		log.get().Error().Err(err).Str("outcome", outcome).Msg("cannot record the effect outcome")
-		if aerr := d.journal.Abandon(context.WithoutCancel(ctx), scope, effectID, callID); aerr != nil {
-			log.get().Error().Err(aerr).Msg("cannot record the effect unknown either; it is turned unknown at its next use")
-		}
-		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome %s of %s could not be journaled (%v); it is unknown: "+
-			"find out whether it happened, then touba-trigger effects resolve %s %s", outcome, effectID, err, scope, effectID)
-	}
-	crashpoint.Hit(CrashAfterOutcome)
-
-	switch outcome {
-	case touba.EffectApplied:
-		if !res.OK && res.Err != nil {
-			// Applied, says the receipt, yet the handler answered an error:
-			// the journal keeps the truth (applied), and the run stops for
-			// an operator rather than feed later steps as if all went well.
-			return nil, stop(park, res.Err.Code, "effect %s applied with an error answer: %s", effectID, res.Err.Message)
-		}
-		return rawOrNull(res.Output), nil
-	case touba.EffectNotApplied:
-		if v := d.untaken(b, res); v != nil {
-			return nil, v
-		}
-		err := res.Err
-		if err == nil {
-			err = touba.Errorf(touba.EHandlerFailed, "effect not applied")
-		}
-		log.get().Info().Str("code", err.Code).Str("reason", err.Message).Msg("effect not applied")
-		return nil, fromError(err)
-	}
-	code, msg := touba.EHandlerFailed, "outcome unknown"
-	if res.Err != nil {
-		code, msg = res.Err.Code, res.Err.Message
-	}
-	log.get().Warn().Str("event", "effect.unknown").Str("code", code).Str("retry_mode", b.Contract.RetryMode).
-		Str("reason", msg).Msg("effect outcome unknown")
-	switch b.Contract.RetryMode {
-	case touba.RetryIdempotencyKey:
-		if w, ok := b.Runner.(handler.DedupeWindower); ok {
-			if v := d.windowVerdict(ctx, b, w, scope, effectID, log); v != nil && v.action == park {
-				return nil, v
-			}
-		}
-		return nil, &verdict{action: retry, code: code, message: msg}
-	case touba.RetryReconcile:
-		if w, ok := b.Runner.(handler.DedupeWindower); ok {
-			return nil, brokerPark(touba.EEffectReconciliationRequired, w, b.Contract.RetryMode, scope, effectID, code+": "+msg)
-		}
-		return nil, stop(park, touba.EEffectReconciliationRequired, "outcome of %s is unknown (%s); reconcile it", effectID, code)
-	default:
-		if w, ok := b.Runner.(handler.DedupeWindower); ok {
-			return nil, brokerPark(touba.EEffectOutcomeUnknown, w, b.Contract.RetryMode, scope, effectID, code+": "+msg)
-		}
-		return nil, stop(park, touba.EEffectOutcomeUnknown, "outcome of %s is unknown (%s); not safe to replay", effectID, code)
-	}
+	return d.effectEnd(ctx, b, scope, effectID, callID, res, log)
 }
 
 // requestDispatcher is the journal's Dispatch that records the request a

@@ -1,10 +1,13 @@
 package dispatcher
 
 import (
+	"context"
 	"fmt"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/handler"
+	"github.com/touba/touba-trigger/internal/crashpoint"
+	"github.com/touba/touba-trigger/internal/secret"
 )
 
 // A worker binding (SPEC §4.3) is one more hold (SPEC §2.2 "Holds take
@@ -56,4 +59,70 @@ func (d *Dispatcher) untaken(b *Binding, res *handler.Result) *verdict {
 		return nil
 	}
 	return noWorker(b, res.Err.Message)
+}
+
+// callAtHandOut runs an external write of a worker binding whose effect
+// is prepared by the take that hands the call out: prepared and
+// dispatched in one commit, shared with the take's other calls (the
+// runner's hook runs before the request is encoded, so the request
+// carries the attempt the prepare counted). Nothing is journaled while
+// the call waits for a take: a crash then leaves nothing, and the run
+// prepares again after a restart, as it would have from prepared. Nothing
+// is sent before that commit: a crash after it reads dispatched, unknown,
+// as one after a hand-out always did (docs/performance.md, "Prepared and
+// dispatched in one commit").
+//
+// prepErr is the journal's refusal (the effect applied, unknown, in
+// progress): the take left the call out, unsent, and the caller answers
+// it as any refused prepare. prepared is false when no take handed the
+// call out (no worker came, the run was cancelled): nothing was
+// journaled, and res says why.
+func (d *Dispatcher) callAtHandOut(ctx context.Context, secrets *secret.Set, b *Binding, pd prepareDispatcher,
+	p touba.EffectPrepare, req *handler.Request) (res *handler.Result, prepErr error, prepared bool) {
+	// The circuit hears only of calls handed out: one never prepared
+	// (refused, no worker came) says nothing of the handler, and its
+	// pass, unused, frees a probe for another run.
+	pass := passOf(ctx)
+	defer func() {
+		if prepared {
+			pass.done(res)
+		}
+	}()
+	ctx = context.WithValue(ctx, passKey{}, (*circuitPass)(nil))
+	res = d.call(ctx, secrets, b, req, func() error {
+		if err := context.Cause(ctx); err != nil {
+			// The run is stopping: the call ends unsent, nothing journaled.
+			return touba.Errorf(touba.EWorkerUnavailable, "call cancelled before a worker took it (%v)", err)
+		}
+		eff, err := pd.PrepareDispatched(ctx, p)
+		if err != nil {
+			prepErr = err
+			return err
+		}
+		prepared = true
+		crashpoint.Hit(CrashAfterPrepared)
+		req.Context.Effect = &handler.Effect{Scope: p.Scope, EffectID: p.EffectID, Fingerprint: p.Fingerprint,
+			RetryMode: b.Contract.RetryMode, Attempt: eff.Attempts}
+		crashpoint.Hit(CrashAfterDispatched)
+		return nil
+	})
+	// The hook ran, if at all, before the runner's result was delivered
+	// (the Hub hands the result over a channel after it): prepErr and
+	// prepared are this goroutine's to read now.
+	return res, prepErr, prepared
+}
+
+// unsent is the verdict of a worker binding's call that no take handed
+// out, so that nothing about it was journaled: the run is handed back on
+// the binding (untaken), or the call is retried like any unsent one.
+func (d *Dispatcher) unsent(b *Binding, res *handler.Result, log *callLog) *verdict {
+	if v := d.untaken(b, res); v != nil {
+		return v
+	}
+	err := res.Err
+	if err == nil {
+		err = touba.Errorf(touba.EHandlerFailed, "call not handed to a worker")
+	}
+	log.get().Info().Str("code", err.Code).Str("reason", err.Message).Msg("call not handed to a worker")
+	return fromError(err)
 }

@@ -30,6 +30,8 @@ const connectedFor = 60 * time.Second
 // calls in flight across a SIGHUP are answered.
 type Hub struct {
 	now func() time.Time
+	// gatherFor is gatherFor (tests set it).
+	gatherFor time.Duration
 	// Room is called when a take opens with room: the dispatcher then
 	// leases the runs held on its bindings. Set before the first take.
 	Room func()
@@ -62,7 +64,7 @@ func NewHub(now func() time.Time) *Hub {
 	if now == nil {
 		now = time.Now
 	}
-	return &Hub{now: now, bindings: map[string]*queue{}, held: map[string]*call{}, stop: make(chan struct{})}
+	return &Hub{now: now, gatherFor: gatherFor, bindings: map[string]*queue{}, held: map[string]*call{}, stop: make(chan struct{})}
 }
 
 // Close ends every open take (answered with what it has) and refuses

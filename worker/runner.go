@@ -84,8 +84,10 @@ func (r *Runner) Close() error {
 }
 
 // Call hands req to a worker and waits for its answer (SPEC §4.3).
-// dispatched is journaled by the take that hands the call out, before the
-// worker reads it.
+// dispatched is the journal's hook, run by the take that hands the call
+// out before it encodes the request (so the hook may still set the
+// request's effect: a worker binding's prepare is made there) and before
+// the worker reads it; a hook that fails ends the call unsent.
 func (r *Runner) Call(ctx context.Context, req *handler.Request, dispatched func() error) *handler.Result {
 	if r.hub == nil || r.closed.Load() {
 		return handler.Failed(req, touba.EffectNotApplied, false, touba.Errorf(touba.EWorkerUnavailable,

@@ -43,10 +43,12 @@ type call struct {
 var ErrNotHeld = errors.New("the call is not held by a worker")
 
 // Take waits up to wait for calls of refs and hands out up to n of them,
-// oldest entry first: each is journaled dispatched (its runner's hook, all
-// of them at once) before Take returns its request, and is then held by
-// the caller until it answers or the call's timeout passes. It returns at once when calls
-// wait, and empty when wait passes, ctx ends or the Hub closes.
+// oldest entry first: each is journaled (its runner's hook, all of them at
+// once) before Take returns its request, and is then held by the caller
+// until it answers or the call's timeout passes. It returns once calls
+// wait (at most gatherFor later while runs leased for its room are on
+// their way to their call), and empty when wait passes, ctx ends or the
+// Hub closes.
 func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration) [][]byte {
 	if n <= 0 || len(refs) == 0 {
 		return nil
@@ -93,6 +95,9 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 		picked = h.pick(qs, n)
 		h.mu.Unlock()
 	}
+	if len(picked) > 0 && len(picked) < n {
+		picked = h.gather(ctx, qs, picked, n)
+	}
 	h.mu.Lock()
 	now := h.now()
 	for _, q := range qs {
@@ -101,8 +106,8 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 		q.lastTake = now
 	}
 	h.mu.Unlock()
-	// Each call's dispatched event is a journal write of its own: made at
-	// once, they share one group commit instead of a sync each.
+	// Each call's journal write (prepared and dispatched) is its own:
+	// made at once, they share one group commit instead of a sync each.
 	bodies := make([][]byte, len(picked))
 	var wg sync.WaitGroup
 	for i, c := range picked {
@@ -120,6 +125,70 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 		}
 	}
 	return out
+}
+
+// gatherFor bounds how long a take that holds some calls waits for the
+// runs leased for its room that are not yet at their call: a run leased
+// reaches its call within moments (no journal write before it), and a
+// take of one call costs a journal commit and an HTTP answer of its own
+// (docs/performance.md, "Round 12").
+const gatherFor = time.Millisecond
+
+// gather adds to picked the calls of runs leased for the take's room that
+// reach the Hub within gatherFor, up to n in all: one take, one journal
+// commit and one answer carry them, where each would otherwise wait for
+// a take of its own.
+func (h *Hub) gather(ctx context.Context, qs []*queue, picked []*call, n int) []*call {
+	h.mu.Lock()
+	// The calls picked are no longer room: nothing more is leased for
+	// them meanwhile.
+	for _, c := range picked {
+		h.bindings[c.ref].room--
+	}
+	on := reservedIn(qs)
+	h.mu.Unlock()
+	timer := time.NewTimer(h.gatherFor)
+	defer timer.Stop()
+	for on && len(picked) < n {
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(h.stop)},
+		}
+		h.mu.Lock()
+		for _, q := range qs {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.wake)})
+		}
+		h.mu.Unlock()
+		if i, _, _ := reflect.Select(cases); i < 3 {
+			break
+		}
+		h.mu.Lock()
+		more := h.pick(qs, n-len(picked))
+		for _, c := range more {
+			h.bindings[c.ref].room--
+		}
+		picked = append(picked, more...)
+		on = reservedIn(qs)
+		h.mu.Unlock()
+	}
+	h.mu.Lock()
+	for _, c := range picked {
+		h.bindings[c.ref].room++
+	}
+	h.mu.Unlock()
+	return picked
+}
+
+// reservedIn tells whether runs leased for qs's room are on their way to
+// their call; h.mu held.
+func reservedIn(qs []*queue) bool {
+	for _, q := range qs {
+		if len(q.reserved) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // pick moves up to n waiting calls of qs to handing, oldest entry first
@@ -144,10 +213,17 @@ func (h *Hub) pick(qs []*queue, n int) []*call {
 	return out
 }
 
-// handOut encodes c's request, journals it dispatched and holds it for
-// the worker: the request, or nil when c ended instead (too large, the
-// journal refused, its runner gave up meanwhile).
+// handOut journals c (its runner's hook: dispatched, or prepared and
+// dispatched in one commit, which sets the request's effect and attempt),
+// then encodes its request and holds it for the worker: the request, or
+// nil when c ended instead (the journal refused, too large, its runner
+// gave up meanwhile). A call the journal refused was never handed out;
+// one too large is journaled but never sent (not_applied).
 func (h *Hub) handOut(c *call) []byte {
+	if err := c.dispatched(); err != nil {
+		h.finish(c, handler.Failed(c.req, touba.EffectNotApplied, false, handler.HookError(err)))
+		return nil
+	}
 	body, err := handler.EncodeRequest(c.req, h.now().Add(c.timeout))
 	if err != nil {
 		h.finish(c, handler.Failed(c.req, touba.EffectNotApplied, false, touba.Errorf(touba.EINTERNAL, "%v", err)))
@@ -156,10 +232,6 @@ func (h *Hub) handOut(c *call) []byte {
 	if c.maxPayload > 0 && int64(len(body)) > c.maxPayload {
 		h.finish(c, handler.Failed(c.req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerPayloadTooLarge,
 			"request of %d bytes over max_payload_bytes %d; never handed to a worker", len(body), c.maxPayload)))
-		return nil
-	}
-	if err := c.dispatched(); err != nil {
-		h.finish(c, handler.Failed(c.req, touba.EffectNotApplied, false, handler.HookError(err)))
 		return nil
 	}
 	h.mu.Lock()

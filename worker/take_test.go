@@ -73,3 +73,71 @@ func TestTakeJournalsItsCallsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeWaitsForRunsLeasedForIt: a take that found one call waiting
+// while another run leased for its room is on its way to its call waits
+// for that call too, and answers both at once: one journal commit and one
+// answer instead of two takes. Without a run on its way it answers at
+// once (the first take here, before any run is reserved).
+func TestTakeWaitsForRunsLeasedForIt(t *testing.T) {
+	const ref = "tool:t/Post"
+	hub := worker.NewHub(nil)
+	defer hub.Close()
+	// Long enough that the take cannot answer by the bound alone.
+	worker.SetGatherFor(hub, time.Minute)
+	r := worker.NewRunner(hub, worker.Spec{Ref: ref, Token: "t", Timeout: time.Minute})
+	results := make(chan *handler.Result, 3)
+	call := func(i int) {
+		req := &handler.Request{Protocol: "touba-handler-v1", Operation: "invoke", ToolRef: ref, Input: json.RawMessage(`{}`),
+			Context: handler.Context{QueueID: fmt.Sprintf("q-%02d", i), CallID: fmt.Sprintf("c-%02d", i)}}
+		go func() { results <- r.Call(context.Background(), req, func() error { return nil }) }()
+	}
+	answer := func(bodies [][]byte) {
+		for _, b := range bodies {
+			var req handler.Request
+			if err := json.Unmarshal(b, &req); err != nil {
+				t.Fatal(err)
+			}
+			doc := fmt.Sprintf(`{"call_id": %q, "ok": true, "output": {}}`, req.Context.CallID)
+			if err := hub.Answer(req.Context.CallID, func(string) bool { return true }, []byte(doc)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waiting := func(n int) func() bool {
+		return testkit.Every(time.Millisecond, func() bool { return hub.Stats()[ref].Waiting == n })
+	}
+
+	call(0)
+	testkit.WaitFor(t, 10*time.Second, waiting(1), "the first call waiting")
+	if bodies := hub.Take(context.Background(), []string{ref}, 5, time.Minute); len(bodies) != 1 {
+		t.Fatalf("a take with nothing on its way handed out %d calls, want 1 at once", len(bodies))
+	} else {
+		answer(bodies)
+	}
+
+	r.Reserve("q-02") // leased for the take's room, not yet at its call
+	call(1)
+	testkit.WaitFor(t, 10*time.Second, waiting(1), "the second call waiting")
+	took := make(chan [][]byte, 1)
+	go func() { took <- hub.Take(context.Background(), []string{ref}, 5, time.Minute) }()
+	// The take holds the call that waited (none waits now) and waits for
+	// the run on its way.
+	testkit.WaitFor(t, 10*time.Second, waiting(0), "the take to hold the waiting call")
+	select {
+	case bodies := <-took:
+		t.Fatalf("the take answered with %d calls while a run leased for it was on its way", len(bodies))
+	default:
+	}
+	call(2)
+	bodies := <-took
+	if len(bodies) != 2 {
+		t.Fatalf("the take handed out %d calls, want the waiting one and the one that was on its way", len(bodies))
+	}
+	answer(bodies)
+	for range 3 {
+		if res := <-results; !res.OK {
+			t.Errorf("call ended %+v", res.Err)
+		}
+	}
+}

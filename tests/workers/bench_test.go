@@ -223,9 +223,22 @@ func benchKind(b *testing.B, build benchBuild, kind string, n, l int, name strin
 	}
 	slices.Sort(lat)
 	fig.p50, fig.p99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	// Each round's figures, with the load they were taken under: -count
+	// repeats the benchmark, and its metrics are only the last round's.
+	b.Logf("%s: %.0f calls/s, %.2f ms CPU/call, %.2f commits/call, p50 %.2f ms, p99 %.2f ms, load %s",
+		name, fig.rate, fig.cpu, fig.commits, ms(fig.p50), ms(fig.p99), loadAvg())
 	d.Signal(syscall.SIGTERM)
 	d.Wait(time.Minute)
 	return fig
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages, or "?".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 // benchDigest is trigger:bench/Orders's program digest, which intake

@@ -67,6 +67,7 @@ type world struct {
 	acked                      []string // queue ids, in the order accepted
 	ids                        map[string]string
 	extraFlags                 []string
+	env                        []string // more of the daemon's environment (TOUBA_CRASHPOINT)
 	// db is the PostgreSQL database's URL; "" keeps the SQLite files.
 	db string
 }
@@ -119,7 +120,8 @@ func (w *world) startOn(listen, admin, node string, flags ...string) *testkit.Da
 	args = append(args, "--listen", listen, "--metrics-listen", "127.0.0.1:0",
 		"--admin-socket", admin, "--log-level", "info")
 	args = append(args, append(w.extraFlags, flags...)...)
-	return testkit.Start(w.t, []string{"WK_TOKEN=" + token, "WK_OTHER_TOKEN=" + token + "-other"}, args...)
+	env := append([]string{"WK_TOKEN=" + token, "WK_OTHER_TOKEN=" + token + "-other"}, w.env...)
+	return testkit.Start(w.t, env, args...)
 }
 
 // send posts one delivery per event id to trigger; each must be 202.
