@@ -5,7 +5,8 @@
 -- same page: a WAL record of the changed columns only, and no lock record
 -- for the old version (postgres/leaf_fill.go says why; new leaves get the
 -- same, tableSQL). Rows already written keep their pages; only later
--- inserts leave the room.
+-- inserts leave the room. 0010 gave entries 80 for its HOT lease
+-- extension; the time partitions, created LIKE entries, lost it.
 --
 -- Expand only, and online: setting fillfactor takes SHARE UPDATE
 -- EXCLUSIVE on each leaf for the transaction, which no read or write
@@ -15,8 +16,10 @@ DO $$
 DECLARE
   leaf regclass;
 BEGIN
-  FOR leaf IN SELECT relid FROM pg_partition_tree('touba.entries') WHERE isleaf
-    UNION ALL SELECT relid FROM pg_partition_tree('touba.effects') WHERE isleaf
+  -- pg_partition_tree lists nothing for a table not partitioned yet.
+  FOR leaf IN SELECT t.relid FROM unnest(ARRAY['touba.entries'::regclass, 'touba.effects'::regclass]) AS r(rel),
+      LATERAL (SELECT r.rel AS relid WHERE (SELECT relkind FROM pg_class WHERE oid = r.rel) = 'r'
+        UNION ALL SELECT p.relid FROM pg_partition_tree(r.rel) p WHERE p.isleaf) t
   LOOP
     EXECUTE format('ALTER TABLE %s SET (fillfactor = 50)', leaf);
   END LOOP;
