@@ -48,6 +48,6 @@ BEGIN
       LATERAL (SELECT r.rel AS relid WHERE (SELECT relkind FROM pg_class WHERE oid = r.rel) = 'r'
         UNION ALL SELECT p.relid FROM pg_partition_tree(r.rel) p WHERE p.isleaf) t
   LOOP
-    EXECUTE format('ALTER TABLE %s SET (fillfactor = 50)', leaf);
+    EXECUTE format('ALTER TABLE %s SET (fillfactor = 100)', leaf);
   END LOOP;
 END $$;
