@@ -239,7 +239,7 @@ func createLeaf(ctx context.Context, q querier, t ptable, name, src, from, to st
 // (indexTemplate), and attaches it to parent FOR VALUES bounds.
 func tableSQL(t ptable, name string, tmpl []string, parent, bounds string) []string {
 	full := Schema + "." + name
-	stmts := []string{fmt.Sprintf(`CREATE TABLE %s (LIKE %s.%s INCLUDING DEFAULTS INCLUDING CONSTRAINTS)%s`, full, Schema, t.name, leafOptions(t.name))}
+	stmts := []string{fmt.Sprintf(`CREATE TABLE %s (LIKE %s.%s INCLUDING DEFAULTS INCLUDING CONSTRAINTS)`, full, Schema, t.name)}
 	for _, ix := range tmpl {
 		stmts = append(stmts, fmt.Sprintf(ix, name))
 	}
