@@ -46,7 +46,7 @@ type hotLeaf struct {
 
 // hotTables are the partitioned tables the batch statements address by
 // partition.
-var hotTables = []string{"entries", "effects", "effect_events"}
+var hotTables = []string{"entries", "effects"}
 
 // hotLeaves caches the time partitions, refreshed in the background (never
 // on a writer's path): when older than hotLeavesAge, when an id falls in
@@ -237,7 +237,7 @@ func (h *hotLeaves) on(sql, suffix string) string {
 	}
 	out := sql
 	for _, t := range hotTables {
-		for _, alias := range []string{" e ", " e\n", " x ", " v "} {
+		for _, alias := range []string{" e ", " e\n", " x "} {
 			out = strings.ReplaceAll(out, Schema+"."+t+alias, Schema+"."+t+suffix+alias)
 		}
 	}

@@ -83,22 +83,20 @@ type finRow struct {
 }
 
 // finishMany is fusedFinish for many rows.
-var finishMany = `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
+const finishMany = `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
 		$7::text[], $8::text[], $9::text[], $10::text[])
 	WITH ORDINALITY AS i(scope, effect_id, token, state, receipt_ref, result, error_code, receipt_error_code, call_id, detail, n)),
-f AS (SELECT i.n, e.kept, NOT EXISTS (SELECT 1 FROM touba.effect_events v WHERE v.scope = i.scope AND v.effect_id = i.effect_id) AS first
-	FROM touba.entries e JOIN i ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status COLLATE "C" = 'running'
+f AS (SELECT i.n, e.kept FROM touba.entries e JOIN i ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status COLLATE "C" = 'running'
 	FOR UPDATE OF e),
 u AS (UPDATE touba.effects x SET state = i.state, receipt_ref = NULLIF(i.receipt_ref, ''), result = i.result,
-		error_code = NULLIF(i.error_code, ''), receipt_error_code = NULLIF(i.receipt_error_code, ''), updated_at = $11, owner = NULL,
-		` + settleCols("f.first", "i.state", "NULLIF(i.call_id, '')", "$11", "NULLIF(i.detail, '')") + `
+		error_code = NULLIF(i.error_code, ''), receipt_error_code = NULLIF(i.receipt_error_code, ''), updated_at = $11, owner = NULL
 	FROM i JOIN f ON f.n = i.n
 	WHERE x.scope = i.scope AND x.effect_id = i.effect_id AND x.state COLLATE "C" IN ('prepared', 'dispatched') AND x.call_id = i.call_id
 		AND x.owner = $12
 	RETURNING i.n),
 ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
 	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), i.state, $11, NULLIF(i.detail, ''), f.kept
-	FROM i JOIN u ON u.n = i.n JOIN f ON f.n = i.n WHERE NOT f.first ORDER BY i.n)
+	FROM i JOIN u ON u.n = i.n JOIN f ON f.n = i.n ORDER BY i.n)
 SELECT i.n, u.n IS NOT NULL FROM i LEFT JOIN u ON u.n = i.n ORDER BY i.n`
 
 // queueOutcomes queues the statement of rows on b.

@@ -21,23 +21,6 @@ const (
 	bornPD = "pd" // prepared, then dispatched (the in-process handlers' PrepareDispatched)
 )
 
-// An effect's first outcome is a column of its row too (0022_pgspeed_rows.sql):
-// the outcome statements (finishMany, fusedFinish) write it in settled,
-// settled_call, settled_at and settled_detail instead of an effect_events
-// row when the effect has no row yet, which holds for the first outcome of
-// a prepare-and-dispatch. Then the row's events come before every row of
-// the effect: each later event is a row, and a row that came first (a
-// dispatch after a prepare, a late outcome) leaves settled NULL for good.
-// first is the SQL condition "no row yet", read in the statement's
-// snapshot; the COALESCE never replaces an outcome already there (its
-// trigger would refuse it).
-func settleCols(first, state, call, at, detail string) string {
-	set := func(col, v string) string {
-		return col + " = CASE WHEN " + first + " THEN COALESCE(x." + col + ", " + v + ") ELSE x." + col + " END"
-	}
-	return set("settled", state) + ", " + set("settled_call", call) + ", " + set("settled_at", at) + ", " + set("settled_detail", detail)
-}
-
 // bornEvents are the events born records, in their order.
 func bornEvents(born, call, scope, effectID string, at string) ([]touba.EffectEvent, error) {
 	if born == "" {
@@ -60,27 +43,18 @@ func bornEvents(born, call, scope, effectID string, at string) ([]touba.EffectEv
 }
 
 // Events returns the audit trail of one effect, in order: the events its
-// row records (born, then settled), then its effect_events rows. Seq is 0
-// for the former: they have no row.
+// row records (born), then its effect_events rows. Seq is 0 for the
+// former: they have no row.
 func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]touba.EffectEvent, error) {
 	var born, call, at string
-	var settled, settledCall, settledAt, settledDetail *string
-	err := j.db.pool.QueryRow(ctx, `SELECT COALESCE(born, ''), COALESCE(born_call, ''), created_at,
-		settled, settled_call, settled_at, settled_detail FROM touba.effects
-		WHERE scope = $1 AND effect_id = $2`, scope, effectID).Scan(&born, &call, &at, &settled, &settledCall, &settledAt, &settledDetail)
+	err := j.db.pool.QueryRow(ctx, `SELECT COALESCE(born, ''), COALESCE(born_call, ''), created_at FROM touba.effects
+		WHERE scope = $1 AND effect_id = $2`, scope, effectID).Scan(&born, &call, &at)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("effect events: %w", err)
 	}
 	out, err := bornEvents(born, call, scope, effectID, at)
 	if err != nil {
 		return nil, fmt.Errorf("effect events: %w", err)
-	}
-	if settled != nil {
-		e := touba.EffectEvent{Scope: scope, EffectID: effectID, CallID: deref(settledCall), State: *settled, Detail: deref(settledDetail)}
-		if e.At, err = touba.ParseTime(deref(settledAt)); err != nil {
-			return nil, fmt.Errorf("effect events: %w", err)
-		}
-		out = append(out, e)
 	}
 	rows, err := j.db.pool.Query(ctx, `SELECT seq, scope, effect_id, COALESCE(call_id, ''), state, at, COALESCE(detail, '')
 		FROM touba.effect_events WHERE scope = $1 AND effect_id = $2 ORDER BY seq`, scope, effectID)
@@ -100,11 +74,4 @@ func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]touba.E
 		out = append(out, e)
 	}
 	return out, rows.Err()
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

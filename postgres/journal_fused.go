@@ -70,17 +70,15 @@ func (j *Journal) dispatchFused(ctx context.Context, tx *Tx, scope, effectID, ca
 // the call may have outlived it, the answer is still the journal's):
 // finished is false when the fence failed or callID does not hold the
 // effect.
-var fusedFinish = `WITH f AS (
-	SELECT kept, NOT EXISTS (SELECT 1 FROM touba.effect_events v WHERE v.scope = $1 AND v.effect_id = $9) AS first
-	FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE),
-u AS (UPDATE touba.effects x SET state = $3, receipt_ref = $4, result = $5, error_code = $6,
-		receipt_error_code = $7, updated_at = $8, owner = NULL,
-		` + settleCols("(SELECT first FROM f)", "$3", "NULLIF($10, '')", "$8", "NULLIF($12, '')") + `
+const fusedFinish = `WITH f AS (
+	SELECT kept FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE),
+u AS (UPDATE touba.effects SET state = $3, receipt_ref = $4, result = $5, error_code = $6,
+		receipt_error_code = $7, updated_at = $8, owner = NULL
 	WHERE scope = $1 AND effect_id = $9 AND state IN ('prepared', 'dispatched') AND call_id = $10 AND owner = $11
 		AND EXISTS (SELECT 1 FROM f)
 	RETURNING 1),
 ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
-	SELECT $1, $9, NULLIF($10, ''), $3, $8, NULLIF($12, ''), (SELECT kept FROM f) FROM u WHERE NOT (SELECT first FROM f))
+	SELECT $1, $9, NULLIF($10, ''), $3, $8, NULLIF($12, ''), (SELECT kept FROM f) FROM u)
 SELECT EXISTS (SELECT 1 FROM f), EXISTS (SELECT 1 FROM u)`
 
 func (j *Journal) finishFused(ctx context.Context, tx *Tx, o touba.EffectOutcome, token int64, now, detail string) (fenced, finished bool, err error) {
