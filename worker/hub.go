@@ -126,6 +126,14 @@ func (h *Hub) enqueue(c *call) bool {
 	}
 	q := h.q(c.ref)
 	delete(q.reserved, c.order)
+	h.insertWaiting(q, c)
+	return true
+}
+
+// insertWaiting puts c among q's waiting calls in acceptance order and
+// wakes q's open takes; h.mu held.
+func (h *Hub) insertWaiting(q *queue, c *call) {
+	c.state = stateWaiting
 	i, _ := slices.BinarySearchFunc(q.waiting, c, func(a, b *call) int {
 		switch {
 		case a.order < b.order:
@@ -145,7 +153,6 @@ func (h *Hub) enqueue(c *call) bool {
 		close(q.wake)
 		q.wake = make(chan struct{})
 	}
-	return true
 }
 
 // withdraw takes c out of the waiting calls; false when a take has it

@@ -98,6 +98,14 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 	if len(picked) > 0 && len(picked) < n {
 		picked = h.gather(ctx, qs, picked, n)
 	}
+	if ctx.Err() != nil && len(picked) > 0 {
+		// The worker's take ended (it stopped, its connection closed)
+		// while the take held calls it had not journaled: they wait again
+		// for another take, where handing them out would have made each
+		// dispatched to nobody and unknown at its timeout.
+		h.putBack(picked)
+		picked = nil
+	}
 	h.mu.Lock()
 	now := h.now()
 	for _, q := range qs {
@@ -252,6 +260,26 @@ func (h *Hub) handOut(c *call) []byte {
 	})
 	h.mu.Unlock()
 	return body
+}
+
+// putBack returns calls a take picked but never journaled to their
+// bindings' waiting calls; one its runner gave up on meanwhile ends
+// not_applied, never sent.
+func (h *Hub) putBack(picked []*call) {
+	var gone []*call
+	h.mu.Lock()
+	for _, c := range picked {
+		if c.abandoned {
+			gone = append(gone, c)
+			continue
+		}
+		h.insertWaiting(h.q(c.ref), c)
+	}
+	h.mu.Unlock()
+	for _, c := range gone {
+		h.finish(c, handler.Failed(c.req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerTimeout,
+			"call cancelled before a worker took it")))
+	}
 }
 
 // finish ends a call no worker holds.
