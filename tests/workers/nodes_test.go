@@ -360,11 +360,19 @@ func TestNodeKilledWithCallsHandedOut(t *testing.T) {
 	}
 	held := eventIDs("held", 5)
 	w.sendTo(b, orders, held...)
-	testkit.WaitFor(t, nodeWait, func() bool { return len(readRemote(t, remote)) == len(applied)+len(held) },
-		"A's worker to hold the calls")
+	// Every held delivery's call at A's worker (a call that timed out
+	// meanwhile, timeout_ms 3 s on a loaded box, is handed to it again
+	// under the same effect: a line more).
+	testkit.WaitFor(t, nodeWait, func() bool {
+		at := map[string]bool{}
+		for _, l := range readRemote(t, remote) {
+			at[l.EventID] = true
+		}
+		return len(at) == len(applied)+len(held)
+	}, "A's worker to hold the calls")
 	a.Kill()
 	wa.kill()
-	startWorkerAt(t, b.URL(), remote, hangB, 8)
+	wb2 := startWorkerAt(t, b.URL(), remote, hangB, 8)
 	w.waitEntries(append(slices.Clone(applied), held...), touba.StatusDone, "node B to run the held calls again", b)
 	stop := func(d *testkit.Daemon) {
 		d.Signal(syscall.SIGTERM)
@@ -384,8 +392,14 @@ func TestNodeKilledWithCallsHandedOut(t *testing.T) {
 	}
 	for _, id := range held {
 		ls := byEvent[id]
-		if len(ls) != 2 || ls[0].EffectID != ls[1].EffectID || ls[0].CallID == ls[1].CallID || ls[0].PID == ls[1].PID {
-			t.Errorf("%s (held by A's worker at the kill) sent as %+v; want twice, one effect, two calls, two workers", id, ls)
+		calls, pids, oneEffect := map[string]bool{}, map[int]bool{}, true
+		for _, l := range ls {
+			calls[l.CallID] = true
+			pids[l.PID] = true
+			oneEffect = oneEffect && l.EffectID == ls[0].EffectID
+		}
+		if len(ls) < 2 || !oneEffect || len(calls) != len(ls) || !pids[wa.cmd.Process.Pid] || !pids[wb2.cmd.Process.Pid] {
+			t.Errorf("%s (held by A's worker at the kill) sent as %+v; want by A's worker, then B's, one effect, a call id each", id, ls)
 		}
 	}
 	effects, events := w.effects()
