@@ -54,7 +54,7 @@ var (
 func (q *Queue) claim(ctx context.Context, tx *Tx, pick string, n int, out []*touba.Delivery, took []takeOver,
 	extra ...any) ([]*touba.Delivery, []takeOver, error) {
 	picked, err := q.pickRows(ctx, tx, pick, n, extra)
-	if err != nil || len(picked.byID) == 0 {
+	if err != nil || len(picked.order) == 0 {
 		return out, took, err
 	}
 	b := &pgx.Batch{}
@@ -67,12 +67,31 @@ func (q *Queue) claim(ctx context.Context, tx *Tx, pick string, n int, out []*to
 		return out, took, err
 	}
 	defer br.Close()
+	leased := make(map[string]*touba.Delivery, len(picked.order))
 	for range picked.leaves {
-		if out, took, err = scanClaimed(br, picked.byID, out, took); err != nil {
+		if err := scanClaimed(br, leased); err != nil {
 			return out, took, err
 		}
 	}
-	return out, took, br.Close()
+	if err := br.Close(); err != nil {
+		return out, took, err
+	}
+	// In the pick's order (the oldest first), whatever the leaves'.
+	for _, id := range picked.order {
+		d, ok := leased[id]
+		if !ok {
+			continue
+		}
+		was := picked.byID[id]
+		// Never leased before: no run has written a checkpoint
+		// (migration 0012), so the dispatcher skips reading them.
+		d.FirstLease = !was.leased
+		if was.status == touba.StatusRunning {
+			took = append(took, takeOver{queueID: id, oldOwner: was.owner})
+		}
+		out = append(out, d)
+	}
+	return out, took, nil
 }
 
 // pickedRow is a row a pick locked, as it was.
@@ -81,9 +100,10 @@ type pickedRow struct {
 	leased        bool
 }
 
-// picked are the rows a pick locked, by queue id, and their ids by the
-// partition holding them (leaves in the order first met).
+// picked are the rows a pick locked, by queue id and in its order, and
+// their ids by the partition holding them (leaves in the order first met).
 type picked struct {
+	order  []string
 	byID   map[string]pickedRow
 	ids    map[string][]string
 	leaves []string
@@ -126,6 +146,7 @@ func (q *Queue) pickRows(ctx context.Context, tx *Tx, pick string, n int, extra 
 			p.leaves = append(p.leaves, leaf)
 		}
 		p.ids[leaf] = append(p.ids[leaf], id)
+		p.order = append(p.order, id)
 		p.byID[id] = r
 	}
 	rows.Close()
@@ -158,29 +179,21 @@ func (q *Queue) claimSQL(leaf string) string {
 		RETURNING ` + qualified("e.")
 }
 
-// scanClaimed reads a claim's leased entries from br, each with what its
-// pick read (by).
-func scanClaimed(br pgx.BatchResults, by map[string]pickedRow, out []*touba.Delivery, took []takeOver) ([]*touba.Delivery, []takeOver, error) {
+// scanClaimed reads a claim's leased entries from br into by.
+func scanClaimed(br pgx.BatchResults, by map[string]*touba.Delivery) error {
 	rows, err := br.Query()
 	if err != nil {
-		return out, took, err
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		d, err := scanEntry(rows)
 		if err != nil {
-			return out, took, err
+			return err
 		}
-		was := by[d.QueueID]
-		// Never leased before: no run has written a checkpoint
-		// (migration 0012), so the dispatcher skips reading them.
-		d.FirstLease = !was.leased
-		if was.status == touba.StatusRunning {
-			took = append(took, takeOver{queueID: d.QueueID, oldOwner: was.owner})
-		}
-		out = append(out, d)
+		by[d.QueueID] = d
 	}
-	return out, took, rows.Err()
+	return rows.Err()
 }
 
 // pickCols are the columns of every pick: the entry as the pick locked
