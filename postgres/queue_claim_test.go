@@ -2,13 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
-
-	touba "github.com/touba/touba-trigger"
 )
 
 // planRows sums, over an EXPLAIN (ANALYZE, FORMAT JSON) plan, the rows
@@ -62,12 +57,7 @@ func TestClaimReadsOnlyItsRows(t *testing.T) {
 	if _, err := setup.Exec(ctx, `ANALYZE touba.entries`); err != nil {
 		t.Fatal(err)
 	}
-	var leaf string
-	var ids []string
-	if err := setup.QueryRow(ctx, `SELECT min(tableoid::regclass::text), array_agg(queue_id) FROM (SELECT tableoid, queue_id
-		FROM touba.entries WHERE status = 'pending' ORDER BY queue_id LIMIT 35) p`).Scan(&leaf, &ids); err != nil {
-		t.Fatal(err)
-	}
+	sql := st.Queue.claimSQL(pickTrigger, 35)
 	for _, mode := range []string{"auto", "force_custom_plan", "force_generic_plan"} {
 		conn, err := st.db.pool.Acquire(ctx)
 		if err != nil {
@@ -75,8 +65,7 @@ func TestClaimReadsOnlyItsRows(t *testing.T) {
 		}
 		stmts := []string{`SET plan_cache_mode = ` + mode, `BEGIN`}
 		stmts = append(append(stmts, claimSets...), claimPlanSets...)
-		stmts = append(stmts, `PREPARE claim_test(text, bigint, text, text) AS `+pickSQL(pickTrigger, 35),
-			`PREPARE claim_upd(text, text, text[]) AS `+st.Queue.claimSQL(leaf))
+		stmts = append(stmts, `PREPARE claim_test(text, bigint, text, text) AS `+sql)
 		for _, s := range stmts {
 			if _, err := conn.Exec(ctx, s); err != nil {
 				t.Fatalf("%s: %v", s, err)
@@ -87,20 +76,16 @@ func TestClaimReadsOnlyItsRows(t *testing.T) {
 			if _, err := conn.Exec(ctx, `SAVEPOINT s`); err != nil {
 				t.Fatal(err)
 			}
-			rows = 0
-			for _, ex := range []string{`EXECUTE claim_test('` + st.db.now() + `', 35, 'node-x', 'trigger:t')`,
-				`EXECUTE claim_upd('` + st.db.now() + `', 'node-x', '{` + strings.Join(ids, ",") + `}')`} {
-				var plan []map[string]any
-				if err := conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+ex).Scan(&plan); err != nil {
-					t.Fatal(err)
-				}
-				rows += planRows(plan[0]["Plan"].(map[string]any))
+			var plan []map[string]any
+			if err := conn.QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim_test('`+st.db.now()+`', 35, 'node-x', 'trigger:t')`).Scan(&plan); err != nil {
+				t.Fatal(err)
 			}
 			if _, err := conn.Exec(ctx, `ROLLBACK TO SAVEPOINT s`); err != nil {
 				t.Fatal(err)
 			}
+			rows = planRows(plan[0]["Plan"].(map[string]any))
 		}
-		for _, s := range []string{`ROLLBACK`, `DEALLOCATE claim_test`, `DEALLOCATE claim_upd`, `RESET plan_cache_mode`} {
+		for _, s := range []string{`ROLLBACK`, `DEALLOCATE claim_test`, `RESET plan_cache_mode`} {
 			if _, err := conn.Exec(ctx, s); err != nil {
 				t.Fatal(err)
 			}
@@ -111,60 +96,5 @@ func TestClaimReadsOnlyItsRows(t *testing.T) {
 		} else {
 			t.Logf("plan_cache_mode %s: a claim of 35 read %.0f rows of entries", mode, rows)
 		}
-	}
-}
-
-// A claim's update locks the partition its rows are in, not every
-// partition of entries: with twenty more time partitions, the relations
-// it holds RowExclusiveLock on are that leaf and its indexes. Issue 42:
-// an update of the parent joined to the pick is a generic plan naming
-// every leaf, and PostgreSQL 15 locks each relation such a plan names
-// (1,431 relation locks a claim on 72 partitions).
-func TestClaimLocksItsPartition(t *testing.T) {
-	st, _ := deferStore(t)
-	ctx := context.Background()
-	ahead := time.Now().Add(200 * 24 * time.Hour).UnixMilli() // past the partitions made ahead
-	if n, err := ensureRange(ctx, st.db.pool, time.Hour, ahead, ahead+20*time.Hour.Milliseconds()); err != nil || n < 20 {
-		t.Fatalf("partitions ahead: %d, %v", n, err)
-	}
-	for i := range 40 {
-		d := &touba.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprintf("e-%d", i), Digest: "d", Body: []byte(`{}`)}
-		if _, err := st.Queue.Enqueue(ctx, d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var leafRels int
-	if err := st.db.pool.QueryRow(ctx, `SELECT 1 + count(*) FROM pg_index
-		WHERE indrelid = (SELECT tableoid FROM touba.entries LIMIT 1)`).Scan(&leafRels); err != nil {
-		t.Fatal(err)
-	}
-	errDone := errors.New("rolled back")
-	var got []*touba.Delivery
-	var locked []string
-	err := st.Queue.change("", func(ctx context.Context, tx *Tx) error {
-		if _, err := claimPlan(ctx, tx); err != nil {
-			return err
-		}
-		var err error
-		if got, _, err = st.Queue.claim(ctx, tx, pickTrigger, 35, nil, nil, "trigger:t"); err != nil {
-			return err
-		}
-		if err := tx.QueryRow(ctx, `SELECT array_agg(c.relname ORDER BY c.relname) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
-			WHERE l.pid = pg_backend_pid() AND l.mode = 'RowExclusiveLock' AND c.relname LIKE 'entries%'`).Scan(&locked); err != nil {
-			return err
-		}
-		return errDone
-	})
-	if !errors.Is(err, errDone) {
-		t.Fatal(err)
-	}
-	if len(got) != 35 {
-		t.Fatalf("claimed %d entries, want 35", len(got))
-	}
-	if len(locked) > leafRels {
-		t.Errorf("the claim holds RowExclusiveLock on %d relations of entries, want at most %d (one leaf and its indexes): %v",
-			len(locked), leafRels, locked)
-	} else {
-		t.Logf("the claim holds RowExclusiveLock on %v", locked)
 	}
 }

@@ -31,8 +31,8 @@ const (
 	// at): the first of each key value among its oldest runnable, then the
 	// second of each... Those looked at are locked for the transaction,
 	// leased or not (a window function cannot take FOR UPDATE itself).
-	pickByKey = `SELECT queue_id, status, owner, leased, leaf FROM (
-		SELECT queue_id, status, owner, leased, leaf, ROW_NUMBER() OVER (PARTITION BY conc_key ORDER BY queue_id COLLATE "C") AS turn FROM (
+	pickByKey = `SELECT queue_id, status, owner, leased FROM (
+		SELECT queue_id, status, owner, leased, ROW_NUMBER() OVER (PARTITION BY conc_key ORDER BY queue_id COLLATE "C") AS turn FROM (
 			SELECT ` + pickCols + `, conc_key FROM touba.entries e WHERE e.status = 'pending' AND NOT e.held AND e.trigger_ref = $4
 				AND (e.not_before IS NULL OR e.not_before <= $1)
 				AND NOT EXISTS (SELECT 1 FROM touba.paused_triggers p WHERE p.trigger_ref = $4)

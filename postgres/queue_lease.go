@@ -140,6 +140,16 @@ func qualified(p string) string {
 		p + `program_digest, ` + p + `wake_at, COALESCE(` + p + `merged_into, '')`
 }
 
+// prefixScanner scans leading columns into extra, then the rest as an entry.
+type prefixScanner struct {
+	rows  pgx.Rows
+	extra []any
+}
+
+func (s prefixScanner) Scan(dest ...any) error {
+	return s.rows.Scan(append(s.extra, dest...)...)
+}
+
 // Finish ends a running entry held under token as done, failed, parked
 // or cancelled. An entry asked to cancel while it ran (cancel_requested)
 // ends cancelled instead of failed; done stays done (it completed) and
