@@ -82,12 +82,22 @@ func (j *Journal) release(scope, effectID, callID string) {
 // fail, runs again with them (commit.Options.Optimistic). An operation
 // that fails having written nothing (a fence that matched no row) says so
 // with commit.Refused and leaves the batch alone.
+//
+// One that lost a deadlock or met a row a pass moved to the kept
+// partitions while it waited for the row's lock (40001, "tuple to be
+// locked was already moved to another partition": its batch isolated
+// from the start, by an operation not redo-safe beside it) runs again,
+// as the queue's changes do (issue 42): its transaction rolled back.
 func (j *Journal) submit(scope string, fn func(ctx context.Context, tx *Tx) error) error {
-	err := j.db.writer(scope).DoRedo(context.Background(), func(ctx context.Context, tx *Tx) error {
-		tx.journal++
-		return fn(ctx, tx)
-	})
-	return errClosed(err)
+	for try := 1; ; try++ {
+		err := errClosed(j.db.writer(scope).DoRedo(context.Background(), func(ctx context.Context, tx *Tx) error {
+			tx.journal++
+			return fn(ctx, tx)
+		}))
+		if !deadlocked(err) || try == maxTries {
+			return err
+		}
+	}
 }
 
 // fence checks, in tx, that the entry scope is still leased under token

@@ -123,7 +123,7 @@ func pgText(s string) string {
 // checked, for tools), durably; a second save keeps the first.
 func (s *State) SaveStep(queueID string, token int64, stepID, runID string, output json.RawMessage) error {
 	now := s.db.now()
-	return errClosed(s.db.writer(queueID).Do(context.Background(), func(ctx context.Context, tx *Tx) error {
+	return s.do(context.Background(), queueID, func(ctx context.Context, tx *Tx) error {
 		if token != 0 {
 			var one int
 			err := tx.QueryRow(ctx, `SELECT 1 FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running'
@@ -137,16 +137,30 @@ func (s *State) SaveStep(queueID string, token int64, stepID, runID string, outp
 		_, err := tx.Exec(ctx, `INSERT INTO touba.run_steps (queue_id, step_id, run_id, output, at, kept)
 			VALUES ($1, $2, $3, $4, $5, EXISTS (SELECT 1 FROM touba.entries k WHERE k.queue_id = $1 AND k.kept)) ON CONFLICT DO NOTHING`, queueID, stepID, runID, string(output), now)
 		return err
-	}))
+	})
 }
 
 // DropSteps removes the checkpoints of stepIDs (a resume from a step),
 // durably, before the entry is pending again.
 func (s *State) DropSteps(ctx context.Context, queueID string, stepIDs []string) error {
-	return errClosed(s.db.writer(queueID).Do(ctx, func(ctx context.Context, tx *Tx) error {
+	return s.do(ctx, queueID, func(ctx context.Context, tx *Tx) error {
 		_, err := tx.Exec(ctx, `DELETE FROM touba.run_steps WHERE queue_id = $1 AND step_id = ANY($2)`, queueID, stepIDs)
 		return err
-	}))
+	})
+}
+
+// do runs fn in queueID's writer, isolated, and again when it lost a
+// deadlock or met a row a pass moved to the kept partitions while fn
+// waited for its lock (40001, "tuple to be locked was already moved to
+// another partition": issue 42), as the queue's changes are: its
+// transaction rolled back, and the next run finds the row where it went.
+func (s *State) do(ctx context.Context, queueID string, fn func(ctx context.Context, tx *Tx) error) error {
+	for try := 1; ; try++ {
+		err := errClosed(s.db.writer(queueID).Do(ctx, fn))
+		if !deadlocked(err) || try == maxTries {
+			return err
+		}
+	}
 }
 
 // Steps returns the checkpointed outputs of an entry, by step id.
