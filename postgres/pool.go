@@ -49,6 +49,9 @@ func poolConfig(c Config, pooled bool) (*pgxpool.Config, error) {
 				cc.RuntimeParams[k] = v
 			}
 		}
+		if _, ok := cc.RuntimeParams["jit"]; !ok {
+			cc.RuntimeParams["jit"] = "off" // jitOff
+		}
 	} else if !strings.Contains(c.URL, "default_query_exec_mode") {
 		// No named server-side prepared statement: through the pooler the
 		// next transaction may run on another server connection, where it
@@ -137,6 +140,15 @@ func probeDirect(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration)
 	return n == len(want), nil
 }
 
+// JIT is off for the daemon's sessions (a startup parameter; per
+// transaction behind a pooler, where a session's settings do not stay):
+// a statement over a partitioned table plans a function per partition
+// once its estimate passes jit_above_cost, and the retention pass at 72
+// partitions compiled 1,853 of them, 16 s where it ran in 25 ms without
+// (docs/performance.md, issue 42 round 11). The daemon's statements are
+// short, and none gains from compiling. A URL that names jit keeps it.
+const jitOff = `SET LOCAL jit = off`
+
 // beginRC begins a READ COMMITTED transaction.
 const beginRC = `BEGIN ISOLATION LEVEL READ COMMITTED`
 
@@ -149,7 +161,7 @@ func beginSQL(timeout time.Duration, pooled bool) string {
 	if !pooled {
 		return beginRC // the session has the bounds
 	}
-	return fmt.Sprintf(beginRC+`; SET LOCAL statement_timeout = %d; `+
+	return fmt.Sprintf(beginRC+`; `+jitOff+`; SET LOCAL statement_timeout = %d; `+
 		`SET LOCAL lock_timeout = %d; SET LOCAL idle_in_transaction_session_timeout = %d`,
 		timeout.Milliseconds(), lockTimeout(timeout).Milliseconds(), timeout.Milliseconds())
 }
@@ -158,7 +170,7 @@ func beginSQL(timeout time.Duration, pooled bool) string {
 // implicit transaction (a pipeline ending in one Sync).
 func setLocal(timeout time.Duration) string {
 	return fmt.Sprintf(`SELECT set_config('statement_timeout', '%d', true), set_config('lock_timeout', '%d', true), `+
-		`set_config('idle_in_transaction_session_timeout', '%d', true)`,
+		`set_config('idle_in_transaction_session_timeout', '%d', true), set_config('jit', 'off', true)`,
 		timeout.Milliseconds(), lockTimeout(timeout).Milliseconds(), timeout.Milliseconds())
 }
 
