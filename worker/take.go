@@ -76,19 +76,7 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 			timer = time.NewTimer(wait)
 			defer timer.Stop()
 		}
-		// One channel per binding, closed when a call of it is queued:
-		// every take of the binding wakes, and the first picks it.
-		cases := []reflect.SelectCase{
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(h.stop)},
-		}
-		h.mu.Lock()
-		for _, q := range qs {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.wake)})
-		}
-		h.mu.Unlock()
-		if i, _, _ := reflect.Select(cases); i < 3 {
+		if !h.woken(ctx, qs, timer) {
 			break
 		}
 		h.mu.Lock()
@@ -135,6 +123,25 @@ func (h *Hub) Take(ctx context.Context, refs []string, n int, wait time.Duration
 	return out
 }
 
+// woken waits until a call of one of qs is queued (true), or ctx ends,
+// timer fires or the Hub stops (false). One channel per binding, closed
+// when a call of it is queued: every take of the binding wakes, and the
+// first picks it.
+func (h *Hub) woken(ctx context.Context, qs []*queue, timer *time.Timer) bool {
+	cases := []reflect.SelectCase{
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(h.stop)},
+	}
+	h.mu.Lock()
+	for _, q := range qs {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.wake)})
+	}
+	h.mu.Unlock()
+	i, _, _ := reflect.Select(cases)
+	return i >= 3
+}
+
 // gatherFor bounds how long a take that holds some calls waits for the
 // runs leased for its room that are not yet at their call: a run leased
 // reaches its call within moments (no journal write before it), and a
@@ -158,17 +165,7 @@ func (h *Hub) gather(ctx context.Context, qs []*queue, picked []*call, n int) []
 	timer := time.NewTimer(h.gatherFor)
 	defer timer.Stop()
 	for on && len(picked) < n {
-		cases := []reflect.SelectCase{
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
-			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(h.stop)},
-		}
-		h.mu.Lock()
-		for _, q := range qs {
-			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.wake)})
-		}
-		h.mu.Unlock()
-		if i, _, _ := reflect.Select(cases); i < 3 {
+		if !h.woken(ctx, qs, timer) {
 			break
 		}
 		h.mu.Lock()
