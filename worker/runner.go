@@ -93,6 +93,13 @@ func (r *Runner) Call(ctx context.Context, req *handler.Request, dispatched func
 		return handler.Failed(req, touba.EffectNotApplied, false, touba.Errorf(touba.EWorkerUnavailable,
 			"no worker can take calls of %s here", r.spec.Ref))
 	}
+	if r.spec.MaxPayload > 0 && int64(len(req.Input)) > r.spec.MaxPayload {
+		// Its request holds the input whole: over the bound whatever the
+		// take adds, so refused before any take journals it (a crash
+		// between that journal write and the refusal would read unknown).
+		return handler.Failed(req, touba.EffectNotApplied, false, touba.Errorf(touba.EHandlerPayloadTooLarge,
+			"input of %d bytes over max_payload_bytes %d; never handed to a worker", len(req.Input), r.spec.MaxPayload))
+	}
 	c := &call{ref: r.spec.Ref, id: req.Context.CallID, order: req.Context.QueueID, req: req, timeout: r.spec.Timeout,
 		maxPayload: r.spec.MaxPayload, dispatched: dispatched, done: make(chan *handler.Result, 1)}
 	if c.timeout <= 0 {

@@ -65,3 +65,28 @@ func TestTakeEndedWhileGatheringPutsItsCallsBack(t *testing.T) {
 		t.Fatalf("the call answered ended %s (dispatched %v): %v", out.Outcome, out.Dispatched, out.Err)
 	}
 }
+
+// A call whose input alone is over max_payload_bytes is refused unsent
+// before it waits for a take: nothing is journaled for it.
+func TestInputOverMaxPayloadNeverJournaled(t *testing.T) {
+	const ref = "tool:t/Post"
+	hub := worker.NewHub(nil)
+	defer hub.Close()
+	r := worker.NewRunner(hub, worker.Spec{Ref: ref, Token: "t", Timeout: time.Second, MaxPayload: 64})
+	req := &handler.Request{Protocol: "touba-handler-v1", Operation: "invoke", ToolRef: ref,
+		Input:   json.RawMessage(`{"text":"` + string(make([]byte, 100)) + `"}`),
+		Context: handler.Context{QueueID: "q-01", CallID: "c-01"}}
+	for i := range req.Input[9 : 9+100] {
+		req.Input[9+i] = 'x'
+	}
+	var hooked atomic.Int32
+	out := r.Call(context.Background(), req, func() error { hooked.Add(1); return nil })
+	// The outcome is the dispatcher's to name (no effect yet: not_applied).
+	if hooked.Load() != 0 || out.Dispatched || out.Outcome == touba.EffectUnknown ||
+		out.Err == nil || out.Err.Code != touba.EHandlerPayloadTooLarge {
+		t.Fatalf("journaled %d times, ended %s (dispatched %v): %v", hooked.Load(), out.Outcome, out.Dispatched, out.Err)
+	}
+	if n := hub.Stats()[ref].Waiting; n != 0 {
+		t.Fatalf("%d calls waiting, want none", n)
+	}
+}
