@@ -8,7 +8,6 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
-	"github.com/touba/touba-trigger/internal/natstest"
 	"github.com/touba/touba-trigger/internal/testkit"
 )
 
@@ -22,12 +21,7 @@ import (
 // done, in the stream once, well before nats.go's default pings (2 min, two
 // outstanding) would have noticed.
 func TestNATSBehindABlackHole(t *testing.T) {
-	s := natstest.Start(t)
-	s.Stream("ORDERS", 2*time.Minute, "orders.>")
-	p := testkit.NewProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
-	w := newDaemon(t, natsManifest("nats://"+p.Addr(), 1))
-	w.start()
-	w.d.WaitLog("nats stream duplicate_window read", 30*time.Second)
+	s, p, w := natsBehindProxy(t, 2*time.Minute)
 	p.HoleNew(true)
 	if n := p.Hole(); n == 0 {
 		t.Fatal("no broker connection to black-hole")

@@ -19,12 +19,7 @@ import (
 // parked EffectReconciliationRequired naming its effect id, and never
 // published again: the stream holds it once, after the broker is back too.
 func TestNATSUnknownOutsideWindowIsParked(t *testing.T) {
-	s := natstest.Start(t)
-	s.Stream("ORDERS", 2*time.Second, "orders.>")
-	p := testkit.NewProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
-	w := newDaemon(t, natsManifest("nats://"+p.Addr(), 1))
-	w.start()
-	w.d.WaitLog("nats stream duplicate_window read", 30*time.Second)
+	s, p, w := natsBehindProxy(t, 2*time.Second)
 	p.Mute(true) // the next publish reaches the stream; its ack is lost
 	status, id := w.post("ord-1", "s.example")
 	if status != http.StatusAccepted {
@@ -63,12 +58,7 @@ func TestNATSUnknownOutsideWindowIsParked(t *testing.T) {
 // second copy the stream keeps. This is the check each later lease makes
 // before publishing; a first lease skips it (no effect on record yet).
 func TestNATSUnknownRetriedPastWindowIsParked(t *testing.T) {
-	s := natstest.Start(t)
-	s.Stream("ORDERS", 6*time.Second, "orders.>")
-	p := testkit.NewProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
-	w := newDaemon(t, natsManifest("nats://"+p.Addr(), 1))
-	w.start()
-	w.d.WaitLog("nats stream duplicate_window read", 30*time.Second)
+	s, p, w := natsBehindProxy(t, 6*time.Second)
 	p.Mute(true)
 	_, id := w.post("ord-1", "s.example")
 	testkit.WaitFor(t, 20*time.Second, func() bool { return byEffect(t, s)[id+":publish"] == 1 }, "the message in the stream")
@@ -97,12 +87,7 @@ func TestNATSUnknownRetriedPastWindowIsParked(t *testing.T) {
 // is sent again with its id, the stream acknowledges a duplicate, and the
 // effect is applied, in the stream once.
 func TestNATSUnknownInsideWindowIsRepublished(t *testing.T) {
-	s := natstest.Start(t)
-	s.Stream("ORDERS", 2*time.Minute, "orders.>")
-	p := testkit.NewProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
-	w := newDaemon(t, natsManifest("nats://"+p.Addr(), 1))
-	w.start()
-	w.d.WaitLog("nats stream duplicate_window read", 30*time.Second)
+	s, p, w := natsBehindProxy(t, 2*time.Minute)
 	p.Mute(true)
 	_, id := w.post("ord-1", "s.example")
 	testkit.WaitFor(t, 20*time.Second, func() bool { return byEffect(t, s)[id+":publish"] == 1 }, "the message in the stream")
@@ -153,4 +138,18 @@ func TestNATSEgressForbidden(t *testing.T) {
 	if d.ErrorCode != touba.EEgressForbidden || accepted.Load() != 0 {
 		t.Fatalf("entry %s %s (%s); %d connections reached the address", d.Status, d.ErrorCode, d.ErrorMessage, accepted.Load())
 	}
+}
+
+// natsBehindProxy starts a stream ORDERS with the duplicate window given,
+// a proxy in front of its server, and a daemon publishing through the
+// proxy with a 1 s publish timeout, connected and its window read.
+func natsBehindProxy(t *testing.T, window time.Duration) (*natstest.Server, *testkit.Proxy, *daemon) {
+	t.Helper()
+	s := natstest.Start(t)
+	s.Stream("ORDERS", window, "orders.>")
+	p := testkit.NewProxy(t, strings.TrimPrefix(s.URL(), "nats://"))
+	w := newDaemon(t, natsManifest("nats://"+p.Addr(), 1))
+	w.start()
+	w.d.WaitLog("nats stream duplicate_window read", 30*time.Second)
+	return s, p, w
 }
