@@ -57,7 +57,7 @@ type natsPub struct {
 	window     atomic.Int64 // the stream's duplicate_window, ns; valid when windowRead
 	windowRead atomic.Bool
 	reading    sync.Mutex  // one read of the window at a time
-	probing    atomic.Bool // a probe of the connection is under way (probe.go)
+	probing    atomic.Bool // a probe of the connection is under way (broker_nats_probe.go)
 }
 
 // NewNATS returns a Runner for spec. It connects in the background: a
