@@ -68,15 +68,7 @@ func (d *Dispatcher) effectEnd(ctx context.Context, b *Binding, scope, effectID,
 		}
 		return rawOrNull(res.Output), nil
 	case touba.EffectNotApplied:
-		if v := d.untaken(b, res); v != nil {
-			return nil, v
-		}
-		err := res.Err
-		if err == nil {
-			err = touba.Errorf(touba.EHandlerFailed, "effect not applied")
-		}
-		log.get().Info().Str("code", err.Code).Str("reason", err.Message).Msg("effect not applied")
-		return nil, fromError(err)
+		return nil, d.notSent(b, res, log, "effect not applied")
 	}
 	code, msg := touba.EHandlerFailed, "outcome unknown"
 	if res.Err != nil {

@@ -137,7 +137,8 @@ func (d *Dispatcher) effect(ctx context.Context, secrets *secret.Set, b *Binding
 		case prepErr != nil:
 			return d.refused(prepErr, log)
 		case !prepared:
-			return nil, d.unsent(b, res, log)
+			// Nothing of it was journaled: no take handed it out.
+			return nil, d.notSent(b, res, log, "call not handed to a worker")
 		}
 		crashpoint.Hit(CrashAfterAnswer)
 		return d.effectEnd(ctx, b, scope, effectID, callID, res, log)

@@ -112,17 +112,17 @@ func (d *Dispatcher) callAtHandOut(ctx context.Context, secrets *secret.Set, b *
 	return res, prepErr, prepared
 }
 
-// unsent is the verdict of a worker binding's call that no take handed
-// out, so that nothing about it was journaled: the run is handed back on
-// the binding (untaken), or the call is retried like any unsent one.
-func (d *Dispatcher) unsent(b *Binding, res *handler.Result, log *callLog) *verdict {
+// notSent is the verdict of a call that certainly did not happen (what:
+// an effect not applied, a worker binding's call no take handed out): the
+// run is handed back on the binding (untaken), or its error decides.
+func (d *Dispatcher) notSent(b *Binding, res *handler.Result, log *callLog, what string) *verdict {
 	if v := d.untaken(b, res); v != nil {
 		return v
 	}
 	err := res.Err
 	if err == nil {
-		err = touba.Errorf(touba.EHandlerFailed, "call not handed to a worker")
+		err = touba.Errorf(touba.EHandlerFailed, "%s", what)
 	}
-	log.get().Info().Str("code", err.Code).Str("reason", err.Message).Msg("call not handed to a worker")
+	log.get().Info().Str("code", err.Code).Str("reason", err.Message).Msg(what)
 	return fromError(err)
 }

@@ -89,15 +89,12 @@ func (j *Journal) release(scope, effectID, callID string) {
 // from the start, by an operation not redo-safe beside it) runs again,
 // as the queue's changes do (issue 42): its transaction rolled back.
 func (j *Journal) submit(scope string, fn func(ctx context.Context, tx *Tx) error) error {
-	for try := 1; ; try++ {
-		err := errClosed(j.db.writer(scope).DoRedo(context.Background(), func(ctx context.Context, tx *Tx) error {
+	return retried(func() error {
+		return errClosed(j.db.writer(scope).DoRedo(context.Background(), func(ctx context.Context, tx *Tx) error {
 			tx.journal++
 			return fn(ctx, tx)
 		}))
-		if !deadlocked(err) || try == maxTries {
-			return err
-		}
-	}
+	})
 }
 
 // fence checks, in tx, that the entry scope is still leased under token

@@ -90,6 +90,17 @@ const CrashKeyLocked = "pg-enqueue-key-locked"
 // maxTries bounds how often a change that lost a deadlock is tried again.
 const maxTries = 5
 
+// retried runs do, and again while it lost a deadlock (deadlocked: its
+// transaction rolled back whole), maxTries times in all.
+func retried(do func() error) error {
+	for try := 1; ; try++ {
+		err := do()
+		if !deadlocked(err) || try == maxTries {
+			return err
+		}
+	}
+}
+
 // errKeyBusy is a keyed delivery whose key another transaction holds.
 var errKeyBusy = errors.New("key locked by another transaction")
 

@@ -21,13 +21,7 @@ import (
 // (commit.Writer.DoRedo), and its batch takes no savepoint per operation
 // unless one fails.
 func (q *Queue) change(queueID string, fn func(ctx context.Context, tx *Tx) error) error {
-	var err error
-	for try := 1; ; try++ {
-		err = errClosed(q.db.writer(queueID).DoRedo(context.Background(), fn))
-		if !deadlocked(err) || try == maxTries {
-			break
-		}
-	}
+	err := retried(func() error { return errClosed(q.db.writer(queueID).DoRedo(context.Background(), fn)) })
 	if err != nil && touba.ErrorCode(err) == touba.EINTERNAL {
 		return fmt.Errorf("queue commit: %w", err)
 	}

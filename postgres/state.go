@@ -155,12 +155,7 @@ func (s *State) DropSteps(ctx context.Context, queueID string, stepIDs []string)
 // another partition": issue 42), as the queue's changes are: its
 // transaction rolled back, and the next run finds the row where it went.
 func (s *State) do(ctx context.Context, queueID string, fn func(ctx context.Context, tx *Tx) error) error {
-	for try := 1; ; try++ {
-		err := errClosed(s.db.writer(queueID).Do(ctx, fn))
-		if !deadlocked(err) || try == maxTries {
-			return err
-		}
-	}
+	return retried(func() error { return errClosed(s.db.writer(queueID).Do(ctx, fn)) })
 }
 
 // Steps returns the checkpointed outputs of an entry, by step id.
