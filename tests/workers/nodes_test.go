@@ -346,7 +346,14 @@ func TestNodeKilledWithCallsHandedOut(t *testing.T) {
 	a, b := w.node("n1", "--workers", "8"), w.node("n2", "--workers", "8")
 	remote := filepath.Join(w.dir, "remote.jsonl")
 	hangA, hangB := filepath.Join(w.dir, "hang-a"), filepath.Join(w.dir, "hang-b")
-	wa := startWorkerAt(t, a.URL(), remote, hangA, 8)
+	// A's worker holds every call it runs, and a held call timed out is
+	// handed to it again about every 3 s: with 8 in flight its slots were
+	// full of the first ones' repeats in 6 s, and a delivery that B leased
+	// first (B has no worker then: it waits 5 s and hands it back) reached
+	// A's worker after that, taken ahead and never run, so never recorded.
+	// 64 in flight hold about 40 s of repeats, time enough for every
+	// delivery's first call to reach them.
+	wa := startWorkerAt(t, a.URL(), remote, hangA, 64)
 	wb := startWorkerAt(t, b.URL(), remote, hangB, 8)
 	applied := eventIDs("ok", 10)
 	for i, id := range applied {
