@@ -115,7 +115,9 @@ func count(ctx context.Context, conn *pgx.Conn, status string) int64 {
 // (1.65 ms a probe at 72 partitions: 244 ms of planning in a 4 s drain,
 // 12 µs per effect counted in the database's CPU as if the daemon's). On
 // the leaf with a parameter, the generic plan read the status index
-// (8 ms a probe).
+// (8 ms a probe). A leaf with nothing unfinished at or above from is not
+// probed again (by the argument above, nothing in it becomes so), so a
+// poll is one probe of the newest leaf once the empty ones are known.
 func busy(ctx context.Context, conn *pgx.Conn, from *string, leaves *[]leaf) bool {
 	if *leaves == nil {
 		ls, err := entryLeaves(ctx, conn)
@@ -126,6 +128,7 @@ func busy(ctx context.Context, conn *pgx.Conn, from *string, leaves *[]leaf) boo
 	}
 	first := ""
 	lit := strings.ReplaceAll(*from, "'", "''")
+	var busyLeaves []leaf
 	for _, l := range *leaves {
 		if l.upper != "" && l.upper <= *from {
 			continue // every id in it is below from
@@ -134,15 +137,17 @@ func busy(ctx context.Context, conn *pgx.Conn, from *string, leaves *[]leaf) boo
 		err := conn.QueryRow(ctx, `SELECT queue_id FROM `+l.name+` WHERE queue_id >= '`+lit+`'
 			AND status IN ('pending', 'running') ORDER BY queue_id LIMIT 1`, pgx.QueryExecModeSimpleProtocol).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
-			continue
+			continue // nothing unfinished in it, and nothing becomes so (above): not probed again
 		} else if err != nil {
 			*leaves = nil // a partition made or dropped meanwhile: list them again
 			return true
 		}
+		busyLeaves = append(busyLeaves, l)
 		if first == "" || id < first {
 			first = id
 		}
 	}
+	*leaves = busyLeaves
 	if first == "" {
 		return false
 	}
@@ -271,6 +276,7 @@ func wait(ctx context.Context, url string, n int) {
 		if count(ctx, conn, touba.StatusDone) >= int64(n) {
 			break
 		}
+		leaves = nil // not all done: read every leaf again
 		time.Sleep(20 * time.Millisecond)
 	}
 	secs := time.Since(start).Seconds()
