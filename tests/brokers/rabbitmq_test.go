@@ -163,6 +163,16 @@ func TestRabbitMQBrokerKillAndDaemonKill(t *testing.T) {
 	n.Kill()
 	<-done
 	n.Restart()
+	// A node SIGKILLed a second after the topology was declared can come
+	// back without the queue's binding (one CI run: every publish after
+	// the restart returned NO_ROUTE, not_applied BrokerRejected, its entry
+	// failed as docs/brokers.md says). What this test is about is the
+	// publishes, not the broker keeping its topology: declare it again,
+	// as an application does at its start (idempotent when it is there).
+	// A publish between the node's start and this declare could still
+	// meet the missing binding; the circuit the kill opened (30 s) keeps
+	// the daemon back that long in practice.
+	n.Declare("orders", "topic", "orders.all", "orders.#")
 	// The daemon killed while deliveries are being published.
 	done = make(chan struct{})
 	go func() { post(120, 180); close(done) }()
