@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,11 +75,8 @@ func TestInputOverMaxPayloadNeverJournaled(t *testing.T) {
 	defer hub.Close()
 	r := worker.NewRunner(hub, worker.Spec{Ref: ref, Token: "t", Timeout: time.Second, MaxPayload: 64})
 	req := &handler.Request{Protocol: "touba-handler-v1", Operation: "invoke", ToolRef: ref,
-		Input:   json.RawMessage(`{"text":"` + string(make([]byte, 100)) + `"}`),
+		Input:   json.RawMessage(`{"text":"` + strings.Repeat("x", 100) + `"}`),
 		Context: handler.Context{QueueID: "q-01", CallID: "c-01"}}
-	for i := range req.Input[9 : 9+100] {
-		req.Input[9+i] = 'x'
-	}
 	var hooked atomic.Int32
 	out := r.Call(context.Background(), req, func() error { hooked.Add(1); return nil })
 	// The outcome is the dispatcher's to name (no effect yet: not_applied).

@@ -34,9 +34,12 @@ func rabbitManifest(url string, timeoutSec int, mode string) string {
 func newRabbit(tb testing.TB) *rabbittest.Node {
 	tb.Helper()
 	n := rabbittest.Start(tb)
-	n.Declare("orders", "topic", "orders.all", "orders.#")
+	declareOrders(n)
 	return n
 }
+
+// declareOrders declares newRabbit's topology (idempotent when it is there).
+func declareOrders(n *rabbittest.Node) { n.Declare("orders", "topic", "orders.all", "orders.#") }
 
 // byMessageID counts the queue's messages by message_id, checking that
 // each carries its effect id in touba-effect-id too.
@@ -172,7 +175,7 @@ func TestRabbitMQBrokerKillAndDaemonKill(t *testing.T) {
 	// A publish between the node's start and this declare could still
 	// meet the missing binding; the circuit the kill opened (30 s) keeps
 	// the daemon back that long in practice.
-	n.Declare("orders", "topic", "orders.all", "orders.#")
+	declareOrders(n)
 	// The daemon killed while deliveries are being published.
 	done = make(chan struct{})
 	go func() { post(120, 180); close(done) }()
