@@ -56,9 +56,9 @@ func level(t *testing.T, db *sql.DB) (level, by string) {
 func TestFilesRecordTheirLevel(t *testing.T) {
 	c := files(t)
 	for _, f := range []struct{ path, level, by string }{
-		{c.Queue, "0001_entries.sql", "0013_routes.sql"},
+		{c.Queue, "0001_entries.sql", "0014_no_in_lists.sql"},
 		{c.State, "0001_deliveries.sql", "0006_operator_reason.sql"},
-		{c.Journal, "0001_init.sql", "0002_history.sql"},
+		{c.Journal, "0001_init.sql", "0003_no_in_lists.sql"},
 	} {
 		if l, by := level(t, rawDB(t, f.path)); l != f.level || by != f.by {
 			t.Errorf("%s: level %q set by %q, want %q set by %q", filepath.Base(f.path), l, by, f.level, f.by)
@@ -73,7 +73,7 @@ func TestFilesRecordTheirLevel(t *testing.T) {
 func TestSchemaTooNewFile(t *testing.T) {
 	ctx := context.Background()
 	for _, f := range []struct{ name, newest string }{
-		{"queue", "0013_routes"}, {"state", "0006_operator_reason"}, {"journal", "0002_history"},
+		{"queue", "0014_no_in_lists"}, {"state", "0006_operator_reason"}, {"journal", "0003_no_in_lists"},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			c := files(t)

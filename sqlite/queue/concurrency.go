@@ -20,18 +20,24 @@ import (
 // only done, failed and cancelled release the key (schema/0006_waits.sql
 // rebuilt entries_key with 'waiting').
 
+// keyActive selects an entry that counts against its key's conc_max. Its
+// status test is written exactly as entries_key's predicate (migration
+// 0014: ORs, not IN), so that SQLite reads that index.
+const keyActive = `conc_key IS NOT NULL AND (status = 'pending' OR status = 'running' OR status = 'parked' OR status = 'waiting')
+	AND (status <> 'parked' OR error_code IS NOT 'ProgramChanged')`
+
 // activeOfKey counts, up to a limit, the active entries of a key. It reads
 // the entries_key index and stops at the limit, so a long line behind a
 // key costs no more than a short one.
 const activeOfKey = `SELECT COUNT(*) FROM (SELECT 1 FROM entries
-	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting') AND (status <> 'parked' OR error_code IS NOT 'ProgramChanged')
+	WHERE trigger_ref = ? AND conc_key = ? AND ` + keyActive + `
 	LIMIT ?)`
 
 // releaseNext un-holds the first conc_max active entries of a key: after
 // an entry of the key left the active set, the next in line may start.
 const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND hold_on IS NULL AND queue_id IN (
 	SELECT queue_id FROM entries
-	WHERE trigger_ref = ? AND conc_key = ? AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting') AND (status <> 'parked' OR error_code IS NOT 'ProgramChanged')
+	WHERE trigger_ref = ? AND conc_key = ? AND ` + keyActive + `
 	ORDER BY queue_id LIMIT ?)`
 
 // rehold recomputes held for every pending entry of a key: after a failed
@@ -42,13 +48,13 @@ const releaseNext = `UPDATE entries SET held = 0 WHERE held = 1 AND hold_on IS N
 // release lets the first in line go.
 const rehold = `UPDATE entries SET held = CASE WHEN queue_id IN (
 		SELECT queue_id FROM entries
-		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting') AND (status <> 'parked' OR error_code IS NOT 'ProgramChanged')
+		WHERE trigger_ref = ?1 AND conc_key = ?2 AND ` + keyActive + `
 		ORDER BY queue_id LIMIT ?3)
 	  AND (SELECT COUNT(*) FROM entries
-		WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting') AND (status <> 'parked' OR error_code IS NOT 'ProgramChanged')
+		WHERE trigger_ref = ?1 AND conc_key = ?2 AND ` + keyActive + `
 		  AND (status IN ('running', 'waiting') OR hold_on IS NOT NULL)) < ?3
 	THEN 0 ELSE 1 END
-	WHERE trigger_ref = ?1 AND conc_key = ?2 AND conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting') AND (status <> 'parked' OR error_code IS NOT 'ProgramChanged')
+	WHERE trigger_ref = ?1 AND conc_key = ?2 AND ` + keyActive + `
 	  AND status = 'pending' AND hold_on IS NULL`
 
 // keyOf reads the key of an entry; ok is false for an unkeyed one.
@@ -134,7 +140,7 @@ func (q *Queue) finishAndRelease(queueID string, token int64, status string, arg
 func (q *Queue) HeldKeys(ctx context.Context) (int64, error) {
 	var n int64
 	err := q.db.Read.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT DISTINCT trigger_ref, conc_key FROM entries
-		WHERE conc_key IS NOT NULL AND status IN ('pending', 'running', 'parked', 'waiting') AND (status <> 'parked' OR error_code IS NOT 'ProgramChanged') AND status = 'pending' AND held = 1 AND hold_on IS NULL)`).Scan(&n)
+		WHERE `+keyActive+` AND status = 'pending' AND held = 1 AND hold_on IS NULL)`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("held keys: %w", err)
 	}

@@ -13,3 +13,10 @@ func (q *Queue) SubmitOp(op func(context.Context, *sqlitex.Tx) (int64, error)) e
 
 // WriterPending is how many operations wait for (or are in) the writer.
 func (q *Queue) WriterPending() int64 { return q.w.Stats().Pending }
+
+// The statements the no-IN-lists test compiles (migrate_inlists_test.go).
+const (
+	QInsert      = qInsert
+	ActiveOfKey  = activeOfKey
+	FinishedList = finishedList
+)

@@ -23,7 +23,7 @@ import (
 
 // finishedList is touba.FinishedStatuses as SQL, written exactly as the
 // entries_finished index's predicate so that SQLite uses it.
-const finishedList = `status IN ('done', 'cancelled', 'merged')`
+const finishedList = `(status = 'done' OR status = 'cancelled' OR status = 'merged')`
 
 // unfinishedList are the states of entries that may still reach a
 // wait_for and take an offer (SPEC §2.3).

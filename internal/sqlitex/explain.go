@@ -1,0 +1,52 @@
+package sqlitex
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// TempBTrees counts the temporary b-trees (OpenEphemeral) the program of
+// query opens. SQLite builds one, each time the expression runs, for
+// `x IN (...)` of three or more constants, which in a CHECK or a partial
+// index's predicate is every write of the row (migration 0014 of the
+// queue). Its arguments are all NULL: EXPLAIN only compiles.
+func TempBTrees(ctx context.Context, db *sql.DB, query string) (int, error) {
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	n := 0
+	err = c.Raw(func(dc any) error {
+		s, err := dc.(driver.Conn).Prepare(`EXPLAIN ` + query)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		//lint:ignore SA1019 the driver's own interface: no context to pass.
+		rows, err := s.Query(make([]driver.Value, s.NumInput()))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		vals := make([]driver.Value, len(rows.Columns()))
+		for {
+			if err := rows.Next(vals); errors.Is(err, io.EOF) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			if op, _ := vals[1].(string); op == "OpenEphemeral" {
+				n++
+			}
+		}
+	})
+	if err != nil {
+		return 0, fmt.Errorf("explain: %w", err)
+	}
+	return n, nil
+}
