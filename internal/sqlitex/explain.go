@@ -22,31 +22,48 @@ func TempBTrees(ctx context.Context, db *sql.DB, query string) (int, error) {
 	defer c.Close()
 	n := 0
 	err = c.Raw(func(dc any) error {
-		s, err := dc.(driver.Conn).Prepare(`EXPLAIN ` + query)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		//lint:ignore SA1019 the driver's own interface: no context to pass.
-		rows, err := s.Query(make([]driver.Value, s.NumInput()))
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		vals := make([]driver.Value, len(rows.Columns()))
-		for {
-			if err := rows.Next(vals); errors.Is(err, io.EOF) {
-				return nil
-			} else if err != nil {
-				return err
-			}
-			if op, _ := vals[1].(string); op == "OpenEphemeral" {
-				n++
-			}
-		}
+		var err error
+		n, err = tempBTrees(dc.(driver.Conn), query)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("explain: %w", err)
 	}
 	return n, nil
+}
+
+// TempBTrees is the package function on the writer transaction's own
+// connection: what the statements of a batch compile to there.
+func (t *Tx) TempBTrees(query string) (int, error) {
+	n, err := tempBTrees(t.conn, query)
+	if err != nil {
+		return 0, fmt.Errorf("explain: %w", err)
+	}
+	return n, nil
+}
+
+func tempBTrees(c driver.Conn, query string) (int, error) {
+	s, err := c.Prepare(`EXPLAIN ` + query)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	//lint:ignore SA1019 the driver's own interface: no context to pass.
+	rows, err := s.Query(make([]driver.Value, s.NumInput()))
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	vals := make([]driver.Value, len(rows.Columns()))
+	n := 0
+	for {
+		if err := rows.Next(vals); errors.Is(err, io.EOF) {
+			return n, nil
+		} else if err != nil {
+			return 0, err
+		}
+		if op, _ := vals[1].(string); op == "OpenEphemeral" {
+			n++
+		}
+	}
 }

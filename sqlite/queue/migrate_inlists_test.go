@@ -67,6 +67,16 @@ func TestMigrateNoInLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
+	// The writer that ran the migration compiles under the new schema too.
+	if err := q.SubmitOp(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
+		n, err := tx.TempBTrees(queue.QInsert)
+		if err == nil && n != 0 {
+			t.Errorf("the migrating writer's insert opens %d temporary b-trees, want 0", n)
+		}
+		return 0, err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	raw, err := sqlitex.Open(path)
 	if err != nil {
 		t.Fatal(err)
