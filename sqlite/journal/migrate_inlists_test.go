@@ -2,13 +2,12 @@ package journal_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sqlite/journal"
 )
 
@@ -20,28 +19,7 @@ import (
 func TestMigrateNoInLists(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.sqlite")
-	old := fstest.MapFS{}
-	names, err := filepath.Glob("migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		if filepath.Base(name) >= "0003" {
-			continue
-		}
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old["migrations/"+filepath.Base(name)] = &fstest.MapFile{Data: b}
-	}
-	db, err := sqlitex.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sqlitex.Migrate(ctx, db, old, "migrations"); err != nil {
-		t.Fatal(err)
-	}
+	db := testkit.OldFile(t, path, "migrations", "0003")
 	if n, err := sqlitex.TempBTrees(ctx, db.Read, journal.QInsertEffect); err != nil || n == 0 {
 		t.Fatalf("before 0003 the insert opens %d temporary b-trees (%v), want some", n, err)
 	}

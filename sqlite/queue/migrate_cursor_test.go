@@ -2,12 +2,11 @@ package queue_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
-	"testing/fstest"
 
 	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
@@ -18,28 +17,7 @@ import (
 func TestMigrateScheduleCursor(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.sqlite")
-	old := fstest.MapFS{}
-	names, err := filepath.Glob("schema/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		if filepath.Base(name) >= "0009" {
-			continue
-		}
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old["schema/"+filepath.Base(name)] = &fstest.MapFile{Data: b}
-	}
-	db, err := sqlitex.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sqlitex.Migrate(ctx, db, old, "schema"); err != nil {
-		t.Fatal(err)
-	}
+	db := testkit.OldFile(t, path, "schema", "0009")
 	for i, row := range [][2]string{
 		{"trigger:s", "2026-12-01T10:01:00Z"}, {"trigger:s", "2026-12-01T10:02:00Z"}, {"trigger:s", "zzzz"},
 		{"trigger:w", "evt_1"},

@@ -3,14 +3,13 @@ package queue_test
 import (
 	"context"
 	"database/sql"
-	"os"
 	"path/filepath"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
@@ -22,28 +21,7 @@ import (
 func TestMigrateGatherBytes(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.sqlite")
-	old := fstest.MapFS{}
-	names, err := filepath.Glob("schema/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		if filepath.Base(name) >= "0011" {
-			continue
-		}
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old["schema/"+filepath.Base(name)] = &fstest.MapFile{Data: b}
-	}
-	db, err := sqlitex.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sqlitex.Migrate(ctx, db, old, "schema"); err != nil {
-		t.Fatal(err)
-	}
+	db := testkit.OldFile(t, path, "schema", "0011")
 	key := touba.GatherKeyOf(touba.GatherDebounce, "/event/body/p")
 	for _, stmt := range []string{
 		`INSERT INTO entries (queue_id, trigger_ref, event_id, digest, body, headers, remote_addr, received_at, status, updated_at)

@@ -2,13 +2,12 @@ package queue_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
@@ -21,28 +20,7 @@ import (
 func TestMigrateNoInLists(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.sqlite")
-	old := fstest.MapFS{}
-	names, err := filepath.Glob("schema/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		if filepath.Base(name) >= "0014" {
-			continue
-		}
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old["schema/"+filepath.Base(name)] = &fstest.MapFile{Data: b}
-	}
-	db, err := sqlitex.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sqlitex.Migrate(ctx, db, old, "schema"); err != nil {
-		t.Fatal(err)
-	}
+	db := testkit.OldFile(t, path, "schema", "0014")
 	// Before: the old file's insert builds temporary b-trees (the test
 	// below would not notice a regression if this were already zero).
 	if n, err := sqlitex.TempBTrees(ctx, db.Read, queue.QInsert); err != nil || n == 0 {

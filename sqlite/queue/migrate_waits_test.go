@@ -2,14 +2,13 @@ package queue_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
-	"testing/fstest"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/testkit"
 	"github.com/touba/touba-trigger/sqlite/queue"
 )
 
@@ -21,28 +20,7 @@ import (
 func TestMigrateWaitsKeepsEntries(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "q.sqlite")
-	old := fstest.MapFS{}
-	names, err := filepath.Glob("schema/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range names {
-		if filepath.Base(name) >= "0006" { // the migrations from 0006 on run at open
-			continue
-		}
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old["schema/"+filepath.Base(name)] = &fstest.MapFile{Data: b}
-	}
-	db, err := sqlitex.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sqlitex.Migrate(ctx, db, old, "schema"); err != nil {
-		t.Fatal(err)
-	}
+	db := testkit.OldFile(t, path, "schema", "0006")
 	for _, row := range []string{
 		`('q1', 'trigger:t', 'e1', 'd1', X'7b7d', '{"a":"b"}', 'r', '2026-01-01T00:00:00.000Z', 'done', 1, NULL, NULL, NULL,
 		  '2026-01-01T00:00:01.000Z', NULL, 0, 0, 'tp', 1, 1)`,
@@ -86,7 +64,7 @@ func TestMigrateWaitsKeepsEntries(t *testing.T) {
 	q.Close()
 
 	// Every index of the earlier migrations is there again.
-	db, err = sqlitex.Open(path)
+	db, err := sqlitex.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
