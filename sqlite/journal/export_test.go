@@ -1,5 +1,7 @@
 package journal
 
+import "context"
+
 // Exported for the external tests only.
 var (
 	ParseRecord = parseRecord
@@ -23,3 +25,15 @@ const (
 	QInsertEffect = qInsertEffect
 	QFinish       = qFinish
 )
+
+// WriterTempBTrees is sqlitex.TempBTrees on the journal's writer
+// connection, the one that ran the migrations.
+func (j *Journal) WriterTempBTrees(ctx context.Context, query string) (int, error) {
+	var n int
+	err := j.submit(ctx, func(ctx context.Context, tx *wtx) error {
+		var err error
+		n, err = tx.TempBTrees(query)
+		return err
+	})
+	return n, err
+}

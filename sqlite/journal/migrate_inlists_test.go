@@ -48,6 +48,10 @@ func TestMigrateNoInLists(t *testing.T) {
 		if n, err := sqlitex.TempBTrees(ctx, raw.Read, s); err != nil || n != 0 {
 			t.Errorf("after 0003 %q opens %d temporary b-trees (%v), want 0", s, n, err)
 		}
+		// The writer that ran the migration compiles under the new schema too.
+		if n, err := j.WriterTempBTrees(ctx, s); err != nil || n != 0 {
+			t.Errorf("after 0003 the migrating writer's %q opens %d temporary b-trees (%v), want 0", s, n, err)
+		}
 	}
 	var sql, check string
 	if err := raw.Read.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'effects'`).
