@@ -18,5 +18,7 @@ func (q *Queue) WriterPending() int64 { return q.w.Stats().Pending }
 const (
 	QInsert      = qInsert
 	ActiveOfKey  = activeOfKey
+	ReleaseNext  = releaseNext
+	Rehold       = rehold
 	FinishedList = finishedList
 )
