@@ -67,3 +67,24 @@ func tempBTrees(c driver.Conn, query string) (int, error) {
 		}
 	}
 }
+
+// QueryPlan is EXPLAIN QUERY PLAN of query with args on db: each step's
+// detail ("SEARCH entries USING INDEX entries_key (...)"), in SQLite's
+// order.
+func QueryPlan(ctx context.Context, db *sql.DB, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("explain query plan: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			return nil, fmt.Errorf("explain query plan: %w", err)
+		}
+		out = append(out, detail)
+	}
+	return out, rows.Err()
+}

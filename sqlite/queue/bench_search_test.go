@@ -14,6 +14,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/dedupe"
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // searchBenchN entries fill the benchmark's queue: one every 600 ms over
@@ -103,17 +104,9 @@ func BenchmarkSearch(b *testing.B) {
 		b.Fatalf("event id search: %v %+v", err, mid)
 	}
 	plan := func(query string, args ...any) string {
-		rows, err := q.db.Read.QueryContext(ctx, `EXPLAIN QUERY PLAN `+query, args...)
+		out, err := sqlitex.QueryPlan(ctx, q.db.Read, query, args...)
 		if err != nil {
 			b.Fatal(err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			rows.Scan(&id, &parent, &notused, &detail)
-			out = append(out, detail)
 		}
 		sort.Strings(out)
 		j, _ := json.Marshal(out)

@@ -86,21 +86,11 @@ func TestMigrateNoInLists(t *testing.T) {
 
 	plan := func(query string, args ...any) string {
 		t.Helper()
-		rows, err := raw.Read.QueryContext(ctx, `EXPLAIN QUERY PLAN `+query, args...)
+		steps, err := sqlitex.QueryPlan(ctx, raw.Read, query, args...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer rows.Close()
-		var b strings.Builder
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			b.WriteString(detail + "\n")
-		}
-		return b.String()
+		return strings.Join(steps, "\n")
 	}
 	// A key's statements read entries_key unasked, as they did with IN.
 	for _, s := range []string{queue.ActiveOfKey, queue.ReleaseNext, queue.Rehold} {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
 // The statements that find a wait's match, an earlier offer, the entries
@@ -51,20 +53,10 @@ func TestWaitStatementsUseTheirIndexes(t *testing.T) {
 		{"intake's cancel", qCancelable, []any{"trigger:a#cancel_on/0", `"o-10"`, "z"}, "cancel_keys_match"},
 		{"Wake's due entries", qWakeDue, []any{"2026-12-01T00:00:00.000Z", "2026-12-01T00:00:00.000Z", 1000}, "entries_wake"},
 	} {
-		rows, err := q.db.Write.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.query, c.args...)
+		plan, err := sqlitex.QueryPlan(ctx, q.db.Write, c.query, c.args...)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, notused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
 		all := strings.Join(plan, "; ")
 		for _, table := range []string{"waits", "offers", "cancel_keys", "entries"} {
 			if strings.Contains(all, "SCAN "+table+" ") || strings.HasSuffix(all, "SCAN "+table) {
