@@ -38,7 +38,8 @@ var _ touba.QueueStore = (*Queue)(nil)
 // start recounts the held entries and reads the pending count; then,
 // every second, it folds the held counts' deltas (a recount every
 // holdRecountEvery) and reads the pending count again when it is due
-// (pendingRecountEvery).
+// (pendingRecountEvery); every floorEvery it raises the lease's floor
+// (queue_floor.go).
 func (q *Queue) start(ctx context.Context) error {
 	if err := q.recountHolds(ctx); err != nil {
 		return fmt.Errorf("queue: %w", err)
@@ -48,12 +49,15 @@ func (q *Queue) start(ctx context.Context) error {
 		return fmt.Errorf("queue: count pending: %w", err)
 	}
 	q.pendingSeen.Store(n)
+	if err := q.raiseFloor(ctx); err != nil {
+		return fmt.Errorf("queue: lease floor: %w", err)
+	}
 	q.wg.Add(1)
 	go func() {
 		defer q.wg.Done()
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
-		counted := time.Now()
+		counted, raised := time.Now(), time.Now()
 		for {
 			select {
 			case <-q.stop:
@@ -69,6 +73,12 @@ func (q *Queue) start(ctx context.Context) error {
 					q.pendingSeen.Store(n)
 				}
 				counted = time.Now()
+			}
+			if time.Since(raised) >= floorEvery {
+				if err := q.raiseFloor(ctx); err != nil {
+					q.db.log.Warn().Err(err).Msg("cannot raise the lease floor; retrying")
+				}
+				raised = time.Now()
 			}
 			cancel()
 		}

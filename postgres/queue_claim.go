@@ -40,13 +40,17 @@ var (
 // the text (claimCap), bounds the planner's estimate of the pick, which
 // the generic plan (claimPlanSets) otherwise takes for a tenth of the
 // pending entries.
-func (q *Queue) claim(ctx context.Context, tx *Tx, pick string, n int, out []*touba.Delivery, took []takeOver,
+//
+// bound ("" for none) is the lease's floor's bound (queue_floor.go): the
+// pick and the update name it, so that the partitions below it are left
+// out of the plan.
+func (q *Queue) claim(ctx context.Context, tx *Tx, pick, bound string, n int, out []*touba.Delivery, took []takeOver,
 	extra ...any) ([]*touba.Delivery, []takeOver, error) {
 	b := &pgx.Batch{}
 	for _, set := range claimPlanSets {
 		b.Queue(set)
 	}
-	b.Queue(q.claimSQL(pick, n), append([]any{q.db.now(), n, q.db.cfg.NodeID}, extra...)...)
+	b.Queue(q.claimSQL(pick, bound, n), append([]any{q.db.now(), n, q.db.cfg.NodeID}, extra...)...)
 	for _, reset := range claimPlanResets {
 		b.Queue(reset)
 	}
@@ -72,12 +76,16 @@ func (q *Queue) claim(ctx context.Context, tx *Tx, pick string, n int, out []*to
 }
 
 // claimSQL is claim's statement.
-func (q *Queue) claimSQL(pick string, n int) string {
-	return `WITH old AS (SELECT * FROM (` + pick + `) p LIMIT ` + strconv.Itoa(claimCap(n)) + `)
+func (q *Queue) claimSQL(pick, bound string, n int) string {
+	within := ""
+	if bound != "" {
+		within = ` AND e.queue_id >= '` + bound + `'`
+	}
+	return `WITH old AS (SELECT * FROM (` + bounded(pick, bound) + `) p LIMIT ` + strconv.Itoa(claimCap(n)) + `)
 		UPDATE touba.entries e SET status = 'running', attempts = e.attempts + 1, lease_owner = $3, last_node = $3, lease_expires_at = ` + q.db.dbExpiry() + `,
 			lease_token = nextval('touba.lease_tokens'), updated_at = $1, leased = true,
 			held = e.held AND e.hold_on IS NULL, hold_on = NULL
-		FROM old WHERE e.queue_id = old.queue_id
+		FROM old WHERE e.queue_id = old.queue_id` + within + `
 		RETURNING old.status, old.owner, NOT old.leased, ` + qualified("e.")
 }
 

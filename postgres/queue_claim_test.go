@@ -57,7 +57,7 @@ func TestClaimReadsOnlyItsRows(t *testing.T) {
 	if _, err := setup.Exec(ctx, `ANALYZE touba.entries`); err != nil {
 		t.Fatal(err)
 	}
-	sql := st.Queue.claimSQL(pickTrigger, 35)
+	sql := st.Queue.claimSQL(pickTrigger, "", 35)
 	for _, mode := range []string{"auto", "force_custom_plan", "force_generic_plan"} {
 		conn, err := st.db.pool.Acquire(ctx)
 		if err != nil {

@@ -33,37 +33,44 @@ var claimSets = []string{`SET LOCAL enable_bitmapscan = off`, `SET LOCAL enable_
 // a disabled sort costs 10^10 in the plan, far past jit_above_cost, and
 // compiling the take-over pick with LLVM took seconds (a lease of one
 // entry ran into --database-timeout on a loaded box).
-func claimPlan(ctx context.Context, tx *Tx) (string, error) {
-	// One round trip: the settings for the common case (no trigger paused)
-	// and whether it is the common case.
+//
+// It reads the lease's floor in the same round trip (queue_floor.go).
+func claimPlan(ctx context.Context, tx *Tx) (pick string, floor *string, err error) {
+	// One round trip: the settings for the common case (no trigger paused),
+	// whether it is the common case, and the floor.
 	b := &pgx.Batch{}
 	for _, set := range claimSets {
 		b.Queue(set)
 	}
 	b.Queue(anyPaused)
+	b.Queue(readFloor)
 	br, err := tx.sendBatch(ctx, b)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	for range claimSets {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
-			return "", err
+			return "", nil, err
 		}
 	}
 	var paused bool
 	if err := br.QueryRow().Scan(&paused); err != nil {
 		br.Close()
-		return "", err
+		return "", nil, err
+	}
+	if err := br.QueryRow().Scan(&floor); err != nil {
+		br.Close()
+		return "", nil, err
 	}
 	if err := br.Close(); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if !paused {
-		return pickPending, nil
+		return pickPending, floor, nil
 	}
 	if _, err := tx.Exec(ctx, `SET LOCAL enable_sort = on`); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return pickAround, nil
+	return pickAround, floor, nil
 }

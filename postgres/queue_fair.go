@@ -56,13 +56,13 @@ func (q *Queue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*toub
 		out, took, drained = out[:0], took[:0], false
 		plan.Reset()
 		now := q.db.now()
-		_, parked, err := q.leaseBegin(ctx, tx, now)
+		_, bound, parked, err := q.leaseBegin(ctx, tx, now)
 		if err != nil {
 			return err
 		}
 		took = append(took, parked...)
 		if n := plan.Free(); takeOverDue && n > 0 {
-			if out, took, err = q.claim(ctx, tx, q.expiredPick(), n, out, took); err != nil {
+			if out, took, err = q.claim(ctx, tx, q.expiredPick(), bound, n, out, took); err != nil {
 				return err
 			}
 			drained = len(out) < n
@@ -77,7 +77,7 @@ func (q *Queue) LeasePlanned(ctx context.Context, plan touba.LeasePlan) ([]*toub
 			case a.ByKey:
 				pick, args = pickByKey, []any{a.TriggerRef, touba.KeyScan(a.N)}
 			}
-			if out, took, err = q.claim(ctx, tx, pick, a.N, out, took, args...); err != nil {
+			if out, took, err = q.claim(ctx, tx, pick, bound, a.N, out, took, args...); err != nil {
 				return err
 			}
 			plan.Took(a, len(out)-before)

@@ -59,7 +59,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out, took, drained = out[:0], took[:0], false
 		now := q.db.now()
-		pending, parked, err := q.leaseBegin(ctx, tx, now)
+		pending, bound, parked, err := q.leaseBegin(ctx, tx, now)
 		if err != nil {
 			return err
 		}
@@ -74,7 +74,7 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 				break
 			}
 			before := len(out)
-			if out, took, err = q.claim(ctx, tx, pick, n-len(out), out, took); err != nil {
+			if out, took, err = q.claim(ctx, tx, pick, bound, n-len(out), out, took); err != nil {
 				return err
 			}
 			drained = drained || pick == expired && len(out)-before < n-before
@@ -94,12 +94,19 @@ func (q *Queue) Lease(ctx context.Context, n int) ([]*touba.Delivery, error) {
 // leaseBegin reads the pick of pending entries for a lease (claimPlan)
 // and, while some trigger is paused, takes over that trigger's entries
 // whose lease expired, to wait pending, not run again (queue_holds.go).
-func (q *Queue) leaseBegin(ctx context.Context, tx *Tx, now string) (pending string, took []takeOver, err error) {
-	if pending, err = claimPlan(ctx, tx); err != nil || pending != pickAround {
-		return pending, nil, err
+//
+// bound is the lower bound of the lease's floor, for claim.
+func (q *Queue) leaseBegin(ctx context.Context, tx *Tx, now string) (pending, bound string, took []takeOver, err error) {
+	pending, floor, err := claimPlan(ctx, tx)
+	if err != nil {
+		return "", "", nil, err
+	}
+	bound = q.db.hot.floorBound(floor)
+	if pending != pickAround {
+		return pending, bound, nil, nil
 	}
 	took, err = q.takeOverPaused(ctx, tx, now)
-	return pending, took, err
+	return pending, bound, took, err
 }
 
 // expiredPick selects, for claim, the running entries whose lease expired

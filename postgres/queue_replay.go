@@ -98,6 +98,9 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 				WHERE queue_id = $2`, q.db.now(), id, opt.Repin[ref]); err != nil {
 				return err
 			}
+			if err := lowerFloor(ctx, tx, id); err != nil {
+				return err
+			}
 			if err := reholdKey(ctx, tx, id); err != nil {
 				return err
 			}

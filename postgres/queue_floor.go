@@ -1,0 +1,153 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The lease's floor (migration 0022_pick_floor.sql). A lease's picks name
+// the parent entries with nothing the planner can prune by, so each one
+// read entries_ready_trigger (or entries_ready, entries_leases) in every
+// time partition, and its generic plan locked every partition, however
+// little the old ones hold: a lease cost more the longer the history
+// (issue 42). The floor is a queue id at or below that of every entry in
+// the time partitions that a pick can take or that can become one a pick
+// takes without a new queue id: pending, running and waiting. The picks
+// then say queue_id >= the floor's partition's lower bound as a constant
+// of their text, and the planner leaves the partitions wholly below it out
+// of the plan (not locked, not read). entries_kept, which a pass moves the
+// unfinished entries of a forgotten range to, is a LIST leaf the bound does
+// not prune.
+//
+// Why the floor is never above such an entry:
+//   - raiseFloor, the only thing that raises it, locks the floor's row,
+//     then reads the entries in a statement of its own (read committed: a
+//     snapshot taken after the lock), and never sets it above its node's
+//     clock less floorMargin, so an entry being inserted meanwhile by a
+//     node whose clock is within floorMargin of it (a queue id is its
+//     node's time) is not passed.
+//   - A finished entry made pending again (replay, resume) lowers the
+//     floor in its own transaction, after its own update, with a statement
+//     that always locks the row (lowerFloor): a raise that read the
+//     entries before that commit waits for the row and writes first, and
+//     the lowering is evaluated on the raised row.
+//   - Every other change that makes an entry pickable starts from pending,
+//     running or waiting, which the floor already covers; a new entry's
+//     queue id is its node's time.
+//
+// A node whose clock is behind another's by more than floorMargin, or
+// a node of the previous release replaying below the floor, makes an entry
+// the picks cannot see until the next raise (floorEvery, on every node),
+// which reads it and lowers the floor: a delay, never a loss. A lease reads
+// the floor in its own transaction; an entry revived after that read is
+// leased by the next lease.
+
+// floorMargin is how far below its node's clock a raise keeps the floor,
+// for the entries being inserted meanwhile (their ids are their nodes'
+// times).
+const floorMargin = time.Hour
+
+// floorEvery is how often each node raises the floor.
+const floorEvery = 10 * time.Second
+
+// readFloor is the floor as a lease reads it (NULL: not yet computed).
+const readFloor = `SELECT floor FROM touba.pick_floor`
+
+// raiseFloor computes the floor again from the entries of the time
+// partitions; a schema not partitioned has none to leave out, and keeps
+// NULL.
+func (q *Queue) raiseFloor(ctx context.Context) error {
+	tx, err := q.db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	var live bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass('touba.entries_live') IS NOT NULL
+			FROM touba.pick_floor FOR UPDATE`).Scan(&live); err != nil {
+		return err
+	}
+	if !live {
+		return nil
+	}
+	var floor string
+	if err := tx.QueryRow(ctx, floorOfEntries, idAt(q.db.cfg.Now().Add(-floorMargin).UnixMilli())).Scan(&floor); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE touba.pick_floor SET floor = $1`, floor); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// floorOfEntries is the smallest queue id of a pickable entry in the time
+// partitions, or $1 when that is lower: one probe of entries_ready
+// (status, held, queue_id) per status, held and partition (the planner's
+// min/max path over a merge of the partitions' index scans).
+var floorOfEntries = `SELECT LEAST(` + strings.Join(floorProbes(), ", ") + `, $1)`
+
+func floorProbes() []string {
+	var out []string
+	for _, st := range []string{"pending", "running", "waiting"} {
+		for _, held := range []string{"false", "true"} {
+			out = append(out, `(SELECT queue_id FROM touba.entries_live WHERE status = '`+st+`' AND held = `+held+
+				` ORDER BY queue_id LIMIT 1)`)
+		}
+	}
+	return out
+}
+
+// lowerFloor lowers the floor to queueID, an entry made pending again in
+// tx; it takes the floor's row lock even when the floor is lower already
+// (see above: a raise in flight must wait for tx).
+func lowerFloor(ctx context.Context, tx *Tx, queueID string) error {
+	_, err := tx.Exec(ctx, lowerFloorSQL, queueID)
+	if err != nil {
+		return fmt.Errorf("lower the lease floor: %w", err)
+	}
+	return nil
+}
+
+const lowerFloorSQL = `UPDATE touba.pick_floor SET floor = CASE WHEN floor IS NULL THEN NULL ELSE LEAST(floor, $1) END`
+
+// floorBound is the lower bound the picks name for floor ("" for none: a
+// NULL floor, or one below every partition this node knows of). It is the
+// lower bound of the partition floor falls in, or the upper bound of the
+// one before when it falls between two (no entry is there), so that the
+// picks' texts (each a statement of its own) change only when the floor
+// crosses a partition.
+func (h *hotLeaves) floorBound(floor *string) string {
+	if h == nil || floor == nil {
+		return ""
+	}
+	ms, ok := msOf(*floor)
+	if !ok {
+		return ""
+	}
+	h.mu.RLock()
+	list := h.list
+	h.mu.RUnlock()
+	i := sort.Search(len(list), func(i int) bool { return list[i].to > ms })
+	switch {
+	case i < len(list) && list[i].from <= ms:
+		return boundText(list[i].from)
+	case i > 0:
+		return boundText(list[i-1].to)
+	}
+	return ""
+}
+
+// bounded is pick with every read of entries bounded below by bound (pick
+// itself for ""). bound is idAt's text: hex digits and dashes only.
+func bounded(pick, bound string) string {
+	if bound == "" {
+		return pick
+	}
+	pick = strings.ReplaceAll(pick, "FROM touba.entries e WHERE ", "FROM touba.entries e WHERE e.queue_id >= '"+bound+"' AND ")
+	return strings.ReplaceAll(pick, "FROM touba.entries WHERE ", "FROM touba.entries WHERE queue_id >= '"+bound+"' AND ")
+}

@@ -1,0 +1,164 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/pgtest"
+)
+
+// floorNow is the floor as stored ("" for NULL).
+func floorNow(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	var f *string
+	if err := conn.QueryRow(context.Background(), readFloor).Scan(&f); err != nil {
+		t.Fatal(err)
+	}
+	if f == nil {
+		return ""
+	}
+	return *f
+}
+
+// leafOf is the partition holding entry id.
+func leafOf(t *testing.T, conn *pgx.Conn, id string) string {
+	t.Helper()
+	var name string
+	if err := conn.QueryRow(context.Background(), `SELECT tableoid::regclass::text FROM touba.entries WHERE queue_id = $1`,
+		id).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimPrefix(name, "touba.")
+}
+
+// claimPlanText is EXPLAIN's plan of the claim of a trigger's pick with
+// bound, as a generic plan (which names every partition it was not
+// pruned of when planned).
+func claimPlanText(t *testing.T, conn *pgx.Conn, st *Store, bound string) string {
+	t.Helper()
+	ctx := context.Background()
+	mustExec(t, conn, `BEGIN`)
+	defer mustExec(t, conn, `ROLLBACK`)
+	mustExec(t, conn, `SET LOCAL plan_cache_mode = force_generic_plan`)
+	mustExec(t, conn, `PREPARE floor_claim(text, int, text, text) AS `+st.Queue.claimSQL(pickTrigger, bound, 35))
+	defer mustExec(t, conn, `DEALLOCATE floor_claim`)
+	var plan string
+	if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE floor_claim('x', 35, 'n1', 'trigger:t')`).Scan(&plan); err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+// The lease's floor leaves the time partitions below it out of the
+// claim's plan, and an entry below it made pending again (a replay) is
+// leased by the next lease: the replay lowered the floor.
+func TestLeaseFloorLeavesOldPartitionsOut(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.New(t)
+	clk := &testClock{t: time.Now()}
+	st := openNode(t, url, "n1", clk, 80*time.Second)
+	old := ranEntries(t, st, "old", 3, touba.StatusDone)
+	failed := ranEntries(t, st, "failed", 1, touba.StatusFailed)[0]
+	clk.Add(3 * floorMargin)
+	var fresh []string
+	for i := range 3 {
+		r, err := st.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprintf("new-%d", i), Digest: "d", Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh = append(fresh, r.QueueID)
+	}
+	if err := st.Queue.raiseFloor(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.db.hot.load(ctx)
+	conn := superConn(t, url)
+	floor := floorNow(t, conn)
+	bound := st.db.hot.floorBound(&floor)
+	if bound == "" || bound <= failed || bound > fresh[0] {
+		t.Fatalf("floor %q, bound %q: want a bound above the old entries (%s) and at or below the new (%s)", floor, bound, failed, fresh[0])
+	}
+	oldLeaf, newLeaf := leafOf(t, conn, old[0]), leafOf(t, conn, fresh[0])
+	if oldLeaf == newLeaf || oldLeaf != leafOf(t, conn, failed) {
+		t.Fatalf("old entries in %s and %s, new in %s: want the old ones apart", oldLeaf, leafOf(t, conn, failed), newLeaf)
+	}
+	// The guard: unbounded, the plan names the old partition.
+	if plan := claimPlanText(t, conn, st, ""); !strings.Contains(plan, oldLeaf) {
+		t.Fatalf("the unbounded claim's plan does not name %s: %s", oldLeaf, plan)
+	}
+	if plan := claimPlanText(t, conn, st, bound); strings.Contains(plan, oldLeaf) || !strings.Contains(plan, newLeaf) ||
+		!strings.Contains(plan, "entries_kept") {
+		t.Fatalf("the bounded claim's plan names %s, or not %s and entries_kept: %s", oldLeaf, newLeaf, plan)
+	}
+	ds, err := st.Queue.Lease(ctx, 10)
+	if err != nil || len(ds) != len(fresh) {
+		t.Fatalf("lease: %d entries, %v; want the %d new", len(ds), err, len(fresh))
+	}
+	if _, err := st.Queue.Replay(ctx, []string{failed}, touba.ReplayOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if f := floorNow(t, conn); f > failed {
+		t.Fatalf("floor %q after the replay of %s", f, failed)
+	}
+	ds, err = st.Queue.Lease(ctx, 10)
+	if err != nil || len(ds) != 1 || ds[0].QueueID != failed {
+		t.Fatalf("lease after the replay: %v, %v; want the replayed %s", idsOf(ds), err, failed)
+	}
+	// Running, it keeps the floor down at the next raise.
+	if err := st.Queue.raiseFloor(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := floorNow(t, conn); f > failed {
+		t.Fatalf("floor %q raised past the running %s", f, failed)
+	}
+}
+
+// A raise that begins while a revival's transaction holds the floor's row
+// waits for it and reads the revived entry: the floor it writes is not
+// above it.
+func TestRaiseFloorWaitsForRevival(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.New(t)
+	clk := &testClock{t: time.Now()}
+	st := openNode(t, url, "n1", clk, 80*time.Second)
+	failed := ranEntries(t, st, "failed", 1, touba.StatusFailed)[0]
+	clk.Add(3 * floorMargin)
+	if err := st.Queue.raiseFloor(ctx); err != nil {
+		t.Fatal(err)
+	}
+	conn := superConn(t, url)
+	if f := floorNow(t, conn); f <= failed {
+		t.Fatalf("floor %q, want it above the failed %s", f, failed)
+	}
+	tx, err := st.db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'pending' WHERE queue_id = $1`, failed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, lowerFloorSQL, failed); err != nil {
+		t.Fatal(err)
+	}
+	raised := make(chan error, 1)
+	go func() { raised <- st.Queue.raiseFloor(ctx) }()
+	waitFor(t, 10*time.Second, func() bool {
+		return count(t, conn, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pick_floor FOR UPDATE%'`) > 0
+	}, "the raise to wait for the floor's row")
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-raised; err != nil {
+		t.Fatal(err)
+	}
+	if f := floorNow(t, conn); f > failed {
+		t.Fatalf("floor %q after a raise that waited for the revival of %s", f, failed)
+	}
+}
