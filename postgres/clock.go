@@ -16,11 +16,17 @@ import (
 // touba.FormatTime's layout. d is the node's own arithmetic (a TTL), and
 // ClockOffset's shift for tests.
 func (d *db) dbTime(plus time.Duration) string {
+	plus = d.clockShift(plus)
+	return fmt.Sprintf(`to_char((now() + interval '%d milliseconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
+		plus.Milliseconds())
+}
+
+// clockShift is plus with the tests' ClockOffset added.
+func (d *db) clockShift(plus time.Duration) time.Duration {
 	if d.cfg.ClockOffset != nil {
 		plus += d.cfg.ClockOffset()
 	}
-	return fmt.Sprintf(`to_char((now() + interval '%d milliseconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`,
-		plus.Milliseconds())
+	return plus
 }
 
 // dbNow is the database's now() as text.

@@ -28,9 +28,10 @@ import (
 //   - raiseFloor, the only thing that raises it, locks the floor's row,
 //     then reads the entries in a statement of its own (read committed: a
 //     snapshot taken after the lock), and never sets it above its node's
-//     clock less floorMargin, so an entry being inserted meanwhile by a
-//     node whose clock is within floorMargin of it (a queue id is its
-//     node's time) is not passed.
+//     clock or the database's, less floorMargin, so an entry being
+//     inserted meanwhile by a node whose clock is within floorMargin of
+//     those (a queue id is its node's time) is not passed, and a node whose
+//     clock runs ahead cannot raise it past the others' entries.
 //   - A finished entry made pending again (replay, resume) lowers the
 //     floor in its own transaction, after its own update, with a statement
 //     that always locks the row (lowerFloor): a raise that read the
@@ -40,7 +41,8 @@ import (
 //     running or waiting, which the floor already covers; a new entry's
 //     queue id is its node's time.
 //
-// A node whose clock is behind another's by more than floorMargin, or
+// A node whose clock is behind the database's and the raising node's by
+// more than floorMargin, or
 // a node of the previous release replaying below the floor, makes an entry
 // the picks cannot see until the next raise (floorEvery, on every node),
 // which reads it and lowers the floor: a delay, never a loss. A lease reads
@@ -76,7 +78,7 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 		return nil
 	}
 	var floor string
-	if err := tx.QueryRow(ctx, floorOfEntries, idAt(q.db.cfg.Now().Add(-floorMargin).UnixMilli())).Scan(&floor); err != nil {
+	if err := tx.QueryRow(ctx, q.db.floorOfEntries(), idAt(q.db.cfg.Now().Add(-floorMargin).UnixMilli())).Scan(&floor); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE touba.pick_floor SET floor = $1`, floor); err != nil {
@@ -86,10 +88,17 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 }
 
 // floorOfEntries is the smallest queue id of a pickable entry in the time
-// partitions, or $1 when that is lower: one probe of entries_ready
-// (status, held, queue_id) per status, held and partition (the planner's
-// min/max path over a merge of the partitions' index scans).
-var floorOfEntries = `SELECT LEAST(` + strings.Join(floorProbes(), ", ") + `, $1)`
+// partitions, or the earlier of the node's clock ($1) and the database's
+// less floorMargin when that is lower: one probe of entries_ready (status,
+// held, queue_id) per status, held and partition (the planner's min/max
+// path over a merge of the partitions' index scans). The database's clock
+// as an id is idAt's layout.
+func (d *db) floorOfEntries() string {
+	ms := fmt.Sprintf(`(extract(epoch FROM now() + interval '%d milliseconds') * 1000)::bigint`, d.clockShift(-floorMargin).Milliseconds())
+	return `SELECT LEAST(` + strings.Join(floorProbes(), ", ") + `, $1,
+		(SELECT lpad(to_hex(ms >> 16), 8, '0') || '-' || lpad(to_hex(ms & 65535), 4, '0') || '-0000-0000-000000000000'
+			FROM (SELECT ` + ms + ` AS ms) c))`
+}
 
 func floorProbes() []string {
 	var out []string

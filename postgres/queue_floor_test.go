@@ -61,11 +61,13 @@ func claimPlanText(t *testing.T, conn *pgx.Conn, st *Store, bound string) string
 func TestLeaseFloorLeavesOldPartitionsOut(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.New(t)
-	clk := &testClock{t: time.Now()}
+	// The old entries hours before the database's clock, the new ones at
+	// it: the floor is never above the database's clock less floorMargin.
+	clk := &testClock{t: time.Now().Add(-5 * floorMargin)}
 	st := openNode(t, url, "n1", clk, 80*time.Second)
 	old := ranEntries(t, st, "old", 3, touba.StatusDone)
 	failed := ranEntries(t, st, "failed", 1, touba.StatusFailed)[0]
-	clk.Add(3 * floorMargin)
+	clk.Add(5 * floorMargin)
 	var fresh []string
 	for i := range 3 {
 		r, err := st.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprintf("new-%d", i), Digest: "d", Body: []byte(`{}`)})
@@ -110,12 +112,51 @@ func TestLeaseFloorLeavesOldPartitionsOut(t *testing.T) {
 	if err != nil || len(ds) != 1 || ds[0].QueueID != failed {
 		t.Fatalf("lease after the replay: %v, %v; want the replayed %s", idsOf(ds), err, failed)
 	}
-	// Running, it keeps the floor down at the next raise.
+	// Running, it keeps the floor down at the next raise; ended, it no
+	// longer does.
 	if err := st.Queue.raiseFloor(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if f := floorNow(t, conn); f > failed {
 		t.Fatalf("floor %q raised past the running %s", f, failed)
+	}
+	if err := st.Queue.Finish(ctx, failed, ds[0].LeaseToken, touba.StatusDone, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Queue.raiseFloor(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f := floorNow(t, conn); f != floor {
+		t.Fatalf("floor %q after the revived entry ended, want %q again", f, floor)
+	}
+	// A resume lowers it too.
+	if _, err := st.Queue.Resume(ctx, touba.ResumeRequest{QueueID: old[1], Steps: []string{"s1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if f := floorNow(t, conn); f > old[1] {
+		t.Fatalf("floor %q after the resume of %s", f, old[1])
+	}
+	ds, err = st.Queue.Lease(ctx, 10)
+	if err != nil || len(ds) != 1 || ds[0].QueueID != old[1] {
+		t.Fatalf("lease after the resume: %v, %v; want the resumed %s", idsOf(ds), err, old[1])
+	}
+}
+
+// A node whose clock runs ahead raises the floor no higher than the
+// database's clock less floorMargin, so the entries of the other nodes,
+// whose clocks are right, stay above it.
+func TestRaiseFloorNotPastTheDatabaseClock(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.New(t)
+	clk := &testClock{t: time.Now().Add(5 * floorMargin)}
+	st := openNode(t, url, "ahead", clk, 80*time.Second)
+	before := time.Now()
+	if err := st.Queue.raiseFloor(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := floorNow(t, superConn(t, url))
+	if ms, ok := msOf(f); !ok || ms > time.Now().Add(-floorMargin).UnixMilli() || ms < before.Add(-floorMargin-time.Minute).UnixMilli() {
+		t.Fatalf("floor %q raised by a node 5 h ahead, want the database's clock less %v", f, floorMargin)
 	}
 }
 
@@ -125,10 +166,10 @@ func TestLeaseFloorLeavesOldPartitionsOut(t *testing.T) {
 func TestRaiseFloorWaitsForRevival(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.New(t)
-	clk := &testClock{t: time.Now()}
+	clk := &testClock{t: time.Now().Add(-5 * floorMargin)}
 	st := openNode(t, url, "n1", clk, 80*time.Second)
 	failed := ranEntries(t, st, "failed", 1, touba.StatusFailed)[0]
-	clk.Add(3 * floorMargin)
+	clk.Add(5 * floorMargin)
 	if err := st.Queue.raiseFloor(ctx); err != nil {
 		t.Fatal(err)
 	}
