@@ -42,12 +42,13 @@ import (
 //     queue id is its node's time.
 //
 // A node whose clock is behind the database's and the raising node's by
-// more than floorMargin, or
-// a node of the previous release replaying below the floor, makes an entry
-// the picks cannot see until the next raise (floorEvery, on every node),
-// which reads it and lowers the floor: a delay, never a loss. A lease reads
-// the floor in its own transaction; an entry revived after that read is
-// leased by the next lease.
+// more than floorMargin, or a node of the previous release replaying below
+// the floor, makes an entry the picks cannot see until the next raise
+// (floorEvery, on every node), which reads it and lowers the floor: a
+// delay, never a loss. A lease reads the floor in its own transaction; an
+// entry revived after that read is leased by the next lease. The row gone
+// (deleted by hand) reads as NULL, unbounded, and the next raise puts it
+// back.
 
 // floorMargin is how far below its node's clock a raise keeps the floor,
 // for the entries being inserted meanwhile (their ids are their nodes'
@@ -58,7 +59,7 @@ const floorMargin = time.Hour
 const floorEvery = 10 * time.Second
 
 // readFloor is the floor as a lease reads it (NULL: not yet computed).
-const readFloor = `SELECT floor FROM touba.pick_floor`
+const readFloor = `SELECT (SELECT floor FROM touba.pick_floor)`
 
 // raiseFloor computes the floor again from the entries of the time
 // partitions; a schema not partitioned has none to leave out, and keeps
@@ -69,6 +70,9 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `INSERT INTO touba.pick_floor (one, floor) VALUES (true, NULL) ON CONFLICT DO NOTHING`); err != nil {
+		return err
+	}
 	var live bool
 	if err := tx.QueryRow(ctx, `SELECT to_regclass('touba.entries_live') IS NOT NULL
 			FROM touba.pick_floor FOR UPDATE`).Scan(&live); err != nil {

@@ -158,6 +158,19 @@ func TestRaiseFloorNotPastTheDatabaseClock(t *testing.T) {
 	if ms, ok := msOf(f); !ok || ms > time.Now().Add(-floorMargin).UnixMilli() || ms < before.Add(-floorMargin-time.Minute).UnixMilli() {
 		t.Fatalf("floor %q raised by a node 5 h ahead, want the database's clock less %v", f, floorMargin)
 	}
+	// The row deleted by hand: leases go on unbounded, the next raise puts
+	// it back.
+	conn := superConn(t, url)
+	mustExec(t, conn, `DELETE FROM touba.pick_floor`)
+	if _, err := st.Queue.Lease(ctx, 1); err != nil {
+		t.Fatalf("lease without the floor's row: %v", err)
+	}
+	if err := st.Queue.raiseFloor(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if floorNow(t, conn) == "" {
+		t.Fatal("the raise did not put the floor's row back")
+	}
 }
 
 // A raise that begins while a revival's transaction holds the floor's row
@@ -191,7 +204,7 @@ func TestRaiseFloorWaitsForRevival(t *testing.T) {
 	raised := make(chan error, 1)
 	go func() { raised <- st.Queue.raiseFloor(ctx) }()
 	waitFor(t, 10*time.Second, func() bool {
-		return count(t, conn, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%pick_floor FOR UPDATE%'`) > 0
+		return count(t, conn, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%touba.pick_floor%'`) > 0
 	}, "the raise to wait for the floor's row")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
