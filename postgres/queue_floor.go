@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -47,8 +48,8 @@ import (
 // (floorEvery, on every node), which reads it and lowers the floor: a
 // delay, never a loss. A lease reads the floor in its own transaction; an
 // entry revived after that read is leased by the next lease. The row gone
-// (deleted by hand) reads as NULL, unbounded, and the next raise puts it
-// back.
+// (deleted by hand) reads as NULL, unbounded; the next raise puts it back,
+// NULL, and the one after computes it.
 
 // floorMargin is how far below its node's clock a raise keeps the floor,
 // for the entries being inserted meanwhile (their ids are their nodes'
@@ -70,12 +71,15 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 		return err
 	}
 	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `INSERT INTO touba.pick_floor (one, floor) VALUES (true, NULL) ON CONFLICT DO NOTHING`); err != nil {
-		return err
-	}
 	var live bool
-	if err := tx.QueryRow(ctx, `SELECT to_regclass('touba.entries_live') IS NOT NULL
-			FROM touba.pick_floor FOR UPDATE`).Scan(&live); err != nil {
+	err = tx.QueryRow(ctx, `SELECT to_regclass('touba.entries_live') IS NOT NULL FROM touba.pick_floor FOR UPDATE`).Scan(&live)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Deleted by hand: back, NULL, computed at the next raise.
+		if _, err := tx.Exec(ctx, `INSERT INTO touba.pick_floor (one, floor) VALUES (true, NULL) ON CONFLICT DO NOTHING`); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	} else if err != nil {
 		return err
 	}
 	if !live {

@@ -165,11 +165,13 @@ func TestRaiseFloorNotPastTheDatabaseClock(t *testing.T) {
 	if _, err := st.Queue.Lease(ctx, 1); err != nil {
 		t.Fatalf("lease without the floor's row: %v", err)
 	}
-	if err := st.Queue.raiseFloor(ctx); err != nil {
-		t.Fatal(err)
+	for range 2 { // one puts the row back, the next computes it
+		if err := st.Queue.raiseFloor(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if floorNow(t, conn) == "" {
-		t.Fatal("the raise did not put the floor's row back")
+		t.Fatal("the raises did not put the floor's row back")
 	}
 }
 
