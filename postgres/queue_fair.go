@@ -130,9 +130,10 @@ func (q *Queue) HoldRun(ctx context.Context, queueID string, token int64, hold, 
 // HeldRuns: queue_holdcount.go.
 
 // ReadyTriggers lists the triggers with leasable entries: a loose index
-// scan of entries_ready_trigger, one seek a trigger (as pickAround).
+// scan of entries_ready_trigger, one seek a trigger (as pickAround), above
+// the lease's floor as a lease reads them.
 func (q *Queue) ReadyTriggers(ctx context.Context) ([]string, error) {
-	rows, err := q.db.pool.Query(ctx, readyRefs+` SELECT ref FROM refs WHERE ref IS NOT NULL`)
+	rows, err := q.db.pool.Query(ctx, bounded(readyRefs, q.boundNow(ctx))+` SELECT ref FROM refs WHERE ref IS NOT NULL`)
 	if err != nil {
 		return nil, fmt.Errorf("ready triggers: %w", err)
 	}

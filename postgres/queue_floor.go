@@ -132,6 +132,18 @@ func lowerFloor(ctx context.Context, tx *Tx, queueID string) error {
 
 const lowerFloorSQL = `UPDATE touba.pick_floor SET floor = CASE WHEN floor IS NULL THEN NULL ELSE LEAST(floor, $1) END`
 
+// boundNow is the floor's bound read now, for a read of pickable or
+// waiting entries outside a lease (the next wake, the ready triggers), so
+// that its plan leaves the old partitions out as the lease's does; "" when
+// the floor cannot be read (unbounded, as before).
+func (q *Queue) boundNow(ctx context.Context) string {
+	var floor *string
+	if err := q.db.pool.QueryRow(ctx, readFloor).Scan(&floor); err != nil {
+		return ""
+	}
+	return q.db.hot.floorBound(floor)
+}
+
 // floorBound is the lower bound the picks name for floor ("" for none: a
 // NULL floor, or one below every partition this node knows of). It is the
 // lower bound of the partition floor falls in, or the upper bound of the

@@ -98,6 +98,13 @@ func TestLeaseFloorLeavesOldPartitionsOut(t *testing.T) {
 		!strings.Contains(plan, "entries_kept") {
 		t.Fatalf("the bounded claim's plan names %s, or not %s and entries_kept: %s", oldLeaf, newLeaf, plan)
 	}
+	// The reads outside a lease take the same bound.
+	if refs, err := st.Queue.ReadyTriggers(ctx); err != nil || len(refs) != 1 || refs[0] != "trigger:t" {
+		t.Fatalf("ready triggers: %v, %v", refs, err)
+	}
+	if _, ok, err := st.Queue.NextWake(ctx); err != nil || ok {
+		t.Fatalf("next wake with no waiting entry: %v, %v", ok, err)
+	}
 	ds, err := st.Queue.Lease(ctx, 10)
 	if err != nil || len(ds) != len(fresh) {
 		t.Fatalf("lease: %d entries, %v; want the %d new", len(ds), err, len(fresh))

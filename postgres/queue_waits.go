@@ -228,10 +228,11 @@ const qNextWake = `SELECT LEAST(
 	(SELECT wake_at FROM touba.gatherings WHERE state = 'open' ORDER BY wake_at LIMIT 1))`
 
 // NextWake is the earliest wake_at of a waiting entry or an open
-// gathering (touba.WaitStore).
+// gathering (touba.WaitStore). The waiting entries are read above the
+// lease's floor (queue_floor.go), which covers them.
 func (q *Queue) NextWake(ctx context.Context) (time.Time, bool, error) {
 	var at *string
-	err := q.db.pool.QueryRow(ctx, qNextWake).Scan(&at)
+	err := q.db.pool.QueryRow(ctx, bounded(qNextWake, q.boundNow(ctx))).Scan(&at)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next wake: %w", err)
 	} else if at == nil {
