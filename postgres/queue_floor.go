@@ -119,18 +119,25 @@ func floorProbes() []string {
 	return out
 }
 
-// lowerFloor lowers the floor to queueID, an entry made pending again in
-// tx; it takes the floor's row lock even when the floor is lower already
-// (see above: a raise in flight must wait for tx).
-func lowerFloor(ctx context.Context, tx *Tx, queueID string) error {
-	_, err := tx.Exec(ctx, lowerFloorSQL, queueID)
+// lowerFloor lowers the floor to the lowest of queueIDs, entries made
+// pending again in tx (none: nothing to do); it takes the floor's row lock
+// even when the floor is lower already (see above: a raise in flight must
+// wait for tx).
+func lowerFloor(ctx context.Context, tx *Tx, queueIDs ...string) error {
+	if len(queueIDs) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, lowerFloorSQL, queueIDs)
 	if err != nil {
 		return fmt.Errorf("lower the lease floor: %w", err)
 	}
 	return nil
 }
 
-const lowerFloorSQL = `UPDATE touba.pick_floor SET floor = CASE WHEN floor IS NULL THEN NULL ELSE LEAST(floor, $1) END`
+// lowerFloorSQL is lowerFloor's statement ($1 the ids); the lowest by the
+// column's collation, as the floor and the partition bounds compare.
+const lowerFloorSQL = `UPDATE touba.pick_floor SET floor = CASE WHEN floor IS NULL THEN NULL
+	ELSE LEAST(floor, (SELECT min(x) FROM unnest($1::text[]) x)) END`
 
 // boundNow is the floor's bound read now, for a read of pickable or
 // waiting entries outside a lease (the next wake, the ready triggers), so

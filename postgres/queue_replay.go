@@ -55,6 +55,7 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 	var out []touba.ReplayResult
 	err := q.change("", func(ctx context.Context, tx *Tx) error {
 		out = out[:0]
+		var revived []string
 		for _, id := range ids {
 			var st, ref, carrier string
 			var cancel bool
@@ -98,15 +99,15 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 				WHERE queue_id = $2`, q.db.now(), id, opt.Repin[ref]); err != nil {
 				return err
 			}
-			if err := lowerFloor(ctx, tx, id); err != nil {
-				return err
-			}
+			revived = append(revived, id)
 			if err := reholdKey(ctx, tx, id); err != nil {
 				return err
 			}
 			out = append(out, touba.ReplayResult{QueueID: id, From: st, To: touba.StatusPending})
 		}
-		return nil
+		// One lowering of the lease's floor for the whole replay
+		// (queue_floor.go).
+		return lowerFloor(ctx, tx, revived...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
