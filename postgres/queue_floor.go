@@ -72,7 +72,9 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 	}
 	defer tx.Rollback(ctx)
 	var live bool
-	err = tx.QueryRow(ctx, `SELECT to_regclass('touba.entries_live') IS NOT NULL FROM touba.pick_floor FOR UPDATE`).Scan(&live)
+	var dbMS int64
+	err = tx.QueryRow(ctx, `SELECT to_regclass('touba.entries_live') IS NOT NULL, (extract(epoch FROM now()) * 1000)::bigint
+		FROM touba.pick_floor FOR UPDATE`).Scan(&live, &dbMS)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Deleted by hand: back, NULL, computed at the next raise.
 		if _, err := tx.Exec(ctx, `INSERT INTO touba.pick_floor (one, floor) VALUES (true, NULL) ON CONFLICT DO NOTHING`); err != nil {
@@ -85,8 +87,10 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 	if !live {
 		return nil
 	}
+	// The earlier of the two clocks (the database's as the tests shift it).
+	clock := min(q.db.cfg.Now().UnixMilli(), dbMS+q.db.clockShift(0).Milliseconds())
 	var floor string
-	if err := tx.QueryRow(ctx, q.db.floorOfEntries(), idAt(q.db.cfg.Now().Add(-floorMargin).UnixMilli())).Scan(&floor); err != nil {
+	if err := tx.QueryRow(ctx, floorOfEntries, idAt(clock-floorMargin.Milliseconds())).Scan(&floor); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE touba.pick_floor SET floor = $1`, floor); err != nil {
@@ -96,17 +100,11 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 }
 
 // floorOfEntries is the smallest queue id of a pickable entry in the time
-// partitions, or the earlier of the node's clock ($1) and the database's
-// less floorMargin when that is lower: one probe of entries_ready (status,
-// held, queue_id) per status, held and partition (the planner's min/max
-// path over a merge of the partitions' index scans). The database's clock
-// as an id is idAt's layout.
-func (d *db) floorOfEntries() string {
-	ms := fmt.Sprintf(`(extract(epoch FROM now() + interval '%d milliseconds') * 1000)::bigint`, d.clockShift(-floorMargin).Milliseconds())
-	return `SELECT LEAST(` + strings.Join(floorProbes(), ", ") + `, $1,
-		(SELECT lpad(to_hex(ms >> 16), 8, '0') || '-' || lpad(to_hex(ms & 65535), 4, '0') || '-0000-0000-000000000000'
-			FROM (SELECT ` + ms + ` AS ms) c))`
-}
+// partitions, or $1 (the earlier clock less floorMargin) when that is
+// lower: one probe of entries_ready (status, held, queue_id) per status,
+// held and partition (the planner's min/max path over a merge of the
+// partitions' index scans).
+var floorOfEntries = `SELECT LEAST(` + strings.Join(floorProbes(), ", ") + `, $1)`
 
 func floorProbes() []string {
 	var out []string
