@@ -16,14 +16,15 @@ import (
 // read entries_ready_trigger (or entries_ready, entries_leases) in every
 // time partition, and its generic plan locked every partition, however
 // little the old ones hold: a lease cost more the longer the history
-// (issue 42). The floor is a queue id at or below that of every entry in
-// the time partitions that a pick can take or that can become one a pick
-// takes without a new queue id: pending, running and waiting. The picks
+// (issue 42). The floor is a queue id at or below that of every entry
+// that a pick can take or that can become one a pick takes without a new
+// queue id: pending, running and waiting. The picks
 // then say queue_id >= the floor's partition's lower bound as a constant
 // of their text, and the planner leaves the partitions wholly below it out
 // of the plan (not locked, not read). entries_kept, which a pass moves the
 // unfinished entries of a forgotten range to, is a LIST leaf the bound does
-// not prune.
+// not prune, but whose rows it filters like any other: the floor covers
+// its entries too (a trigger paused past the window keeps it down).
 //
 // Why the floor is never above such an entry:
 //   - raiseFloor, the only thing that raises it, locks the floor's row,
@@ -99,19 +100,24 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 	return tx.Commit(ctx)
 }
 
-// floorOfEntries is the smallest queue id of a pickable entry in the time
-// partitions, or $1 (the earlier clock less floorMargin) when that is
-// lower: one probe of entries_ready (status, held, queue_id) per status,
-// held and partition (the planner's min/max path over a merge of the
-// partitions' index scans).
+// floorOfEntries is the smallest queue id of a pickable entry, or $1 (the
+// earlier clock less floorMargin) when that is lower: one probe of
+// entries_ready (status, held, queue_id) per status, held and table (the
+// planner's min/max path over a merge of the partitions' index scans).
+// entries_kept is read too: the bound prunes only the time partitions,
+// but as a condition it passes over every row below it, and an entry a
+// pass moved there (a trigger paused past the window, a wait longer than
+// it) is unfinished with its old queue id.
 var floorOfEntries = `SELECT LEAST(` + strings.Join(floorProbes(), ", ") + `, $1)`
 
 func floorProbes() []string {
 	var out []string
-	for _, st := range []string{"pending", "running", "waiting"} {
-		for _, held := range []string{"false", "true"} {
-			out = append(out, `(SELECT queue_id FROM touba.entries_live WHERE status = '`+st+`' AND held = `+held+
-				` ORDER BY queue_id LIMIT 1)`)
+	for _, table := range []string{"entries_live", "entries_kept"} {
+		for _, st := range []string{"pending", "running", "waiting"} {
+			for _, held := range []string{"false", "true"} {
+				out = append(out, `(SELECT queue_id FROM touba.`+table+` WHERE status = '`+st+`' AND held = `+held+
+					` ORDER BY queue_id LIMIT 1)`)
+			}
 		}
 	}
 	return out

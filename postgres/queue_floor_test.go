@@ -225,3 +225,49 @@ func TestRaiseFloorWaitsForRevival(t *testing.T) {
 		t.Fatalf("floor %q after a raise that waited for the revival of %s", f, failed)
 	}
 }
+
+// An unfinished entry a pass moved to entries_kept (a trigger paused past
+// the window, a wait longer than it) keeps its old queue id: the floor is
+// not raised past it, so a lease still takes it and the next wake still
+// reads it.
+func TestLeaseFloorCoversKeptEntries(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.New(t)
+	clk := &testClock{t: time.Now().Add(-5 * floorMargin)}
+	st := openNode(t, url, "n1", clk, 80*time.Second)
+	var old []string
+	for i := range 2 {
+		r, err := st.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: fmt.Sprintf("kept-%d", i), Digest: "d", Body: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		old = append(old, r.QueueID)
+	}
+	clk.Add(5 * floorMargin)
+	conn := superConn(t, url)
+	// As a pass moves them: the pending one as it is, the other waiting.
+	wake := touba.FormatTime(time.Now().Add(-time.Second))
+	mustExec(t, conn, `UPDATE touba.entries SET kept = true WHERE queue_id = $1`, old[0])
+	mustExec(t, conn, `UPDATE touba.entries SET kept = true, status = 'waiting', wake_at = $2 WHERE queue_id = $1`, old[1], wake)
+	if leafOf(t, conn, old[0]) != "entries_kept" {
+		t.Fatalf("%s not in entries_kept", old[0])
+	}
+	r, err := st.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: "new", Digest: "d", Body: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Queue.raiseFloor(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.db.hot.load(ctx)
+	if f := floorNow(t, conn); f > old[0] {
+		t.Fatalf("floor %q raised past the kept pending %s", f, old[0])
+	}
+	if at, ok, err := st.Queue.NextWake(ctx); err != nil || !ok || touba.FormatTime(at) != wake {
+		t.Fatalf("next wake %v, %v, %v; want the kept waiting entry's %s", at, ok, err, wake)
+	}
+	ds, err := st.Queue.Lease(ctx, 10)
+	if err != nil || len(ds) != 2 || ds[0].QueueID != old[0] || ds[1].QueueID != r.QueueID {
+		t.Fatalf("lease: %v, %v; want the kept %s and the new %s", idsOf(ds), err, old[0], r.QueueID)
+	}
+}
