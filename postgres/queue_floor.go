@@ -74,11 +74,16 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 	defer tx.Rollback(ctx)
 	var live bool
 	var dbMS int64
-	err = tx.QueryRow(ctx, `SELECT to_regclass('touba.entries_live') IS NOT NULL, (extract(epoch FROM now()) * 1000)::bigint
-		FROM touba.pick_floor FOR UPDATE`).Scan(&live, &dbMS)
+	var was *string
+	now := q.db.cfg.Now()
+	err = tx.QueryRow(ctx, `SELECT to_regclass('touba.entries_live') IS NOT NULL, (extract(epoch FROM now()) * 1000)::bigint, floor
+		FROM touba.pick_floor FOR UPDATE`).Scan(&live, &dbMS, &was)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Deleted by hand: back, NULL, computed at the next raise.
 		if _, err := tx.Exec(ctx, `INSERT INTO touba.pick_floor (one, floor) VALUES (true, NULL) ON CONFLICT DO NOTHING`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, markSQL, markHour(now), ""); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)
@@ -89,12 +94,18 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 		return nil
 	}
 	// The earlier of the two clocks (the database's as the tests shift it).
-	clock := min(q.db.cfg.Now().UnixMilli(), dbMS+q.db.clockShift(0).Milliseconds())
+	clock := min(now.UnixMilli(), dbMS+q.db.clockShift(0).Milliseconds())
 	var floor string
 	if err := tx.QueryRow(ctx, floorOfEntries, idAt(clock-floorMargin.Milliseconds())).Scan(&floor); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE touba.pick_floor SET floor = $1`, floor); err != nil {
+		return err
+	}
+	// The hour's mark (queue_purge.go): the lower of the floor that held
+	// until now (NULL: unbounded, '') and the one that holds from now, by
+	// the column's collation.
+	if _, err := tx.Exec(ctx, markOfSQL(`LEAST(COALESCE($2::text, ''), $3)`), markHour(now), was, floor); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -127,21 +138,24 @@ func floorProbes() []string {
 // pending again in tx (none: nothing to do); it takes the floor's row lock
 // even when the floor is lower already (see above: a raise in flight must
 // wait for tx).
-func lowerFloor(ctx context.Context, tx *Tx, queueIDs ...string) error {
+func lowerFloor(ctx context.Context, tx *Tx, now time.Time, queueIDs ...string) error {
 	if len(queueIDs) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, lowerFloorSQL, queueIDs)
+	_, err := tx.Exec(ctx, lowerFloorSQL, queueIDs, markHour(now))
 	if err != nil {
 		return fmt.Errorf("lower the lease floor: %w", err)
 	}
 	return nil
 }
 
-// lowerFloorSQL is lowerFloor's statement ($1 the ids); the lowest by the
-// column's collation, as the floor and the partition bounds compare.
-const lowerFloorSQL = `UPDATE touba.pick_floor SET floor = CASE WHEN floor IS NULL THEN NULL
-	ELSE LEAST(floor, (SELECT min(x) FROM unnest($1::text[]) x)) END`
+// lowerFloorSQL is lowerFloor's statement ($1 the ids, $2 the hour whose
+// purge mark the lowered floor lowers too: queue_purge.go); the lowest by
+// the column's collation, as the floor and the partition bounds compare.
+const lowerFloorSQL = `WITH f AS (UPDATE touba.pick_floor SET floor = CASE WHEN floor IS NULL THEN NULL
+	ELSE LEAST(floor, (SELECT min(x) FROM unnest($1::text[]) x)) END RETURNING floor)
+	INSERT INTO touba.purge_marks (hour, floor) SELECT $2, COALESCE(floor, '') FROM f
+	ON CONFLICT (hour) DO UPDATE SET floor = LEAST(touba.purge_marks.floor, EXCLUDED.floor)`
 
 // boundNow is the floor's bound read now, for a read of pickable or
 // waiting entries outside a lease (the next wake, the ready triggers), so

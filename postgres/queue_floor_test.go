@@ -207,7 +207,7 @@ func TestRaiseFloorWaitsForRevival(t *testing.T) {
 	if _, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'pending' WHERE queue_id = $1`, failed); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, lowerFloorSQL, []string{failed}); err != nil {
+	if _, err := tx.Exec(ctx, lowerFloorSQL, []string{failed}, markHour(clk.Now())); err != nil {
 		t.Fatal(err)
 	}
 	raised := make(chan error, 1)

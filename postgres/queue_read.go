@@ -149,7 +149,17 @@ const purgeChunk = 500
 // holding an unconsumed offer for a trigger with unfinished entries (SPEC
 // §2.3, issue 42).
 func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error) {
-	before := touba.FormatTime(cutoff)
+	return q.purgeChunks(ctx, "", touba.FormatTime(cutoff))
+}
+
+// purgeChunks purges, a chunk a transaction, the bodies PurgeBodies
+// describes among the entries e for which where holds ("": every entry;
+// its parameters from $3, args after before).
+func (q *Queue) purgeChunks(ctx context.Context, where, before string, args ...any) (int64, error) {
+	if where != "" {
+		where += " AND "
+	}
+	args = append([]any{before, purgeChunk}, args...)
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -172,7 +182,7 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 			// cancelled, and a wait given its offer would find no body.
 			err := tx.QueryRow(ctx, `WITH p AS (UPDATE touba.entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM touba.entries e
-					WHERE (status = 'done' OR status = 'merged' AND EXISTS (SELECT 1 FROM touba.entries c
+					WHERE `+where+`(status = 'done' OR status = 'merged' AND EXISTS (SELECT 1 FROM touba.entries c
 					    WHERE c.queue_id = e.merged_into AND c.status = 'done' AND c.updated_at < $1))
 					  AND updated_at < $1 AND body IS NOT NULL
 					  AND `+unread(awaitedSQL)+`
@@ -181,7 +191,7 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 			w AS (DELETE FROM touba.waits WHERE queue_id IN (SELECT queue_id FROM p)),
 			o AS (DELETE FROM touba.offers WHERE queue_id IN (SELECT queue_id FROM p) OR consumed_by IN (SELECT queue_id FROM p)),
 			c AS (DELETE FROM touba.cancel_keys WHERE queue_id IN (SELECT queue_id FROM p))
-			SELECT COUNT(*) FROM p`, before, purgeChunk).Scan(&n)
+			SELECT COUNT(*) FROM p`, args...).Scan(&n)
 			return err
 		})
 		if err != nil {
@@ -195,8 +205,10 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 }
 
 // RunRetention purges, now and then every quarter of retention (between a
-// second and an hour), the bodies of entries done more than retention ago.
-// Every node runs it; SKIP LOCKED keeps them out of each other's way.
+// second and an hour), the bodies of entries done more than retention ago,
+// each pass reading the entries that can hold what became purgeable since
+// the last (purgePass). Every node runs it; SKIP LOCKED keeps them out of
+// each other's way.
 func (q *Queue) RunRetention(ctx context.Context, retention time.Duration, report func(purged int64, err error)) {
 	if retention <= 0 {
 		return
@@ -205,7 +217,7 @@ func (q *Queue) RunRetention(ctx context.Context, retention time.Duration, repor
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		n, err := q.PurgeBodies(ctx, q.db.cfg.Now().Add(-retention))
+		n, err := q.purgePass(ctx, q.db.cfg.Now().Add(-retention))
 		if (n > 0 || err != nil) && ctx.Err() == nil && report != nil {
 			report(n, err)
 		}

@@ -107,7 +107,7 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 		}
 		// One lowering of the lease's floor for the whole replay
 		// (queue_floor.go).
-		return lowerFloor(ctx, tx, revived...)
+		return lowerFloor(ctx, tx, q.db.cfg.Now(), revived...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)

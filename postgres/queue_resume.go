@@ -85,7 +85,7 @@ func (q *Queue) Resume(ctx context.Context, r touba.ResumeRequest) (touba.Resume
 			WHERE queue_id = $1 RETURNING effect_gens`, r.QueueID, steps, q.db.now(), r.NewEffects, r.Repin).Scan(&raw); err != nil {
 			return err
 		}
-		if err := lowerFloor(ctx, tx, r.QueueID); err != nil {
+		if err := lowerFloor(ctx, tx, q.db.cfg.Now(), r.QueueID); err != nil {
 			return err
 		}
 		gens, err := decodeGens(raw)

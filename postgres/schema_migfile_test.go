@@ -37,7 +37,7 @@ func TestMigrationSteps(t *testing.T) {
 			t.Errorf("%s: steps %s, want %s", m.name, got, want)
 		}
 	}
-	if got := ms[len(ms)-1].name; got != "0022_pick_floor.sql" {
+	if got := ms[len(ms)-1].name; got != "0023_purge_marks.sql" {
 		t.Fatalf("newest migration %s", got)
 	}
 	var o onlineStmt
