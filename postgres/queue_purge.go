@@ -51,7 +51,7 @@ const purgeMarksKept = 400 * 24 * time.Hour
 // markHour is the hour t falls in, as the marks are keyed.
 func markHour(t time.Time) string { return t.UTC().Format("2006-01-02T15") }
 
-// markSQL lowers the mark of hour $1 to $2 (” for an unbounded floor).
+// markSQL lowers the mark of hour $1 to $2 (the empty text: unbounded).
 var markSQL = markOfSQL("$2")
 
 // markOfSQL lowers the mark of hour $1 to expr (of parameters from $2).
