@@ -6,6 +6,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/rs/zerolog"
 
 	"github.com/touba/touba-trigger/postgres"
@@ -74,21 +75,7 @@ func prefillHistory(ctx context.Context, url string, days, perDay int, window ti
 			log.Fatalf("history day %d: %v", d, err)
 		}
 	}
-	// The retention pass's marks and state, as the nodes leave them: a mark
-	// for each hour the passes may read (the floor an hour behind, nothing
-	// older being unfinished), the last hourly pass's cutoff, and the daily
-	// pass that reads every entry half a day ago (postgres/queue_purge.go).
-	if _, err := conn.Exec(ctx, `INSERT INTO touba.purge_marks (hour, floor)
-		SELECT to_char(h, 'YYYY-MM-DD"T"HH24'), lpad(to_hex(ms >> 16), 8, '0') || '-' || lpad(to_hex(ms & 65535), 4, '0') || '-0000-0000-000000000000'
-		FROM generate_series(date_trunc('hour', $1::timestamp) - interval '9 days', date_trunc('hour', $1::timestamp), interval '1 hour') h,
-			LATERAL (SELECT (extract(epoch FROM h - interval '1 hour') * 1000)::bigint AS ms) m
-		ON CONFLICT DO NOTHING`, end.UTC()); err != nil {
-		log.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `INSERT INTO touba.purge_state (one, cutoff, full_at) VALUES (true, $1, $2)`,
-		end.Add(-169*time.Hour).UTC().Format("2006-01-02T15:04:05.000Z"), end.Add(-12*time.Hour).UTC().Format("2006-01-02T15:04:05.000Z")); err != nil {
-		log.Fatal(err)
-	}
+	purgeMarks(ctx, conn, end)
 	// Vacuumed and checkpointed, as months-old history is: else the
 	// autovacuum of the rows just written (insert-triggered) and the
 	// checkpoint of their WAL fall in the drain and count as its CPU.
@@ -103,4 +90,31 @@ func prefillHistory(ctx context.Context, url string, days, perDay int, window ti
 		log.Fatal(err)
 	}
 	fmt.Printf("history: %d days at %d a day, partitions %s wide, %d time partitions of entries\n", days, perDay, width, leaves)
+}
+
+// purgeMarks writes the retention pass's marks and state as the nodes
+// leave them (postgres/queue_purge.go): a mark for each hour the passes
+// may read (the floor an hour behind, nothing older being unfinished), the
+// last hourly pass's cutoff, and the daily pass that reads every entry
+// half a day ago. None for a build from before them.
+func purgeMarks(ctx context.Context, conn *pgx.Conn, end time.Time) {
+	var marks bool
+	if err := conn.QueryRow(ctx, `SELECT to_regclass('touba.purge_marks') IS NOT NULL`).Scan(&marks); err != nil {
+		log.Fatal(err)
+	}
+	if !marks {
+		return
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO touba.purge_marks (hour, floor)
+		SELECT to_char(h, 'YYYY-MM-DD"T"HH24'), lpad(to_hex(ms >> 16), 8, '0') || '-' || lpad(to_hex(ms & 65535), 4, '0') || '-0000-0000-000000000000'
+		FROM generate_series(date_trunc('hour', $1::timestamp) - interval '9 days', date_trunc('hour', $1::timestamp), interval '1 hour') h,
+			LATERAL (SELECT (extract(epoch FROM h - interval '1 hour') * 1000)::bigint AS ms) m
+		ON CONFLICT DO NOTHING`, end.UTC()); err != nil {
+		log.Fatal(err)
+	}
+	stamp := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+	if _, err := conn.Exec(ctx, `INSERT INTO touba.purge_state (one, cutoff, full_at) VALUES (true, $1, $2)`,
+		stamp(end.Add(-169*time.Hour)), stamp(end.Add(-12*time.Hour))); err != nil {
+		log.Fatal(err)
+	}
 }
