@@ -36,6 +36,9 @@ type ptable struct {
 	name string
 	key  string // the range key
 	kept bool   // LIST (kept) first: <name>_kept and <name>_live
+	// unread is the suffix of an index a new leaf does not copy: no
+	// statement reads it, and each row paid an entry in it.
+	unread string
 }
 
 // ptables in the order a range is forgotten: what refers to an entry
@@ -43,12 +46,14 @@ type ptable struct {
 // without its entry (only entries without their effects, which the next
 // pass drops, and which can no longer run: forgetting() holds them).
 var ptables = []ptable{
-	{"effect_events", "scope", true},
-	{"effects", "scope", true},
-	{"run_steps", "queue_id", true},
-	{"runs", "queue_id", true},
-	{"entries", "queue_id", true},
-	{"deliveries", "delivery_id", false},
+	{"effect_events", "scope", true, ""},
+	{"effects", "scope", true, ""},
+	{"run_steps", "queue_id", true, ""},
+	// runs are read by queue_id only; run ids are random (UUIDv7), their
+	// uniqueness was the unpartitioned table's primary key.
+	{"runs", "queue_id", true, "_pkey"},
+	{"entries", "queue_id", true, ""},
+	{"deliveries", "delivery_id", false, ""},
 }
 
 // rangeParent is the table whose leaves are t's time partitions.
@@ -207,6 +212,9 @@ func indexTemplate(ctx context.Context, q querier, t ptable, src string) ([]stri
 		suffix := strings.TrimPrefix(name, src)
 		if suffix == name {
 			suffix = strings.TrimPrefix(name, t.name)
+		}
+		if t.unread != "" && suffix == t.unread {
+			return nil
 		}
 		out = append(out, on.ReplaceAllString(strings.ReplaceAll(def, "%", "%%"), "$1 %[1]s"+strings.ReplaceAll(suffix, "$", "$$")+" ON touba.%[1]s "))
 		return nil
