@@ -56,7 +56,7 @@ func level(t *testing.T, db *sql.DB) (level, by string) {
 func TestFilesRecordTheirLevel(t *testing.T) {
 	c := files(t)
 	for _, f := range []struct{ path, level, by string }{
-		{c.Queue, "0001_entries.sql", "0014_no_in_lists.sql"},
+		{c.Queue, "0001_entries.sql", "0015_purge_marks.sql"},
 		{c.State, "0001_deliveries.sql", "0006_operator_reason.sql"},
 		{c.Journal, "0001_init.sql", "0003_no_in_lists.sql"},
 	} {
@@ -73,7 +73,7 @@ func TestFilesRecordTheirLevel(t *testing.T) {
 func TestSchemaTooNewFile(t *testing.T) {
 	ctx := context.Background()
 	for _, f := range []struct{ name, newest string }{
-		{"queue", "0014_no_in_lists"}, {"state", "0006_operator_reason"}, {"journal", "0003_no_in_lists"},
+		{"queue", "0015_purge_marks"}, {"state", "0006_operator_reason"}, {"journal", "0003_no_in_lists"},
 	} {
 		t.Run(f.name, func(t *testing.T) {
 			c := files(t)

@@ -50,7 +50,7 @@ func TestServeRefusesSchemaTooNew(t *testing.T) {
 	if exit != cli.ExitUsage || !strings.HasPrefix(line, touba.ESchemaTooNew+": ") {
 		t.Fatalf("serve: exit %d, last line %q; want exit %d and %s\n%s", exit, line, cli.ExitUsage, touba.ESchemaTooNew, out)
 	}
-	for _, want := range []string{"0042_contract or later", "0043_next", "knows up to 0014_no_in_lists"} {
+	for _, want := range []string{"0042_contract or later", "0043_next", "knows up to 0015_purge_marks"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("refusal %q does not say %q", line, want)
 		}

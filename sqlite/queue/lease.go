@@ -287,6 +287,10 @@ func (q *Queue) Replay(ctx context.Context, ids []string, opt touba.ReplayOption
 				opt.Repin[ref], q.now(), id); err != nil {
 				return err
 			}
+			// Ended again, it must be in a retention pass's range (purge.go).
+			if err := lowerMark(ctx, tx, q.opts.Now(), id); err != nil {
+				return err
+			}
 			// A cancelled entry may have been cancelled while it waited: its
 			// wait ended cancelled, and the replayed run must wait again
 			// rather than read that end; so must one whose wait timed out

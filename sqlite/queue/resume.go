@@ -96,6 +96,10 @@ func (q *Queue) resume(ctx context.Context, tx *sqlitex.Tx, r touba.ResumeReques
 		gensArg, r.Repin, q.now(), r.QueueID); err != nil {
 		return touba.ResumeResult{}, err
 	}
+	// Ended again, it must be in a retention pass's range (purge.go).
+	if err := lowerMark(ctx, tx, q.opts.Now(), r.QueueID); err != nil {
+		return touba.ResumeResult{}, err
+	}
 	if key.Valid && max > 0 {
 		// Back among its key's active entries, ahead of later ones (as
 		// Replay does).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	touba "github.com/touba/touba-trigger"
@@ -33,7 +34,20 @@ const purgeChunk = 500
 // The work goes through the writer in chunks, each one state change among
 // the enqueues of its batch.
 func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error) {
-	before := touba.FormatTime(cutoff)
+	return q.purgeChunks(ctx, "", touba.FormatTime(cutoff))
+}
+
+// purgeChunks purges, a chunk a change, the bodies PurgeBodies describes
+// among the entries e for which where holds ("" for every entry, else a
+// condition ending in AND, its parameters from ?4: args).
+func (q *Queue) purgeChunks(ctx context.Context, where, before string, args ...any) (int64, error) {
+	// A condition by key (purge_left) must be what the plan searches by:
+	// on the status terms, SQLite would search entries_ready for every
+	// done entry (a multi-index OR) and test the key on each.
+	status := "status"
+	if strings.Contains(where, " IN (") {
+		status = "+status"
+	}
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -47,12 +61,12 @@ func (q *Queue) PurgeBodies(ctx context.Context, cutoff time.Time) (int64, error
 			}
 			rows, err := tx.QueryContext(ctx, `UPDATE entries SET body = NULL, headers = '{}'
 				WHERE queue_id IN (SELECT queue_id FROM entries e
-					WHERE (status = 'done' OR status = 'merged' AND EXISTS (SELECT 1 FROM entries c
+					WHERE `+where+`(`+status+` = 'done' OR `+status+` = 'merged' AND EXISTS (SELECT 1 FROM entries c
 					    WHERE c.queue_id = e.merged_into AND c.status = 'done' AND c.updated_at < ?1))
 					  AND updated_at < ?1 AND body IS NOT NULL
 					  AND `+named(unreadClause, "?3")+`
 					LIMIT ?2)
-				RETURNING queue_id`, before, purgeChunk, awaiting)
+				RETURNING queue_id`, append([]any{before, purgeChunk, awaiting}, args...)...)
 			if err != nil {
 				return 0, fmt.Errorf("purge bodies: %w", err)
 			}
@@ -93,17 +107,31 @@ func RetentionEvery(retention time.Duration) time.Duration {
 
 // RunRetention purges, at once and then every RetentionEvery(retention)
 // until ctx ends, the bodies of done entries that finished more than
-// retention ago. report sees each pass that purged something or failed.
+// retention ago, each pass reading the entries that can hold what became
+// purgeable since the last (purgePass); between passes it samples the
+// marks those ranges come from (markEvery). report sees each pass that
+// purged something or failed, and a sample that failed.
 func (q *Queue) RunRetention(ctx context.Context, retention time.Duration, report func(purged int64, err error)) {
 	if retention <= 0 {
 		return
 	}
-	t := time.NewTicker(RetentionEvery(retention))
+	every := RetentionEvery(retention)
+	t := time.NewTicker(min(every, markEvery))
 	defer t.Stop()
+	due := time.Now()
 	for {
-		n, err := q.PurgeBodies(ctx, q.opts.Now().Add(-retention))
-		if (n > 0 || err != nil) && ctx.Err() == nil && report != nil {
-			report(n, err)
+		err := q.sampleMark(ctx)
+		if err != nil && ctx.Err() == nil && report != nil {
+			report(0, fmt.Errorf("purge mark: %w", err))
+		}
+		if now := time.Now(); !now.Before(due) {
+			n, err := q.purgePass(ctx, q.opts.Now().Add(-retention))
+			if (n > 0 || err != nil) && ctx.Err() == nil && report != nil {
+				report(n, err)
+			}
+			for !now.Before(due) {
+				due = due.Add(every)
+			}
 		}
 		select {
 		case <-ctx.Done():
