@@ -125,7 +125,12 @@ func (q *Queue) purgeRangeFor(ctx context.Context, cutoff, now time.Time) (purge
 		prev = cutoff
 	}
 	from := prev.Add(-2 * time.Hour).Truncate(time.Hour)
-	to := cutoff.Add(time.Hour).Truncate(time.Hour)
+	// No mark is due past now (a --retention under an hour).
+	to := cutoff.Add(time.Hour)
+	if to.After(now) {
+		to = now
+	}
+	to = to.Truncate(time.Hour)
 	want := int64(to.Sub(from)/time.Hour) + 1
 	var have int64
 	var lo *string

@@ -141,7 +141,12 @@ func (q *Queue) purgeRangeFor(ctx context.Context, cutoff, now time.Time) (purge
 	// The sample before an end is at most markEvery older, possibly in the
 	// hour before: an hour more on each side.
 	from := prev.Add(-time.Hour).Truncate(time.Hour)
-	to := cutoff.Add(time.Hour).Truncate(time.Hour)
+	// No mark is due past now (a --retention under an hour).
+	to := cutoff.Add(time.Hour)
+	if to.After(now) {
+		to = now
+	}
+	to = to.Truncate(time.Hour)
 	want := int64(to.Sub(from)/time.Hour) + 1
 	var have int64
 	var lo sql.NullString
