@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/purgemarks"
 )
 
 // The retention pass, bounded (migration 0023_purge_marks.sql). A pass
@@ -36,20 +37,13 @@ import (
 // their bodies, go to purge_left, which the next pass looks at by key. A
 // pass reads every entry, as before, when it has no previous pass to go
 // from, when a mark it needs is missing (no node of this release ran that
-// hour), and once a day (purgeFullEvery) for what the marks cannot see: an
+// hour), and once a day (purgemarks.FullEvery) for what the marks cannot see: an
 // entry revived and ended by a node of the previous release between two
 // raises, or accepted by a node whose clock is off by more than
 // floorMargin. A body so missed outlives --retention by up to a day.
 
-// purgeFullEvery is how often a pass reads every entry anyway.
-const purgeFullEvery = 24 * time.Hour
-
-// purgeMarksKept is how long marks are kept: a --retention longer than
-// this reads every entry at each pass.
-const purgeMarksKept = 400 * 24 * time.Hour
-
 // markHour is the hour t falls in, as the marks are keyed.
-func markHour(t time.Time) string { return t.UTC().Format("2006-01-02T15") }
+func markHour(t time.Time) string { return purgemarks.Hour(t) }
 
 // markSQL lowers the mark of hour $1 to $2 (the empty text: unbounded).
 var markSQL = markOfSQL("$2")
@@ -115,27 +109,16 @@ func (q *Queue) purgeRangeFor(ctx context.Context, cutoff, now time.Time) (purge
 	}
 	prev, err1 := touba.ParseTime(last)
 	at, err2 := touba.ParseTime(fullAt)
-	if err1 != nil || err2 != nil || now.Sub(at) >= purgeFullEvery {
+	if err1 != nil || err2 != nil || now.Sub(at) >= purgemarks.FullEvery {
 		return purgeRange{full: true}, nil
 	}
 	// The floor a raise recorded holds until the next raise, which may
-	// fall in the next hour; the end's clock and the raise's may differ by
-	// minutes: an hour more on each side.
-	if prev.After(cutoff) {
-		prev = cutoff
-	}
-	from := prev.Add(-2 * time.Hour).Truncate(time.Hour)
-	// No mark is due past now (a --retention under an hour).
-	to := cutoff.Add(time.Hour)
-	if to.After(now) {
-		to = now
-	}
-	to = to.Truncate(time.Hour)
-	want := int64(to.Sub(from)/time.Hour) + 1
+	// fall in the next hour: two hours before the last cutoff.
+	from, to, want := purgemarks.Window(prev, cutoff, now, 2*time.Hour)
 	var have int64
 	var lo *string
 	if err := q.db.pool.QueryRow(ctx, `SELECT COUNT(*), MIN(floor) FROM touba.purge_marks WHERE hour >= $1 AND hour <= $2`,
-		markHour(from), markHour(to)).Scan(&have, &lo); err != nil {
+		from, to).Scan(&have, &lo); err != nil {
 		return purgeRange{}, fmt.Errorf("purge marks: %w", err)
 	}
 	if have < want || lo == nil {
@@ -151,7 +134,7 @@ func (q *Queue) purgeRangeFor(ctx context.Context, cutoff, now time.Time) (purge
 func (q *Queue) endPurgePass(ctx context.Context, r purgeRange, before string, now time.Time) error {
 	left := `SELECT e.queue_id FROM touba.entries e WHERE e.body IS NOT NULL
 		AND (e.status = 'done' AND e.updated_at < $1 OR e.status = 'merged')`
-	args := []any{before, touba.FormatTime(now), r.full, markHour(now.Add(-purgeMarksKept))}
+	args := []any{before, touba.FormatTime(now), r.full, markHour(now.Add(-purgemarks.Kept))}
 	if !r.full {
 		left += ` AND e.queue_id >= $5 AND e.queue_id < $6`
 		args = append(args, r.lo, r.hi)

@@ -9,6 +9,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/pgtest"
+	"github.com/touba/touba-trigger/internal/purgemarks"
 )
 
 // purged says whether entry id's body is gone.
@@ -120,7 +121,7 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 	if purged(t, conn, missed) {
 		t.Fatal("a bounded pass purged the entry below its range")
 	}
-	tick(purgeFullEvery)
+	tick(purgemarks.FullEvery)
 	if r := pass(); !r.full {
 		t.Fatalf("a pass a day after the last full one read %+v, want every entry", r)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/purgemarks"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 )
 
@@ -35,7 +36,7 @@ import (
 // read it) and the merged entries still holding bodies go to purge_left,
 // which the next pass looks at by key. A pass reads every entry when it
 // has no previous pass, when a mark it needs is missing (the daemon was
-// stopped that hour), and once a day (purgeFullEvery), for whatever the
+// stopped that hour), and once a day (purgemarks.FullEvery), for whatever the
 // marks cannot see (a file written by the previous release meanwhile).
 
 const (
@@ -44,14 +45,10 @@ const (
 	// markMargin keeps a sample below its clock by the longest an id
 	// taken at intake may wait before its entry is written.
 	markMargin = time.Hour
-	// purgeFullEvery is how often a pass reads every entry anyway.
-	purgeFullEvery = 24 * time.Hour
-	// purgeMarksKept is how long marks are kept.
-	purgeMarksKept = 400 * 24 * time.Hour
 )
 
 // markHour is the hour t falls in, as the marks are keyed.
-func markHour(t time.Time) string { return t.UTC().Format("2006-01-02T15") }
+func markHour(t time.Time) string { return purgemarks.Hour(t) }
 
 // idAt is the smallest UUIDv7 text of millisecond ms.
 func idAt(ms int64) string {
@@ -132,26 +129,16 @@ func (q *Queue) purgeRangeFor(ctx context.Context, cutoff, now time.Time) (purge
 	}
 	prev, err1 := touba.ParseTime(last)
 	at, err2 := touba.ParseTime(fullAt)
-	if err1 != nil || err2 != nil || now.Sub(at) >= purgeFullEvery {
+	if err1 != nil || err2 != nil || now.Sub(at) >= purgemarks.FullEvery {
 		return purgeRange{full: true}, nil
 	}
-	if prev.After(cutoff) {
-		prev = cutoff
-	}
 	// The sample before an end is at most markEvery older, possibly in the
-	// hour before: an hour more on each side.
-	from := prev.Add(-time.Hour).Truncate(time.Hour)
-	// No mark is due past now (a --retention under an hour).
-	to := cutoff.Add(time.Hour)
-	if to.After(now) {
-		to = now
-	}
-	to = to.Truncate(time.Hour)
-	want := int64(to.Sub(from)/time.Hour) + 1
+	// hour before.
+	from, to, want := purgemarks.Window(prev, cutoff, now, time.Hour)
 	var have int64
 	var lo sql.NullString
 	if err := q.db.Read.QueryRowContext(ctx, `SELECT COUNT(*), MIN(floor) FROM purge_marks WHERE hour >= ? AND hour <= ?`,
-		markHour(from), markHour(to)).Scan(&have, &lo); err != nil {
+		from, to).Scan(&have, &lo); err != nil {
 		return purgeRange{}, fmt.Errorf("purge marks: %w", err)
 	}
 	if have < want || !lo.Valid {
@@ -179,7 +166,7 @@ func (q *Queue) endPurgePass(ctx context.Context, r purgeRange, before string, n
 		{`INSERT INTO purge_state (one, cutoff, full_at) VALUES (1, ?1, CASE WHEN ?3 THEN ?2 ELSE '' END)
 			ON CONFLICT (one) DO UPDATE SET cutoff = MAX(cutoff, excluded.cutoff),
 				full_at = CASE WHEN ?3 THEN MAX(full_at, ?2) ELSE full_at END`, []any{before, touba.FormatTime(now), r.full}},
-		{`DELETE FROM purge_marks WHERE hour < ?`, []any{markHour(now.Add(-purgeMarksKept))}},
+		{`DELETE FROM purge_marks WHERE hour < ?`, []any{markHour(now.Add(-purgemarks.Kept))}},
 	}
 	return q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		for _, st := range stmts {

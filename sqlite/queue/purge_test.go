@@ -10,6 +10,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/purgemarks"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 	"github.com/touba/touba-trigger/internal/uuidv7"
 )
@@ -170,7 +171,7 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 	if purgedBody(t, q, missed) {
 		t.Fatal("a bounded pass purged the entry below its range")
 	}
-	tick(purgeFullEvery)
+	tick(purgemarks.FullEvery)
 	if r := pass(); !r.full {
 		t.Fatalf("a pass a day after the last full one read %+v, want every entry", r)
 	}
