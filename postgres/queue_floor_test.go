@@ -245,12 +245,14 @@ func TestLeaseFloorCoversKeptEntries(t *testing.T) {
 	}
 	clk.Add(5 * floorMargin)
 	conn := superConn(t, url)
-	// As a pass moves them: the pending one as it is, the other waiting.
+	// As a pass moves them: the older one waiting, the other pending as it
+	// is (each then the lowest of its status, so that each probe counts).
+	waiting, pending := old[0], old[1]
 	wake := touba.FormatTime(time.Now().Add(-time.Second))
-	mustExec(t, conn, `UPDATE touba.entries SET kept = true WHERE queue_id = $1`, old[0])
-	mustExec(t, conn, `UPDATE touba.entries SET kept = true, status = 'waiting', wake_at = $2 WHERE queue_id = $1`, old[1], wake)
-	if leafOf(t, conn, old[0]) != "entries_kept" {
-		t.Fatalf("%s not in entries_kept", old[0])
+	mustExec(t, conn, `UPDATE touba.entries SET kept = true, status = 'waiting', wake_at = $2 WHERE queue_id = $1`, waiting, wake)
+	mustExec(t, conn, `UPDATE touba.entries SET kept = true WHERE queue_id = $1`, pending)
+	if leafOf(t, conn, pending) != "entries_kept" || leafOf(t, conn, waiting) != "entries_kept" {
+		t.Fatalf("%s or %s not in entries_kept", pending, waiting)
 	}
 	r, err := st.Queue.Enqueue(ctx, &touba.Delivery{TriggerRef: "trigger:t", EventID: "new", Digest: "d", Body: []byte(`{}`)})
 	if err != nil {
@@ -260,14 +262,14 @@ func TestLeaseFloorCoversKeptEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.db.hot.load(ctx)
-	if f := floorNow(t, conn); f > old[0] {
-		t.Fatalf("floor %q raised past the kept pending %s", f, old[0])
+	if f := floorNow(t, conn); f > waiting {
+		t.Fatalf("floor %q raised past the kept waiting %s", f, waiting)
 	}
 	if at, ok, err := st.Queue.NextWake(ctx); err != nil || !ok || touba.FormatTime(at) != wake {
 		t.Fatalf("next wake %v, %v, %v; want the kept waiting entry's %s", at, ok, err, wake)
 	}
 	ds, err := st.Queue.Lease(ctx, 10)
-	if err != nil || len(ds) != 2 || ds[0].QueueID != old[0] || ds[1].QueueID != r.QueueID {
-		t.Fatalf("lease: %v, %v; want the kept %s and the new %s", idsOf(ds), err, old[0], r.QueueID)
+	if err != nil || len(ds) != 2 || ds[0].QueueID != pending || ds[1].QueueID != r.QueueID {
+		t.Fatalf("lease: %v, %v; want the kept %s and the new %s", idsOf(ds), err, pending, r.QueueID)
 	}
 }

@@ -132,15 +132,25 @@ func (q *Queue) purgeRangeFor(ctx context.Context, cutoff, now time.Time) (purge
 // locked, the merged entries still holding bodies, and what the last pass
 // left that still does), and, for a full pass, when.
 func (q *Queue) endPurgePass(ctx context.Context, r purgeRange, before string, now time.Time) error {
+	// A merged entry goes with its carrier's end, which the marks cover
+	// at the carrier's id: one below it (or left by this pass) is looked
+	// at again by key.
 	left := `SELECT e.queue_id FROM touba.entries e WHERE e.body IS NOT NULL
-		AND (e.status = 'done' AND e.updated_at < $1 OR e.status = 'merged')`
+		AND (e.status = 'done' AND e.updated_at < $1 OR e.status = 'merged' AND (e.queue_id < e.merged_into
+			OR EXISTS (SELECT 1 FROM touba.entries c WHERE c.queue_id = e.merged_into AND c.status = 'done' AND c.updated_at < $1)))`
 	args := []any{before, touba.FormatTime(now), r.full, markHour(now.Add(-purgemarks.Kept))}
 	if !r.full {
 		left += ` AND e.queue_id >= $5 AND e.queue_id < $6`
 		args = append(args, r.lo, r.hi)
 	}
-	err := q.change("", func(ctx context.Context, tx *Tx) error {
-		// One pass at a time records: the row's lock orders two nodes'.
+	// A transaction of its own, not the writer's: batched with a replay
+	// (which locks the floor's row) in another order on another node, it
+	// could deadlock. One pass at a time records: the state row's lock
+	// orders two nodes'. The pass's own cutoff, even below the one
+	// recorded (a --retention lengthened, a node with a longer one): a
+	// lower cutoff only widens the next window, a higher one kept would
+	// leave ends out of it.
+	err := pgx.BeginTxFunc(ctx, q.db.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO touba.purge_state (one, cutoff, full_at) VALUES (true, '', '') ON CONFLICT DO NOTHING`); err != nil {
 			return err
 		}
@@ -153,7 +163,7 @@ func (q *Queue) endPurgePass(ctx context.Context, r purgeRange, before string, n
 			gone AS (DELETE FROM touba.purge_left p WHERE NOT EXISTS (SELECT 1 FROM l WHERE l.queue_id = p.queue_id)),
 			added AS (INSERT INTO touba.purge_left (queue_id) SELECT queue_id FROM l ON CONFLICT DO NOTHING),
 			old AS (DELETE FROM touba.purge_marks WHERE hour < $4)
-			UPDATE touba.purge_state SET cutoff = GREATEST(cutoff, $1),
+			UPDATE touba.purge_state SET cutoff = $1,
 				full_at = CASE WHEN $3 THEN GREATEST(full_at, $2) ELSE full_at END`, args...)
 		return err
 	})

@@ -59,25 +59,34 @@ func idAt(ms int64) string {
 const markSQL = `INSERT INTO purge_marks (hour, floor) VALUES (?1, ?2)
 	ON CONFLICT (hour) DO UPDATE SET floor = MIN(floor, excluded.floor)`
 
+// sampleSQL lowers the mark of hour ?1 to the lowest queue id of a
+// pending, running or waiting entry, ?2 (the clock less markMargin) or ?3,
+// whichever is lowest.
+const sampleSQL = `INSERT INTO purge_marks (hour, floor)
+	SELECT ?1, MIN(?2, ?3, COALESCE((SELECT MIN(queue_id) FROM entries WHERE status = 'pending'), ?2),
+		COALESCE((SELECT MIN(queue_id) FROM entries WHERE status = 'running'), ?2),
+		COALESCE((SELECT MIN(queue_id) FROM entries WHERE status = 'waiting'), ?2))
+	ON CONFLICT (hour) DO UPDATE SET floor = MIN(floor, excluded.floor)`
+
 // sampleMark records the lowest unfinished queue id in the hour's mark.
 func (q *Queue) sampleMark(ctx context.Context) error {
-	now := q.opts.Now()
 	return q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
-		_, err := tx.ExecContext(ctx, `INSERT INTO purge_marks (hour, floor)
-			SELECT ?1, MIN(?2, COALESCE((SELECT MIN(queue_id) FROM entries WHERE status = 'pending'), ?2),
-				COALESCE((SELECT MIN(queue_id) FROM entries WHERE status = 'running'), ?2),
-				COALESCE((SELECT MIN(queue_id) FROM entries WHERE status = 'waiting'), ?2))
-			ON CONFLICT (hour) DO UPDATE SET floor = MIN(floor, excluded.floor)`,
-			markHour(now), idAt(now.Add(-markMargin).UnixMilli()))
-		return 0, err
+		return 0, lowerMark(ctx, tx, q.opts.Now(), "")
 	})
 }
 
-// lowerMark lowers the hour's mark to id, an entry revived in tx.
+// lowerMark samples the hour's mark, lowered to id too (an entry revived
+// in tx; "" for none): a sample, not the id alone, so that an hour whose
+// only mark a revival wrote (no sample ran: --retention 0, the daemon
+// stopped) still bounds every entry unfinished then.
 func lowerMark(ctx context.Context, tx interface {
 	ExecContext(context.Context, string, ...any) (sql.Result, error)
 }, now time.Time, id string) error {
-	if _, err := tx.ExecContext(ctx, markSQL, markHour(now), id); err != nil {
+	ceiling := idAt(now.Add(-markMargin).UnixMilli())
+	if id == "" {
+		id = ceiling
+	}
+	if _, err := tx.ExecContext(ctx, sampleSQL, markHour(now), ceiling, id); err != nil {
 		return fmt.Errorf("purge mark: %w", err)
 	}
 	return nil
@@ -147,10 +156,11 @@ func (q *Queue) purgeRangeFor(ctx context.Context, cutoff, now time.Time) (purge
 	return purgeRange{lo: lo.String, hi: idAt(cutoff.Add(markMargin).UnixMilli())}, nil
 }
 
-// endPurgePass records a pass that ended: its cutoff, what it left
-// (purge_left: what it read and found purgeable by age but kept, the
-// merged entries still holding bodies, and what the last pass left that
-// still does), and, for a full pass, when.
+// endPurgePass records a pass that ended: its cutoff (its own, even below
+// the one recorded: a lower cutoff only widens the next window), what it
+// left (purge_left: what it read and found purgeable by age but kept, the
+// merged entries below their carrier still holding bodies, and what the
+// last pass left that still does), and, for a full pass, when.
 func (q *Queue) endPurgePass(ctx context.Context, r purgeRange, before string, now time.Time) error {
 	inRange, leftArgs := "", []any{before}
 	if !r.full {
@@ -162,9 +172,10 @@ func (q *Queue) endPurgePass(ctx context.Context, r purgeRange, before string, n
 	}{
 		{`DELETE FROM purge_left WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.queue_id = purge_left.queue_id AND e.body IS NOT NULL)`, nil},
 		{`INSERT OR IGNORE INTO purge_left (queue_id) SELECT e.queue_id FROM entries e WHERE e.body IS NOT NULL
-			AND (e.status = 'done' AND e.updated_at < ?1 OR e.status = 'merged')` + inRange, leftArgs},
+			AND (e.status = 'done' AND e.updated_at < ?1 OR e.status = 'merged' AND (e.queue_id < e.merged_into
+				OR EXISTS (SELECT 1 FROM entries c WHERE c.queue_id = e.merged_into AND c.status = 'done' AND c.updated_at < ?1)))` + inRange, leftArgs},
 		{`INSERT INTO purge_state (one, cutoff, full_at) VALUES (1, ?1, CASE WHEN ?3 THEN ?2 ELSE '' END)
-			ON CONFLICT (one) DO UPDATE SET cutoff = MAX(cutoff, excluded.cutoff),
+			ON CONFLICT (one) DO UPDATE SET cutoff = excluded.cutoff,
 				full_at = CASE WHEN ?3 THEN MAX(full_at, ?2) ELSE full_at END`, []any{before, touba.FormatTime(now), r.full}},
 		{`DELETE FROM purge_marks WHERE hour < ?`, []any{markHour(now.Add(-purgemarks.Kept))}},
 	}

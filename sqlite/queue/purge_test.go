@@ -178,6 +178,13 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 	if !purgedBody(t, q, missed) {
 		t.Fatal("the daily pass did not purge the entry the marks could not see")
 	}
+	// An hour without its mark (the daemon stopped then): the next pass
+	// reads every entry.
+	tick(3 * time.Hour)
+	execOp(t, q, `DELETE FROM purge_marks WHERE hour = ?`, markHour(c.Now().Add(-retention)))
+	if r := pass(); !r.full {
+		t.Fatalf("a pass with a mark missing read %+v, want every entry", r)
+	}
 	var left int
 	if err := q.db.Read.QueryRow(`SELECT COUNT(*) FROM purge_left`).Scan(&left); err != nil && err != sql.ErrNoRows {
 		t.Fatal(err)
