@@ -109,29 +109,36 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 	if err := q.sampleMark(ctx); err != nil {
 		t.Fatal(err)
 	}
-	missed := ran(t, q, "trigger:r", "missed", touba.StatusFailed) // t0-6h
+	// A delivery merged into a carrier accepted after it (so below its
+	// carrier's id, which the marks follow): it goes when its carrier ends.
+	merged := ran(t, q, "trigger:g", "merged", touba.StatusDone) // t0-6h
+	missed := ran(t, q, "trigger:r", "missed", touba.StatusFailed)
 	c.Add(time.Minute)
 	revived := ran(t, q, "trigger:r", "revived", touba.StatusFailed)
+	carrier := ran(t, q, "trigger:g", "carrier", touba.StatusFailed)
+	execOp(t, q, `UPDATE entries SET status = 'merged', merged_into = ? WHERE queue_id = ?`, carrier, merged)
 	tick(6*time.Hour - time.Minute)
 	done := ran(t, q, "trigger:r", "done", touba.StatusDone) // t0
 	tick(3 * time.Hour)
 	if r := pass(); !r.full {
 		t.Fatalf("the first pass read %+v, want every entry", r)
 	}
-	if !purgedBody(t, q, done) || purgedBody(t, q, revived) {
-		t.Fatal("the first pass did not purge the done entry, or purged a failed one")
+	if !purgedBody(t, q, done) || purgedBody(t, q, revived) || purgedBody(t, q, merged) {
+		t.Fatal("the first pass did not purge the done entry, or purged a failed one or one merged into it")
 	}
 	// t0+3h: the old failed entry replayed and ended between two samples;
 	// the other one ended by the previous release (no mark lowered).
-	if _, err := q.Replay(ctx, []string{revived}, touba.ReplayOptions{}); err != nil {
+	if _, err := q.Replay(ctx, []string{revived, carrier}, touba.ReplayOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := q.Lease(ctx, 10)
-	if err != nil || len(ds) != 1 || ds[0].QueueID != revived {
+	if err != nil || len(ds) != 2 || ds[0].QueueID != revived || ds[1].QueueID != carrier {
 		t.Fatalf("lease after the replay: %v, %v", ds, err)
 	}
-	if err := q.Finish(ctx, revived, ds[0].LeaseToken, touba.StatusDone, "", ""); err != nil {
-		t.Fatal(err)
+	for _, d := range ds {
+		if err := q.Finish(ctx, d.QueueID, d.LeaseToken, touba.StatusDone, "", ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	execOp(t, q, `UPDATE entries SET status = 'done', updated_at = ? WHERE queue_id = ?`, touba.FormatTime(c.Now()), missed)
 	// A done entry whose body a wait may still read: it holds an unconsumed
@@ -144,8 +151,11 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 	if r.full || r.lo > revived || r.lo <= missed {
 		t.Fatalf("second pass range %+v: want a bounded one from below the revived %s (its mark), above %s", r, revived, missed)
 	}
-	if !purgedBody(t, q, revived) {
-		t.Fatal("the revived entry's body outlived the bounded pass")
+	if !purgedBody(t, q, revived) || !purgedBody(t, q, carrier) {
+		t.Fatal("the revived entries' bodies outlived the bounded pass")
+	}
+	if !purgedBody(t, q, merged) {
+		t.Fatal("the delivery merged into the revived carrier, below the range, outlived the bounded pass (purge_left)")
 	}
 	if purgedBody(t, q, missed) || purgedBody(t, q, kept) {
 		t.Fatal("the bounded pass purged an entry below its range, or one a wait may read")
