@@ -61,22 +61,27 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 	if err := st.Queue.raiseFloor(ctx); err != nil {
 		t.Fatal(err)
 	}
-	missed := ranEntries(t, st, "missed", 1, touba.StatusFailed)[0] // accepted at t0-6h
+	// A delivery merged into a carrier accepted after it (below the
+	// carrier's id, which the marks follow): it goes when its carrier ends.
+	merged := ranEntries(t, st, "merged", 1, touba.StatusDone)[0] // accepted at t0-6h
+	missed := ranEntries(t, st, "missed", 1, touba.StatusFailed)[0]
 	clk.Add(time.Minute)
 	revived := ranEntries(t, st, "revived", 1, touba.StatusFailed)[0]
+	carrier := ranEntries(t, st, "carrier", 1, touba.StatusFailed)[0]
+	mustExec(t, conn, `UPDATE touba.entries SET status = 'merged', merged_into = $2 WHERE queue_id = $1`, merged, carrier)
 	tick(6*time.Hour - time.Minute)
 	done := ranEntries(t, st, "done", 1, touba.StatusDone)[0] // at t0
 	tick(3 * time.Hour)
 	if r := pass(); !r.full {
 		t.Fatalf("the first pass read %v, want every entry", r)
 	}
-	if !purged(t, conn, done) || purged(t, conn, revived) {
-		t.Fatal("the first pass did not purge the done entry, or purged a failed one")
+	if !purged(t, conn, done) || purged(t, conn, revived) || purged(t, conn, merged) {
+		t.Fatal("the first pass did not purge the done entry, or purged a failed one or one merged into it")
 	}
 	// t0+3h: the old failed entry replayed and ended between two raises;
 	// the other one ended too, by hand, as a node of the previous release
 	// would (no mark lowered).
-	if _, err := st.Queue.Replay(ctx, []string{revived}, touba.ReplayOptions{}); err != nil {
+	if _, err := st.Queue.Replay(ctx, []string{revived, carrier}, touba.ReplayOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The replay lowered the hour's mark itself (a raise of the previous
@@ -86,11 +91,13 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 		t.Fatalf("the hour's mark after the replay of %s: %q, %v", revived, mark, err)
 	}
 	ds, err := st.Queue.Lease(ctx, 10)
-	if err != nil || len(ds) != 1 || ds[0].QueueID != revived {
+	if err != nil || len(ds) != 2 || ds[0].QueueID != revived || ds[1].QueueID != carrier {
 		t.Fatalf("lease after the replay: %v, %v", idsOf(ds), err)
 	}
-	if err := st.Queue.Finish(ctx, revived, ds[0].LeaseToken, touba.StatusDone, "", ""); err != nil {
-		t.Fatal(err)
+	for _, d := range ds {
+		if err := st.Queue.Finish(ctx, d.QueueID, d.LeaseToken, touba.StatusDone, "", ""); err != nil {
+			t.Fatal(err)
+		}
 	}
 	mustExec(t, conn, `UPDATE touba.entries SET status = 'done', updated_at = $2 WHERE queue_id = $1`, missed, touba.FormatTime(clk.Now()))
 	locked := ranEntries(t, st, "locked", 1, touba.StatusDone)[0] // at t0+3h
@@ -108,8 +115,11 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 	if r.full || r.lo > revived || r.lo <= missed {
 		t.Fatalf("second pass range %+v: want a bounded one from below the revived %s (its mark), above %s", r, revived, missed)
 	}
-	if !purged(t, conn, revived) {
-		t.Fatal("the revived entry's body outlived the bounded pass")
+	if !purged(t, conn, revived) || !purged(t, conn, carrier) {
+		t.Fatal("the revived entries' bodies outlived the bounded pass")
+	}
+	if !purged(t, conn, merged) {
+		t.Fatal("the delivery merged into the revived carrier, below the range, outlived the bounded pass (purge_left)")
 	}
 	if purged(t, conn, missed) || purged(t, conn, locked) {
 		t.Fatal("the bounded pass purged an entry below its range, or a locked one")
