@@ -200,7 +200,7 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	if left != 0 {
-		t.Fatal(fmt.Sprintf("purge_left holds %d ids after every body went", left))
+		t.Fatalf("purge_left holds %d ids after every body went", left)
 	}
 }
 
