@@ -33,11 +33,12 @@ import (
 // nothing old is unfinished.
 //
 // What a pass finds purgeable by age but keeps (a wait may still read the
-// body: unread) or cannot lock, and the merged entries still holding
-// their bodies, go to purge_left, which the next pass looks at by key. A
-// pass reads every entry, as before, when it has no previous pass to go
-// from, when a mark it needs is missing (no node of this release ran that
-// hour), and once a day (purgemarks.FullEvery) for what the marks cannot see: an
+// body: unread) or cannot lock, and the merged entries below their
+// carrier (whose end the marks follow) still holding their bodies, go to
+// purge_left, which the next pass looks at by key. A pass reads every
+// entry, as before, when it has no previous pass to go from, when a mark
+// it needs is missing (no node of this release ran that hour), and once
+// a day (purgemarks.FullEvery) for what the marks cannot see: an
 // entry revived and ended by a node of the previous release between two
 // raises, or accepted by a node whose clock is off by more than
 // floorMargin. A body so missed outlives --retention by up to a day.
@@ -129,8 +130,9 @@ func (q *Queue) purgeRangeFor(ctx context.Context, cutoff, now time.Time) (purge
 
 // endPurgePass records a pass that ended: its cutoff, what it left
 // (purge_left: what it read and found purgeable by age but kept or
-// locked, the merged entries still holding bodies, and what the last pass
-// left that still does), and, for a full pass, when.
+// locked, the merged entries below their carrier still holding bodies,
+// and what the last pass left that still does), and, for a full pass,
+// when.
 func (q *Queue) endPurgePass(ctx context.Context, r purgeRange, before string, now time.Time) error {
 	// A merged entry goes with its carrier's end, which the marks cover
 	// at the carrier's id: one below it (or left by this pass) is looked

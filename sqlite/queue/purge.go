@@ -15,7 +15,7 @@ import (
 // The retention pass, bounded (schema 0015_purge_marks.sql). A pass read
 // every done entry of the history in the writer to find the bodies that
 // had become purgeable since the last one: 245 ms of the writer an hour at
-// 1,000,000 entries (BenchmarkPurgePassHistory), every delivery waiting
+// 1,000,000 entries (BenchmarkPurgePass), every delivery waiting
 // meanwhile (issue 42). PostgreSQL's pass is bounded the same way
 // (postgres/queue_purge.go); here there is no lease floor, so the marks
 // come from samples.
@@ -25,18 +25,19 @@ import (
 // carrier did), plus what the last one left. Every markEvery the queue
 // samples the lowest queue id of a pending, running or waiting entry (no
 // higher than its clock less markMargin, for the ids taken at intake and
-// not yet written) into the hour's mark, and a replay or a resume lowers
-// the hour's mark to the entry it revives. An entry that ends was
+// not yet written) into the hour's mark, and a replay or a resume writes
+// such a sample lowered to the entry it revives. An entry that ends was
 // unfinished at the sample before (its id is at or above that mark),
 // accepted since (its id is its acceptance time, above the sample's clock
 // less markMargin), or revived since (the revival's mark): the lowest mark
 // of the hours around [P, C) bounds the range from below. A queue id is
 // the acceptance time, before the end: C plus markMargin bounds it from
 // above. What a pass finds purgeable by age but keeps (a wait may still
-// read it) and the merged entries still holding bodies go to purge_left,
+// read it) and the merged entries below their carrier (whose end the marks
+// follow) still holding bodies go to purge_left,
 // which the next pass looks at by key. A pass reads every entry when it
 // has no previous pass, when a mark it needs is missing (the daemon was
-// stopped that hour), and once a day (purgemarks.FullEvery), for whatever the
+// stopped that hour), and once a day (purgemarks.FullEvery), for what the
 // marks cannot see (a file written by the previous release meanwhile).
 
 const (
