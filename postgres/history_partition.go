@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/touba/touba-trigger/internal/uuidv7"
 )
 
 // Partitioning (SPEC §8.1): the large tables are partitioned by time, the
@@ -70,7 +72,7 @@ const otherFrom = "1"
 
 // idAt is the smallest UUIDv7 string of millisecond ms: a range bound.
 func idAt(ms int64) string {
-	return fmt.Sprintf("%08x-%04x-0000-0000-000000000000", uint64(ms)>>16, uint64(ms)&0xffff)
+	return uuidv7.Floor(ms)
 }
 
 // boundText is ms as a text bound for comparisons: "" below everything

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/touba/touba-trigger/internal/purgemarks"
 	"sort"
 	"strings"
 	"time"
@@ -83,7 +84,7 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO touba.pick_floor (one, floor) VALUES (true, NULL) ON CONFLICT DO NOTHING`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, markSQL, markHour(now), ""); err != nil {
+		if _, err := tx.Exec(ctx, markOfSQL("''"), purgemarks.Hour(now)); err != nil {
 			return err
 		}
 		return tx.Commit(ctx)
@@ -105,7 +106,7 @@ func (q *Queue) raiseFloor(ctx context.Context) error {
 	// The hour's mark (queue_purge.go): the lower of the floor that held
 	// until now (NULL: unbounded, '') and the one that holds from now, by
 	// the column's collation.
-	if _, err := tx.Exec(ctx, markOfSQL(`LEAST(COALESCE($2::text, ''), $3)`), markHour(now), was, floor); err != nil {
+	if _, err := tx.Exec(ctx, markOfSQL(`LEAST(COALESCE($2::text, ''), $3)`), purgemarks.Hour(now), was, floor); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -142,7 +143,7 @@ func lowerFloor(ctx context.Context, tx *Tx, now time.Time, queueIDs ...string) 
 	if len(queueIDs) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, lowerFloorSQL, queueIDs, markHour(now))
+	_, err := tx.Exec(ctx, lowerFloorSQL, queueIDs, purgemarks.Hour(now))
 	if err != nil {
 		return fmt.Errorf("lower the lease floor: %w", err)
 	}

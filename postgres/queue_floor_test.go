@@ -11,6 +11,7 @@ import (
 
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/pgtest"
+	"github.com/touba/touba-trigger/internal/purgemarks"
 )
 
 // floorNow is the floor as stored ("" for NULL).
@@ -207,7 +208,7 @@ func TestRaiseFloorWaitsForRevival(t *testing.T) {
 	if _, err := tx.Exec(ctx, `UPDATE touba.entries SET status = 'pending' WHERE queue_id = $1`, failed); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(ctx, lowerFloorSQL, []string{failed}, markHour(clk.Now())); err != nil {
+	if _, err := tx.Exec(ctx, lowerFloorSQL, []string{failed}, purgemarks.Hour(clk.Now())); err != nil {
 		t.Fatal(err)
 	}
 	raised := make(chan error, 1)

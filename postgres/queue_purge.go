@@ -43,12 +43,6 @@ import (
 // raises, or accepted by a node whose clock is off by more than
 // floorMargin. A body so missed outlives --retention by up to a day.
 
-// markHour is the hour t falls in, as the marks are keyed.
-func markHour(t time.Time) string { return purgemarks.Hour(t) }
-
-// markSQL lowers the mark of hour $1 to $2 (the empty text: unbounded).
-var markSQL = markOfSQL("$2")
-
 // markOfSQL lowers the mark of hour $1 to expr (of parameters from $2).
 func markOfSQL(expr string) string {
 	return `INSERT INTO touba.purge_marks (hour, floor) VALUES ($1, ` + expr + `)
@@ -140,7 +134,7 @@ func (q *Queue) endPurgePass(ctx context.Context, r purgeRange, before string, n
 	left := `SELECT e.queue_id FROM touba.entries e WHERE e.body IS NOT NULL
 		AND (e.status = 'done' AND e.updated_at < $1 OR e.status = 'merged' AND (e.queue_id < e.merged_into
 			OR EXISTS (SELECT 1 FROM touba.entries c WHERE c.queue_id = e.merged_into AND c.status = 'done' AND c.updated_at < $1)))`
-	args := []any{before, touba.FormatTime(now), r.full, markHour(now.Add(-purgemarks.Kept))}
+	args := []any{before, touba.FormatTime(now), r.full, purgemarks.Hour(now.Add(-purgemarks.Kept))}
 	if !r.full {
 		left += ` AND e.queue_id >= $5 AND e.queue_id < $6`
 		args = append(args, r.lo, r.hi)

@@ -87,7 +87,7 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 	// The replay lowered the hour's mark itself (a raise of the previous
 	// release, which writes none, may come next).
 	var mark string
-	if err := conn.QueryRow(ctx, `SELECT floor FROM touba.purge_marks WHERE hour = $1`, markHour(clk.Now())).Scan(&mark); err != nil || mark > revived {
+	if err := conn.QueryRow(ctx, `SELECT floor FROM touba.purge_marks WHERE hour = $1`, purgemarks.Hour(clk.Now())).Scan(&mark); err != nil || mark > revived {
 		t.Fatalf("the hour's mark after the replay of %s: %q, %v", revived, mark, err)
 	}
 	ds, err := st.Queue.Lease(ctx, 10)

@@ -61,6 +61,15 @@ func (g *Generator) New() string {
 	return format(b)
 }
 
+// Floor is the smallest id of millisecond ms (every other bit zero): a
+// bound at or below every id made in that millisecond or after it.
+func Floor(ms int64) string {
+	var b [16]byte
+	b[0], b[1], b[2] = byte(ms>>40), byte(ms>>32), byte(ms>>24)
+	b[3], b[4], b[5] = byte(ms>>16), byte(ms>>8), byte(ms)
+	return format(b)
+}
+
 func format(b [16]byte) string {
 	var s [36]byte
 	hex.Encode(s[0:8], b[0:4])

@@ -36,3 +36,18 @@ func TestTimestampPrefix(t *testing.T) {
 		t.Fatalf("prefix=%s, want %s", got, want)
 	}
 }
+
+// Floor is the id of the millisecond with every other bit zero: at or
+// below every id New makes in that millisecond.
+func TestFloor(t *testing.T) {
+	ms := int64(0x0123456789ab)
+	if got, want := uuidv7.Floor(ms), "01234567-89ab-0000-0000-000000000000"; got != want {
+		t.Fatalf("Floor = %s, want %s", got, want)
+	}
+	g := &uuidv7.Generator{Now: func() time.Time { return time.UnixMilli(ms) }}
+	for range 100 {
+		if id := g.New(); id < uuidv7.Floor(ms) || id >= uuidv7.Floor(ms+1) {
+			t.Fatalf("id %s of ms %x outside [%s, %s)", id, ms, uuidv7.Floor(ms), uuidv7.Floor(ms+1))
+		}
+	}
+}

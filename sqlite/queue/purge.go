@@ -10,6 +10,7 @@ import (
 	touba "github.com/touba/touba-trigger"
 	"github.com/touba/touba-trigger/internal/purgemarks"
 	"github.com/touba/touba-trigger/internal/sqlitex"
+	"github.com/touba/touba-trigger/internal/uuidv7"
 )
 
 // The retention pass, bounded (schema 0015_purge_marks.sql). A pass read
@@ -48,18 +49,6 @@ const (
 	markMargin = time.Hour
 )
 
-// markHour is the hour t falls in, as the marks are keyed.
-func markHour(t time.Time) string { return purgemarks.Hour(t) }
-
-// idAt is the smallest UUIDv7 text of millisecond ms.
-func idAt(ms int64) string {
-	return fmt.Sprintf("%08x-%04x-0000-0000-000000000000", uint64(ms)>>16, uint64(ms)&0xffff)
-}
-
-// markSQL lowers the mark of hour ?1 to ?2.
-const markSQL = `INSERT INTO purge_marks (hour, floor) VALUES (?1, ?2)
-	ON CONFLICT (hour) DO UPDATE SET floor = MIN(floor, excluded.floor)`
-
 // sampleSQL lowers the mark of hour ?1 to the lowest queue id of a
 // pending, running or waiting entry, ?2 (the clock less markMargin) or ?3,
 // whichever is lowest.
@@ -80,14 +69,12 @@ func (q *Queue) sampleMark(ctx context.Context) error {
 // in tx; "" for none): a sample, not the id alone, so that an hour whose
 // only mark a revival wrote (no sample ran: --retention 0, the daemon
 // stopped) still bounds every entry unfinished then.
-func lowerMark(ctx context.Context, tx interface {
-	ExecContext(context.Context, string, ...any) (sql.Result, error)
-}, now time.Time, id string) error {
-	ceiling := idAt(now.Add(-markMargin).UnixMilli())
+func lowerMark(ctx context.Context, tx sqlitex.Execer, now time.Time, id string) error {
+	ceiling := uuidv7.Floor(now.Add(-markMargin).UnixMilli())
 	if id == "" {
 		id = ceiling
 	}
-	if _, err := tx.ExecContext(ctx, sampleSQL, markHour(now), ceiling, id); err != nil {
+	if _, err := tx.ExecContext(ctx, sampleSQL, purgemarks.Hour(now), ceiling, id); err != nil {
 		return fmt.Errorf("purge mark: %w", err)
 	}
 	return nil
@@ -154,7 +141,7 @@ func (q *Queue) purgeRangeFor(ctx context.Context, cutoff, now time.Time) (purge
 	if have < want || !lo.Valid {
 		return purgeRange{full: true}, nil
 	}
-	return purgeRange{lo: lo.String, hi: idAt(cutoff.Add(markMargin).UnixMilli())}, nil
+	return purgeRange{lo: lo.String, hi: uuidv7.Floor(cutoff.Add(markMargin).UnixMilli())}, nil
 }
 
 // endPurgePass records a pass that ended: its cutoff (its own, even below
@@ -178,7 +165,7 @@ func (q *Queue) endPurgePass(ctx context.Context, r purgeRange, before string, n
 		{`INSERT INTO purge_state (one, cutoff, full_at) VALUES (1, ?1, CASE WHEN ?3 THEN ?2 ELSE '' END)
 			ON CONFLICT (one) DO UPDATE SET cutoff = excluded.cutoff,
 				full_at = CASE WHEN ?3 THEN MAX(full_at, ?2) ELSE full_at END`, []any{before, touba.FormatTime(now), r.full}},
-		{`DELETE FROM purge_marks WHERE hour < ?`, []any{markHour(now.Add(-purgemarks.Kept))}},
+		{`DELETE FROM purge_marks WHERE hour < ?`, []any{purgemarks.Hour(now.Add(-purgemarks.Kept))}},
 	}
 	return q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
 		for _, st := range stmts {

@@ -191,7 +191,7 @@ func TestPurgePassBoundedByTheMarks(t *testing.T) {
 	// An hour without its mark (the daemon stopped then): the next pass
 	// reads every entry.
 	tick(3 * time.Hour)
-	execOp(t, q, `DELETE FROM purge_marks WHERE hour = ?`, markHour(c.Now().Add(-retention)))
+	execOp(t, q, `DELETE FROM purge_marks WHERE hour = ?`, purgemarks.Hour(c.Now().Add(-retention)))
 	if r := pass(); !r.full {
 		t.Fatalf("a pass with a mark missing read %+v, want every entry", r)
 	}
@@ -235,7 +235,11 @@ func BenchmarkPurgePass(b *testing.B) {
 				cutoff := now.Add(-168 * time.Hour)
 				if !full { // the last pass an hour ago, a mark for each hour since
 					for h := cutoff.Add(-3 * time.Hour); !h.After(now); h = h.Add(time.Hour) {
-						execOp(b, q, markSQL, markHour(h), idAt(h.Add(-markMargin).UnixMilli()))
+						if err := q.change(func(ctx context.Context, tx *sqlitex.Tx) (int64, error) {
+							return 0, lowerMark(ctx, tx, h, "")
+						}); err != nil {
+							b.Fatal(err)
+						}
 					}
 					execOp(b, q, `INSERT INTO purge_state (one, cutoff, full_at) VALUES (1, ?, ?)`,
 						touba.FormatTime(cutoff.Add(-time.Hour)), touba.FormatTime(now.Add(-time.Hour)))
