@@ -111,13 +111,15 @@ type Dispatcher struct {
 	opts    Options
 	log     zerolog.Logger
 
-	cfg    atomic.Pointer[Config]
-	wake   chan struct{}
-	stop   chan struct{} // closed: lease no more
-	runCtx context.Context
-	cancel context.CancelFunc // kills running handlers at the end of shutdown
-	wg     sync.WaitGroup
-	once   sync.Once
+	cfg     atomic.Pointer[Config]
+	wake    chan struct{}
+	stop    chan struct{} // closed: lease no more
+	jobs    chan job      // to an idle runner (runners.go)
+	runners atomic.Int32  // runners alive
+	runCtx  context.Context
+	cancel  context.CancelFunc // kills running handlers at the end of shutdown
+	wg      sync.WaitGroup
+	once    sync.Once
 
 	slots    slots        // max_concurrency semaphores by binding
 	waiting  atomic.Int64 // runs waiting for a binding slot or circuit
@@ -145,7 +147,7 @@ func New(q Queue, s State, j Journal, cfg *Config, opts Options) *Dispatcher {
 		opts.Tracing = tracing.Off()
 	}
 	d := &Dispatcher{queue: q, state: s, journal: j, opts: opts, log: opts.Log,
-		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), jobs: make(chan job)}
 	d.runCtx, d.cancel = context.WithCancel(context.Background())
 	d.waker.init()
 	if fq, ok := q.(touba.FairQueue); ok {
@@ -259,12 +261,10 @@ func (d *Dispatcher) leaser() {
 			if i < len(res) {
 				r = res[i]
 			}
-			d.wg.Add(1)
-			go func(e *touba.Delivery, r *reservation) {
-				defer d.wg.Done()
+			d.hand(func() {
 				defer func() { <-slots }()
 				d.run(e, r)
-			}(e, r)
+			})
 		}
 		for i := len(entries); i < free; i++ {
 			<-slots

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -273,7 +274,6 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 		return ctx, func() {}
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
 	// The lease ends LeaseTTL after the last renewal the database took (by
 	// its clock); counted here from when that renewal was sent, a margin
 	// before: past it this node stops, whether or not it hears back.
@@ -286,34 +286,44 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 			cancel()
 		})
 	}
-	go func() {
-		t := time.NewTicker(d.opts.RenewEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-			sent := time.Now()
-			err := d.queue.Renew(context.WithoutCancel(ctx), e.QueueID, e.LeaseToken)
-			if err == nil && expire != nil {
-				expire.Reset(hold - time.Since(sent))
-			}
-			if touba.ErrorCode(err) == touba.ELeaseLost {
-				log.Warn().Str("event", "lease.lost").Msg("lease lost while running; no new call starts")
-				cancel()
-				return
-			} else if err != nil {
-				log.Warn().Err(err).Msg("lease renewal failed; retrying")
-			}
+	// The renewals run on a timer, re-armed after each: Go starts a
+	// goroutine for it only when it fires, so a run shorter than
+	// RenewEvery (most) starts none, nor a ticker (issue 42: a goroutine
+	// and a ticker per run were 2-3% of the daemon's CPU on PostgreSQL).
+	var mu sync.Mutex
+	stopped := false
+	var tick *time.Timer
+	renewal := func() {
+		sent := time.Now()
+		err := d.queue.Renew(context.WithoutCancel(ctx), e.QueueID, e.LeaseToken)
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
+		if err == nil && expire != nil {
+			expire.Reset(hold - time.Since(sent))
+		}
+		if touba.ErrorCode(err) == touba.ELeaseLost {
+			log.Warn().Str("event", "lease.lost").Msg("lease lost while running; no new call starts")
+			cancel()
+			return
+		} else if err != nil {
+			log.Warn().Err(err).Msg("lease renewal failed; retrying")
+		}
+		tick.Reset(max(d.opts.RenewEvery-time.Since(sent), 0))
+	}
+	mu.Lock()
+	tick = time.AfterFunc(d.opts.RenewEvery, renewal)
+	mu.Unlock()
 	return ctx, func() {
+		mu.Lock()
+		stopped = true
+		tick.Stop()
 		if expire != nil {
 			expire.Stop()
 		}
-		close(done)
+		mu.Unlock()
 		cancel()
 	}
 }

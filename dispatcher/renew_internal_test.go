@@ -1,0 +1,84 @@
+package dispatcher
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	touba "github.com/touba/touba-trigger"
+)
+
+// renewQueue counts renewals and answers each with what lost says.
+type renewQueue struct {
+	memStores
+	mu     sync.Mutex
+	tokens []int64
+	lost   bool
+	seen   chan struct{}
+}
+
+func (q *renewQueue) Renew(_ context.Context, _ string, token int64) error {
+	q.mu.Lock()
+	q.tokens = append(q.tokens, token)
+	lost := q.lost
+	q.mu.Unlock()
+	q.seen <- struct{}{}
+	if lost {
+		return touba.Errorf(touba.ELeaseLost, "lease lost")
+	}
+	return nil
+}
+
+// TestRenewKeepsTheLeaseUntilStopped: a run longer than RenewEvery renews
+// its entry's lease again and again under its token; a renewal refused with
+// LeaseLost ends the run's context.
+func TestRenewKeepsTheLeaseUntilStopped(t *testing.T) {
+	q := &renewQueue{seen: make(chan struct{}, 16)}
+	d := &Dispatcher{queue: q, log: zerolog.Nop(), opts: Options{RenewEvery: 5 * time.Millisecond, LeaseTTL: time.Minute}}
+	e := &touba.Delivery{QueueID: "q1", LeaseToken: 7}
+	ctx, stop := d.renew(context.Background(), e, zerolog.Nop())
+	for i := range 3 {
+		select {
+		case <-q.seen:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("renewal %d never came", i+1)
+		}
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the run's context ended while its renewals succeeded: %v", ctx.Err())
+	}
+	q.mu.Lock()
+	q.lost = true
+	q.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a renewal refused with LeaseLost did not end the run's context")
+	}
+	stop()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, tok := range q.tokens {
+		if tok != 7 {
+			t.Errorf("renewed under token %d, want 7", tok)
+		}
+	}
+}
+
+// TestRenewStoppedBeforeItsTimer: a run shorter than RenewEvery renews
+// nothing, and its stop ends the context.
+func TestRenewStoppedBeforeItsTimer(t *testing.T) {
+	q := &renewQueue{seen: make(chan struct{}, 1)}
+	d := &Dispatcher{queue: q, log: zerolog.Nop(), opts: Options{RenewEvery: time.Hour, LeaseTTL: time.Hour}}
+	ctx, stop := d.renew(context.Background(), &touba.Delivery{QueueID: "q1", LeaseToken: 1}, zerolog.Nop())
+	stop()
+	if ctx.Err() == nil {
+		t.Fatal("stop left the run's context alive")
+	}
+	if len(q.tokens) != 0 {
+		t.Fatalf("%d renewals for a run shorter than RenewEvery", len(q.tokens))
+	}
+}
