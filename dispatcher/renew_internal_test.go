@@ -82,3 +82,38 @@ func TestRenewStoppedBeforeItsTimer(t *testing.T) {
 		t.Fatalf("%d renewals for a run shorter than RenewEvery", len(q.tokens))
 	}
 }
+
+// blackHole is a store whose renewals never answer (a black-holed
+// connection): only the expiry can end the run.
+type blackHole struct {
+	memStores
+	release chan struct{}
+}
+
+func (q blackHole) Renew(context.Context, string, int64) error {
+	<-q.release
+	return nil
+}
+
+// TestRenewUnansweredEndsAtTheHold: when the first renewal never answers,
+// the run's context still ends once the lease's hold (--lease-ttl less its
+// margin) has passed since the run began; a run whose RenewEvery is past
+// the hold is ended by it too.
+func TestRenewUnansweredEndsAtTheHold(t *testing.T) {
+	for _, every := range []time.Duration{10 * time.Millisecond, time.Hour} {
+		q := blackHole{release: make(chan struct{})}
+		d := &Dispatcher{queue: q, log: zerolog.Nop(), opts: Options{RenewEvery: every, LeaseTTL: 80 * time.Millisecond}}
+		began := time.Now()
+		ctx, stop := d.renew(context.Background(), &touba.Delivery{QueueID: "q1", LeaseToken: 1}, zerolog.Nop())
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("RenewEvery %s: the run's context outlived an unanswered renewal", every)
+		}
+		if waited := time.Since(began); waited < 60*time.Millisecond {
+			t.Errorf("RenewEvery %s: ended after %s, before the hold (60ms)", every, waited)
+		}
+		stop()
+		close(q.release)
+	}
+}

@@ -277,23 +277,36 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 	// The lease ends LeaseTTL after the last renewal the database took (by
 	// its clock); counted here from when that renewal was sent, a margin
 	// before: past it this node stops, whether or not it hears back.
-	var expire *time.Timer
+	//
+	// The renewals run on a timer, re-armed after each, and the expiry's
+	// timer is made at the first (at once if RenewEvery is not below the
+	// hold): a run shorter than RenewEvery (most)
+	// starts no goroutine and one timer (issue 42: a goroutine, a ticker
+	// and two timers per run were 2-3% of the daemon's CPU on PostgreSQL).
+	// (The server renews every third of the TTL, well before the hold.)
 	hold := d.opts.LeaseTTL - min(5*time.Second, d.opts.LeaseTTL/4)
-	if d.opts.LeaseTTL > 0 {
-		expire = time.AfterFunc(hold, func() {
-			log.Warn().Str("event", "lease.expiring").Dur("unrenewed", hold).
-				Msg("lease not renewed for --lease-ttl minus a margin; no new call starts and retries stop")
-			cancel()
-		})
-	}
-	// The renewals run on a timer, re-armed after each: Go starts a
-	// goroutine for it only when it fires, so a run shorter than
-	// RenewEvery (most) starts none, nor a ticker (issue 42: a goroutine
-	// and a ticker per run were 2-3% of the daemon's CPU on PostgreSQL).
+	began := time.Now()
 	var mu sync.Mutex
 	stopped := false
-	var tick *time.Timer
+	var tick, expire *time.Timer
+	expired := func() {
+		log.Warn().Str("event", "lease.expiring").Dur("unrenewed", hold).
+			Msg("lease not renewed for --lease-ttl minus a margin; no new call starts and retries stop")
+		cancel()
+	}
+	if d.opts.LeaseTTL > 0 && d.opts.RenewEvery >= hold {
+		expire = time.AfterFunc(hold, expired)
+	}
 	renewal := func() {
+		mu.Lock()
+		if stopped {
+			mu.Unlock()
+			return
+		}
+		if expire == nil && d.opts.LeaseTTL > 0 {
+			expire = time.AfterFunc(max(hold-time.Since(began), 0), expired)
+		}
+		mu.Unlock()
 		sent := time.Now()
 		err := d.queue.Renew(context.WithoutCancel(ctx), e.QueueID, e.LeaseToken)
 		mu.Lock()
