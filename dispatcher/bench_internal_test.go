@@ -58,6 +58,24 @@ func (memJournal) Get(context.Context, string, string) (*touba.Effect, error) {
 // on accounting_stub, its input the whole body), with stores that cost
 // nothing; the body of scripts/bench/dispatch and bench-e2e's 1 KiB one.
 func BenchmarkRun(b *testing.B) {
+	for _, c := range []struct{ name, body string }{
+		{"order", `{"lines":["a","b"],"order_id":42}`},
+		{"1KiB", `{"data":"` + strings.Repeat("x", 1013) + `"}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d, e := benchDispatcher(b)
+			e.Body = []byte(c.body)
+			b.ReportAllocs()
+			for b.Loop() {
+				d.run(e, nil)
+			}
+		})
+	}
+}
+
+// benchDispatcher is a dispatcher of the benchmarks' trigger on stores that
+// cost nothing, with DefaultWorkers, and an entry of it leased.
+func benchDispatcher(b *testing.B) (*Dispatcher, *touba.Delivery) {
 	p, err := trigger.ParseProgram("p.json", []byte(`{"air_version": "touba-air-v1", "triggers": [
 		{"ref": "trigger:bench/D", "source": {"kind": "webhook"},
 		 "steps": [{"id": "write", "tool": "tool:bench/Write", "input": {"order": {"$ref": "/event/body"}}}]}]}`))
@@ -78,19 +96,41 @@ func BenchmarkRun(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range []struct{ name, body string }{
-		{"order", `{"lines":["a","b"],"order_id":42}`},
-		{"1KiB", `{"data":"` + strings.Repeat("x", 1013) + `"}`},
+	d := New(memStores{}, memStores{}, memJournal{}, cfg, Options{Log: zerolog.Nop()})
+	e := &touba.Delivery{QueueID: "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", TriggerRef: "trigger:bench/D",
+		EventID: "e1", Body: []byte(`{"lines":["a","b"],"order_id":42}`), Headers: map[string]string{"content-type": "application/json"},
+		ReceivedAt: time.Now(), Status: touba.StatusRunning, Attempts: 1, LeaseToken: 1, FirstLease: true}
+	return d, e
+}
+
+// BenchmarkHandOff: runs handed out as the leaser does, 256 slots, each run
+// BenchmarkRun's on stores that cost nothing: on a goroutine of its own, as
+// before runners.go, and on the runners. What it measures is what a run's
+// goroutine costs: its start, its stack's growth, its end.
+func BenchmarkHandOff(b *testing.B) {
+	d, e := benchDispatcher(b)
+	for _, c := range []struct {
+		name string
+		hand func(j job)
+	}{
+		{"goroutine", func(j job) { d.wg.Add(1); go func() { defer d.wg.Done(); j() }() }},
+		{"runners", d.hand},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			d := New(memStores{}, memStores{}, memJournal{}, cfg, Options{Workers: 1, Log: zerolog.Nop()})
-			e := &touba.Delivery{QueueID: "0193a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b", TriggerRef: "trigger:bench/D",
-				EventID: "e1", Body: []byte(c.body), Headers: map[string]string{"content-type": "application/json"},
-				ReceivedAt: time.Now(), Status: touba.StatusRunning, Attempts: 1, LeaseToken: 1, FirstLease: true}
+			slots := make(chan struct{}, d.opts.Workers)
 			b.ReportAllocs()
 			for b.Loop() {
-				d.run(e, nil)
+				slots <- struct{}{}
+				c.hand(func() {
+					defer func() { <-slots }()
+					d.run(e, nil)
+				})
+			}
+			for range d.opts.Workers {
+				slots <- struct{}{}
 			}
 		})
 	}
+	close(d.stop)
+	d.wg.Wait()
 }

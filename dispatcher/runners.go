@@ -8,7 +8,8 @@ package dispatcher
 // the runs going at once; a runner is made only while there are fewer
 // than --workers (one that has just released its slot may not be waiting
 // yet, and waiting for it costs less than another goroutine), and an idle
-// runner ends when leasing stops.
+// runner ends when leasing stops. An idle daemon so keeps up to --workers
+// parked goroutines, a few KiB each (the collector shrinks their stacks).
 
 // job is a leased entry's run, its slot's release included.
 type job func()
