@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/purgemarks"
 )
 
@@ -43,6 +44,13 @@ import (
 // raises, or accepted by a node whose clock is off by more than
 // floorMargin. A body so missed outlives --retention by up to a day.
 
+// Crash points of a retention pass, for tests that kill or freeze the node
+// in it.
+const (
+	CrashPurgeInChunk      = "retention.pg.in_chunk"      // a chunk's bodies cleared, its transaction open
+	CrashPurgeBeforeRecord = "retention.pg.before_record" // every chunk committed, the pass not recorded
+)
+
 // markOfSQL lowers the mark of hour $1 to expr (of parameters from $2).
 func markOfSQL(expr string) string {
 	return `INSERT INTO touba.purge_marks (hour, floor) VALUES ($1, ` + expr + `)
@@ -70,6 +78,7 @@ func (q *Queue) purgePass(ctx context.Context, cutoff time.Time) (int64, error) 
 		if err != nil {
 			return n, err
 		}
+		crashpoint.Hit(CrashPurgeBeforeRecord)
 		return n, q.endPurgePass(ctx, r, before, now)
 	}
 	n, err := q.purgeChunks(ctx, `e.queue_id >= $3 AND e.queue_id < $4`, before, r.lo, r.hi)
@@ -89,6 +98,7 @@ func (q *Queue) purgePass(ctx context.Context, cutoff time.Time) (int64, error) 
 			return n, err
 		}
 	}
+	crashpoint.Hit(CrashPurgeBeforeRecord)
 	return n, q.endPurgePass(ctx, r, before, now)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/sqlwhere"
 )
 
@@ -192,6 +193,9 @@ func (q *Queue) purgeChunks(ctx context.Context, where, before string, args ...a
 			o AS (DELETE FROM touba.offers WHERE queue_id IN (SELECT queue_id FROM p) OR consumed_by IN (SELECT queue_id FROM p)),
 			c AS (DELETE FROM touba.cancel_keys WHERE queue_id IN (SELECT queue_id FROM p))
 			SELECT COUNT(*) FROM p`, args...).Scan(&n)
+			if n > 0 {
+				crashpoint.Hit(CrashPurgeInChunk)
+			}
 			return err
 		})
 		if err != nil {
