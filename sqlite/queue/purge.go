@@ -8,6 +8,7 @@ import (
 	"time"
 
 	touba "github.com/touba/touba-trigger"
+	"github.com/touba/touba-trigger/internal/crashpoint"
 	"github.com/touba/touba-trigger/internal/purgemarks"
 	"github.com/touba/touba-trigger/internal/sqlitex"
 	"github.com/touba/touba-trigger/internal/uuidv7"
@@ -80,6 +81,11 @@ func lowerMark(ctx context.Context, tx sqlitex.Execer, now time.Time, id string)
 	return nil
 }
 
+// CrashPurgeBeforeRecord is the crash point of a retention pass whose
+// chunks are committed and which is not recorded yet, for tests that kill
+// the daemon there.
+const CrashPurgeBeforeRecord = "retention.sqlite.before_record"
+
 // purgeRange is what one pass reads: every entry (full), or the queue ids
 // in [lo, hi) and purge_left.
 type purgeRange struct {
@@ -101,6 +107,7 @@ func (q *Queue) purgePass(ctx context.Context, cutoff time.Time) (int64, error) 
 		if err != nil {
 			return n, err
 		}
+		crashpoint.Hit(CrashPurgeBeforeRecord)
 		return n, q.endPurgePass(ctx, r, before, now)
 	}
 	n, err := q.purgeChunks(ctx, `e.queue_id >= ?4 AND e.queue_id < ?5 AND `, before, r.lo, r.hi)
@@ -120,6 +127,7 @@ func (q *Queue) purgePass(ctx context.Context, cutoff time.Time) (int64, error) 
 			return n, err
 		}
 	}
+	crashpoint.Hit(CrashPurgeBeforeRecord)
 	return n, q.endPurgePass(ctx, r, before, now)
 }
 
