@@ -217,6 +217,20 @@ func stoppedState(pid int) byte {
 	return b[i+2]
 }
 
+// waitStopped waits until cmd, armed with "stop:"+point, is stopped there
+// (exited tells of its end, log holds its stderr).
+func waitStopped(t *testing.T, cmd *exec.Cmd, exited <-chan error, log *bytes.Buffer, point string) {
+	t.Helper()
+	waitFor(t, 60*time.Second, func() bool {
+		select {
+		case err := <-exited:
+			t.Fatalf("child exited (%v) before stopping at %s\n%s", err, point, log.String())
+		default:
+		}
+		return stoppedState(cmd.Process.Pid) == 'T'
+	}, "the child to stop at "+point)
+}
+
 // SPEC §8.1: a node frozen (SIGSTOP) at each point of a pass, its
 // connections open, while a second node accepts and runs entries and
 // runs passes: the second node's passes end the work (the range's
@@ -233,14 +247,7 @@ func TestStoppedMidPass(t *testing.T) {
 			cmd := w.child(t, "stop:"+point, &log)
 			exited := make(chan error, 1)
 			go func() { exited <- cmd.Wait() }()
-			waitFor(t, 30*time.Second, func() bool {
-				select {
-				case err := <-exited:
-					t.Fatalf("child exited (%v) before stopping at %s\n%s", err, point, log.String())
-				default:
-				}
-				return stoppedState(cmd.Process.Pid) == 'T'
-			}, "the child to stop at "+point)
+			waitStopped(t, cmd, exited, &log, point)
 
 			st := openNode(t, w.url, "n2", w.clk, w.window)
 			during := ranEntries(t, st, "during", 5, touba.StatusDone)

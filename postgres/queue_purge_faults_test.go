@@ -117,6 +117,19 @@ func (w *purgeWorld) check(t *testing.T, cutoff time.Time, when string, still ..
 	}
 }
 
+// sixHoursOn moves the clock six hours on and checks that a bounded pass
+// then leaves nothing due.
+func (w *purgeWorld) sixHoursOn(t *testing.T) {
+	t.Helper()
+	w.tick(t, 6*time.Hour)
+	next := w.cutoff()
+	if r, err := w.st.Queue.purgeRangeFor(context.Background(), next, w.clk.Now()); err != nil || r.full {
+		t.Fatalf("the next pass's range %+v (%v): want a bounded one", r, err)
+	}
+	w.pass(t, next)
+	w.check(t, next, "after the next pass")
+}
+
 // child runs a retention pass with cutoff in a node of its own (the test
 // binary, main_test.go), its crash point armed; its --database-timeout is
 // long enough that the server does not end a frozen child's transaction
@@ -150,7 +163,6 @@ func (w *purgeWorld) child(t *testing.T, armed string, cutoff time.Time, log *by
 func TestRetentionPassKilled(t *testing.T) {
 	for _, point := range []string{CrashPurgeInChunk, CrashPurgeBeforeRecord} {
 		t.Run(point, func(t *testing.T) {
-			ctx := context.Background()
 			w := newPurgeWorld(t)
 			cutoff := w.cutoff()
 			held := w.due(t, cutoff)
@@ -171,13 +183,7 @@ func TestRetentionPassKilled(t *testing.T) {
 			if point == CrashPurgeInChunk {
 				w.check(t, w.first, "after a kill in the pass's first chunk")
 			}
-			w.tick(t, 6*time.Hour)
-			next := w.cutoff()
-			if r, err := w.st.Queue.purgeRangeFor(ctx, next, w.clk.Now()); err != nil || r.full {
-				t.Fatalf("the next pass's range %+v (%v): want a bounded one", r, err)
-			}
-			w.pass(t, next)
-			w.check(t, next, "after the next pass")
+			w.sixHoursOn(t)
 		})
 	}
 }
@@ -203,14 +209,7 @@ func TestRetentionPassStopped(t *testing.T) {
 			}
 			var log bytes.Buffer
 			cmd, exited := w.child(t, "stop:"+point, cutoff, &log)
-			waitFor(t, 60*time.Second, func() bool {
-				select {
-				case err := <-exited:
-					t.Fatalf("child exited (%v) before stopping at %s\n%s", err, point, log.String())
-				default:
-				}
-				return stoppedState(cmd.Process.Pid) == 'T'
-			}, "the child to stop at "+point)
+			waitStopped(t, cmd, exited, &log, point)
 
 			w.end(t, "during", 2)
 			w.tick(t, time.Hour)
@@ -237,13 +236,7 @@ func TestRetentionPassStopped(t *testing.T) {
 			if err := w.conn.QueryRow(ctx, `SELECT cutoff FROM touba.purge_state`).Scan(&recorded); err != nil || recorded != touba.FormatTime(cutoff) {
 				t.Fatalf("the pass recorded last: cutoff %q (%v), want the stopped node's %s", recorded, err, touba.FormatTime(cutoff))
 			}
-			w.tick(t, 6*time.Hour)
-			next := w.cutoff()
-			if r, err := w.st.Queue.purgeRangeFor(ctx, next, w.clk.Now()); err != nil || r.full {
-				t.Fatalf("the next pass's range %+v (%v): want a bounded one", r, err)
-			}
-			w.pass(t, next)
-			w.check(t, next, "after the next pass")
+			w.sixHoursOn(t)
 		})
 	}
 }
