@@ -280,10 +280,10 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 	//
 	// The renewals run on a timer, re-armed after each, and the expiry's
 	// timer is made at the first (at once if RenewEvery is not below the
-	// hold): a run shorter than RenewEvery (most)
-	// starts no goroutine and one timer (issue 42: a goroutine, a ticker
-	// and two timers per run were 2-3% of the daemon's CPU on PostgreSQL).
-	// (The server renews every third of the TTL, well before the hold.)
+	// hold; the server renews every third of the TTL, well before it): a
+	// run shorter than RenewEvery (most) starts no goroutine and makes one
+	// timer (issue 42: a goroutine, a ticker and two timers per run were
+	// 2-3% of the daemon's CPU on PostgreSQL).
 	hold := d.opts.LeaseTTL - min(5*time.Second, d.opts.LeaseTTL/4)
 	began := time.Now()
 	var mu sync.Mutex
