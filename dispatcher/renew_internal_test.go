@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -17,17 +18,23 @@ type renewQueue struct {
 	mu     sync.Mutex
 	tokens []int64
 	lost   bool
+	failed bool // answer every renewal with an error other than LeaseLost
 	seen   chan struct{}
 }
 
 func (q *renewQueue) Renew(_ context.Context, _ string, token int64) error {
 	q.mu.Lock()
 	q.tokens = append(q.tokens, token)
-	lost := q.lost
+	lost, failed := q.lost, q.failed
 	q.mu.Unlock()
-	q.seen <- struct{}{}
+	select {
+	case q.seen <- struct{}{}:
+	default: // the test counts no more
+	}
 	if lost {
 		return touba.Errorf(touba.ELeaseLost, "lease lost")
+	} else if failed {
+		return errors.New("the database does not answer")
 	}
 	return nil
 }
@@ -115,5 +122,34 @@ func TestRenewUnansweredEndsAtTheHold(t *testing.T) {
 		}
 		stop()
 		close(q.release)
+	}
+}
+
+// TestRenewPushesTheExpiryOut: renewals that succeed keep the run going
+// past the hold (--lease-ttl less its margin) for as long as they do; once
+// they fail, the run's context ends at the hold after the last success.
+func TestRenewPushesTheExpiryOut(t *testing.T) {
+	q := &renewQueue{seen: make(chan struct{}, 1)}
+	const ttl = 2 * time.Second // hold: 1.5 s
+	d := &Dispatcher{queue: q, log: zerolog.Nop(), opts: Options{RenewEvery: 20 * time.Millisecond, LeaseTTL: ttl}}
+	began := time.Now()
+	ctx, stop := d.renew(context.Background(), &touba.Delivery{QueueID: "q1", LeaseToken: 1}, zerolog.Nop())
+	defer stop()
+	for time.Since(began) < 2*ttl {
+		select {
+		case <-q.seen:
+		case <-ctx.Done():
+			t.Fatalf("the run's context ended after %s while its renewals succeeded", time.Since(began))
+		case <-time.After(10 * time.Second):
+			t.Fatal("no renewal for 10 s")
+		}
+	}
+	q.mu.Lock()
+	q.failed = true
+	q.mu.Unlock()
+	select {
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("failing renewals never ended the run's context")
 	}
 }

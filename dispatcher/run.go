@@ -287,13 +287,23 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 	hold := d.opts.LeaseTTL - min(5*time.Second, d.opts.LeaseTTL/4)
 	began := time.Now()
 	var mu sync.Mutex
-	stopped := false
+	stopped, lapsed := false, false
 	var tick, expire *time.Timer
 	expired := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || lapsed {
+			return
+		}
+		// The run's context is ended for good; renewals go on (its end is
+		// written under the lease), a later one re-arms nothing.
+		lapsed = true
 		log.Warn().Str("event", "lease.expiring").Dur("unrenewed", hold).
 			Msg("lease not renewed for --lease-ttl minus a margin; no new call starts and retries stop")
 		cancel()
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if d.opts.LeaseTTL > 0 && d.opts.RenewEvery >= hold {
 		expire = time.AfterFunc(hold, expired)
 	}
@@ -314,10 +324,14 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 		if stopped {
 			return
 		}
-		if err == nil && expire != nil {
+		if err == nil && expire != nil && !lapsed {
 			expire.Reset(hold - time.Since(sent))
 		}
 		if touba.ErrorCode(err) == touba.ELeaseLost {
+			stopped = true
+			if expire != nil {
+				expire.Stop()
+			}
 			log.Warn().Str("event", "lease.lost").Msg("lease lost while running; no new call starts")
 			cancel()
 			return
@@ -326,9 +340,7 @@ func (d *Dispatcher) renew(ctx context.Context, e *touba.Delivery, log zerolog.L
 		}
 		tick.Reset(max(d.opts.RenewEvery-time.Since(sent), 0))
 	}
-	mu.Lock()
 	tick = time.AfterFunc(d.opts.RenewEvery, renewal)
-	mu.Unlock()
 	return ctx, func() {
 		mu.Lock()
 		stopped = true

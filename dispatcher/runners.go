@@ -15,6 +15,8 @@ package dispatcher
 type job func()
 
 // hand runs j on an idle runner, or on a new one when none is waiting.
+// Only the leaser calls it, so the count it reads is not raced by another
+// hand.
 func (d *Dispatcher) hand(j job) {
 	select {
 	case d.jobs <- j:

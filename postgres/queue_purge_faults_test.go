@@ -182,6 +182,12 @@ func TestRetentionPassKilled(t *testing.T) {
 			mustExec(t, holder, `ROLLBACK`)
 			if point == CrashPurgeInChunk {
 				w.check(t, w.first, "after a kill in the pass's first chunk")
+			} else {
+				w.check(t, cutoff, "after a kill before the pass was recorded", held)
+			}
+			var recorded string
+			if err := w.conn.QueryRow(context.Background(), `SELECT cutoff FROM touba.purge_state`).Scan(&recorded); err != nil || recorded != touba.FormatTime(w.first) {
+				t.Fatalf("after the kill, the recorded cutoff is %q (%v), want the first pass's %s", recorded, err, touba.FormatTime(w.first))
 			}
 			w.sixHoursOn(t)
 		})

@@ -16,7 +16,7 @@ import (
 // entries end on both and a peer holds a purgeable entry locked through a
 // ten rounds' passes: no pass purges a body done within --retention, and
 // every body done before a round's cutoff is gone after that round's
-// passes (the held one after the round that follows its release), with
+// passes (the held one after the first passes that follow its release), with
 // bounded passes only: two passes that skip the row another holds, each
 // recording its end beside the other's, leave nothing for the daily one.
 func TestPurgePassesRacing(t *testing.T) {
@@ -74,15 +74,23 @@ func TestPurgePassesRacing(t *testing.T) {
 		case 15:
 			mustExec(t, holder, `ROLLBACK`)
 		}
-		var wg sync.WaitGroup
+		// Both passes start together (each has its own pool and
+		// connections), so that their statements interleave.
+		var wg, ready sync.WaitGroup
+		start := make(chan struct{})
 		errs := make([]error, len(nodes))
 		for i, st := range nodes {
 			wg.Add(1)
+			ready.Add(1)
 			go func() {
 				defer wg.Done()
+				ready.Done()
+				<-start
 				_, errs[i] = st.Queue.purgePass(ctx, cutoff)
 			}()
 		}
+		ready.Wait()
+		close(start)
 		wg.Wait()
 		for i, err := range errs {
 			if err != nil {

@@ -76,7 +76,8 @@ func TestRetentionPassKilled(t *testing.T) {
 	tick(6 * time.Hour)
 	early := ran(t, q, "trigger:r", "early", touba.StatusDone)
 	tick(3 * time.Hour)
-	if _, err := q.purgePass(ctx, c.Now().Add(-retention)); err != nil {
+	first := c.Now().Add(-retention)
+	if _, err := q.purgePass(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	if !purgedBody(t, q, early) {
@@ -92,7 +93,9 @@ func TestRetentionPassKilled(t *testing.T) {
 	}
 
 	var log bytes.Buffer
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	deadline, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(deadline, os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), purgeChildEnv+"="+path, crashpoint.Env+"="+CrashPurgeBeforeRecord,
 		fmt.Sprint("TOUBA_SQLITE_PURGE_NOW=", c.Now().UnixMilli()),
 		fmt.Sprint("TOUBA_SQLITE_PURGE_CUTOFF=", c.Now().Add(-retention).UnixMilli()))
@@ -105,6 +108,12 @@ func TestRetentionPassKilled(t *testing.T) {
 	q = open()
 	if !purgedBody(t, q, done) || purgedBody(t, q, kept) {
 		t.Fatal("the killed pass's chunks: want the done entry purged and the one a wait may read kept")
+	}
+	var recorded string
+	var left int
+	if err := q.db.Read.QueryRow(`SELECT cutoff, (SELECT COUNT(*) FROM purge_left) FROM purge_state`).Scan(&recorded, &left); err != nil ||
+		recorded != touba.FormatTime(first) || left != 0 {
+		t.Fatalf("after the kill: recorded cutoff %q, %d left (%v): want the first pass's %s, none left", recorded, left, err, touba.FormatTime(first))
 	}
 	ds, err := q.Lease(ctx, 10)
 	if err != nil || len(ds) != 1 || ds[0].QueueID != waiter {
