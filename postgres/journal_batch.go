@@ -83,20 +83,25 @@ type finRow struct {
 }
 
 // finishMany is fusedFinish for many rows.
-const finishMany = `WITH i AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[],
-		$7::text[], $8::text[], $9::text[], $10::text[])
+//
+// An effect's first outcome is kept in its row (settled, journal_born.go),
+// a later one is an effect_events row; either takes its seq from the
+// rows' sequence here (i.seq), so that the two read back in order.
+var finishMany = `WITH i AS (SELECT *, nextval('` + eventSeq + `') AS seq FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[],
+		$5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
 	WITH ORDINALITY AS i(scope, effect_id, token, state, receipt_ref, result, error_code, receipt_error_code, call_id, detail, n)),
 f AS (SELECT i.n, e.kept FROM touba.entries e JOIN i ON e.queue_id = i.scope AND e.lease_token = i.token AND e.status COLLATE "C" = 'running'
 	FOR UPDATE OF e),
 u AS (UPDATE touba.effects x SET state = i.state, receipt_ref = NULLIF(i.receipt_ref, ''), result = i.result,
-		error_code = NULLIF(i.error_code, ''), receipt_error_code = NULLIF(i.receipt_error_code, ''), updated_at = $11, owner = NULL
+		error_code = NULLIF(i.error_code, ''), receipt_error_code = NULLIF(i.receipt_error_code, ''), updated_at = $11, owner = NULL,
+		` + settleSet("i.state", "NULLIF(i.call_id, '')", "$11", "NULLIF(i.detail, '')", "i.seq") + `
 	FROM i JOIN f ON f.n = i.n
 	WHERE x.scope = i.scope AND x.effect_id = i.effect_id AND x.state COLLATE "C" IN ('prepared', 'dispatched') AND x.call_id = i.call_id
 		AND x.owner = $12
-	RETURNING i.n),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
-	SELECT i.scope, i.effect_id, NULLIF(i.call_id, ''), i.state, $11, NULLIF(i.detail, ''), f.kept
-	FROM i JOIN u ON u.n = i.n JOIN f ON f.n = i.n ORDER BY i.n)
+	RETURNING i.n, x.settled_seq = i.seq AS settled),
+ev AS (INSERT INTO touba.effect_events (seq, scope, effect_id, call_id, state, at, detail, kept)
+	SELECT i.seq, i.scope, i.effect_id, NULLIF(i.call_id, ''), i.state, $11, NULLIF(i.detail, ''), f.kept
+	FROM i JOIN u ON u.n = i.n AND NOT u.settled JOIN f ON f.n = i.n ORDER BY i.n)
 SELECT i.n, u.n IS NOT NULL FROM i LEFT JOIN u ON u.n = i.n ORDER BY i.n`
 
 // queueOutcomes queues the statement of rows on b.

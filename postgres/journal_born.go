@@ -21,6 +21,30 @@ const (
 	bornPD = "pd" // prepared, then dispatched (the in-process handlers' PrepareDispatched)
 )
 
+// An effect's first outcome as columns of its row too (migrations/
+// 0024_effect_settled.sql): the run's outcome statements (finishMany,
+// fusedFinish) write it in settled, settled_call, settled_at and
+// settled_detail when the row has none yet, with a seq from the rows'
+// sequence (eventSeq) in settled_seq, and write no effect_events row for
+// it; a later outcome is a row. With born, an effect whose call answered
+// at once is its own row alone (four rows before 0019, two after). Events
+// orders the outcome among the rows by its seq, as the rows alone were
+// ordered.
+
+// eventSeq is effect_events' seq column's sequence.
+const eventSeq = Schema + ".effect_events_seq_seq"
+
+// settleSet is the SET list that keeps the outcome (state, call id, time,
+// detail, seq) in the row's settled columns if they are empty, and leaves
+// them as they are otherwise (an earlier outcome is there: this one is a
+// row). A RETURNING of settled_seq = seq tells which.
+func settleSet(state, call, at, detail, seq string) string {
+	empty := `CASE WHEN settled_seq IS NULL THEN `
+	return `settled = ` + empty + state + ` ELSE settled END, settled_call = ` + empty + call + ` ELSE settled_call END, ` +
+		`settled_at = ` + empty + at + ` ELSE settled_at END, settled_detail = ` + empty + detail + ` ELSE settled_detail END, ` +
+		`settled_seq = COALESCE(settled_seq, ` + seq + `)`
+}
+
 // bornEvents are the events born records, in their order.
 func bornEvents(born, call, scope, effectID string, at string) ([]touba.EffectEvent, error) {
 	if born == "" {
@@ -43,12 +67,15 @@ func bornEvents(born, call, scope, effectID string, at string) ([]touba.EffectEv
 }
 
 // Events returns the audit trail of one effect, in order: the events its
-// row records (born), then its effect_events rows. Seq is 0 for the
-// former: they have no row.
+// row records (born), then its effect_events rows and its first outcome
+// (settled), by seq. Seq is 0 for the born events: they have no row.
 func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]touba.EffectEvent, error) {
 	var born, call, at string
-	err := j.db.pool.QueryRow(ctx, `SELECT COALESCE(born, ''), COALESCE(born_call, ''), created_at FROM touba.effects
-		WHERE scope = $1 AND effect_id = $2`, scope, effectID).Scan(&born, &call, &at)
+	var settled settledEvent
+	err := j.db.pool.QueryRow(ctx, `SELECT COALESCE(born, ''), COALESCE(born_call, ''), created_at, settled_seq,
+			COALESCE(settled, ''), COALESCE(settled_call, ''), COALESCE(settled_at, ''), COALESCE(settled_detail, '')
+		FROM touba.effects WHERE scope = $1 AND effect_id = $2`, scope, effectID).Scan(&born, &call, &at, &settled.seq,
+		&settled.state, &settled.call, &settled.at, &settled.detail)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("effect events: %w", err)
 	}
@@ -71,7 +98,36 @@ func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]touba.E
 		if e.At, err = touba.ParseTime(at); err != nil {
 			return nil, err
 		}
+		if out, err = settled.before(out, e.Seq, scope, effectID); err != nil {
+			return nil, err
+		}
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return settled.before(out, 0, scope, effectID)
+}
+
+// settledEvent is an effect's first outcome as its row keeps it (seq nil:
+// none yet, or an earlier release's outcome: a row).
+type settledEvent struct {
+	seq                     *int64
+	state, call, at, detail string
+}
+
+// before appends the outcome to out if it comes before the row of seq
+// (0: after every row) and is not there yet.
+func (s *settledEvent) before(out []touba.EffectEvent, seq int64, scope, effectID string) ([]touba.EffectEvent, error) {
+	if s.seq == nil || (seq != 0 && seq < *s.seq) {
+		return out, nil
+	}
+	t, err := touba.ParseTime(s.at)
+	if err != nil {
+		return nil, fmt.Errorf("effect %s/%s: outcome time: %w", scope, effectID, err)
+	}
+	out = append(out, touba.EffectEvent{Seq: *s.seq, Scope: scope, EffectID: effectID, CallID: s.call, State: s.state, At: t,
+		Detail: s.detail})
+	s.seq = nil
+	return out, nil
 }

@@ -69,16 +69,19 @@ func (j *Journal) dispatchFused(ctx context.Context, tx *Tx, scope, effectID, ca
 // fusedFinish is Finish's outcome under the lease (not necessarily live:
 // the call may have outlived it, the answer is still the journal's):
 // finished is false when the fence failed or callID does not hold the
-// effect.
-const fusedFinish = `WITH f AS (
+// effect. The effect's first outcome is kept in its row, a later one is
+// a row (finishMany).
+var fusedFinish = `WITH f AS (
 	SELECT kept FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE),
+s AS (SELECT nextval('` + eventSeq + `') AS seq),
 u AS (UPDATE touba.effects SET state = $3, receipt_ref = $4, result = $5, error_code = $6,
-		receipt_error_code = $7, updated_at = $8, owner = NULL
+		receipt_error_code = $7, updated_at = $8, owner = NULL,
+		` + settleSet("$3", "NULLIF($10, '')", "$8", "NULLIF($12, '')", "(SELECT seq FROM s)") + `
 	WHERE scope = $1 AND effect_id = $9 AND state IN ('prepared', 'dispatched') AND call_id = $10 AND owner = $11
 		AND EXISTS (SELECT 1 FROM f)
-	RETURNING 1),
-ev AS (INSERT INTO touba.effect_events (scope, effect_id, call_id, state, at, detail, kept)
-	SELECT $1, $9, NULLIF($10, ''), $3, $8, NULLIF($12, ''), (SELECT kept FROM f) FROM u)
+	RETURNING settled_seq = (SELECT seq FROM s) AS settled),
+ev AS (INSERT INTO touba.effect_events (seq, scope, effect_id, call_id, state, at, detail, kept)
+	SELECT (SELECT seq FROM s), $1, $9, NULLIF($10, ''), $3, $8, NULLIF($12, ''), (SELECT kept FROM f) FROM u WHERE NOT u.settled)
 SELECT EXISTS (SELECT 1 FROM f), EXISTS (SELECT 1 FROM u)`
 
 func (j *Journal) finishFused(ctx context.Context, tx *Tx, o touba.EffectOutcome, token int64, now, detail string) (fenced, finished bool, err error) {

@@ -37,7 +37,7 @@ func TestMigrationSteps(t *testing.T) {
 			t.Errorf("%s: steps %s, want %s", m.name, got, want)
 		}
 	}
-	if got := ms[len(ms)-1].name; got != "0023_purge_marks.sql" {
+	if got := ms[len(ms)-1].name; got != "0024_effect_settled.sql" {
 		t.Fatalf("newest migration %s", got)
 	}
 	var o onlineStmt

@@ -208,7 +208,7 @@ func TestMigrateTwiceIsANoOp(t *testing.T) {
 				if err != nil {
 					t.Fatalf("open %d: %v", i, err)
 				}
-				if got, want := st.SchemaVersion, "0023_purge_marks.sql"; got != want {
+				if got, want := st.SchemaVersion, "0024_effect_settled.sql"; got != want {
 					t.Errorf("schema version %q, want %q", got, want)
 				}
 				st.Close()
@@ -245,8 +245,8 @@ func TestSchemaTooNew(t *testing.T) {
 	}
 	// A new database is partitioned at once (SPEC §8.1): no release
 	// before 0015 runs on partitioned tables (history_partition_convert.go).
-	if level, by := meta(); level != "0015_history.sql" || by != "0023_purge_marks.sql" {
-		t.Fatalf("recorded level %q set by %q, want 0015_history.sql set by 0023_purge_marks.sql", level, by)
+	if level, by := meta(); level != "0015_history.sql" || by != "0024_effect_settled.sql" {
+		t.Fatalf("recorded level %q set by %q, want 0015_history.sql set by 0024_effect_settled.sql", level, by)
 	}
 
 	// Release N+1 applied an additive migration and kept the level: this
@@ -274,7 +274,7 @@ func TestSchemaTooNew(t *testing.T) {
 	if got := touba.ErrorCode(err); got != touba.ESchemaTooNew {
 		t.Fatalf("open on a schema needing 0042: %v (code %s), want %s", err, got, touba.ESchemaTooNew)
 	}
-	for _, want := range []string{"0042_contract_x or later", "0043_y", "knows up to 0023_purge_marks"} {
+	for _, want := range []string{"0042_contract_x or later", "0043_y", "knows up to 0024_effect_settled"} {
 		if !strings.Contains(touba.ErrorMessage(err), want) {
 			t.Errorf("refusal %q does not say %q", touba.ErrorMessage(err), want)
 		}

@@ -39,7 +39,7 @@ func TestServeRefusesSchemaTooNewDatabase(t *testing.T) {
 	if code != 2 || !strings.HasPrefix(line, "SchemaTooNew: ") {
 		t.Fatalf("serve on a schema needing 0042: exit %d, last line %q; want 2 and SchemaTooNew\n%s", code, line, stderr)
 	}
-	for _, want := range []string{"0042_contract or later", "0043_next", "knows up to 0023_purge_marks"} {
+	for _, want := range []string{"0042_contract or later", "0043_next", "knows up to 0024_effect_settled"} {
 		if !strings.Contains(line, want) {
 			t.Errorf("refusal %q does not say %q", line, want)
 		}
