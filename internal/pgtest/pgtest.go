@@ -204,7 +204,13 @@ func start(durable bool) (*Cluster, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.exec(ctx, `CREATE DATABASE touba_template TEMPLATE template0 ENCODING 'UTF8'`); err != nil {
+	// TOUBA_PGTEST_LC_COLLATE runs the tests on databases of that collation
+	// (C: the one docs/performance.md recommends), the cluster's otherwise.
+	collate := ""
+	if v := os.Getenv("TOUBA_PGTEST_LC_COLLATE"); v != "" {
+		collate = ` LC_COLLATE '` + strings.ReplaceAll(v, "'", "''") + `'`
+	}
+	if err := c.exec(ctx, `CREATE DATABASE touba_template TEMPLATE template0 ENCODING 'UTF8'`+collate); err != nil {
 		c.Stop()
 		os.RemoveAll(dir)
 		return nil, err
