@@ -2,10 +2,7 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/jackc/pgx/v5"
 
 	touba "github.com/touba/touba-trigger"
 )
@@ -21,23 +18,24 @@ const (
 	bornPD = "pd" // prepared, then dispatched (the in-process handlers' PrepareDispatched)
 )
 
-// An effect's first outcome as columns of its row too (migrations/
+// An effect's outcome as columns of its row too (migrations/
 // 0024_effect_settled.sql): the run's outcome statements (finishMany,
 // fusedFinish) write it in settled, settled_call, settled_at and
-// settled_detail when the row has none yet, with a seq from the rows'
+// settled_detail when the row holds none yet, with a seq from the rows'
 // sequence (eventSeq) in settled_seq, and write no effect_events row for
-// it; a later outcome is a row. With born, an effect whose call answered
-// at once is its own row alone (four rows before 0019, two after). Events
-// orders the outcome among the rows by its seq, as the rows alone were
-// ordered.
+// it; a later outcome, and one written by another path (a fence that
+// failed, a take-over's unknown, the previous release), is a row. With
+// born, an effect whose call answered at once is its own row alone (four
+// rows before 0019, two after). Events orders the kept outcome among the
+// rows by its seq, as the rows alone were ordered.
 
 // eventSeq is effect_events' seq column's sequence.
 const eventSeq = Schema + ".effect_events_seq_seq"
 
 // settleSet is the SET list that keeps the outcome (state, call id, time,
 // detail, seq) in the row's settled columns if they are empty, and leaves
-// them as they are otherwise (an earlier outcome is there: this one is a
-// row). A RETURNING of settled_seq = seq tells which.
+// them as they are otherwise (an outcome is kept there already: this one
+// is a row). A RETURNING of settled_seq = seq tells which.
 func settleSet(state, call, at, detail, seq string) string {
 	empty := `CASE WHEN settled_seq IS NULL THEN `
 	return `settled = ` + empty + state + ` ELSE settled END, settled_call = ` + empty + call + ` ELSE settled_call END, ` +
@@ -66,68 +64,47 @@ func bornEvents(born, call, scope, effectID string, at string) ([]touba.EffectEv
 	return nil, fmt.Errorf("effect %s/%s: unknown first events %q", scope, effectID, born)
 }
 
+// effectEvents reads an effect's trail in one statement, so in one
+// snapshot (two reads could miss an outcome written between them and show
+// a later event without it): first the row's born events (kind 0), then
+// its kept outcome and its effect_events rows (kind 1) by seq.
+const effectEvents = `WITH x AS (SELECT * FROM touba.effects WHERE scope = $1 AND effect_id = $2)
+SELECT 0 AS kind, 0::bigint AS seq, COALESCE(born, ''), COALESCE(born_call, ''), created_at, '' FROM x
+UNION ALL
+SELECT 1, settled_seq, settled, COALESCE(settled_call, ''), settled_at, COALESCE(settled_detail, '') FROM x WHERE settled_seq IS NOT NULL
+UNION ALL
+SELECT 1, seq, state, COALESCE(call_id, ''), at, COALESCE(detail, '') FROM touba.effect_events WHERE scope = $1 AND effect_id = $2
+ORDER BY kind, seq`
+
 // Events returns the audit trail of one effect, in order: the events its
-// row records (born), then its effect_events rows and its first outcome
-// (settled), by seq. Seq is 0 for the born events: they have no row.
+// row records (born), then its kept outcome (settled) and its
+// effect_events rows, by seq. Seq is 0 for the born events: they have no
+// row.
 func (j *Journal) Events(ctx context.Context, scope, effectID string) ([]touba.EffectEvent, error) {
-	var born, call, at string
-	var settled settledEvent
-	err := j.db.pool.QueryRow(ctx, `SELECT COALESCE(born, ''), COALESCE(born_call, ''), created_at, settled_seq,
-			COALESCE(settled, ''), COALESCE(settled_call, ''), COALESCE(settled_at, ''), COALESCE(settled_detail, '')
-		FROM touba.effects WHERE scope = $1 AND effect_id = $2`, scope, effectID).Scan(&born, &call, &at, &settled.seq,
-		&settled.state, &settled.call, &settled.at, &settled.detail)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("effect events: %w", err)
-	}
-	out, err := bornEvents(born, call, scope, effectID, at)
-	if err != nil {
-		return nil, fmt.Errorf("effect events: %w", err)
-	}
-	rows, err := j.db.pool.Query(ctx, `SELECT seq, scope, effect_id, COALESCE(call_id, ''), state, at, COALESCE(detail, '')
-		FROM touba.effect_events WHERE scope = $1 AND effect_id = $2 ORDER BY seq`, scope, effectID)
+	rows, err := j.db.pool.Query(ctx, effectEvents, scope, effectID)
 	if err != nil {
 		return nil, fmt.Errorf("effect events: %w", err)
 	}
 	defer rows.Close()
+	var out []touba.EffectEvent
 	for rows.Next() {
-		var e touba.EffectEvent
+		var kind int
 		var at string
-		if err := rows.Scan(&e.Seq, &e.Scope, &e.EffectID, &e.CallID, &e.State, &at, &e.Detail); err != nil {
-			return nil, err
+		e := touba.EffectEvent{Scope: scope, EffectID: effectID}
+		if err := rows.Scan(&kind, &e.Seq, &e.State, &e.CallID, &at, &e.Detail); err != nil {
+			return nil, fmt.Errorf("effect events: %w", err)
+		}
+		if kind == 0 {
+			// e.State is born here: the events the row's first write recorded.
+			if out, err = bornEvents(e.State, e.CallID, scope, effectID, at); err != nil {
+				return nil, fmt.Errorf("effect events: %w", err)
+			}
+			continue
 		}
 		if e.At, err = touba.ParseTime(at); err != nil {
-			return nil, err
-		}
-		if out, err = settled.before(out, e.Seq, scope, effectID); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("effect %s/%s: event %d time: %w", scope, effectID, e.Seq, err)
 		}
 		out = append(out, e)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return settled.before(out, 0, scope, effectID)
-}
-
-// settledEvent is an effect's first outcome as its row keeps it (seq nil:
-// none yet, or an earlier release's outcome: a row).
-type settledEvent struct {
-	seq                     *int64
-	state, call, at, detail string
-}
-
-// before appends the outcome to out if it comes before the row of seq
-// (0: after every row) and is not there yet.
-func (s *settledEvent) before(out []touba.EffectEvent, seq int64, scope, effectID string) ([]touba.EffectEvent, error) {
-	if s.seq == nil || (seq != 0 && seq < *s.seq) {
-		return out, nil
-	}
-	t, err := touba.ParseTime(s.at)
-	if err != nil {
-		return nil, fmt.Errorf("effect %s/%s: outcome time: %w", scope, effectID, err)
-	}
-	out = append(out, touba.EffectEvent{Seq: *s.seq, Scope: scope, EffectID: effectID, CallID: s.call, State: s.state, At: t,
-		Detail: s.detail})
-	s.seq = nil
-	return out, nil
+	return out, rows.Err()
 }

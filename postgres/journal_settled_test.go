@@ -63,28 +63,22 @@ func TestOutcomeKeptInTheRow(t *testing.T) {
 	}
 }
 
-// TestLaterOutcomesAreRows: the first outcome (unknown) is kept in the
-// row; the next attempt's events and its outcome are rows, and Events
-// lists all of them in the order they were written, the row's outcome
-// between the first attempt's dispatch and the second's prepare. Its
-// columns are never rewritten.
-func TestLaterOutcomesAreRows(t *testing.T) {
+// outcomeVia records o for the lease token in one of the two statements
+// that keep an outcome in the row: the writer's batch (finishMany: every
+// operation of an optimistic batch defers to it) or the single-row
+// statement (fusedFinish, which the writer takes when a batch runs
+// again), called here itself.
+func outcomeVia(t *testing.T, st *Store, fused bool, o touba.EffectOutcome, token int64) {
+	t.Helper()
 	ctx := context.Background()
-	st, _ := deferStore(t)
-	d := leaseAll(t, st, 1)[0]
-	p := pdOf(d, "c1")
-	p.RetryMode = touba.RetryIdempotencyKey
-	if _, err := st.Journal.Prepare(ctx, p); err != nil {
-		t.Fatal(err)
+	if !fused {
+		if err := st.Journal.Finish(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		return
 	}
-	if err := st.Journal.Dispatch(ctx, d.QueueID, d.QueueID+":s", "c1"); err != nil {
-		t.Fatal(err)
-	}
-	// The single-row statement (fusedFinish) itself: the writer's batches
-	// take the multi-row one (finishMany, above) unless a batch runs again.
-	unknown := touba.EffectOutcome{Scope: d.QueueID, EffectID: d.QueueID + ":s", CallID: "c1", State: touba.EffectUnknown}
-	err := st.Journal.submit(d.QueueID, func(ctx context.Context, tx *Tx) error {
-		fenced, finished, err := st.Journal.finishFused(ctx, tx, unknown, d.LeaseToken, st.db.now(), "outcome unknown")
+	err := st.Journal.submit(o.Scope, func(ctx context.Context, tx *Tx) error {
+		fenced, finished, err := st.Journal.finishFused(ctx, tx, o, token, st.db.now(), "outcome "+o.State)
 		if err == nil && (!fenced || !finished) {
 			err = fmt.Errorf("fused finish: fenced %v, finished %v", fenced, finished)
 		}
@@ -93,42 +87,90 @@ func TestLaterOutcomesAreRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.Journal.release(d.QueueID, d.QueueID+":s", "c1")
-	if rows := eventRows(t, st, d.QueueID); rows != 1 {
-		t.Fatalf("%d effect_events rows after prepare, dispatch and unknown, want 1 (dispatched)", rows)
-	}
-	p.CallID = "c2"
-	if e, err := st.Journal.Prepare(ctx, p); err != nil || e.Attempts != 2 {
-		t.Fatalf("second attempt: %+v, %v", e, err)
-	}
-	if err := st.Journal.Dispatch(ctx, d.QueueID, d.QueueID+":s", "c2"); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Journal.Finish(ctx, applied(d, "c2", 7)); err != nil {
-		t.Fatal(err)
-	}
-	if rows := eventRows(t, st, d.QueueID); rows != 4 {
-		t.Fatalf("%d effect_events rows, want 4 (the later events)", rows)
-	}
-	evs, err := st.Journal.Events(ctx, d.QueueID, d.QueueID+":s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if evs[2].Detail != "outcome unknown" {
-		t.Errorf("the kept outcome's detail %q, want %q", evs[2].Detail, "outcome unknown")
-	}
-	want := []struct{ state, call string }{{touba.EffectPrepared, "c1"}, {touba.EffectDispatched, "c1"}, {touba.EffectUnknown, "c1"},
-		{touba.EffectPrepared, "c2"}, {touba.EffectDispatched, "c2"}, {touba.EffectApplied, "c2"}}
-	if len(evs) != len(want) {
-		t.Fatalf("%d events %+v, want %d", len(evs), evs, len(want))
-	}
-	for i, w := range want {
-		if evs[i].State != w.state || evs[i].CallID != w.call || (i > 1 && evs[i].Seq <= evs[i-1].Seq) || (i > 0 && evs[i].At.Before(evs[i-1].At)) {
-			t.Fatalf("event %d: %+v, want %s by %s after %+v", i, evs[i], w.state, w.call, evs[i-1])
+	st.Journal.release(o.Scope, o.EffectID, o.CallID)
+}
+
+// TestLaterOutcomesAreRows: an effect's first outcome (unknown) is kept in
+// its row; the next attempt's events and its outcome are rows; Events
+// lists all of them in the order they were written, the kept outcome
+// between the first attempt's events and the second's. Each statement
+// takes each role once (a: the single-row statement keeps, the batch
+// writes the row; b: the reverse, after a first write of prepared and
+// dispatched at once, so that every row follows the kept outcome). An
+// effect whose first outcome is a row (c: written without a lease token,
+// as by a fence that failed) keeps its next one in the row, listed last.
+// The kept outcome is never rewritten.
+func TestLaterOutcomesAreRows(t *testing.T) {
+	ctx := context.Background()
+	st, _ := deferStore(t)
+	ds := leaseAll(t, st, 3)
+	type want struct{ state, call string }
+	check := func(name string, d *touba.Delivery, rows int, ws []want) {
+		t.Helper()
+		if got := eventRows(t, st, d.QueueID); got != rows {
+			t.Errorf("%s: %d effect_events rows, want %d", name, got, rows)
+		}
+		evs, err := st.Journal.Events(ctx, d.QueueID, d.QueueID+":s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != len(ws) {
+			t.Fatalf("%s: %d events %+v, want %d", name, len(evs), evs, len(ws))
+		}
+		for i, w := range ws {
+			if evs[i].State != w.state || evs[i].CallID != w.call {
+				t.Fatalf("%s: event %d %+v, want %s by %s", name, i, evs[i], w.state, w.call)
+			}
+			if i > 0 && (evs[i].At.Before(evs[i-1].At) || (evs[i-1].Seq > 0 && evs[i].Seq <= evs[i-1].Seq)) {
+				t.Fatalf("%s: event %d %+v is not after %+v", name, i, evs[i], evs[i-1])
+			}
 		}
 	}
-	_, err = st.db.pool.Exec(ctx, `UPDATE touba.effects SET settled = 'applied' WHERE scope = $1`, d.QueueID)
-	if err == nil || !strings.Contains(err.Error(), "never rewritten") {
+	unknown := func(d *touba.Delivery, call string) touba.EffectOutcome {
+		return touba.EffectOutcome{Scope: d.QueueID, EffectID: d.QueueID + ":s", CallID: call, State: touba.EffectUnknown}
+	}
+	prepare := func(p touba.EffectPrepare) {
+		t.Helper()
+		if _, err := st.Journal.Prepare(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Journal.Dispatch(ctx, p.Scope, p.EffectID, p.CallID); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	a := ds[0]
+	prepare(pdOf(a, "c1"))
+	outcomeVia(t, st, true, unknown(a, "c1"), a.LeaseToken)
+	check("a after unknown", a, 1, []want{{"prepared", "c1"}, {"dispatched", "c1"}, {"unknown", "c1"}})
+	_, err := st.db.pool.Exec(ctx, `UPDATE touba.effects SET settled_detail = 'x' WHERE scope = $1`, a.QueueID)
+	if err == nil || !strings.Contains(err.Error(), "kept outcome is never rewritten") {
 		t.Fatalf("rewriting the kept outcome: %v, want refused", err)
 	}
+	prepare(pdOf(a, "c2"))
+	outcomeVia(t, st, false, applied(a, "c2", 1), a.LeaseToken)
+	check("a", a, 4, []want{{"prepared", "c1"}, {"dispatched", "c1"}, {"unknown", "c1"},
+		{"prepared", "c2"}, {"dispatched", "c2"}, {"applied", "c2"}})
+
+	b := ds[1]
+	if _, err := st.Journal.PrepareDispatched(ctx, pdOf(b, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	outcomeVia(t, st, false, unknown(b, "c1"), b.LeaseToken)
+	prepare(pdOf(b, "c2"))
+	outcomeVia(t, st, true, applied(b, "c2", 2), b.LeaseToken)
+	check("b", b, 3, []want{{"prepared", "c1"}, {"dispatched", "c1"}, {"unknown", "c1"},
+		{"prepared", "c2"}, {"dispatched", "c2"}, {"applied", "c2"}})
+
+	c := ds[2]
+	p := pdOf(c, "c1")
+	p.LeaseToken = 0 // no fence: Finish takes its own statements, which write the outcome as a row
+	prepare(p)
+	if err := st.Journal.Finish(ctx, unknown(c, "c1")); err != nil {
+		t.Fatal(err)
+	}
+	prepare(pdOf(c, "c2"))
+	outcomeVia(t, st, false, applied(c, "c2", 3), c.LeaseToken)
+	check("c", c, 4, []want{{"prepared", "c1"}, {"dispatched", "c1"}, {"unknown", "c1"},
+		{"prepared", "c2"}, {"dispatched", "c2"}, {"applied", "c2"}})
 }
