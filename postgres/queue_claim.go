@@ -16,16 +16,13 @@ import (
 // 13 ms a lease on the 90-day layout (issue 42, EXPLAIN ANALYZE), more
 // than running it, and where the planner hashed the join instead (a
 // small table, or a generic plan's estimate of the pick, a tenth of the
-// pending entries) it read every entry of every partition. claimPlanReset
-// gives the rest of the transaction (the writer's batch it shares with
-// other operations) its settings back: each to its default (set_config
-// with NULL), as no statement before a lease's sets them. One statement
-// each, not three (SET LOCAL, then RESET, a statement a setting).
-const (
-	claimPlanSet = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('enable_hashjoin', 'off', true),
-		set_config('enable_mergejoin', 'off', true)`
-	claimPlanReset = `SELECT set_config('plan_cache_mode', NULL, true), set_config('enable_hashjoin', NULL, true),
-		set_config('enable_mergejoin', NULL, true)`
+// pending entries) it read every entry of every partition. claimPlanResets
+// give the rest of the transaction its settings back (RESET: the
+// session's own, as no statement before a lease's sets them).
+var (
+	claimPlanSets = []string{`SET LOCAL plan_cache_mode = force_generic_plan`, `SET LOCAL enable_hashjoin = off`,
+		`SET LOCAL enable_mergejoin = off`}
+	claimPlanResets = []string{`RESET plan_cache_mode`, `RESET enable_hashjoin`, `RESET enable_mergejoin`}
 )
 
 // claim leases the entries pick selects (its $1 the time, $2 the limit,
@@ -50,22 +47,30 @@ const (
 func (q *Queue) claim(ctx context.Context, tx *Tx, pick, bound string, n int, out []*touba.Delivery, took []takeOver,
 	extra ...any) ([]*touba.Delivery, []takeOver, error) {
 	b := &pgx.Batch{}
-	b.Queue(claimPlanSet)
+	for _, set := range claimPlanSets {
+		b.Queue(set)
+	}
 	b.Queue(q.claimSQL(pick, bound, n), append([]any{q.db.now(), n, q.db.cfg.NodeID}, extra...)...)
-	b.Queue(claimPlanReset)
+	for _, reset := range claimPlanResets {
+		b.Queue(reset)
+	}
 	br, err := tx.sendBatch(ctx, b)
 	if err != nil {
 		return out, took, err
 	}
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return out, took, err
+	for range claimPlanSets {
+		if _, err := br.Exec(); err != nil {
+			return out, took, err
+		}
 	}
 	if out, took, err = scanClaimed(br, out, took); err != nil {
 		return out, took, err
 	}
-	if _, err := br.Exec(); err != nil {
-		return out, took, err
+	for range claimPlanResets {
+		if _, err := br.Exec(); err != nil {
+			return out, took, err
+		}
 	}
 	return out, took, br.Close()
 }

@@ -64,7 +64,7 @@ func TestClaimReadsOnlyItsRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		stmts := []string{`SET plan_cache_mode = ` + mode, `BEGIN`}
-		stmts = append(stmts, `SELECT `+claimSettings, claimPlanSet)
+		stmts = append(append(stmts, claimSets...), claimPlanSets...)
 		stmts = append(stmts, `PREPARE claim_test(text, bigint, text, text) AS `+sql)
 		for _, s := range stmts {
 			if _, err := conn.Exec(ctx, s); err != nil {

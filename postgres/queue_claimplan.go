@@ -1,16 +1,13 @@
 package postgres
 
-import "context"
+import (
+	"context"
 
-// claimSettings are claimPlan's settings for the common case, each SET
-// LOCAL (set_config's third argument), as expressions of one statement.
-const claimSettings = `set_config('enable_bitmapscan', 'off', true), set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`
+	"github.com/jackc/pgx/v5"
+)
 
-// claimPlanRead is claimPlan's one statement: the settings, whether any
-// trigger is paused (one primary-key probe) and the floor (readFloor).
-// One statement, not five: a lease sent the settings and the two reads
-// as five statements of one round trip, each parsed and run on its own.
-const claimPlanRead = `SELECT ` + claimSettings + `, EXISTS (SELECT 1 FROM touba.paused_triggers), (SELECT floor FROM touba.pick_floor)`
+// claimSets are claimPlan's settings for the common case.
+var claimSets = []string{`SET LOCAL enable_bitmapscan = off`, `SET LOCAL enable_sort = off`, `SET LOCAL jit = off`}
 
 // claimPlan chooses the pick of pending entries for a lease in tx (around
 // the paused triggers when there are any: queue_holds.go) and keeps the claim on the ordered index scan of entries_ready
@@ -39,11 +36,34 @@ const claimPlanRead = `SELECT ` + claimSettings + `, EXISTS (SELECT 1 FROM touba
 //
 // It reads the lease's floor in the same round trip (queue_floor.go).
 func claimPlan(ctx context.Context, tx *Tx) (pick string, floor *string, err error) {
-	// One statement: the settings for the common case (no trigger paused),
+	// One round trip: the settings for the common case (no trigger paused),
 	// whether it is the common case, and the floor.
-	var set [3]string
+	b := &pgx.Batch{}
+	for _, set := range claimSets {
+		b.Queue(set)
+	}
+	b.Queue(anyPaused)
+	b.Queue(readFloor)
+	br, err := tx.sendBatch(ctx, b)
+	if err != nil {
+		return "", nil, err
+	}
+	for range claimSets {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return "", nil, err
+		}
+	}
 	var paused bool
-	if err := tx.QueryRow(ctx, claimPlanRead).Scan(&set[0], &set[1], &set[2], &paused, &floor); err != nil {
+	if err := br.QueryRow().Scan(&paused); err != nil {
+		br.Close()
+		return "", nil, err
+	}
+	if err := br.QueryRow().Scan(&floor); err != nil {
+		br.Close()
+		return "", nil, err
+	}
+	if err := br.Close(); err != nil {
 		return "", nil, err
 	}
 	if !paused {

@@ -177,6 +177,10 @@ const pickAround = readyRefs + `,
 			AND (e.not_before IS NULL OR e.not_before <= $1) ORDER BY e.queue_id COLLATE "C" LIMIT $2 FOR UPDATE SKIP LOCKED) c
 	ORDER BY c.queue_id LIMIT $2`
 
+// anyPaused tells whether any trigger is paused (one primary-key probe),
+// for claimPlan.
+const anyPaused = `SELECT EXISTS (SELECT 1 FROM touba.paused_triggers)`
+
 // takeOverPaused takes over, in the lease transaction tx, the entries of
 // paused triggers whose lease expired (their node died or was cut off
 // mid-run): back to pending under a new token, so the old node is fenced
