@@ -84,9 +84,10 @@ type finRow struct {
 
 // finishMany is fusedFinish for many rows.
 //
-// An effect's first outcome is kept in its row (settled, journal_born.go),
-// a later one is an effect_events row; either takes its seq from the
-// rows' sequence here (i.seq), so that the two read back in order.
+// An effect's outcome is kept in its row when the row holds none yet
+// (settled, journal_born.go), else it is an effect_events row; either
+// takes its seq from the rows' sequence here (i.seq), so that the two
+// read back in order.
 var finishMany = `WITH i AS (SELECT *, nextval('` + eventSeq + `') AS seq FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[],
 		$5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[])
 	WITH ORDINALITY AS i(scope, effect_id, token, state, receipt_ref, result, error_code, receipt_error_code, call_id, detail, n)),

@@ -69,8 +69,8 @@ func (j *Journal) dispatchFused(ctx context.Context, tx *Tx, scope, effectID, ca
 // fusedFinish is Finish's outcome under the lease (not necessarily live:
 // the call may have outlived it, the answer is still the journal's):
 // finished is false when the fence failed or callID does not hold the
-// effect. The effect's first outcome is kept in its row, a later one is
-// a row (finishMany).
+// effect. The outcome is kept in the effect's row when it holds none yet,
+// else it is a row (finishMany).
 var fusedFinish = `WITH f AS (
 	SELECT kept FROM touba.entries WHERE queue_id = $1 AND lease_token = $2 AND status = 'running' FOR UPDATE),
 s AS (SELECT nextval('` + eventSeq + `') AS seq),
