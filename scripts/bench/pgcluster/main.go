@@ -180,9 +180,9 @@ type leaf struct{ name, upper string }
 var upperBound = regexp.MustCompile(`TO \('([^']*)'\)`)
 
 // entryLeaves lists the leaves of entries (entries itself when it is not
-// partitioned).
+// partitioned). A bound has no Vars: pg_get_expr's 0 opens no partition.
 func entryLeaves(ctx context.Context, conn *pgx.Conn) ([]leaf, error) {
-	rows, err := conn.Query(ctx, `SELECT t.relid::regclass::text, COALESCE(pg_get_expr(c.relpartbound, c.oid), '')
+	rows, err := conn.Query(ctx, `SELECT t.relid::regclass::text, COALESCE(pg_get_expr(c.relpartbound, 0), '')
 		FROM pg_partition_tree('touba.entries') t JOIN pg_class c ON c.oid = t.relid WHERE t.isleaf`)
 	if err != nil {
 		return nil, err
