@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"os"
 	"regexp"
 	"sort"
@@ -33,6 +34,8 @@ type spent struct {
 }
 
 func (s spent) total() float64 { return s.plan + s.exec }
+
+func (s spent) add(o spent) spent { return spent{s.calls + o.calls, s.plan + o.plan, s.exec + o.exec} }
 
 var (
 	leafName = regexp.MustCompile(`_(?:p\d{8}t\d{9}|old)\b`) // a time partition, or the one before them (a new database's only)
@@ -73,8 +76,7 @@ func load(path string) (map[string]spent, error) {
 			return nil, fmt.Errorf("%s:%d: a number is not one", path, n)
 		}
 		k := key(col[3])
-		s := out[k]
-		out[k] = spent{s.calls + calls, s.plan + plan, s.exec + exec}
+		out[k] = out[k].add(spent{calls, plan, exec})
 	}
 	return out, sc.Err()
 }
@@ -84,6 +86,9 @@ type row struct {
 	key  string
 	a, b spent
 }
+
+// diff is the size of B's difference from A on the key, either way.
+func (r row) diff() float64 { return math.Abs(r.b.total() - r.a.total()) }
 
 // compare lists every key of either drain, the largest difference first.
 func compare(a, b map[string]spent) []row {
@@ -97,14 +102,7 @@ func compare(a, b map[string]spent) []row {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		di, dj := out[i].b.total()-out[i].a.total(), out[j].b.total()-out[j].a.total()
-		if di < 0 {
-			di = -di
-		}
-		if dj < 0 {
-			dj = -dj
-		}
-		if di != dj {
+		if di, dj := out[i].diff(), out[j].diff(); di != dj {
 			return di > dj
 		}
 		return out[i].key < out[j].key
@@ -131,15 +129,14 @@ func main() {
 	fmt.Printf("%9s  %13s  %17s  %19s  %s\n", "B-A ms", "calls A/B", "plan ms A/B", "exec ms A/B", "statement")
 	var ta, tb spent
 	for i, r := range rows {
-		ta = spent{ta.calls + r.a.calls, ta.plan + r.a.plan, ta.exec + r.a.exec}
-		tb = spent{tb.calls + r.b.calls, tb.plan + r.b.plan, tb.exec + r.b.exec}
+		ta, tb = ta.add(r.a), tb.add(r.b)
 		if i < *n {
-			q := r.key
+			q := []rune(r.key) // a blotted constant is '…', which a byte cut could split
 			if len(q) > 110 {
 				q = q[:110]
 			}
 			fmt.Printf("%9.1f  %6d/%-6d  %8.1f/%-8.1f  %9.1f/%-9.1f  %s\n", r.b.total()-r.a.total(),
-				r.a.calls, r.b.calls, r.a.plan, r.b.plan, r.a.exec, r.b.exec, q)
+				r.a.calls, r.b.calls, r.a.plan, r.b.plan, r.a.exec, r.b.exec, string(q))
 		}
 	}
 	fmt.Printf("%9.1f  %6d/%-6d  %8.1f/%-8.1f  %9.1f/%-9.1f  (all %d statements)\n", tb.total()-ta.total(),
